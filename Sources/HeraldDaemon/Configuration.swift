@@ -1,0 +1,171 @@
+import Foundation
+import HeraldQueue
+import Logging
+
+/// Every setting of the daemon, read from the environment and an optional file.
+///
+/// The file (`--config PATH` or `HERALD_CONFIG`) uses the environment-file format that
+/// systemd's `EnvironmentFile=` reads: `NAME=value` lines, `#` comments. The environment
+/// wins over the file. A bad value is an error that names the setting; nothing starts.
+public struct Configuration: Sendable {
+    /// libpq connection string; empty means libpq's defaults and the `PG*` variables.
+    public var databaseURL: String = ""
+    public var logLevel: Logger.Level = .info
+    /// Written into `herald.jobs.locked_by`; default `<hostname>:<pid>`.
+    public var workerID: String = Configuration.defaultWorkerID
+    /// Which workers `herald run` starts: `all`, or a comma-separated list of names.
+    public var workers: [String] = ["all"]
+    public var batchSize: Int = 100
+    public var pollInterval: Duration = .seconds(2)
+    public var lease: Duration = JobQueue.defaultLease
+    public var rescueInterval: Duration = LeaseRescuer.defaultInterval
+    public var backoffBase: Duration = Backoff.defaultBase
+    public var backoffCap: Duration = Backoff.defaultCap
+    /// Apply missing migrations at startup instead of refusing to start.
+    public var autoMigrate: Bool = false
+
+    public init() {}
+
+    public static var defaultWorkerID: String {
+        "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    /// Every setting: its name, default and meaning. The README and `deploy/herald.env` list the same.
+    public static let settings: [(name: String, defaultValue: String, meaning: String)] = [
+        ("HERALD_DATABASE_URL", "(libpq defaults, PG* variables)", "libpq connection string or postgresql:// URL"),
+        ("HERALD_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical"),
+        ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in herald.jobs.locked_by"),
+        ("HERALD_WORKERS", "all", "workers to run: all, or a comma-separated list"),
+        ("HERALD_BATCH_SIZE", "100", "jobs claimed per round trip (1 to 10000)"),
+        ("HERALD_POLL_INTERVAL", "2s", "longest wait between claims without a NOTIFY"),
+        ("HERALD_LEASE", "60s", "how long a claimed job stays leased"),
+        ("HERALD_RESCUE_INTERVAL", "5s", "how often expired leases are rescued"),
+        ("HERALD_BACKOFF_BASE", "1s", "ceiling of the first retry's delay (full jitter)"),
+        ("HERALD_BACKOFF_CAP", "1h", "largest retry delay"),
+        ("HERALD_AUTO_MIGRATE", "false", "apply missing migrations when the daemon starts"),
+    ]
+
+    /// Reads the settings from `environment`, over the file named by `file` (or by
+    /// `HERALD_CONFIG` in the environment) when there is one.
+    public static func load(environment: [String: String], file: String? = nil) throws -> Configuration {
+        var values: [String: String] = [:]
+        if let path = file ?? environment["HERALD_CONFIG"], !path.isEmpty {
+            values = try readEnvironmentFile(path)
+        }
+        values.merge(environment.filter { $0.key.hasPrefix("HERALD_") }) { _, fromEnvironment in fromEnvironment }
+
+        let known = Set(settings.map(\.name) + ["HERALD_CONFIG"])
+        if let unknown = values.keys.sorted().first(where: { !known.contains($0) && isHeraldSetting($0) }) {
+            throw ConfigurationError(setting: unknown, message: "is not a Herald setting (see herald config)")
+        }
+
+        var configuration = Configuration()
+        let reader = SettingReader(values: values)
+        configuration.databaseURL = reader.string("HERALD_DATABASE_URL") ?? ""
+        if let level = reader.string("HERALD_LOG_LEVEL") {
+            guard let parsed = Logger.Level(rawValue: level.lowercased()) else {
+                throw ConfigurationError(setting: "HERALD_LOG_LEVEL", message: "\"\(level)\" is not a log level")
+            }
+            configuration.logLevel = parsed
+        }
+        configuration.workerID = reader.string("HERALD_WORKER_ID") ?? configuration.workerID
+        if let workers = reader.string("HERALD_WORKERS") {
+            configuration.workers = workers.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        }
+        configuration.batchSize = try reader.integer("HERALD_BATCH_SIZE", in: 1...10_000) ?? configuration.batchSize
+        configuration.pollInterval = try reader.duration("HERALD_POLL_INTERVAL") ?? configuration.pollInterval
+        configuration.lease = try reader.duration("HERALD_LEASE") ?? configuration.lease
+        configuration.rescueInterval = try reader.duration("HERALD_RESCUE_INTERVAL") ?? configuration.rescueInterval
+        configuration.backoffBase = try reader.duration("HERALD_BACKOFF_BASE") ?? configuration.backoffBase
+        configuration.backoffCap = try reader.duration("HERALD_BACKOFF_CAP") ?? configuration.backoffCap
+        configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
+        if configuration.lease < .seconds(1) {
+            throw ConfigurationError(setting: "HERALD_LEASE", message: "must be at least 1s")
+        }
+        return configuration
+    }
+
+    private static func isHeraldSetting(_ name: String) -> Bool { name.hasPrefix("HERALD_") }
+
+    /// Reads `NAME=value` lines; blank lines and `#` comments are skipped, and a value may be
+    /// wrapped in single or double quotes.
+    static func readEnvironmentFile(_ path: String) throws -> [String: String] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigurationError(setting: "HERALD_CONFIG", message: "cannot read the file \(path)")
+        }
+        var values: [String: String] = [:]
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigurationError(
+                    setting: "HERALD_CONFIG", message: "line \(number + 1) of \(path) is not NAME=value")
+            }
+            let name = line[..<equals].trimmingCharacters(in: .whitespaces)
+            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
+                value = String(value.dropFirst().dropLast())
+            }
+            values[name] = value
+        }
+        return values
+    }
+}
+
+/// A setting with a value Herald cannot use.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public var setting: String
+    public var message: String
+    public var description: String { "configuration error: \(setting) \(message)" }
+}
+
+/// Parses typed values out of the raw strings, naming the setting in every error.
+struct SettingReader {
+    let values: [String: String]
+
+    func string(_ name: String) -> String? {
+        guard let value = values[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    func integer(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
+        guard let text = string(name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(
+                setting: name, message: "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    func boolean(_ name: String) throws -> Bool? {
+        guard let text = string(name) else { return nil }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ConfigurationError(setting: name, message: "\"\(text)\" is not true or false")
+        }
+    }
+
+    /// A duration such as `250ms`, `2s`, `5m`, `1h`; a bare number is seconds.
+    func duration(_ name: String) throws -> Duration? {
+        guard let text = string(name) else { return nil }
+        guard let duration = Self.parseDuration(text) else {
+            throw ConfigurationError(setting: name, message: "\"\(text)\" is not a duration such as 500ms, 2s, 5m or 1h")
+        }
+        return duration
+    }
+
+    static func parseDuration(_ text: String) -> Duration? {
+        let units: [(suffix: String, seconds: Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        var number = Substring(text.lowercased())
+        var scale = 1.0
+        for unit in units where number.hasSuffix(unit.suffix) {
+            number = number.dropLast(unit.suffix.count)
+            scale = unit.seconds
+            break
+        }
+        guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+        return .milliseconds(Int64((value * scale * 1000).rounded()))
+    }
+}

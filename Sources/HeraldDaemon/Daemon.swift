@@ -1,0 +1,101 @@
+import Foundation
+import HeraldPostgres
+import HeraldQueue
+import Logging
+import ServiceLifecycle
+
+/// `herald run`: checks the schema, then runs the configured workers and the lease rescuer
+/// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
+///
+/// Connections: one per worker, one for maintenance, one for LISTEN.
+public struct Daemon {
+    let configuration: Configuration
+    let logger: Logger
+    let clock: any WallClock
+
+    public init(configuration: Configuration, logger: Logger, clock: any WallClock = SystemClock()) {
+        self.configuration = configuration
+        self.logger = logger
+        self.clock = clock
+    }
+
+    public func run() async throws {
+        let handlers = try WorkerCatalog.handlers(for: configuration.workers)
+        let maintenance = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+        try await checkSchema(maintenance)
+
+        let hub = WakeHub()
+        var services: [any Service] = []
+        for handler in handlers {
+            let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+            services.append(
+                WorkerRunner(
+                    handler: handler,
+                    queue: queue(on: connection),
+                    signal: hub.register(kind: handler.kind),
+                    configuration: .init(batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
+                    logger: logger))
+        }
+        services.append(
+            LeaseRescuer(
+                queue: queue(on: maintenance), hub: hub, interval: configuration.rescueInterval, logger: logger))
+
+        let listener = PostgresListener(
+            conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger,
+            onNotification: { hub.wake(kind: $0.payload) },
+            onReconnect: { hub.wakeAll() })
+        listener.start()
+        defer { listener.stop() }
+
+        logger.info(
+            "herald is running",
+            metadata: [
+                "workers": "\(handlers.map(\.kind).joined(separator: ","))",
+                "worker_id": "\(configuration.workerID)",
+            ])
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services.map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+        logger.info("herald stopped")
+    }
+
+    private func queue(on connection: PostgresConnection) -> JobQueue {
+        JobQueue(
+            connection: connection,
+            workerID: configuration.workerID,
+            clock: clock,
+            backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
+            lease: configuration.lease)
+    }
+
+    /// Refuses to start on a database that lacks migrations this binary needs, unless
+    /// `HERALD_AUTO_MIGRATE` asks to apply them.
+    private func checkSchema(_ connection: PostgresConnection) async throws {
+        let migrator = Migrator(logger: logger)
+        if configuration.autoMigrate {
+            try await migrator.migrate(connection)
+            return
+        }
+        let hasTable = try await connection.query("SELECT to_regclass('herald.schema_migrations') IS NOT NULL")[0]
+            .decode(0, as: Bool.self)
+        let pending = hasTable ? try await migrator.pending(connection) : migrator.migrations
+        if !pending.isEmpty {
+            throw DaemonError.schemaOutOfDate(pending: pending.map(\.name))
+        }
+    }
+}
+
+public enum DaemonError: Error, CustomStringConvertible {
+    case schemaOutOfDate(pending: [String])
+
+    public var description: String {
+        switch self {
+        case .schemaOutOfDate(let pending):
+            return "the database lacks migrations \(pending.joined(separator: ", ")); run `herald migrate` first"
+                + " (or set HERALD_AUTO_MIGRATE=true)"
+        }
+    }
+}

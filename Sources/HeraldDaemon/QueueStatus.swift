@@ -1,0 +1,71 @@
+import Foundation
+import HeraldPostgres
+
+/// The state of the queue per job kind, as `herald status` prints it and the
+/// `herald.queue_depth` view shows it.
+public struct QueueStatus: Sendable, Codable, Equatable {
+    public struct Kind: Sendable, Codable, Equatable {
+        public var kind: String
+        /// Due now and waiting for a worker.
+        public var ready: Int
+        /// Waiting for a later `run_at` (scheduled or backing off).
+        public var scheduled: Int
+        public var running: Int
+        /// Running, but past their lease: their process probably died; rescue will return them.
+        public var leaseExpired: Int
+        public var dead: Int
+        /// Seconds since the oldest ready job became due; nil when none is ready.
+        public var oldestReadySeconds: Double?
+    }
+
+    public var kinds: [Kind]
+
+    public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
+        let result = try await connection.query(
+            """
+            SELECT kind, ready, scheduled, running, lease_expired, dead,
+                   extract(epoch FROM oldest_ready_age)::float8
+            FROM herald.queue_depth ORDER BY kind
+            """)
+        return QueueStatus(
+            kinds: try result.map { row in
+                Kind(
+                    kind: try row.decode(0), ready: try row.decode(1), scheduled: try row.decode(2),
+                    running: try row.decode(3), leaseExpired: try row.decode(4), dead: try row.decode(5),
+                    oldestReadySeconds: try row.decode(6, as: Double?.self))
+            })
+    }
+
+    /// Things an operator should look at; empty when all is well.
+    public func problems(maximumReadyAge: Double) -> [String] {
+        var problems: [String] = []
+        for kind in kinds {
+            if kind.dead > 0 { problems.append("\(kind.dead) dead \(kind.kind) job(s)") }
+            if let age = kind.oldestReadySeconds, age > maximumReadyAge {
+                problems.append("\(kind.kind) backlog: oldest ready job waited \(Int(age))s")
+            }
+            if kind.leaseExpired > 0 {
+                problems.append("\(kind.leaseExpired) \(kind.kind) job(s) past their lease")
+            }
+        }
+        return problems
+    }
+
+    /// A fixed-width table for a terminal.
+    public func table() -> String {
+        let header = ["KIND", "READY", "SCHEDULED", "RUNNING", "LEASE EXPIRED", "DEAD", "OLDEST READY"]
+        var rows = [header]
+        for kind in kinds {
+            rows.append([
+                kind.kind, "\(kind.ready)", "\(kind.scheduled)", "\(kind.running)", "\(kind.leaseExpired)",
+                "\(kind.dead)", kind.oldestReadySeconds.map { String(format: "%.1fs", $0) } ?? "-",
+            ])
+        }
+        if kinds.isEmpty { rows.append(["(no jobs)", "", "", "", "", "", ""]) }
+        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        }.joined(separator: "\n")
+    }
+}

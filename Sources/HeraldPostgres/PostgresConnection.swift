@@ -1,0 +1,274 @@
+import Foundation
+import CLibPQ
+import Dispatch
+import Logging
+
+/// One libpq connection, safe to share between tasks.
+///
+/// Every libpq call runs on the connection's own serial dispatch queue, never on Swift's
+/// cooperative thread pool, so a slow query blocks nothing but this connection. Calls are
+/// served one at a time, in order.
+///
+/// The connection is opened lazily and opened again after it breaks (a server restart, a
+/// network failure): the call that finds it broken fails with a ``PostgresError/Kind/connection``
+/// error, and the next call reconnects. Statements with parameters are prepared once per
+/// connection and reused.
+public final class PostgresConnection: @unchecked Sendable {
+    /// The libpq connection string (`host=… dbname=…` or `postgresql://…`); empty means libpq's
+    /// defaults and the standard `PG*` environment variables.
+    public let conninfo: String
+    let logger: Logger
+    private let queue: DispatchQueue
+
+    // State below is touched only on `queue`.
+    private var handle: OpaquePointer?
+    private var preparedNames: [String: String] = [:]
+    private var setupStatements: [String] = []
+
+    /// The number of distinct statements kept prepared per connection; others run unprepared.
+    static let preparedStatementLimit = 256
+
+    public init(conninfo: String, logger: Logger = Logger(label: "herald.postgres")) {
+        self.conninfo = conninfo
+        self.logger = logger
+        self.queue = DispatchQueue(label: "herald.postgres.connection")
+    }
+
+    deinit {
+        if let handle { PQfinish(handle) }
+    }
+
+    /// Opens a connection now, so that a bad connection string fails here rather than later.
+    public static func connect(
+        _ conninfo: String, logger: Logger = Logger(label: "herald.postgres")
+    ) async throws -> PostgresConnection {
+        let connection = PostgresConnection(conninfo: conninfo, logger: logger)
+        try await connection.withSession { _ in }
+        return connection
+    }
+
+    /// Runs one statement with parameters bound to `$1`, `$2`, …
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresResult {
+        try await withSession { try $0.query(sql, parameters) }
+    }
+
+    /// Runs a script of one or more statements without parameters (migrations, `SET`, `LISTEN`).
+    public func execute(_ script: String) async throws {
+        try await withSession { try $0.execute(script) }
+    }
+
+    /// Runs `body` on the connection's queue with exclusive use of the connection, so that
+    /// several statements go out back to back without a hop per statement.
+    public func withSession<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(
+                    with: Result {
+                        try self.ensureConnected()
+                        return try body(PostgresSession(connection: self))
+                    })
+            }
+        }
+    }
+
+    /// Runs `body` inside `BEGIN` … `COMMIT`; rolls back if it throws.
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
+        try await withSession { session in try session.transaction { try body($0) } }
+    }
+
+    /// Statements to run after every (re)connect, such as `LISTEN` or `SET`.
+    public func addSetupStatement(_ sql: String) async throws {
+        try await withSession { session in
+            session.connection.setupStatements.append(sql)
+            try session.execute(sql)
+        }
+    }
+
+    /// Closes the connection; a later call opens a new one.
+    public func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.dropHandle()
+                continuation.resume()
+            }
+        }
+    }
+
+    // MARK: - On the queue
+
+    private func ensureConnected() throws {
+        if let handle, PQstatus(handle) == CONNECTION_OK { return }
+        dropHandle()
+        guard let fresh = PQconnectdb(conninfo) else {
+            throw PostgresError(.connection, "libpq could not allocate a connection")
+        }
+        guard PQstatus(fresh) == CONNECTION_OK else {
+            let message = Self.trimmed(PQerrorMessage(fresh))
+            PQfinish(fresh)
+            throw PostgresError(.connection, message.isEmpty ? "cannot connect" : message)
+        }
+        handle = fresh
+        // Every session speaks UTC and ISO dates, which the decoders rely on.
+        var setup = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_min_messages = 'warning';"
+        if let name = PQparameterStatus(fresh, "application_name"), name.pointee == 0 {
+            setup += " SET application_name = 'herald';"
+        }
+        do {
+            try runScript(setup)
+            for statement in setupStatements { try runScript(statement) }
+        } catch {
+            dropHandle()
+            throw error
+        }
+    }
+
+    private func dropHandle() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+        preparedNames.removeAll()
+    }
+
+    /// After a failure, forget a connection that is no longer usable so the next call reconnects.
+    private func checkHealth() {
+        if let handle, PQstatus(handle) != CONNECTION_OK {
+            logger.warning("PostgreSQL connection lost; it will be reopened on next use")
+            dropHandle()
+        }
+    }
+
+    func runScript(_ script: String) throws {
+        guard let handle else { throw PostgresError(.connection, "not connected") }
+        let result = PQexec(handle, script)
+        _ = try consume(result)
+    }
+
+    func runQuery(_ sql: String, _ parameters: [any PostgresEncodable]) throws -> PostgresResult {
+        guard let handle else { throw PostgresError(.connection, "not connected") }
+        let statementName = try preparedName(for: sql, handle: handle)
+        let result = withBoundParameters(parameters) { count, values, lengths, formats in
+            if let statementName {
+                return PQexecPrepared(handle, statementName, count, values, lengths, formats, 0)
+            }
+            return PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
+        }
+        return try consume(result)
+    }
+
+    private func preparedName(for sql: String, handle: OpaquePointer) throws -> String? {
+        if let name = preparedNames[sql] { return name }
+        guard preparedNames.count < Self.preparedStatementLimit else { return nil }
+        let name = "herald_\(preparedNames.count)"
+        _ = try consume(PQprepare(handle, name, sql, 0, nil))
+        preparedNames[sql] = name
+        return name
+    }
+
+    /// Turns a PGresult into a ``PostgresResult`` or a ``PostgresError``.
+    private func consume(_ result: OpaquePointer?) throws -> PostgresResult {
+        guard let result else {
+            let message = handle.map { Self.trimmed(PQerrorMessage($0)) } ?? "no connection"
+            checkHealth()
+            throw PostgresError(.connection, message)
+        }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return PostgresResult(result)
+        default:
+            let error = Self.error(from: result)
+            PQclear(result)
+            checkHealth()
+            throw error
+        }
+    }
+
+    static func error(from result: OpaquePointer) -> PostgresError {
+        func field(_ code: Character) -> String? {
+            guard let value = PQresultErrorField(result, Int32(code.asciiValue!)) else { return nil }
+            return String(cString: value)
+        }
+        let sqlState = field("C")
+        let message = field("M") ?? trimmed(PQresultErrorMessage(result))
+        return PostgresError(
+            sqlState == nil ? .connection : .server, message,
+            sqlState: sqlState, detail: field("D"), hint: field("H"))
+    }
+
+    static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
+        guard let message else { return "" }
+        return String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Exclusive use of a connection inside ``PostgresConnection/withSession(_:)``: plain blocking
+/// calls, valid only inside the closure it was handed to.
+public struct PostgresSession {
+    let connection: PostgresConnection
+
+    /// Runs one statement with parameters bound to `$1`, `$2`, …
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresResult {
+        try connection.runQuery(sql, parameters)
+    }
+
+    /// Runs a script of one or more statements without parameters.
+    public func execute(_ script: String) throws {
+        try connection.runScript(script)
+    }
+
+    /// Runs `body` inside `BEGIN` … `COMMIT`; rolls back if it throws.
+    public func transaction<T>(_ body: (PostgresSession) throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body(self)
+            try execute("COMMIT")
+            return value
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+@available(*, unavailable)
+extension PostgresSession: Sendable {}
+
+/// Binds parameters as C arrays for the duration of one libpq call.
+private func withBoundParameters<R>(
+    _ parameters: [any PostgresEncodable],
+    _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
+) -> R {
+    if parameters.isEmpty { return body(0, nil, nil, nil) }
+    var values: [UnsafePointer<CChar>?] = []
+    var lengths: [Int32] = []
+    var formats: [Int32] = []
+    var owned: [UnsafeMutableRawPointer] = []
+    values.reserveCapacity(parameters.count)
+    lengths.reserveCapacity(parameters.count)
+    formats.reserveCapacity(parameters.count)
+    defer { owned.forEach { free($0) } }
+    for parameter in parameters {
+        switch parameter.postgresParameter {
+        case .null:
+            values.append(nil)
+            lengths.append(0)
+            formats.append(0)
+        case .text(let text):
+            let copy = strdup(text)!
+            owned.append(copy)
+            values.append(UnsafePointer(copy))
+            lengths.append(0)
+            formats.append(0)
+        case .binary(let bytes):
+            let copy = malloc(max(bytes.count, 1))!
+            if !bytes.isEmpty {
+                bytes.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            }
+            owned.append(copy)
+            values.append(UnsafePointer(copy.assumingMemoryBound(to: CChar.self)))
+            lengths.append(Int32(bytes.count))
+            formats.append(1)
+        }
+    }
+    return body(Int32(parameters.count), values, lengths, formats)
+}

@@ -1,0 +1,130 @@
+import Foundation
+
+/// How one query parameter travels to the server.
+public enum PostgresParameter: Sendable, Equatable {
+    case null
+    /// Text format: the server parses it as the parameter's type (cast it in SQL: `$1::bigint[]`).
+    case text(String)
+    /// Binary format, used for `bytea`.
+    case binary([UInt8])
+}
+
+/// A Swift value that can be bound as a query parameter.
+public protocol PostgresEncodable: Sendable {
+    var postgresParameter: PostgresParameter { get }
+}
+
+/// A value that can stand inside a PostgreSQL array literal (`{1,2,3}`).
+public protocol PostgresArrayElement: PostgresEncodable {
+    /// The element's text inside an array literal, already quoted where needed; nil for NULL.
+    var postgresArrayElementText: String? { get }
+}
+
+extension PostgresArrayElement {
+    public var postgresArrayElementText: String? {
+        guard case .text(let text) = postgresParameter else { return nil }
+        return quoteArrayElement(text)
+    }
+}
+
+extension String: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(self) }
+}
+
+extension Substring: PostgresEncodable {
+    public var postgresParameter: PostgresParameter { .text(String(self)) }
+}
+
+extension Int: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(String(self)) }
+    public var postgresArrayElementText: String? { String(self) }
+}
+
+extension Int64: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(String(self)) }
+    public var postgresArrayElementText: String? { String(self) }
+}
+
+extension Int32: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(String(self)) }
+    public var postgresArrayElementText: String? { String(self) }
+}
+
+extension Double: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(String(self)) }
+    public var postgresArrayElementText: String? { String(self) }
+}
+
+extension Bool: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(self ? "t" : "f") }
+    public var postgresArrayElementText: String? { self ? "t" : "f" }
+}
+
+extension UUID: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(uuidString) }
+    public var postgresArrayElementText: String? { uuidString }
+}
+
+extension Date: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter { .text(PostgresTimestamp.format(self)) }
+    public var postgresArrayElementText: String? { "\"\(PostgresTimestamp.format(self))\"" }
+}
+
+/// `Data` binds as `bytea`, in binary format.
+extension Data: PostgresEncodable {
+    public var postgresParameter: PostgresParameter { .binary([UInt8](self)) }
+}
+
+extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
+    public var postgresParameter: PostgresParameter {
+        switch self {
+        case .none: return .null
+        case .some(let value): return value.postgresParameter
+        }
+    }
+}
+
+extension Optional: PostgresArrayElement where Wrapped: PostgresArrayElement {
+    public var postgresArrayElementText: String? {
+        switch self {
+        case .none: return nil
+        case .some(let value): return value.postgresArrayElementText
+        }
+    }
+}
+
+/// Arrays bind as a PostgreSQL array literal; cast the parameter in SQL (`$1::text[]`).
+extension Array: PostgresEncodable where Element: PostgresArrayElement {
+    public var postgresParameter: PostgresParameter {
+        var literal = "{"
+        literal.reserveCapacity(count * 8 + 2)
+        for (index, element) in enumerated() {
+            if index > 0 { literal += "," }
+            literal += element.postgresArrayElementText ?? "NULL"
+        }
+        literal += "}"
+        return .text(literal)
+    }
+}
+
+/// A JSON document bound as text; cast it in SQL (`$1::jsonb`).
+public struct PostgresJSON: PostgresEncodable, Equatable {
+    public var text: String
+    public init(_ text: String) { self.text = text }
+    public init<T: Encodable>(encoding value: T) throws {
+        self.text = String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    }
+    public var postgresParameter: PostgresParameter { .text(text) }
+}
+
+/// Quotes an element for an array literal: always double-quoted, with `\` and `"` escaped.
+func quoteArrayElement(_ text: String) -> String {
+    var quoted = "\""
+    quoted.reserveCapacity(text.utf8.count + 2)
+    for character in text.unicodeScalars {
+        if character == "\\" || character == "\"" { quoted.unicodeScalars.append("\\") }
+        quoted.unicodeScalars.append(character)
+    }
+    quoted += "\""
+    return quoted
+}

@@ -1,0 +1,49 @@
+/// An error from PostgreSQL or from this wrapper, with enough detail to act on.
+///
+/// Server errors carry PostgreSQL's SQLSTATE (`23505` for a unique violation, and so on),
+/// so callers can branch on the condition rather than on message text.
+public struct PostgresError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// Connecting failed, or the connection broke during a call.
+        case connection
+        /// The server answered with an error (see ``sqlState``).
+        case server
+        /// A value could not be read as the requested Swift type.
+        case decoding
+        /// The call itself was wrong (a missing column, a bad parameter).
+        case usage
+    }
+
+    public var kind: Kind
+    /// The five-character SQLSTATE code, for server errors.
+    public var sqlState: String?
+    public var message: String
+    public var detail: String?
+    public var hint: String?
+
+    public init(
+        _ kind: Kind, _ message: String, sqlState: String? = nil, detail: String? = nil, hint: String? = nil
+    ) {
+        self.kind = kind
+        self.message = message
+        self.sqlState = sqlState
+        self.detail = detail
+        self.hint = hint
+    }
+
+    public var description: String {
+        var text: String
+        switch kind {
+        case .connection: text = "PostgreSQL connection error: \(message)"
+        case .server: text = "PostgreSQL error \(sqlState ?? "?????"): \(message)"
+        case .decoding: text = "cannot decode PostgreSQL value: \(message)"
+        case .usage: text = "PostgreSQL usage error: \(message)"
+        }
+        if let detail { text += " (detail: \(detail))" }
+        if let hint { text += " (hint: \(hint))" }
+        return text
+    }
+
+    /// `true` for a unique violation (SQLSTATE 23505).
+    public var isUniqueViolation: Bool { sqlState == "23505" }
+}

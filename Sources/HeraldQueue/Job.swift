@@ -1,0 +1,26 @@
+/// A job claimed from `herald.jobs`, leased to this process until it is finished.
+public struct Job: Sendable, Equatable {
+    public var id: Int64
+    public var kind: String
+    /// The row the job is about, when there is one.
+    public var ref: Int64?
+    /// The job's JSON payload, as text.
+    public var payload: String
+    /// Attempts so far, this one included.
+    public var attempts: Int
+    public var maxAttempts: Int
+
+    /// `true` when a failure now would be the last one allowed.
+    public var isLastAttempt: Bool { attempts >= maxAttempts }
+}
+
+/// What became of a claimed job.
+public enum JobOutcome: Sendable, Equatable {
+    /// Done: the row leaves the queue.
+    case completed
+    /// Failed for now: try again after the backoff, or later if `notBefore` says so (a
+    /// server's `Retry-After`). The last allowed attempt goes dead instead.
+    case retry(error: String, notBefore: Duration? = nil)
+    /// Failed for good: dead at once, with the reason, whatever the attempts left.
+    case dead(reason: String)
+}

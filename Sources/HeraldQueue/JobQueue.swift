@@ -1,0 +1,115 @@
+import Foundation
+import HeraldPostgres
+
+/// The durable job queue in `herald.jobs`: batch claims with a lease, batched completion,
+/// retries with backoff, a dead state, release and lease rescue.
+///
+/// A queue holds one connection; give each concurrently running worker its own queue so
+/// that claims and completions do not wait on each other.
+public struct JobQueue: Sendable {
+    public let connection: PostgresConnection
+    /// Written into `locked_by`, so that operators see who holds a job.
+    public let workerID: String
+    public let clock: any WallClock
+    public var backoff: Backoff
+    /// How long a claim is leased before lease rescue may hand it to someone else.
+    public var lease: Duration
+
+    public static let defaultLease: Duration = .seconds(60)
+
+    public init(
+        connection: PostgresConnection,
+        workerID: String,
+        clock: any WallClock = SystemClock(),
+        backoff: Backoff = Backoff(),
+        lease: Duration = JobQueue.defaultLease
+    ) {
+        self.connection = connection
+        self.workerID = workerID
+        self.clock = clock
+        self.backoff = backoff
+        self.lease = lease
+    }
+
+    /// Adds one job. Producers normally insert with SQL; this is for Herald's own workers.
+    @discardableResult
+    public func enqueue(
+        kind: String, ref: Int64? = nil, payload: String = "{}", runAt: Date? = nil, maxAttempts: Int? = nil
+    ) async throws -> Int64 {
+        try await connection.query(SQL.enqueue, [kind, ref, payload, runAt, maxAttempts])[0].decode(0, as: Int64.self)
+    }
+
+    /// Leases up to `limit` ready jobs of `kind`, oldest first.
+    public func claim(kind: String, limit: Int) async throws -> [Job] {
+        let result = try await connection.query(
+            SQL.claim, [kind, clock.now(), limit, workerID, lease.seconds])
+        return try result.map { row in
+            Job(
+                id: try row.decode(0, as: Int64.self),
+                kind: kind,
+                ref: try row.decode(1, as: Int64?.self),
+                payload: try row.decode(2, as: String.self),
+                attempts: try row.decode(3, as: Int.self),
+                maxAttempts: try row.decode(4, as: Int.self))
+        }
+    }
+
+    /// Records the outcome of every job in a batch with one statement.
+    public func finish(_ outcomes: [(job: Job, outcome: JobOutcome)]) async throws {
+        guard !outcomes.isEmpty else { return }
+        let now = clock.now()
+        var completed: [Int64] = []
+        var failedIDs: [Int64] = []
+        var runAt: [Date] = []
+        var errors: [String] = []
+        var giveUp: [Bool] = []
+        completed.reserveCapacity(outcomes.count)
+        for (job, outcome) in outcomes {
+            switch outcome {
+            case .completed:
+                completed.append(job.id)
+            case .retry(let error, let notBefore):
+                let delay = backoff.delay(afterAttempts: job.attempts, atLeast: notBefore ?? .zero)
+                failedIDs.append(job.id)
+                runAt.append(now.addingTimeInterval(delay.seconds))
+                errors.append(job.isLastAttempt ? "gave up after \(job.attempts) attempts: \(error)" : error)
+                giveUp.append(false)
+            case .dead(let reason):
+                failedIDs.append(job.id)
+                runAt.append(now)
+                errors.append(reason)
+                giveUp.append(true)
+            }
+        }
+        try await connection.query(SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID])
+    }
+
+    /// Hands jobs back without counting the attempt, for a shutdown that cannot finish them.
+    public func release(_ jobs: [Job]) async throws {
+        guard !jobs.isEmpty else { return }
+        try await connection.query(SQL.release, [jobs.map(\.id), workerID])
+    }
+
+    /// Returns jobs whose lease expired to ready (or dead, when out of attempts).
+    public func rescueExpiredLeases(limit: Int = 1000) async throws -> RescueReport {
+        let result = try await connection.query(SQL.rescue, [clock.now(), limit])
+        var report = RescueReport()
+        for row in result {
+            let kind = try row.decode(0, as: String.self)
+            if try row.decode(1, as: String.self) == "dead" {
+                report.dead[kind, default: 0] += 1
+            } else {
+                report.rescued[kind, default: 0] += 1
+            }
+        }
+        return report
+    }
+}
+
+/// What one lease-rescue pass did, by job kind.
+public struct RescueReport: Sendable, Equatable {
+    public var rescued: [String: Int] = [:]
+    public var dead: [String: Int] = [:]
+    public var isEmpty: Bool { rescued.isEmpty && dead.isEmpty }
+    public init() {}
+}

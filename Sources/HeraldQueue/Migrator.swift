@@ -1,0 +1,86 @@
+import HeraldPostgres
+import Logging
+
+/// One numbered SQL file from `migrations/`.
+public struct Migration: Sendable {
+    public var version: Int
+    public var name: String
+    public var sql: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
+}
+
+/// Applies migrations in order, each in its own transaction, and records them in
+/// `herald.schema_migrations`.
+///
+/// A session-level advisory lock serializes migrators, so two hosts that migrate at once
+/// are safe: the second waits, then finds nothing left to do. Running it again is a no-op.
+public struct Migrator: Sendable {
+    /// The advisory lock key (the bytes of "herald" read as a number).
+    static let lockKey: Int64 = 0x6865_7261_6c64
+
+    public var migrations: [Migration]
+    let logger: Logger
+
+    public init(migrations: [Migration] = Migration.embedded, logger: Logger = Logger(label: "herald.migrate")) {
+        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.logger = logger
+    }
+
+    /// Applies what is missing and returns the versions it applied.
+    @discardableResult
+    public func migrate(_ connection: PostgresConnection) async throws -> [Int] {
+        let migrations = self.migrations
+        let logger = self.logger
+        return try await connection.withSession { session in
+            try session.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
+            defer { _ = try? session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey]) }
+            try session.execute(
+                """
+                CREATE SCHEMA IF NOT EXISTS herald;
+                CREATE TABLE IF NOT EXISTS herald.schema_migrations (
+                    version     int PRIMARY KEY,
+                    name        text NOT NULL,
+                    checksum    text NOT NULL,
+                    applied_at  timestamptz NOT NULL DEFAULT now()
+                );
+                """)
+            var applied: [Int: String] = [:]
+            for row in try session.query("SELECT version, checksum FROM herald.schema_migrations") {
+                applied[try row.decode(0, as: Int.self)] = try row.decode(1, as: String.self)
+            }
+            var newlyApplied: [Int] = []
+            for migration in migrations {
+                if let checksum = applied[migration.version] {
+                    let current = try session.query("SELECT md5($1)", [migration.sql])[0].decode(0, as: String.self)
+                    if current != checksum {
+                        logger.warning(
+                            "migration \(migration.name) changed after it was applied; the database keeps the old version")
+                    }
+                    continue
+                }
+                try session.transaction { session in
+                    try session.execute(migration.sql)
+                    try session.query(
+                        "INSERT INTO herald.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
+                        [migration.version, migration.name, migration.sql])
+                }
+                logger.info("applied migration \(migration.name)")
+                newlyApplied.append(migration.version)
+            }
+            return newlyApplied
+        }
+    }
+
+    /// The versions the database has, and the ones this binary knows but the database lacks.
+    public func pending(_ connection: PostgresConnection) async throws -> [Migration] {
+        let known = try await connection.query(
+            "SELECT coalesce(array_agg(version), '{}') FROM herald.schema_migrations"
+        )[0].decode(0, as: [Int].self)
+        return migrations.filter { !known.contains($0.version) }
+    }
+}

@@ -1,0 +1,105 @@
+import ArgumentParser
+import Foundation
+import HeraldDaemon
+import HeraldPostgres
+import HeraldQueue
+import Logging
+
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Benchmarks that print figures.", subcommands: [QueueBench.self])
+}
+
+/// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete
+/// statement per batch, no Swift in between) and once with the engine (claim, hand to a
+/// handler, finish in one statement per batch). Prints jobs/s for both.
+struct QueueBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue", abstract: "Queue engine throughput beside the raw-SQL floor.")
+
+    @OptionGroup var options: CommonOptions
+    @Option(help: "Jobs to insert for each run.") var jobs = 200_000
+    @Option(help: "Jobs per claim.") var batch = 1000
+    @Option(help: "Concurrent claimers, each on its own connection.") var concurrency = 2
+
+    struct NoopHandler: JobHandler {
+        let kind = "bench"
+        func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
+            Dictionary(uniqueKeysWithValues: jobs.map { ($0.id, JobOutcome.completed) })
+        }
+    }
+
+    func run() async throws {
+        let configuration = try options.load()
+        let setup = try await PostgresConnection.connect(configuration.databaseURL)
+        try await Migrator(logger: Logger(label: "bench")).migrate(setup)
+        let connections = try await (0..<concurrency).asyncMap { _ in
+            try await PostgresConnection.connect(configuration.databaseURL)
+        }
+
+        try await insert(setup)
+        let floor = try await drain(connections) { connection in
+            try await connection.query(
+                """
+                WITH picked AS (
+                    SELECT id FROM herald.jobs
+                    WHERE kind = 'bench' AND state = 'ready' AND run_at <= now()
+                    ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
+                )
+                DELETE FROM herald.jobs AS j USING picked WHERE j.id = picked.id
+                """, [batch]
+            ).affectedRows
+        }
+
+        try await insert(setup)
+        let handler = NoopHandler()
+        let engine = try await drain(connections) { connection in
+            let queue = JobQueue(connection: connection, workerID: "bench")
+            let claimed = try await queue.claim(kind: "bench", limit: batch)
+            let answers = await handler.handle(claimed)
+            try await queue.finish(claimed.map { ($0, answers[$0.id]!) })
+            return claimed.count
+        }
+
+        print("queue benchmark: \(jobs) jobs, batches of \(batch), \(concurrency) claimers")
+        print(String(format: "  raw SQL floor (claim+delete, one statement): %9.0f jobs/s", floor))
+        print(String(format: "  engine (claim, handler, batched finish):    %9.0f jobs/s", engine))
+        print(String(format: "  engine / floor: %.0f%%", engine / floor * 100))
+    }
+
+    private func insert(_ connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM herald.jobs WHERE kind = 'bench'")
+        try await connection.query(
+            "INSERT INTO herald.jobs (kind, ref) SELECT 'bench', n FROM generate_series(1, $1) AS n", [jobs])
+        try await connection.execute("VACUUM ANALYZE herald.jobs")
+    }
+
+    /// Runs `step` on every connection until the queue is empty; returns jobs per second.
+    private func drain(
+        _ connections: [PostgresConnection], step: @escaping @Sendable (PostgresConnection) async throws -> Int
+    ) async throws -> Double {
+        let start = ContinuousClock.now
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for connection in connections {
+                group.addTask {
+                    var done = 0
+                    while true {
+                        let count = try await step(connection)
+                        if count == 0 { return done }
+                        done += count
+                    }
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        return Double(total) / (ContinuousClock.now - start).seconds
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async throws -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}

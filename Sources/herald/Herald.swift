@@ -1,0 +1,137 @@
+import ArgumentParser
+import Foundation
+import HeraldDaemon
+import HeraldPostgres
+import HeraldQueue
+import Logging
+
+@main
+struct Herald: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "herald",
+        abstract: "Push-notification delivery daemon with a PostgreSQL job queue.",
+        discussion: "Settings come from HERALD_* environment variables and an optional file; see `herald config`.",
+        subcommands: [Run.self, Migrate.self, Status.self, ConfigCommand.self, Bench.self]
+    )
+}
+
+/// Options every command shares.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: "A file of NAME=value settings (the environment wins over it).")
+    var config: String?
+
+    func load() throws -> Configuration {
+        try Configuration.load(environment: ProcessInfo.processInfo.environment, file: config)
+    }
+}
+
+/// Sets up swift-log once per process: one line per event on standard error.
+func bootstrapLogging(level: Logger.Level) -> Logger {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+    return Logger(label: "herald")
+}
+
+/// Prints an error for a person and exits non-zero, without a stack of Swift types.
+func fail(_ error: any Error) -> ExitCode {
+    FileHandle.standardError.write(Data("herald: \(error)\n".utf8))
+    return ExitCode.failure
+}
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the workers until SIGTERM or SIGINT, then drain and exit.")
+
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let configuration: Configuration
+        do { configuration = try options.load() } catch { throw fail(error) }
+        let logger = bootstrapLogging(level: configuration.logLevel)
+        do {
+            try await Daemon(configuration: configuration, logger: logger).run()
+        } catch {
+            logger.critical("herald cannot run: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply the schema migrations this binary carries; running it again changes nothing.")
+
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        do {
+            let configuration = try options.load()
+            let logger = bootstrapLogging(level: configuration.logLevel)
+            let connection = try await PostgresConnection.connect(configuration.databaseURL, logger: logger)
+            let applied = try await Migrator(logger: logger).migrate(connection)
+            print(applied.isEmpty ? "schema is up to date" : "applied migrations: \(applied.map(String.init).joined(separator: ", "))")
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print queue depth by kind and state; exits 1 when something needs attention.")
+
+    @OptionGroup var options: CommonOptions
+
+    @Flag(help: "Print JSON for scripts.")
+    var json = false
+
+    @Option(help: "Seconds a ready job may wait before status reports a backlog.")
+    var maxReadyAge: Double = 300
+
+    func run() async throws {
+        let status: QueueStatus
+        do {
+            let configuration = try options.load()
+            let connection = try await PostgresConnection.connect(configuration.databaseURL)
+            status = try await QueueStatus.load(connection)
+        } catch {
+            throw fail(error)
+        }
+        let problems = status.problems(maximumReadyAge: maxReadyAge)
+        if json {
+            struct Output: Encodable {
+                var queues: [QueueStatus.Kind]
+                var problems: [String]
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(Output(queues: status.kinds, problems: problems)), as: UTF8.self))
+        } else {
+            print(status.table())
+            print(problems.isEmpty ? "\nall well" : "\nneeds attention:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+        }
+        if !problems.isEmpty { throw ExitCode(1) }
+    }
+}
+
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config", abstract: "List every setting with its default, and check the current ones.")
+
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        for setting in Configuration.settings {
+            print("\(setting.name.padding(toLength: 24, withPad: " ", startingAt: 0)) default \(setting.defaultValue): \(setting.meaning)")
+        }
+        do {
+            _ = try options.load()
+            print("\ncurrent settings are valid")
+        } catch {
+            throw fail(error)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+@Suite struct PostgresConnectionTests {
+    @Test func textWithQuotesAndUnicodeRoundTrips() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let connection = try await database.connect()
+        let samples = [
+            "plain", "it's \"quoted\" \\ back\\slash", "'; DROP TABLE x; --", "emoji 🚀👩‍👩‍👧", "עברית مرحبا",
+            "", "tab\tnew\nline",
+        ]
+        for sample in samples {
+            let echoed = try await connection.query("SELECT $1::text", [sample])[0].decode(0, as: String.self)
+            #expect(echoed == sample)
+        }
+    }
+
+    @Test func numbersBooleansAndDatesRoundTrip() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        let date = Date(timeIntervalSince1970: 1_763_780_749.123456)
+        let row = try await connection.query(
+            "SELECT $1::bigint, $2::int, $3::float8, $4::bool, $5::timestamptz, $6::bool",
+            [Int64.max, Int32.min, 3.25, true, date, false])[0]
+        #expect(try row.decode(0, as: Int64.self) == Int64.max)
+        #expect(try row.decode(1, as: Int32.self) == Int32.min)
+        #expect(try row.decode(2, as: Double.self) == 3.25)
+        #expect(try row.decode(3, as: Bool.self) == true)
+        #expect(abs(try row.decode(4, as: Date.self).timeIntervalSince(date)) < 0.000_001)
+        #expect(try row.decode(5, as: Bool.self) == false)
+    }
+
+    @Test func byteaRoundTripsInBinary() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        let bytes = Data([0, 1, 2, 255, 0, 92, 39, 34])
+        let row = try await connection.query("SELECT $1::bytea, length($1::bytea)", [bytes])[0]
+        #expect(try row.decode(0, as: Data.self) == bytes)
+        #expect(try row.decode(1, as: Int.self) == bytes.count)
+    }
+
+    @Test func jsonRoundTrips() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        let json = PostgresJSON(#"{"title": "Hi \"there\"", "n": 3, "list": [1, "two"], "emoji": "🎉"}"#)
+        let row = try await connection.query("SELECT $1::jsonb ->> 'title', ($1::jsonb -> 'list' ->> 1), $1::jsonb ->> 'emoji'", [json])[0]
+        #expect(try row.decode(0, as: String.self) == #"Hi "there""#)
+        #expect(try row.decode(1, as: String.self) == "two")
+        #expect(try row.decode(2, as: String.self) == "🎉")
+    }
+
+    @Test func arraysRoundTrip() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        let texts = ["a", "b c", "quote\"d", "back\\slash", "comma,here", "{brace}", "NULL", ""]
+        let row = try await connection.query(
+            "SELECT $1::text[], $2::bigint[], cardinality($1::text[]), $3::bigint[]", [texts, [Int64(1), -2, 3], [Int64]()])[0]
+        #expect(try row.decode(0, as: [String].self) == texts)
+        #expect(try row.decode(1, as: [Int64].self) == [1, -2, 3])
+        #expect(try row.decode(2, as: Int.self) == texts.count)
+        #expect(try row.decode(3, as: [Int64].self) == [])
+    }
+
+    @Test func nullsBindAndDecodeAsOptionals() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        let row = try await connection.query("SELECT $1::text, $2::bigint IS NULL", [String?.none, Int64?.none])[0]
+        #expect(try row.decode(0, as: String?.self) == nil)
+        #expect(try row.decode(1, as: Bool.self) == true)
+        #expect(throws: PostgresError.self) { try row.decode(0, as: String.self) }
+    }
+
+    @Test func serverErrorsCarrySQLState() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        try await connection.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        try await connection.query("INSERT INTO t VALUES ($1)", [1])
+        let error = await #expect(throws: PostgresError.self) {
+            try await connection.query("INSERT INTO t VALUES ($1)", [1])
+        }
+        #expect(error?.sqlState == "23505")
+        #expect(error?.isUniqueViolation == true)
+        #expect(error?.kind == .server)
+        let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC 1") }
+        #expect(syntax?.sqlState == "42601")
+        // The connection is still usable after errors.
+        #expect(try await connection.query("SELECT count(*) FROM t")[0].decode(0, as: Int.self) == 1)
+    }
+
+    @Test func transactionRollsBackWhenTheBodyThrows() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        try await connection.execute("CREATE TABLE t (id int)")
+        struct Abort: Error {}
+        await #expect(throws: Abort.self) {
+            try await connection.transaction { session in
+                try session.query("INSERT INTO t VALUES ($1)", [1])
+                throw Abort()
+            }
+        }
+        try await connection.transaction { session in _ = try session.query("INSERT INTO t VALUES ($1)", [2]) }
+        #expect(try await connection.query("SELECT array_agg(id) FROM t")[0].decode(0, as: [Int].self) == [2])
+    }
+
+    @Test func reconnectsAfterTheServerEndsTheSession() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let connection = try await database.connect()
+        let killer = try await database.connect()
+        let pid = try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self)
+        // Prepare a statement first, so reconnecting must also forget prepared names.
+        _ = try await connection.query("SELECT $1::int + 1", [1])
+        try await killer.query("SELECT pg_terminate_backend($1)", [pid])
+        let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT $1::int + 1", [1]) }
+        #expect(failure?.kind == .connection)
+        let answer = try await connection.query("SELECT $1::int + 1", [41])[0].decode(0, as: Int.self)
+        #expect(answer == 42)
+        #expect(try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self) != pid)
+    }
+
+    @Test func badConnectionStringFailsWithLibpqMessage() async throws {
+        let error = await #expect(throws: PostgresError.self) {
+            _ = try await PostgresConnection.connect("host=127.0.0.1 port=1 connect_timeout=2")
+        }
+        #expect(error?.kind == .connection)
+        #expect(error?.message.contains("127.0.0.1") == true)
+    }
+}

@@ -1,0 +1,75 @@
+# Shared by the scripts in scripts/: installing what is missing, and a private PostgreSQL.
+# Source it; it defines functions and changes nothing by itself.
+
+# Runs a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Installs the named Debian packages that are not installed yet.
+install_packages() {
+  local missing=() package
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "==> installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# What Herald needs to build and test: the C libraries, PostgreSQL 15, and the tools the tests use.
+install_herald_dependencies() {
+  install_packages pkg-config libpq-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib python3
+  if ! command -v swift >/dev/null; then
+    [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
+  fi
+  command -v swift >/dev/null || { echo "swift 6.3 is not on PATH (expected /opt/swift/usr/bin)" >&2; exit 1; }
+}
+
+# The newest PostgreSQL server binaries Debian installed.
+postgres_bin() {
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$dir" ] || { echo "PostgreSQL server binaries not found under /usr/lib/postgresql" >&2; exit 1; }
+  echo "$dir"
+}
+
+# Runs a PostgreSQL server command as the postgres user when we are root (the server refuses root).
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# A TCP port nothing listens on.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start_postgres DIR [extra server options…]: a private cluster in DIR (created if new), on a
+# free port on 127.0.0.1 and a socket in DIR. Exports PGHOST, PGPORT, PGUSER and PGDATA.
+start_postgres() {
+  local dir=$1
+  shift
+  local bin
+  bin=$(postgres_bin)
+  mkdir -p "$dir"
+  [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_postgres "$bin/initdb" -D "$dir/data" --auth=trust --username=postgres --encoding=UTF8 --no-locale >"$dir/initdb.log"
+  fi
+  # A cluster left running by an earlier run is stopped first, so the port is ours.
+  as_postgres "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1 && as_postgres "$bin/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
+  export PGPORT
+  PGPORT=$(free_port)
+  as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $PGPORT -k $dir -c listen_addresses=127.0.0.1 $*" start >/dev/null
+  export PGHOST=127.0.0.1 PGUSER=postgres PGDATA="$dir/data"
+  echo "==> PostgreSQL running on 127.0.0.1:$PGPORT (data in $dir/data, log in $dir/server.log)"
+}
+
+# stop_postgres DIR: stops the cluster started by start_postgres.
+stop_postgres() {
+  local bin
+  bin=$(postgres_bin)
+  as_postgres "$bin/pg_ctl" -D "$1/data" -m fast stop >/dev/null 2>&1 || true
+}

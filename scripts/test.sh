@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every test against a real, private PostgreSQL. On a fresh machine it first installs
+# what is missing (apt, as root or through sudo). Extra arguments go to `swift test`
+# (for example `--filter JobQueueTests`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
+
+install_herald_dependencies
+
+cluster=$(mktemp -d /tmp/herald-test.XXXXXX)
+trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
+# Durability is not under test here (PostgreSQL is never killed), so skip the fsyncs.
+start_postgres "$cluster" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300
+
+echo "==> building"
+swift build --build-tests
+echo "==> testing"
+swift test --skip-build "$@"
