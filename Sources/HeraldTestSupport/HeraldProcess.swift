@@ -1,0 +1,52 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The real `herald` binary running as a child process, for tests that send it signals
+/// or kill it outright.
+public final class HeraldProcess: @unchecked Sendable {
+    public let process = Process()
+    private let logFile: URL
+
+    /// Starts `herald` with `arguments`; `environment` is added to this process's own.
+    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        logFile = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString).log")
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logFile)
+        process.executableURL = heraldExecutable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+    }
+
+    /// Runs `herald` to completion and returns its exit status and output.
+    public static func run(
+        _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(60)
+    ) async throws -> (status: Int32, output: String) {
+        let child = try HeraldProcess(arguments, environment: environment)
+        guard await child.waitForExit(timeout: timeout) else {
+            child.send(SIGKILL)
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "herald \(arguments) did not exit"])
+        }
+        return (child.process.terminationStatus, child.output)
+    }
+
+    /// Everything the process wrote to standard output and standard error so far.
+    public var output: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+    public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits for the process to end; returns false if it is still running after `timeout`.
+    public func waitForExit(timeout: Duration) async -> Bool {
+        await eventually(timeout: timeout, every: .milliseconds(20)) { !process.isRunning }
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: logFile)
+    }
+}

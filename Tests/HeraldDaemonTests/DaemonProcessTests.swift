@@ -1,0 +1,111 @@
+import Foundation
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The real binary as a child process, against a real database.
+@Suite struct DaemonProcessTests {
+    func environment(_ database: TestDatabase, _ extra: [String: String] = [:]) -> [String: String] {
+        ["HERALD_DATABASE_URL": database.conninfo, "HERALD_WORKERS": "sleep", "HERALD_POLL_INTERVAL": "200ms"]
+            .merging(extra) { $1 }
+    }
+
+    func count(_ connection: PostgresConnection, _ condition: String) async throws -> Int {
+        try await connection.query("SELECT count(*) FROM herald.jobs WHERE \(condition)")[0].decode(0, as: Int.self)
+    }
+
+    @Test func sigtermDuringABatchFinishesItAndExitsCleanly() async throws {
+        let database = try await TestDatabase.create()
+        let connection = try await database.connect()
+        try await connection.query(
+            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 1500}' FROM generate_series(1, 20)")
+        let daemon = try HeraldProcess(
+            ["run"], environment: environment(database, ["HERALD_BATCH_SIZE": "10", "HERALD_WORKER_ID": "sigterm-test"]))
+
+        #expect(try await eventually { try await count(connection, "state = 'running'") == 10 }, "\(daemon.output)")
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(20)), "herald did not stop after SIGTERM")
+        #expect(daemon.process.terminationStatus == 0, "\(daemon.output)")
+        // The batch in hand was finished; nothing stays leased; the rest waits, untouched.
+        #expect(try await count(connection, "state = 'running'") == 0)
+        #expect(try await count(connection, "true") == 10)
+        #expect(try await count(connection, "state = 'ready' AND attempts = 0") == 10)
+    }
+
+    @Test func killedDaemonsJobsAreRescuedByAnotherDaemon() async throws {
+        let database = try await TestDatabase.create()
+        let connection = try await database.connect()
+        try await connection.query(
+            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 3000}' FROM generate_series(1, 30)")
+        let victim = try HeraldProcess(
+            ["run"], environment: environment(database, ["HERALD_BATCH_SIZE": "30", "HERALD_LEASE": "2s"]))
+        #expect(try await eventually { try await count(connection, "state = 'running'") == 30 }, "\(victim.output)")
+        victim.send(SIGKILL)
+        #expect(await victim.waitForExit(timeout: .seconds(10)))
+        #expect(try await count(connection, "state = 'running'") == 30)
+
+        try await connection.query("UPDATE herald.jobs SET payload = '{\"ms\": 10}'")
+        let rescuer = try HeraldProcess(
+            ["run"], environment: environment(database, ["HERALD_RESCUE_INTERVAL": "200ms"]))
+        #expect(
+            try await eventually(timeout: .seconds(20)) { try await count(connection, "true") == 0 },
+            "\(rescuer.output)")
+        #expect(rescuer.output.contains("rescued jobs whose lease expired"))
+        rescuer.send(SIGTERM)
+        #expect(await rescuer.waitForExit(timeout: .seconds(10)))
+    }
+
+    @Test func runRefusesAnUnmigratedDatabaseAndMigrateIsIdempotent() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let refused = try await HeraldProcess.run(["run"], environment: environment(database))
+        #expect(refused.status != 0)
+        #expect(refused.output.contains("run `herald migrate` first"), "\(refused.output)")
+
+        let first = try await HeraldProcess.run(["migrate"], environment: environment(database))
+        #expect(first.status == 0, "\(first.output)")
+        #expect(first.output.contains("applied migrations: 1"))
+        let second = try await HeraldProcess.run(["migrate"], environment: environment(database))
+        #expect(second.status == 0)
+        #expect(second.output.contains("schema is up to date"))
+    }
+
+    @Test func badSettingStopsTheDaemonBeforeItStarts() async throws {
+        let database = try await TestDatabase.create()
+        let result = try await HeraldProcess.run(["run"], environment: environment(database, ["HERALD_LEASE": "forever"]))
+        #expect(result.status != 0)
+        #expect(result.output.contains("HERALD_LEASE \"forever\" is not a duration"), "\(result.output)")
+        #expect(!result.output.contains("herald is running"))
+    }
+
+    @Test func statusReportsDepthAndFlagsDeadJobs() async throws {
+        let database = try await TestDatabase.create()
+        let connection = try await database.connect()
+        let healthy = try await HeraldProcess.run(["status"], environment: environment(database))
+        #expect(healthy.status == 0, "\(healthy.output)")
+        #expect(healthy.output.contains("all well"))
+
+        try await connection.query("INSERT INTO herald.jobs (kind) SELECT 'sleep' FROM generate_series(1, 3)")
+        try await connection.query(
+            "INSERT INTO herald.jobs (kind, state, dead_at, last_error) VALUES ('ingest', 'dead', now(), 'boom')")
+        let result = try await HeraldProcess.run(["status", "--json"], environment: environment(database))
+        #expect(result.status == 1)
+        struct Output: Decodable {
+            struct Queue: Decodable {
+                var kind: String
+                var ready: Int
+                var dead: Int
+            }
+            var queues: [Queue]
+            var problems: [String]
+        }
+        let output = try JSONDecoder().decode(Output.self, from: Data(result.output.utf8))
+        #expect(output.queues.map(\.kind) == ["ingest", "sleep"])
+        #expect(output.queues.map(\.ready) == [0, 3])
+        #expect(output.queues.map(\.dead) == [1, 0])
+        #expect(output.problems == ["1 dead ingest job(s)"])
+    }
+}

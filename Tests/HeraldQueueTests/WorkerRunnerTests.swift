@@ -1,0 +1,54 @@
+import Foundation
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@Suite struct WorkerRunnerTests {
+    /// Completes even refs, asks to retry odd ones once, and records every batch size.
+    final class RecordingHandler: JobHandler {
+        let kind = "record"
+        let batches = Mutex<[Int]>([])
+        func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
+            batches.withLock { $0.append(jobs.count) }
+            var outcomes: [Int64: JobOutcome] = [:]
+            for job in jobs {
+                outcomes[job.id] = (job.ref ?? 0) % 2 == 1 && job.attempts == 1 ? .retry(error: "odd") : .completed
+            }
+            return outcomes
+        }
+    }
+
+    @Test func drainsTheQueueInBatchesAndRecordsOutcomes() async throws {
+        let database = try await TestDatabase.create()
+        let connection = try await database.connect()
+        try await connection.query("INSERT INTO herald.jobs (kind, ref) SELECT 'record', n FROM generate_series(1, 250) n")
+        let handler = RecordingHandler()
+        let hub = WakeHub()
+        let runner = WorkerRunner(
+            handler: handler,
+            queue: JobQueue(connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 })),
+            signal: hub.register(kind: "record"),
+            configuration: .init(batchSize: 100, pollInterval: .milliseconds(50)),
+            logger: Logger(label: "test"))
+        let group = ServiceGroup(services: [runner], logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let drained = try await eventually {
+                try await connection.query("SELECT count(*) FROM herald.jobs")[0].decode(0, as: Int.self) == 0
+            }
+            #expect(drained)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let batches = handler.batches.withLock { $0 }
+        // 250 first attempts and the 125 odd ones again (retries with no delay join the
+        // batches as soon as they are due), never more than a batch at a time.
+        #expect(batches.prefix(2) == [100, 100])
+        #expect(batches.allSatisfy { $0 <= 100 })
+        #expect(batches.reduce(0, +) == 375)
+    }
+}
