@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Queue engine benchmark: prints the engine's jobs/s beside the raw-SQL floor, measured in
+# the same run on a private PostgreSQL with default durability (fsync on).
+# Extra arguments go to `herald bench queue` (--jobs, --batch, --concurrency).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
+install_herald_dependencies
+
+cluster=$(mktemp -d /tmp/herald-bench.XXXXXX)
+trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
+start_postgres "$cluster" -c shared_buffers=256MB
+as_postgres "$(postgres_bin)/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres herald_bench
+
+swift build -c release --product herald
+HERALD_DATABASE_URL="dbname=herald_bench" .build/release/herald bench queue "$@"
