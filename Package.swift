@@ -8,11 +8,15 @@ let package = Package(
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldPostgres", targets: ["HeraldPostgres"]),
         .library(name: "HeraldQueue", targets: ["HeraldQueue"]),
+        .library(name: "HeraldFCM", targets: ["HeraldFCM"]),
+        .library(name: "HeraldEmulator", targets: ["HeraldEmulator"]),
+        .executable(name: "herald-fcm-emulator", targets: ["herald-fcm-emulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
     ],
     targets: [
         // C libraries from Debian, as system-library targets.
@@ -27,6 +31,15 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
 
+        // The C shim over OpenSSL libcrypto: PEM keys, RS256 and ES256 signatures.
+        .target(
+            name: "CJWTCrypto",
+            linkerSettings: [.linkedLibrary("crypto")]
+        ),
+
+        // Clock and backoff, shared by the queue and the FCM client.
+        .target(name: "HeraldCore"),
+
         // libpq in Swift: connections, parameters, rows, LISTEN/NOTIFY.
         .target(
             name: "HeraldPostgres",
@@ -39,11 +52,42 @@ let package = Package(
         .target(
             name: "HeraldQueue",
             dependencies: [
+                "HeraldCore",
                 "HeraldPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // An async HTTP/2 client over the libcurl multi interface, driven by one thread.
+        .target(
+            name: "HeraldHTTP",
+            dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]
+        ),
+        // FCM HTTP v1: service accounts, JWTs, OAuth access tokens, messages, typed outcomes.
+        .target(
+            name: "HeraldFCM",
+            dependencies: [
+                "CJWTCrypto", "HeraldCore", "HeraldHTTP",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A local FCM v1 + OAuth stand-in, for tests, the demo and app developers.
+        .target(
+            name: "HeraldEmulator",
+            dependencies: [
+                "HeraldFCM",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "herald-fcm-emulator",
+            dependencies: [
+                "HeraldEmulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
         // Configuration, worker registry and the services `herald run` starts.
         .target(
             name: "HeraldDaemon",
@@ -68,7 +112,10 @@ let package = Package(
         // Test doubles and the throwaway-database helper, shared by every test target.
         .target(
             name: "HeraldTestSupport",
-            dependencies: ["HeraldPostgres", "HeraldQueue"]
+            dependencies: [
+                "HeraldPostgres", "HeraldQueue", "HeraldFCM", "HeraldEmulator",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+            ]
         ),
         .testTarget(
             name: "HeraldPostgresTests",
@@ -77,6 +124,14 @@ let package = Package(
         .testTarget(
             name: "HeraldQueueTests",
             dependencies: ["HeraldQueue", "HeraldPostgres", "HeraldTestSupport"]
+        ),
+        .testTarget(
+            name: "HeraldHTTPTests",
+            dependencies: ["HeraldHTTP", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox")]
+        ),
+        .testTarget(
+            name: "HeraldFCMTests",
+            dependencies: ["HeraldFCM", "HeraldEmulator", "HeraldHTTP", "HeraldCore", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldDaemonTests",

@@ -20,7 +20,8 @@ install_packages() {
 
 # What Herald needs to build and test: the C libraries, PostgreSQL 15, and the tools the tests use.
 install_herald_dependencies() {
-  install_packages pkg-config libpq-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib python3
+  install_packages pkg-config libpq-dev libcurl4-openssl-dev libssl-dev openssl postgresql postgresql-contrib python3 \
+    nginx-light nghttp2-client
   if ! command -v swift >/dev/null; then
     [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
   fi

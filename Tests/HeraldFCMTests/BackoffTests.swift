@@ -1,4 +1,4 @@
-import HeraldQueue
+import HeraldCore
 import Testing
 
 @Suite struct BackoffTests {

@@ -1,0 +1,100 @@
+/// A request for ``HTTPClient``.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+    /// The whole exchange's time limit; nil means the client's default.
+    public var timeout: Duration?
+
+    public init(
+        method: String = "POST", url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+        timeout: Duration? = nil
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// A response from ``HTTPClient``.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// The raw header block of the final response (`Name: value` lines).
+    let rawHeaders: [UInt8]
+    public var body: [UInt8]
+    /// 1 for HTTP/1.x, 2 for HTTP/2.
+    public var httpVersion: Int
+    /// Connections this request had to open (0 when it reused or multiplexed onto one).
+    public var newConnections: Int
+
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], httpVersion: Int = 2) {
+        self.status = status
+        self.rawHeaders = Array(headers.map { "\($0.0): \($0.1)\r\n" }.joined().utf8)
+        self.body = body
+        self.httpVersion = httpVersion
+        self.newConnections = 0
+    }
+
+    init(status: Int, rawHeaders: [UInt8], body: [UInt8], httpVersion: Int, newConnections: Int) {
+        self.status = status
+        self.rawHeaders = rawHeaders
+        self.body = body
+        self.httpVersion = httpVersion
+        self.newConnections = newConnections
+    }
+
+    /// Every header, names lower-cased. Parsed on demand: most responses never need them.
+    public var headers: [(name: String, value: String)] {
+        String(decoding: rawHeaders, as: UTF8.self).split(separator: "\r\n").compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (
+                line[..<colon].lowercased(),
+                line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            )
+        }
+    }
+
+    /// The first value of a header, by case-insensitive name.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name == wanted }?.value
+    }
+
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// A request that got no HTTP response: it could not connect, timed out, or the client stopped.
+public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case timeout
+        case connection
+        case shutdown
+        case other
+    }
+
+    public var kind: Kind
+    /// libcurl's error code (`CURLcode`), when it came from libcurl.
+    public var curlCode: Int
+    public var message: String
+
+    public var description: String { "HTTP request failed (\(kind), curl \(curlCode)): \(message)" }
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
+        String(self).trimmingCharacters(in: set)
+    }
+}
+
+extension Set where Element == Character {
+    fileprivate static let whitespaces: Set<Character> = [" ", "\t"]
+}

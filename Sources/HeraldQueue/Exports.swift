@@ -1,0 +1,2 @@
+// The queue's API speaks in HeraldCore's clock and backoff types.
+@_exported import HeraldCore

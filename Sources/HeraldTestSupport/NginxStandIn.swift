@@ -1,0 +1,50 @@
+import Foundation
+
+/// nginx standing in for FCM over TLS and HTTP/2 (`scripts/lib/nginx-standin.sh`).
+public final class NginxStandIn: Sendable {
+    public let directory: URL
+    public let port: Int
+    /// The self-signed certificate to trust.
+    public var caBundle: String { directory.appendingPathComponent("cert.pem").path }
+    public var baseURL: String { "https://127.0.0.1:\(port)" }
+
+    public init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-nginx-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let output = try Self.script(["start", directory.path])
+        guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])
+        }
+        self.port = port
+    }
+
+    deinit {
+        _ = try? Self.script(["stop", directory.path])
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The access log's lines as (connection serial, request number on it, protocol).
+    public func accessLog() throws -> [(connection: Int, request: Int, protocolName: String)] {
+        // nginx buffers the log for up to 100 ms.
+        Thread.sleep(forTimeInterval: 0.3)
+        let text = try String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count >= 3, let connection = Int(fields[0]), let request = Int(fields[1]) else { return nil }
+            return (connection, request, String(fields[2]))
+        }
+    }
+
+    /// Runs the stand-in script with `system()`: Foundation's `Process` on Linux never sees the
+    /// script exit once its nginx has daemonized.
+    private static func script(_ arguments: [String]) throws -> String {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-standin-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let script = packageRoot.appendingPathComponent("scripts/lib/nginx-standin.sh").path
+        let command = ([script] + arguments).map { "'\($0)'" }.joined(separator: " ") + " > '\(output.path)'"
+        guard system(command) == 0 else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(command) failed"])
+        }
+        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+    }
+}

@@ -1,0 +1,99 @@
+import FlyingFox
+import Foundation
+import HeraldHTTP
+import HeraldTestSupport
+import Testing
+
+// FlyingFox (the local test server) has types of the same names.
+private typealias HTTPClient = HeraldHTTP.HTTPClient
+private typealias HTTPRequest = HeraldHTTP.HTTPRequest
+private typealias HTTPResponse = HeraldHTTP.HTTPResponse
+
+@Suite struct HTTPClientTests {
+    @Test func requestsAreMultiplexedAsHTTP2StreamsOverFewConnections() async throws {
+        let nginx = try NginxStandIn()
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = nginx.caBundle
+        configuration.maxConnectionsPerHost = 2
+        let client = HTTPClient(configuration: configuration)
+        let request = HTTPRequest(
+            url: nginx.baseURL + "/v1/projects/p/messages:send",
+            headers: [("content-type", "application/json"), ("authorization", "Bearer x")],
+            body: Array(#"{"message":{"token":"t"}}"#.utf8))
+
+        let responses = try await withThrowingTaskGroup(of: HTTPResponse.self) { group in
+            for _ in 0..<1000 { group.addTask { try await client.send(request) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(responses.count == 1000)
+        #expect(responses.allSatisfy { $0.status == 200 && $0.httpVersion == 2 })
+        #expect(responses.allSatisfy { $0.bodyText.contains("projects/standin/messages/") })
+        #expect(responses[0].header("Content-Type") == "application/json")
+        let opened = responses.map(\.newConnections).reduce(0, +)
+        #expect(opened >= 1 && opened <= 2, "opened \(opened) connections")
+
+        let log = try nginx.accessLog()
+        #expect(log.count == 1000)
+        #expect(log.allSatisfy { $0.protocolName == "HTTP/2.0" })
+        #expect(Set(log.map(\.connection)).count <= 2)
+        #expect((log.map(\.request).max() ?? 0) >= 500, "each connection carried many streams")
+    }
+
+    @Test func untrustedCertificateIsAConnectionError() async throws {
+        let nginx = try NginxStandIn()
+        let client = HTTPClient()
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(HTTPRequest(url: nginx.baseURL + "/"))
+        }
+        #expect(error?.kind == .connection)
+    }
+
+    @Test func statusHeadersAndBodyRoundTripOverHTTP1() async throws {
+        let server = try await LocalServer.start { request in
+            let body = try await request.bodyData
+            return FlyingFox.HTTPResponse(
+                statusCode: .serviceUnavailable,
+                headers: [HTTPHeader("Retry-After"): "7", HTTPHeader("X-Echo-Auth"): request.headers[.authorization] ?? ""],
+                body: body)
+        }
+        let client = HTTPClient()
+        let response = try await client.send(
+            HTTPRequest(url: server.url("/echo"), headers: [("Authorization", "Bearer abc")], body: Array("héllo".utf8)))
+        #expect(response.status == 503)
+        #expect(response.httpVersion == 1)
+        #expect(response.header("retry-after") == "7")
+        #expect(response.header("x-echo-auth") == "Bearer abc")
+        #expect(response.bodyText == "héllo")
+    }
+
+    @Test func slowServerTimesOut() async throws {
+        let server = try await LocalServer.start { _ in
+            try await Task.sleep(for: .seconds(5))
+            return FlyingFox.HTTPResponse(statusCode: .ok)
+        }
+        let client = HTTPClient()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(HTTPRequest(url: server.url("/slow"), timeout: .milliseconds(300)))
+        }
+        #expect(error?.kind == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(3))
+    }
+
+    @Test func refusedConnectionIsAConnectionError() async throws {
+        let client = HTTPClient()
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(HTTPRequest(url: "http://127.0.0.1:1/"))
+        }
+        #expect(error?.kind == .connection)
+    }
+
+    @Test func shutdownFailsLaterRequests() async throws {
+        let client = HTTPClient()
+        client.shutdown()
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(HTTPRequest(url: "http://127.0.0.1:1/"))
+        }
+        #expect(error?.kind == .shutdown)
+    }
+}

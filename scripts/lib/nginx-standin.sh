@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# An nginx standing in for FCM and its token endpoint: TLS with a self-signed certificate
+# made now, HTTP/2, and fixed FCM-like answers. For the HTTP client's tests and benchmarks.
+#
+#   nginx-standin.sh start DIR   # prints the port; DIR/cert.pem is the CA bundle to trust
+#   nginx-standin.sh stop DIR
+#
+# The access log (DIR/access.log) records each request's connection serial number and its
+# count on that connection, so tests can see how requests were multiplexed.
+set -euo pipefail
+command=${1:?start or stop}
+dir=${2:?a directory}
+
+case "$command" in
+start)
+  mkdir -p "$dir/tmp"
+  chmod 777 "$dir/tmp"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    log_format standin '\$connection \$connection_requests \$server_protocol \$request_method \$uri \$status';
+    access_log $dir/access.log standin buffer=64k flush=100ms;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    # Keep connections for the whole benchmark (nginx closes them after 1000 requests by default).
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    http2_max_concurrent_streams 256;
+    server {
+        listen 127.0.0.1:$port ssl http2;
+        ssl_certificate $dir/cert.pem;
+        ssl_certificate_key $dir/key.pem;
+        default_type application/json;
+        location = /token {
+            return 200 '{"access_token":"standin-access-token","expires_in":3599,"token_type":"Bearer"}';
+        }
+        location / {
+            return 200 '{"name":"projects/standin/messages/0:1700000000000000%0"}';
+        }
+    }
+}
+CONF
+  # nginx daemonizes; it must not keep our stdout open, or a caller reading it would wait forever.
+  nginx -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >/dev/null 2>&1
+  for _ in $(seq 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  echo "$port"
+  ;;
+stop)
+  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null || true
+  ;;
+*)
+  echo "usage: $0 start|stop DIR" >&2
+  exit 2
+  ;;
+esac
