@@ -102,6 +102,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldDaemon",
+                "HeraldHTTP",
                 "HeraldQueue",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

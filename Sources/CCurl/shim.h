@@ -26,3 +26,21 @@ static inline CURLcode herald_easy_getinfo_pointer(CURL *easy, CURLINFO info, vo
 static inline CURLMcode herald_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }
+
+#include <openssl/ssl.h>
+
+// Lets OpenSSL read many TLS records per recv(). HTTP/2 responses arrive as many small
+// records, and without read-ahead each costs two system calls (header, then body).
+static inline CURLcode herald_ssl_context_read_ahead(CURL *easy, void *ssl_context, void *user) {
+    (void)easy;
+    (void)user;
+    SSL_CTX_set_read_ahead((SSL_CTX *)ssl_context, 1);
+    return CURLE_OK;
+}
+static inline CURLcode herald_easy_enable_ssl_read_ahead(CURL *easy) {
+    return curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, herald_ssl_context_read_ahead);
+}
+
+// The libcurl actually loaded (not the one compiled against): its version number and text.
+static inline unsigned int herald_curl_version_number(void) { return curl_version_info(CURLVERSION_NOW)->version_num; }
+static inline const char *herald_curl_version_text(void) { return curl_version_info(CURLVERSION_NOW)->version; }

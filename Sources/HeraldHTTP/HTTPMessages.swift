@@ -80,6 +80,12 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     public var curlCode: Int
     public var message: String
 
+    public init(kind: Kind, curlCode: Int = 0, message: String) {
+        self.kind = kind
+        self.curlCode = curlCode
+        self.message = message
+    }
+
     public var description: String { "HTTP request failed (\(kind), curl \(curlCode)): \(message)" }
 }
 

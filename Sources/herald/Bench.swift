@@ -1,13 +1,14 @@
 import ArgumentParser
 import Foundation
 import HeraldDaemon
+import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
 import Logging
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Benchmarks that print figures.", subcommands: [QueueBench.self])
+        abstract: "Benchmarks that print figures.", subcommands: [QueueBench.self, HTTPBench.self])
 }
 
 /// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete
@@ -143,5 +144,82 @@ extension Sequence {
         var results: [T] = []
         for element in self { results.append(try await transform(element)) }
         return results
+    }
+}
+
+/// Sends FCM-sized POSTs through ``HTTPClient`` with a fixed number in flight and prints
+/// requests/s. `scripts/bench-http.sh` runs it beside h2load against the nginx stand-in.
+struct HTTPBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "http", abstract: "HTTP/2 client throughput against a URL.")
+
+    @Option(help: "The URL to POST to.") var url: String
+    @Option(help: "A CA bundle to trust (the stand-in's self-signed certificate).") var caBundle: String?
+    @Option(help: "Requests to send.") var requests = 100_000
+    @Option(help: "Requests in flight at once.") var concurrency = 1000
+    @Option(help: "Connections per host.") var connections = 4
+    @Option(help: "Requests per batch (the dispatch worker's form); 1 sends each request from its own task.")
+    var batch = 500
+
+    func run() async throws {
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = caBundle
+        configuration.maxConnectionsPerHost = connections
+        let client = HTTPClient(configuration: configuration)
+        let body = Array(
+            #"{"message":{"token":"bench-token","data":{"title":"Hello","body":"A benchmark notification","notification_id":"123456"},"android":{"priority":"HIGH","ttl":"86400s"}}}"#
+                .utf8)
+        let request = HTTPRequest(
+            url: url, headers: [("content-type", "application/json"), ("authorization", "Bearer bench")], body: body)
+        // Warm up: open the connections before the clock starts, as h2load does.
+        _ = try await client.send(request)
+
+        let start = ContinuousClock.now
+        let (ok, failed, opened) = try await withThrowingTaskGroup(of: (Int, Int, Int).self) { group in
+            // `concurrency / batch` senders, each sending batch after batch until the total is sent.
+            let senders = max(1, concurrency / batch)
+            let perSender = requests / senders
+            for _ in 0..<senders {
+                group.addTask {
+                    var ok = 0
+                    var failed = 0
+                    var opened = 0
+                    var left = perSender
+                    while left > 0 {
+                        let size = min(batch, left)
+                        left -= size
+                        let results: [Result<HTTPResponse, HTTPClientError>]
+                        if batch == 1 {
+                            do {
+                                results = [.success(try await client.send(request))]
+                            } catch {
+                                results = [.failure(error as? HTTPClientError ?? HTTPClientError(kind: .other, curlCode: 0, message: "\(error)"))]
+                            }
+                        } else {
+                            results = await client.send(Array(repeating: request, count: size))
+                        }
+                        for result in results {
+                            if case .success(let response) = result, response.status == 200 {
+                                ok += 1
+                                opened += response.newConnections
+                            } else {
+                                if failed == 0 { print("first failure: \(result)") }
+                                failed += 1
+                            }
+                        }
+                    }
+                    return (ok, failed, opened)
+                }
+            }
+            return try await group.reduce((0, 0, 0)) { ($0.0 + $1.0, $0.1 + $1.1, $0.2 + $1.2) }
+        }
+        let seconds: Double = (ContinuousClock.now - start).seconds
+        let total = ok + failed
+        let rate = Double(total) / seconds
+        print(
+            String(
+                format: "herald HTTPClient: %d requests (%d ok, %d failed) in %.2fs: %.0f req/s, %d connections opened",
+                total, ok, failed, seconds, rate, opened + 1))
+        client.shutdown()
     }
 }

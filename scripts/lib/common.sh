@@ -18,10 +18,31 @@ install_packages() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# libcurl 8 or newer. Debian 12's libcurl 7.88 loses multiplexed HTTP/2 transfers under load
+# (they never complete until their timeout), so on bookworm it comes from Debian's own
+# bookworm-backports; Debian 13 ships 8.x already.
+install_libcurl8() {
+  local version
+  version=$(dpkg-query -W -f='${Version}' libcurl4-openssl-dev 2>/dev/null || true)
+  if [ -n "$version" ] && dpkg --compare-versions "$version" ge 8; then return 0; fi
+  if grep -q '^VERSION_CODENAME=bookworm' /etc/os-release; then
+    if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "deb http://deb.debian.org/debian bookworm-backports main" | as_root tee /etc/apt/sources.list.d/bookworm-backports.list >/dev/null
+    fi
+    as_root apt-get update -qq
+    echo "==> installing libcurl 8 from bookworm-backports"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -t bookworm-backports \
+      libcurl4-openssl-dev libcurl4
+  else
+    install_packages libcurl4-openssl-dev
+  fi
+}
+
 # What Herald needs to build and test: the C libraries, PostgreSQL 15, and the tools the tests use.
 install_herald_dependencies() {
-  install_packages pkg-config libpq-dev libcurl4-openssl-dev libssl-dev openssl postgresql postgresql-contrib python3 \
+  install_packages pkg-config libpq-dev libssl-dev openssl postgresql postgresql-contrib python3 \
     nginx-light nghttp2-client
+  install_libcurl8
   if ! command -v swift >/dev/null; then
     [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
   fi
