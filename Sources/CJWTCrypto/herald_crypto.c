@@ -6,6 +6,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rsa.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,24 +80,18 @@ int herald_key_kind(const herald_key *key) {
     return HERALD_KEY_OTHER;
 }
 
+static long copy_bio(BIO *bio, char *out, size_t out_size, char *error, size_t error_size);
+
 long herald_key_public_pem(const herald_key *key, char *out, size_t out_size, char *error, size_t error_size) {
     BIO *bio = BIO_new(BIO_s_mem());
-    if (bio == NULL || !PEM_write_bio_PUBKEY(bio, key->pkey)) {
+    long result = -1;
+    if (bio != NULL && PEM_write_bio_PUBKEY(bio, key->pkey)) {
+        result = copy_bio(bio, out, out_size, error, error_size);
+    } else {
         set_error(error, error_size, "cannot write the public key");
-        BIO_free(bio);
-        return -1;
     }
-    char *data = NULL;
-    long length = BIO_get_mem_data(bio, &data);
-    if (length < 0 || (size_t)length >= out_size) {
-        BIO_free(bio);
-        set_error(error, error_size, "public key buffer too small");
-        return -1;
-    }
-    memcpy(out, data, (size_t)length);
-    out[length] = '\0';
     BIO_free(bio);
-    return length;
+    return result;
 }
 
 // SHA-256 digest-and-sign; the signature is PKCS#1 v1.5 for RSA and DER for ECDSA.
@@ -174,5 +169,39 @@ int herald_verify_rs256(const herald_key *key, const uint8_t *data, size_t lengt
         set_error(error, error_size, "verification failed");
     }
     EVP_MD_CTX_free(context);
+    return result;
+}
+
+herald_key *herald_key_generate_rsa(int bits, char *error, size_t error_size) {
+    EVP_PKEY *pkey = EVP_RSA_gen((unsigned int)bits);
+    if (pkey == NULL) {
+        set_error(error, error_size, "RSA key generation failed");
+        return NULL;
+    }
+    return wrap(pkey);
+}
+
+// Copies a memory BIO's contents into `out` as a C string.
+static long copy_bio(BIO *bio, char *out, size_t out_size, char *error, size_t error_size) {
+    char *data = NULL;
+    long length = BIO_get_mem_data(bio, &data);
+    if (length < 0 || (size_t)length >= out_size) {
+        set_error(error, error_size, "PEM buffer too small");
+        return -1;
+    }
+    memcpy(out, data, (size_t)length);
+    out[length] = '\0';
+    return length;
+}
+
+long herald_key_private_pem(const herald_key *key, char *out, size_t out_size, char *error, size_t error_size) {
+    BIO *bio = BIO_new(BIO_s_mem());
+    long result = -1;
+    if (bio != NULL && PEM_write_bio_PrivateKey(bio, key->pkey, NULL, NULL, 0, NULL, NULL)) {
+        result = copy_bio(bio, out, out_size, error, error_size);
+    } else {
+        set_error(error, error_size, "cannot write the private key");
+    }
+    BIO_free(bio);
     return result;
 }

@@ -38,4 +38,10 @@ long herald_sign_es256(const herald_key *key, const uint8_t *data, size_t length
 int herald_verify_rs256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
                         size_t signature_length, char *error, size_t error_size);
 
+// Generates an RSA key of `bits` bits (for test and demo service accounts).
+herald_key *herald_key_generate_rsa(int bits, char *error, size_t error_size);
+
+// Writes the private key as PKCS#8 PEM into `out`; returns its length, or -1 if it does not fit.
+long herald_key_private_pem(const herald_key *key, char *out, size_t out_size, char *error, size_t error_size);
+
 #endif

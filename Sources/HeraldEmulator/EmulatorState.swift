@@ -1,0 +1,195 @@
+import Foundation
+import HeraldFCM
+
+/// Everything the emulator knows: trusted accounts, issued tokens, received messages and
+/// injected errors.
+actor EmulatorState {
+    struct Account {
+        var project: String
+        var keyID: String
+        var publicKey: SigningKey
+    }
+
+    struct Answer {
+        var status: Int
+        var json: String
+        var retryAfter: Int? = nil
+        var delay: Duration? = nil
+    }
+
+    private var accounts: [String: Account] = [:]
+    private var accessTokens: [String: (project: String, expires: Date)] = [:]
+    private var behaviours: [String: (behaviour: EmulatorBehaviour, remaining: Int?)] = [:]
+    private var tokenFailures: [(status: Int, error: String)] = []
+    private var tokenLifetime = 3600
+    private(set) var messages: [ReceivedMessage] = []
+    private(set) var tokenRequests = 0
+    private(set) var sendRequests = 0
+
+    func register(email: String, project: String, keyID: String, publicKey: SigningKey) {
+        accounts[email] = Account(project: project, keyID: keyID, publicKey: publicKey)
+    }
+
+    func setBehaviour(_ behaviour: EmulatorBehaviour?, token: String, times: Int?) {
+        behaviours[token] = behaviour.map { ($0, times) }
+    }
+
+    func failTokenRequests(status: Int, count: Int, error: String) {
+        tokenFailures += Array(repeating: (status, error), count: count)
+    }
+
+    func setTokenLifetime(_ seconds: Int) { tokenLifetime = seconds }
+
+    func revokeAccessTokens() { accessTokens.removeAll() }
+
+    // MARK: - OAuth
+
+    /// `POST /token` with `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=<jwt>`.
+    func issueToken(form: String) -> (Int, String) {
+        tokenRequests += 1
+        if !tokenFailures.isEmpty {
+            let failure = tokenFailures.removeFirst()
+            return (failure.status, oauthError(failure.error, "injected failure"))
+        }
+        var fields: [String: String] = [:]
+        for pair in form.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+            if parts.count == 2 { fields[parts[0]] = parts[1] }
+        }
+        guard fields["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" else {
+            return (400, oauthError("unsupported_grant_type", "Invalid grant_type: \(fields["grant_type"] ?? "")"))
+        }
+        guard let assertion = fields["assertion"], let jwt = JWT.decode(assertion) else {
+            return (400, oauthError("invalid_request", "Invalid JWT: the assertion is not a compact JWT."))
+        }
+        guard jwt.header["alg"] as? String == "RS256" else {
+            return (400, oauthError("invalid_grant", "Invalid JWT: alg must be RS256."))
+        }
+        guard let issuer = jwt.claims["iss"] as? String, let account = accounts[issuer] else {
+            return (400, oauthError("invalid_grant", "Invalid grant: account not found"))
+        }
+        if let kid = jwt.header["kid"] as? String, !account.keyID.isEmpty, kid != account.keyID {
+            return (400, oauthError("invalid_grant", "Invalid JWT Signature: unknown key id \(kid)."))
+        }
+        guard (try? account.publicKey.verifyRS256(jwt.signingInput, signature: jwt.signature)) == true else {
+            return (400, oauthError("invalid_grant", "Invalid JWT Signature."))
+        }
+        guard jwt.claims["aud"] as? String == JWT.tokenAudience else {
+            return (400, oauthError("invalid_grant", "Invalid JWT: Failed audience check."))
+        }
+        let now = Date().timeIntervalSince1970
+        guard let issued = (jwt.claims["iat"] as? NSNumber)?.doubleValue,
+            let expires = (jwt.claims["exp"] as? NSNumber)?.doubleValue
+        else { return (400, oauthError("invalid_grant", "Invalid JWT: iat and exp are required.")) }
+        guard issued <= now + 60, expires > now, expires - issued <= 3600 else {
+            return (400, oauthError(
+                "invalid_grant", "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."))
+        }
+        let scopes = (jwt.claims["scope"] as? String ?? "").split(separator: " ")
+        guard scopes.contains(where: { $0 == JWT.messagingScope || $0 == "https://www.googleapis.com/auth/cloud-platform" })
+        else { return (400, oauthError("invalid_scope", "The scope does not allow FCM sends.")) }
+
+        let token = "emulator-" + UUID().uuidString.lowercased()
+        accessTokens[token] = (account.project, Date().addingTimeInterval(Double(tokenLifetime)))
+        return (200, #"{"access_token":"\#(token)","expires_in":\#(tokenLifetime),"token_type":"Bearer"}"#)
+    }
+
+    private func oauthError(_ code: String, _ description: String) -> String {
+        #"{"error":"\#(code)","error_description":"\#(description.replacingOccurrences(of: "\"", with: "'"))"}"#
+    }
+
+    // MARK: - Send
+
+    /// `POST /v1/projects/{project}/messages:send`.
+    func send(path: String, authorization: String?, body: Data) -> Answer {
+        sendRequests += 1
+        let pieces = path.split(separator: "/")
+        guard pieces.count == 4, pieces[0] == "v1", pieces[1] == "projects", pieces[3] == "messages:send" else {
+            return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: nil)
+        }
+        let project = String(pieces[2])
+        guard let bearer = authorization, bearer.hasPrefix("Bearer "),
+            let grant = accessTokens[String(bearer.dropFirst(7))], grant.expires > Date()
+        else {
+            return fcmError(
+                401, "UNAUTHENTICATED",
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+                errorCode: nil)
+        }
+        guard grant.project == project else {
+            return fcmError(403, "PERMISSION_DENIED", "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)'.", errorCode: nil)
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+            return fcmError(400, "INVALID_ARGUMENT", "Invalid JSON payload received.", errorCode: "INVALID_ARGUMENT")
+        }
+        if let problem = MessageValidator.validate(object) {
+            return fcmError(400, "INVALID_ARGUMENT", problem.message, errorCode: "INVALID_ARGUMENT", field: problem.field)
+        }
+        let message = object["message"] as! [String: Any]
+        let target = (message["token"] ?? message["topic"] ?? message["condition"] ?? message["fid"]) as? String ?? ""
+        var delay: Duration?
+        if let injected = behaviours[target] {
+            if let remaining = injected.remaining {
+                behaviours[target] = remaining <= 1 ? nil : (injected.behaviour, remaining - 1)
+            }
+            switch injected.behaviour {
+            case .slow(let milliseconds):
+                delay = .milliseconds(milliseconds)
+            default:
+                return answer(for: injected.behaviour)
+            }
+        }
+        let name = "projects/\(project)/messages/\(messages.count + 1)"
+        let messageJSON = String(decoding: try! JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]), as: UTF8.self)
+        let validateOnly = (object["validate_only"] ?? object["validateOnly"]) as? Bool ?? false
+        messages.append(
+            ReceivedMessage(projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name))
+        return Answer(status: 200, json: #"{"name":"\#(name)"}"#, delay: delay)
+    }
+
+    private func answer(for behaviour: EmulatorBehaviour) -> Answer {
+        switch behaviour {
+        case .unregistered:
+            return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED")
+        case .invalidToken:
+            return fcmError(
+                400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token",
+                errorCode: "INVALID_ARGUMENT", field: "message.token")
+        case .senderIDMismatch:
+            return fcmError(403, "PERMISSION_DENIED", "SenderId mismatch", errorCode: "SENDER_ID_MISMATCH")
+        case .quotaExceeded(let retryAfter):
+            var answer = fcmError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", errorCode: "QUOTA_EXCEEDED")
+            answer.retryAfter = retryAfter
+            return answer
+        case .unavailable(let retryAfter):
+            var answer = fcmError(503, "UNAVAILABLE", "The service is currently unavailable.", errorCode: "UNAVAILABLE")
+            answer.retryAfter = retryAfter
+            return answer
+        case .internalError:
+            return fcmError(500, "INTERNAL", "Internal error encountered.", errorCode: "INTERNAL")
+        case .thirdPartyAuthError:
+            return fcmError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
+        case .invalidMessage:
+            return fcmError(400, "INVALID_ARGUMENT", "Request contains an invalid argument.", errorCode: "INVALID_ARGUMENT")
+        case .slow:
+            return Answer(status: 200, json: "{}")
+        }
+    }
+
+    private func fcmError(_ code: Int, _ status: String, _ message: String, errorCode: String?, field: String? = nil) -> Answer {
+        var details: [[String: Any]] = []
+        if let errorCode {
+            details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode])
+        }
+        if let field {
+            details.append([
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [["field": field, "description": message]],
+            ])
+        }
+        var error: [String: Any] = ["code": code, "message": message, "status": status]
+        if !details.isEmpty { error["details"] = details }
+        let json = String(decoding: try! JSONSerialization.data(withJSONObject: ["error": error], options: [.sortedKeys]), as: UTF8.self)
+        return Answer(status: code, json: json)
+    }
+}

@@ -1,0 +1,162 @@
+import FlyingFox
+import Foundation
+import HeraldFCM
+import Logging
+
+/// A message the emulator accepted.
+public struct ReceivedMessage: Sendable {
+    public var projectID: String
+    /// The device token, topic, condition or FID it was addressed to.
+    public var target: String
+    /// The `message` object as JSON text.
+    public var json: String
+    public var validateOnly: Bool
+    /// The name the emulator answered (`projects/<p>/messages/<n>`).
+    public var name: String
+
+    /// The `message` object, parsed.
+    public var message: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
+    }
+}
+
+/// A local stand-in for FCM HTTP v1 and Google's OAuth token endpoint, for tests, the demo
+/// and app developers (Firebase's emulator suite has no FCM).
+///
+/// - `POST /token` trades a service-account JWT for an access token. The JWT's RS256 signature
+///   is checked against the registered account's public key, and its claims as Google does.
+/// - `POST /v1/projects/{project}/messages:send` checks the bearer token and the message (one
+///   target, string-only data, reserved keys, TTL format, size, background-push rules),
+///   records it, and answers like FCM, or with the error injected for its token.
+/// - `GET /emulator/messages` lists what was received; `POST /emulator/behaviours` injects an
+///   error for a token (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
+public final class FCMEmulator: Sendable {
+    private let state: EmulatorState
+    private let server: HTTPServer
+    private let task: Task<Void, Never>
+    public let port: UInt16
+
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    public var tokenURI: String { baseURL + "/token" }
+
+    /// Starts the emulator on `port` (0 picks a free one) on the loopback interface.
+    public static func start(port: UInt16 = 0, host: String = "127.0.0.1") async throws -> FCMEmulator {
+        let server = HTTPServer(address: try .inet(ip4: host, port: port), timeout: 30, logger: .disabled)
+        let emulator = FCMEmulatorRoutes()
+        await emulator.install(on: server)
+        let task = Task { _ = try? await server.run() }
+        try await server.waitUntilListening()
+        guard case .ip4(_, let boundPort)? = await server.listeningAddress else {
+            throw CocoaError(.featureUnsupported)
+        }
+        return FCMEmulator(server: server, task: task, port: boundPort, state: emulator.state)
+    }
+
+    private init(server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState) {
+        self.server = server
+        self.task = task
+        self.port = port
+        self.state = state
+    }
+
+    public func stop() async {
+        await server.stop(timeout: 1)
+        task.cancel()
+    }
+
+    /// Trusts `account`'s key for token requests.
+    public func register(_ account: ServiceAccount) async throws {
+        await state.register(email: account.clientEmail, project: account.projectID, keyID: account.privateKeyID,
+                                    publicKey: try SigningKey(publicKeyPEM: try account.key.publicKeyPEM()))
+    }
+
+    /// A new service account whose `token_uri` is this emulator, already registered.
+    public func makeServiceAccount(projectID: String) async throws -> ServiceAccount {
+        let account = try ServiceAccount.generate(projectID: projectID, tokenURI: tokenURI)
+        try await register(account)
+        return account
+    }
+
+    /// Injects `behaviour` for sends to `token`, for the next `times` sends (nil: until changed).
+    public func setBehaviour(_ behaviour: EmulatorBehaviour?, forToken token: String, times: Int? = nil) async {
+        await state.setBehaviour(behaviour, token: token, times: times)
+    }
+
+    /// Answers the next `count` token requests with `status` (and an OAuth error body for 4xx).
+    public func failTokenRequests(status: Int, count: Int, error: String = "temporarily_unavailable") async {
+        await state.failTokenRequests(status: status, count: count, error: error)
+    }
+
+    /// The `expires_in` of access tokens issued from now on. Default 3600 s.
+    public func setTokenLifetime(seconds: Int) async { await state.setTokenLifetime(seconds) }
+
+    /// Forgets every access token issued so far, so sends with them get 401.
+    public func revokeAccessTokens() async { await state.revokeAccessTokens() }
+
+    public var received: [ReceivedMessage] { get async { await state.messages } }
+    public var tokenRequests: Int { get async { await state.tokenRequests } }
+    public var sendRequests: Int { get async { await state.sendRequests } }
+
+    deinit { task.cancel() }
+}
+
+/// The request handlers, over the emulator's state.
+struct FCMEmulatorRoutes {
+    let state = EmulatorState()
+
+    func install(on server: HTTPServer) async {
+        let state = self.state
+        await server.appendRoute("POST /token") { request in
+            let body = String(decoding: try await request.bodyData, as: UTF8.self)
+            let (status, json) = await state.issueToken(form: body)
+            return Self.json(status, json)
+        }
+        await server.appendRoute("POST /v1/projects/*") { request in
+            let body = try await request.bodyData
+            let answer = await state.send(
+                path: request.path, authorization: request.headers[.authorization], body: body)
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var response = Self.json(answer.status, answer.json)
+            if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
+            return response
+        }
+        await server.appendRoute("GET /emulator/messages") { _ in
+            let messages = await state.messages
+            let list = messages.map { "{\"project\":\(Self.quote($0.projectID)),\"name\":\(Self.quote($0.name)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}" }
+            return Self.json(200, "[" + list.joined(separator: ",") + "]")
+        }
+        await server.appendRoute("POST /emulator/behaviours") { request in
+            let body = try await request.bodyData
+            guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+                let token = object["token"] as? String
+            else { return Self.json(400, #"{"error":"expected {\"token\": …, \"behaviour\": …}"}"#) }
+            let retryAfter = object["retry_after"] as? Int
+            let behaviour: EmulatorBehaviour?
+            switch object["behaviour"] as? String {
+            case "unregistered": behaviour = .unregistered
+            case "invalid_token": behaviour = .invalidToken
+            case "sender_id_mismatch": behaviour = .senderIDMismatch
+            case "quota_exceeded": behaviour = .quotaExceeded(retryAfter: retryAfter)
+            case "unavailable": behaviour = .unavailable(retryAfter: retryAfter)
+            case "internal": behaviour = .internalError
+            case "third_party_auth_error": behaviour = .thirdPartyAuthError
+            case "invalid_message": behaviour = .invalidMessage
+            case "slow": behaviour = .slow(milliseconds: object["milliseconds"] as? Int ?? 1000)
+            case nil, "none": behaviour = nil
+            case let other?: return Self.json(400, "{\"error\":\(Self.quote("unknown behaviour \(other)"))}")
+            }
+            await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+            return Self.json(200, "{}")
+        }
+    }
+
+    static func json(_ status: Int, _ body: String) -> HTTPResponse {
+        HTTPResponse(
+            statusCode: HTTPStatusCode(status, phrase: status == 200 ? "OK" : "Error"),
+            headers: [.contentType: "application/json; charset=UTF-8"], body: Data(body.utf8))
+    }
+
+    static func quote(_ text: String) -> String {
+        String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast().description
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import HeraldHTTP
+
+/// Turns an FCM v1 response into an ``FCMOutcome``, following the error table in
+/// `PROTOCOLS.md`: the `google.firebase.fcm.v1.FcmError` detail's `errorCode` decides, never
+/// the generic top-level `status`.
+public enum FCMErrorClassifier {
+    /// The longest FCM asks a sender to wait after `QUOTA_EXCEEDED`, at the least.
+    public static let quotaFloor: Duration = .seconds(60)
+
+    /// What FCM's error body says.
+    public struct ErrorBody: Sendable, Equatable {
+        public var status: String?
+        public var message: String
+        /// The FcmError detail's `errorCode`, when present.
+        public var errorCode: String?
+        /// Fields named by a `google.rpc.BadRequest` detail.
+        public var fieldViolations: [String]
+    }
+
+    /// Classifies a response; `accessTokenRejected` is true for a 401 that only means the access
+    /// token was refused (the caller refreshes and retries before giving up).
+    public static func classify(_ response: HTTPResponse, now: Date) -> (outcome: FCMOutcome, accessTokenRejected: Bool) {
+        if response.status == 200 {
+            let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+            return (.sent(messageName: object?["name"] as? String ?? ""), false)
+        }
+        let error = parseError(response.body)
+        let retryAfter = response.header("retry-after").flatMap { parseRetryAfter($0, now: now) }
+        let code = error.errorCode
+        let reason = describe(status: response.status, error)
+        switch response.status {
+        case 400:
+            if names(token: error) { return (.tokenInvalid(reason: reason), false) }
+            return (.permanentFailure(reason: reason), false)
+        case 401:
+            if code == "THIRD_PARTY_AUTH_ERROR" { return (.configurationError(reason: reason), false) }
+            return (.configurationError(reason: reason), true)
+        case 403:
+            if code == "SENDER_ID_MISMATCH" { return (.tokenInvalid(reason: reason), false) }
+            return (.configurationError(reason: reason), false)
+        case 404:
+            if code == "UNREGISTERED" { return (.tokenInvalid(reason: reason), false) }
+            // A 404 without UNREGISTERED is a wrong project or URL: the sender's fault.
+            return (.configurationError(reason: reason), false)
+        case 429:
+            return (.retry(after: max(retryAfter ?? .zero, quotaFloor), reason: reason), false)
+        case 500...599:
+            return (.retry(after: retryAfter, reason: reason), false)
+        default:
+            return (.permanentFailure(reason: reason), false)
+        }
+    }
+
+    /// A 400 is the token's fault only when it says so.
+    static func names(token error: ErrorBody) -> Bool {
+        guard error.errorCode == nil || error.errorCode == "INVALID_ARGUMENT" else { return false }
+        if error.fieldViolations.contains("message.token") { return true }
+        let message = error.message.lowercased()
+        return message.contains("registration token") && message.contains("not a valid")
+    }
+
+    static func describe(status: Int, _ error: ErrorBody) -> String {
+        let code = error.errorCode ?? error.status ?? "HTTP \(status)"
+        return error.message.isEmpty ? "\(status) \(code)" : "\(status) \(code): \(error.message)"
+    }
+
+    public static func parseError(_ body: [UInt8]) -> ErrorBody {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let error = object["error"] as? [String: Any]
+        else {
+            let text = String(decoding: body.prefix(200), as: UTF8.self)
+            return ErrorBody(status: nil, message: text, errorCode: nil, fieldViolations: [])
+        }
+        var errorCode: String?
+        var violations: [String] = []
+        for detail in error["details"] as? [[String: Any]] ?? [] {
+            switch detail["@type"] as? String {
+            case "type.googleapis.com/google.firebase.fcm.v1.FcmError":
+                errorCode = detail["errorCode"] as? String
+            case "type.googleapis.com/google.rpc.BadRequest":
+                for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
+                    if let field = violation["field"] as? String { violations.append(field) }
+                }
+            default:
+                break
+            }
+        }
+        return ErrorBody(
+            status: error["status"] as? String, message: error["message"] as? String ?? "", errorCode: errorCode,
+            fieldViolations: violations)
+    }
+
+    /// `Retry-After` as seconds (`120`) or an HTTP-date (`Wed, 21 Oct 2015 07:28:00 GMT`).
+    public static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int(text) { return seconds >= 0 ? .seconds(seconds) : nil }
+        guard let date = parseHTTPDate(text) else { return nil }
+        return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
+    }
+
+    /// IMF-fixdate, the form RFC 9110 requires senders to use.
+    static func parseHTTPDate(_ text: String) -> Date? {
+        let parts = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]),
+            let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
+        else { return nil }
+        let time = parts[4].split(separator: ":").compactMap { Int($0) }
+        guard time.count == 3 else { return nil }
+        var components = DateComponents()
+        (components.year, components.month, components.day) = (year, month + 1, day)
+        (components.hour, components.minute, components.second) = (time[0], time[1], time[2])
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "GMT")!
+        return calendar.date(from: components)
+    }
+}

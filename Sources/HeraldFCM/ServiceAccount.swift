@@ -1,0 +1,91 @@
+import Foundation
+
+/// A Google service account, read from its JSON key file.
+///
+/// The private key is loaded into OpenSSL at once and its PEM text dropped; the account
+/// prints without it.
+public struct ServiceAccount: Sendable, CustomStringConvertible {
+    public var clientEmail: String
+    public var privateKeyID: String
+    public var projectID: String
+    /// Where token requests go. Google's libraries honour the file's `token_uri`, and so does
+    /// Herald, so a local stand-in can take them.
+    public var tokenURI: String
+    public let key: SigningKey
+
+    public static let defaultTokenURI = "https://oauth2.googleapis.com/token"
+
+    public init(clientEmail: String, privateKeyID: String, projectID: String, tokenURI: String, key: SigningKey) {
+        self.clientEmail = clientEmail
+        self.privateKeyID = privateKeyID
+        self.projectID = projectID
+        self.tokenURI = tokenURI
+        self.key = key
+    }
+
+    /// Reads a service-account JSON file, such as the one `GOOGLE_APPLICATION_CREDENTIALS` names.
+    public static func load(file path: String) throws -> ServiceAccount {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ServiceAccountError("cannot read the service-account file \(path)")
+        }
+        return try parse(data, source: path)
+    }
+
+    /// Parses service-account JSON; `source` names it in errors.
+    public static func parse(_ data: Data, source: String) throws -> ServiceAccount {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw ServiceAccountError("\(source) is not a JSON object")
+        }
+        func field(_ name: String) throws -> String {
+            guard let value = object[name] as? String, !value.isEmpty else {
+                throw ServiceAccountError("\(source) has no \"\(name)\"; download the key file again from the Firebase console")
+            }
+            return value
+        }
+        if let type = object["type"] as? String, type != "service_account" {
+            throw ServiceAccountError("\(source) is a \"\(type)\" credential, not a service account")
+        }
+        let key: SigningKey
+        do {
+            key = try SigningKey(privateKeyPEM: try field("private_key"))
+        } catch let error as CryptoError {
+            throw ServiceAccountError("the private_key in \(source) cannot be loaded (\(error.message))")
+        }
+        guard key.kind == .rsa else { throw ServiceAccountError("the private_key in \(source) is not an RSA key") }
+        return ServiceAccount(
+            clientEmail: try field("client_email"),
+            privateKeyID: (object["private_key_id"] as? String) ?? "",
+            projectID: try field("project_id"),
+            tokenURI: (object["token_uri"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? defaultTokenURI,
+            key: key)
+    }
+
+    /// A service-account file's JSON, for test and demo accounts generated at run time.
+    public func fileContents() throws -> Data {
+        let object: [String: String] = [
+            "type": "service_account",
+            "project_id": projectID,
+            "private_key_id": privateKeyID,
+            "private_key": try key.privateKeyPEM(),
+            "client_email": clientEmail,
+            "token_uri": tokenURI,
+        ]
+        return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+    }
+
+    /// A new account with a fresh 2048-bit key, for tests and the demo.
+    public static func generate(projectID: String, tokenURI: String) throws -> ServiceAccount {
+        ServiceAccount(
+            clientEmail: "herald@\(projectID).iam.gserviceaccount.com",
+            privateKeyID: UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""),
+            projectID: projectID, tokenURI: tokenURI, key: try SigningKey.generateRSA())
+    }
+
+    public var description: String { "ServiceAccount(\(clientEmail), project \(projectID), key id \(privateKeyID))" }
+}
+
+/// A service-account file Herald cannot use, with what to do about it.
+public struct ServiceAccountError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,108 @@
+import CJWTCrypto
+import Foundation
+
+/// A private (or public) key loaded once into OpenSSL and kept there. Its PEM text is not
+/// kept in Swift, and nothing here logs or prints key material.
+public final class SigningKey: @unchecked Sendable {
+    // The EVP_PKEY is immutable after loading; OpenSSL allows concurrent signing with it.
+    private let key: OpaquePointer
+
+    public enum Kind: Sendable { case rsa, ecP256, other }
+
+    private init(_ key: OpaquePointer) { self.key = key }
+
+    deinit { herald_key_free(key) }
+
+    /// Loads a PEM private key: PKCS#8 (`PRIVATE KEY`), PKCS#1 (`RSA PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`).
+    public convenience init(privateKeyPEM pem: String) throws {
+        self.init(try Self.load(pem, herald_key_load_private_pem))
+    }
+
+    /// Loads a PEM public key (`PUBLIC KEY`), for verifying.
+    public convenience init(publicKeyPEM pem: String) throws {
+        self.init(try Self.load(pem, herald_key_load_public_pem))
+    }
+
+    /// A new RSA key, for test and demo service accounts.
+    public static func generateRSA(bits: Int = 2048) throws -> SigningKey {
+        try withErrorBuffer { error in
+            guard let key = herald_key_generate_rsa(Int32(bits), error, 256) else { throw CryptoError(error) }
+            return SigningKey(key)
+        }
+    }
+
+    public var kind: Kind {
+        switch Int(herald_key_kind(key)) {
+        case Int(HERALD_KEY_RSA.rawValue): return .rsa
+        case Int(HERALD_KEY_EC_P256.rawValue): return .ecP256
+        default: return .other
+        }
+    }
+
+    /// The public half, as PEM.
+    public func publicKeyPEM() throws -> String { try pem(herald_key_public_pem) }
+
+    /// The key as PKCS#8 PEM, for writing a generated service-account file.
+    public func privateKeyPEM() throws -> String { try pem(herald_key_private_pem) }
+
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    public func signRS256(_ data: [UInt8]) throws -> [UInt8] { try sign(data, capacity: 1024, herald_sign_rs256) }
+
+    /// ECDSA P-256 with SHA-256, as the 64-byte r‖s that JWS requires.
+    public func signES256(_ data: [UInt8]) throws -> [UInt8] { try sign(data, capacity: 64, herald_sign_es256) }
+
+    /// Checks an RS256 signature.
+    public func verifyRS256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
+        try Self.withErrorBuffer { error in
+            let result = herald_verify_rs256(key, data, data.count, signature, signature.count, error, 256)
+            if result < 0 { throw CryptoError(error) }
+            return result == 1
+        }
+    }
+
+    private typealias Signer = (
+        OpaquePointer?, UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<CChar>?, Int
+    ) -> Int
+
+    private func sign(_ data: [UInt8], capacity: Int, _ signer: Signer) throws -> [UInt8] {
+        try Self.withErrorBuffer { error in
+            var signature = [UInt8](repeating: 0, count: capacity)
+            let length = signer(key, data, data.count, &signature, capacity, error, 256)
+            if length < 0 { throw CryptoError(error) }
+            return Array(signature.prefix(length))
+        }
+    }
+
+    private func pem(
+        _ writer: (OpaquePointer?, UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, Int) -> Int
+    ) throws -> String {
+        try Self.withErrorBuffer { error in
+            var buffer = [CChar](repeating: 0, count: 8192)
+            guard writer(key, &buffer, buffer.count, error, 256) >= 0 else { throw CryptoError(error) }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    private static func load(
+        _ pem: String, _ loader: (UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, Int) -> OpaquePointer?
+    ) throws -> OpaquePointer {
+        try withErrorBuffer { error in
+            guard let key = pem.withCString({ loader($0, strlen($0), error, 256) }) else { throw CryptoError(error) }
+            return key
+        }
+    }
+
+    private static func withErrorBuffer<T>(_ body: (UnsafeMutablePointer<CChar>) throws -> T) throws -> T {
+        let error = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+        error.initialize(repeating: 0, count: 256)
+        defer { error.deallocate() }
+        return try body(error)
+    }
+}
+
+/// OpenSSL refused a key or an operation; the message is OpenSSL's reason text.
+public struct CryptoError: Error, CustomStringConvertible {
+    public var message: String
+    init(_ buffer: UnsafePointer<CChar>) { message = String(cString: buffer) }
+    public var description: String { "OpenSSL: \(message)" }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import HeraldFCM
+import Testing
+
+/// Signatures checked by the `openssl` command line, against keys generated at run time.
+@Suite struct SigningKeyTests {
+    let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    @discardableResult
+    func openssl(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        while process.isRunning { Thread.sleep(forTimeInterval: 0.01) }
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    @Test(arguments: ["pkcs8", "pkcs1"])
+    func rs256SignatureVerifiesWithOpenSSL(format: String) throws {
+        try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path("key.pem")])
+        if format == "pkcs1" {
+            // The traditional "BEGIN RSA PRIVATE KEY" form.
+            try openssl(["rsa", "-in", path("key.pem"), "-traditional", "-out", path("key.pem")])
+        }
+        try openssl(["pkey", "-in", path("key.pem"), "-pubout", "-out", path("public.pem")])
+        let pem = try String(contentsOfFile: path("key.pem"), encoding: .utf8)
+        #expect(pem.contains(format == "pkcs1" ? "BEGIN RSA PRIVATE KEY" : "BEGIN PRIVATE KEY"))
+
+        let key = try SigningKey(privateKeyPEM: pem)
+        #expect(key.kind == .rsa)
+        let data = Array("header.claims with unicode ✓".utf8)
+        let signature = try key.signRS256(data)
+        #expect(signature.count == 256)
+        try Data(data).write(to: URL(fileURLWithPath: path("data")))
+        try Data(signature).write(to: URL(fileURLWithPath: path("signature")))
+        let verified = try openssl(["dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data")])
+        #expect(verified.status == 0, "\(verified.output)")
+        #expect(verified.output.contains("Verified OK"))
+
+        // A changed message fails, so the check above can fail.
+        try Data("tampered".utf8).write(to: URL(fileURLWithPath: path("data")))
+        #expect(try openssl(["dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data")]).status != 0)
+        // And the shim's own verification agrees.
+        #expect(try SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(data, signature: signature))
+        #expect(try !SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
+    }
+
+    @Test func es256SignatureIsRawRSAndVerifiesWithOpenSSLAsDER() throws {
+        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem")])
+        try openssl(["pkey", "-in", path("ec.pem"), "-pubout", "-out", path("ec-public.pem")])
+        let key = try SigningKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
+        #expect(key.kind == .ecP256)
+        let data = Array("apns provider token".utf8)
+        let signature = try key.signES256(data)
+        #expect(signature.count == 64)
+        try Data(data).write(to: URL(fileURLWithPath: path("data")))
+        try Data(derSignature(r: Array(signature[0..<32]), s: Array(signature[32..<64]))).write(
+            to: URL(fileURLWithPath: path("signature.der")))
+        let verified = try openssl(["dgst", "-sha256", "-verify", path("ec-public.pem"), "-signature", path("signature.der"), path("data")])
+        #expect(verified.status == 0, "\(verified.output)")
+    }
+
+    @Test func badKeysFailWithOpenSSLsReason() throws {
+        #expect { try SigningKey(privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n") } throws: {
+            ($0 as? CryptoError)?.message.isEmpty == false
+        }
+        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem")])
+        let ec = try SigningKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
+        #expect { try ec.signRS256([1, 2, 3]) } throws: { "\($0)".contains("RS256 needs an RSA key") }
+    }
+
+    /// DER `SEQUENCE { INTEGER r, INTEGER s }` from raw r and s, for openssl.
+    func derSignature(r: [UInt8], s: [UInt8]) -> [UInt8] {
+        func integer(_ bytes: [UInt8]) -> [UInt8] {
+            var value = Array(bytes.drop { $0 == 0 })
+            if value.isEmpty { value = [0] }
+            if value[0] & 0x80 != 0 { value.insert(0, at: 0) }
+            return [0x02, UInt8(value.count)] + value
+        }
+        let body = integer(r) + integer(s)
+        return [0x30, UInt8(body.count)] + body
+    }
+}
