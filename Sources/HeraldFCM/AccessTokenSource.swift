@@ -70,7 +70,9 @@ public actor AccessTokenSource {
             if attempt > 1 { try await Task.sleep(for: configuration.backoff.delay(afterAttempts: attempt - 1)) }
             do {
                 let (token, lifetime) = try await requestToken()
-                let refreshIn = max(lifetime - configuration.refreshMargin.seconds, lifetime / 2)
+                // A token shorter-lived than the margin is refreshed at half its life instead.
+                let margin = configuration.refreshMargin.seconds
+                let refreshIn = lifetime > margin ? lifetime - margin : lifetime / 2
                 current = (token, clock.now().addingTimeInterval(refreshIn))
                 lastFailure = nil
                 logger.debug("access token refreshed", metadata: ["project": "\(account.projectID)", "expires_in": "\(Int(lifetime))"])
