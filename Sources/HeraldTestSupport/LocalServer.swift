@@ -11,7 +11,7 @@ public final class LocalServer: Sendable {
     public static func start(
         _ handler: @escaping @Sendable (HTTPRequest) async throws -> HTTPResponse
     ) async throws -> LocalServer {
-        let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30)
+        let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
         await server.appendRoute("*", handler: handler)
         return try await start(server)
     }

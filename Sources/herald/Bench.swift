@@ -158,6 +158,7 @@ struct HTTPBench: AsyncParsableCommand {
     @Option(help: "Requests to send.") var requests = 100_000
     @Option(help: "Requests in flight at once.") var concurrency = 1000
     @Option(help: "Connections per host.") var connections = 4
+    @Option(help: "HTTP client event-loop threads.") var threads = 1
     @Option(help: "Requests per batch (the dispatch worker's form); 1 sends each request from its own task.")
     var batch = 500
 
@@ -165,6 +166,7 @@ struct HTTPBench: AsyncParsableCommand {
         var configuration = HTTPClient.Configuration()
         configuration.caBundle = caBundle
         configuration.maxConnectionsPerHost = connections
+        configuration.threads = threads
         let client = HTTPClient(configuration: configuration)
         let body = Array(
             #"{"message":{"token":"bench-token","data":{"title":"Hello","body":"A benchmark notification","notification_id":"123456"},"android":{"priority":"HIGH","ttl":"86400s"}}}"#
