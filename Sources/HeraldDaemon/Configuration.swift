@@ -133,7 +133,8 @@ struct SettingReader {
         guard let text = string(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
             throw ConfigurationError(
-                setting: name, message: "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+                setting: name,
+                message: "\"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
     }
@@ -151,7 +152,8 @@ struct SettingReader {
     func duration(_ name: String) throws -> Duration? {
         guard let text = string(name) else { return nil }
         guard let duration = Self.parseDuration(text) else {
-            throw ConfigurationError(setting: name, message: "\"\(text)\" is not a duration such as 500ms, 2s, 5m or 1h")
+            throw ConfigurationError(
+                setting: name, message: "\"\(text)\" is not a duration such as 500ms, 2s, 5m or 1h")
         }
         return duration
     }

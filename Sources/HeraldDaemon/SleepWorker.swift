@@ -22,7 +22,8 @@ public struct SleepWorker: JobHandler {
         var longest = 0
         for job in jobs {
             guard let payload = try? JSONDecoder().decode(Payload.self, from: Data(job.payload.utf8)) else {
-                outcomes[job.id] = .dead(reason: "sleep job \(job.id): payload must be {\"ms\": <int>, \"fail\": <text>}")
+                outcomes[job.id] = .dead(
+                    reason: "sleep job \(job.id): payload must be {\"ms\": <int>, \"fail\": <text>}")
                 continue
             }
             longest = max(longest, payload.ms ?? 0)

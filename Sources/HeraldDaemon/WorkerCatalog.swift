@@ -21,7 +21,8 @@ public enum WorkerCatalog {
                 handlers.append(make())
             } else {
                 let known = (["all"] + production.keys.sorted() + diagnostic.keys.sorted()).joined(separator: ", ")
-                throw ConfigurationError(setting: "HERALD_WORKERS", message: "names an unknown worker \"\(name)\" (known: \(known))")
+                throw ConfigurationError(
+                    setting: "HERALD_WORKERS", message: "names an unknown worker \"\(name)\" (known: \(known))")
             }
         }
         return handlers

@@ -53,7 +53,9 @@ actor EmulatorState {
         }
         var fields: [String: String] = [:]
         for pair in form.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+            let parts = pair.split(separator: "=", maxSplits: 1).map {
+                String($0).removingPercentEncoding ?? String($0)
+            }
             if parts.count == 2 { fields[parts[0]] = parts[1] }
         }
         guard fields["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" else {
@@ -82,11 +84,19 @@ actor EmulatorState {
             let expires = (jwt.claims["exp"] as? NSNumber)?.doubleValue
         else { return (400, oauthError("invalid_grant", "Invalid JWT: iat and exp are required.")) }
         guard issued <= now + 60, expires > now, expires - issued <= 3600 else {
-            return (400, oauthError(
-                "invalid_grant", "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."))
+            return (
+                400,
+                oauthError(
+                    "invalid_grant",
+                    "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
+                )
+            )
         }
         let scopes = (jwt.claims["scope"] as? String ?? "").split(separator: " ")
-        guard scopes.contains(where: { $0 == JWT.messagingScope || $0 == "https://www.googleapis.com/auth/cloud-platform" })
+        guard
+            scopes.contains(where: {
+                $0 == JWT.messagingScope || $0 == "https://www.googleapis.com/auth/cloud-platform"
+            })
         else { return (400, oauthError("invalid_scope", "The scope does not allow FCM sends.")) }
 
         let token = "emulator-" + UUID().uuidString.lowercased()
@@ -117,13 +127,17 @@ actor EmulatorState {
                 errorCode: nil)
         }
         guard grant.project == project else {
-            return fcmError(403, "PERMISSION_DENIED", "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)'.", errorCode: nil)
+            return fcmError(
+                403, "PERMISSION_DENIED",
+                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)'.",
+                errorCode: nil)
         }
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
             return fcmError(400, "INVALID_ARGUMENT", "Invalid JSON payload received.", errorCode: "INVALID_ARGUMENT")
         }
         if let problem = MessageValidator.validate(object) {
-            return fcmError(400, "INVALID_ARGUMENT", problem.message, errorCode: "INVALID_ARGUMENT", field: problem.field)
+            return fcmError(
+                400, "INVALID_ARGUMENT", problem.message, errorCode: "INVALID_ARGUMENT", field: problem.field)
         }
         let message = object["message"] as! [String: Any]
         let target = (message["token"] ?? message["topic"] ?? message["condition"] ?? message["fid"]) as? String ?? ""
@@ -140,10 +154,12 @@ actor EmulatorState {
             }
         }
         let name = "projects/\(project)/messages/\(messages.count + 1)"
-        let messageJSON = String(decoding: try! JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]), as: UTF8.self)
+        let messageJSON = String(
+            decoding: try! JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]), as: UTF8.self)
         let validateOnly = (object["validate_only"] ?? object["validateOnly"]) as? Bool ?? false
         messages.append(
-            ReceivedMessage(projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name))
+            ReceivedMessage(
+                projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name))
         return Answer(status: 200, json: #"{"name":"\#(name)"}"#, delay: delay)
     }
 
@@ -168,15 +184,19 @@ actor EmulatorState {
         case .internalError:
             return fcmError(500, "INTERNAL", "Internal error encountered.", errorCode: "INTERNAL")
         case .thirdPartyAuthError:
-            return fcmError(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
+            return fcmError(
+                401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
         case .invalidMessage:
-            return fcmError(400, "INVALID_ARGUMENT", "Request contains an invalid argument.", errorCode: "INVALID_ARGUMENT")
+            return fcmError(
+                400, "INVALID_ARGUMENT", "Request contains an invalid argument.", errorCode: "INVALID_ARGUMENT")
         case .slow:
             return Answer(status: 200, json: "{}")
         }
     }
 
-    private func fcmError(_ code: Int, _ status: String, _ message: String, errorCode: String?, field: String? = nil) -> Answer {
+    private func fcmError(_ code: Int, _ status: String, _ message: String, errorCode: String?, field: String? = nil)
+        -> Answer
+    {
         var details: [[String: Any]] = []
         if let errorCode {
             details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode])
@@ -189,7 +209,9 @@ actor EmulatorState {
         }
         var error: [String: Any] = ["code": code, "message": message, "status": status]
         if !details.isEmpty { error["details"] = details }
-        let json = String(decoding: try! JSONSerialization.data(withJSONObject: ["error": error], options: [.sortedKeys]), as: UTF8.self)
+        let json = String(
+            decoding: try! JSONSerialization.data(withJSONObject: ["error": error], options: [.sortedKeys]),
+            as: UTF8.self)
         return Answer(status: code, json: json)
     }
 }

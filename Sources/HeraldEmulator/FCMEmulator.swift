@@ -66,8 +66,9 @@ public final class FCMEmulator: Sendable {
 
     /// Trusts `account`'s key for token requests.
     public func register(_ account: ServiceAccount) async throws {
-        await state.register(email: account.clientEmail, project: account.projectID, keyID: account.privateKeyID,
-                                    publicKey: try SigningKey(publicKeyPEM: try account.key.publicKeyPEM()))
+        await state.register(
+            email: account.clientEmail, project: account.projectID, keyID: account.privateKeyID,
+            publicKey: try SigningKey(publicKeyPEM: try account.key.publicKeyPEM()))
     }
 
     /// A new service account whose `token_uri` is this emulator, already registered.
@@ -122,7 +123,9 @@ struct FCMEmulatorRoutes {
         }
         await server.appendRoute("GET /emulator/messages") { _ in
             let messages = await state.messages
-            let list = messages.map { "{\"project\":\(Self.quote($0.projectID)),\"name\":\(Self.quote($0.name)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}" }
+            let list = messages.map {
+                "{\"project\":\(Self.quote($0.projectID)),\"name\":\(Self.quote($0.name)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
+            }
             return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
         await server.appendRoute("POST /emulator/behaviours") { request in
@@ -157,6 +160,7 @@ struct FCMEmulatorRoutes {
     }
 
     static func quote(_ text: String) -> String {
-        String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast().description
+        String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast()
+            .description
     }
 }

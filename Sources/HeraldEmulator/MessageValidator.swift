@@ -4,7 +4,8 @@ import Foundation
 /// problem as FCM would word it, or nil when the message is acceptable.
 enum MessageValidator {
     static let messageFields: Set<String> = [
-        "name", "token", "topic", "condition", "fid", "data", "notification", "android", "apns", "webpush", "fcm_options",
+        "name", "token", "topic", "condition", "fid", "data", "notification", "android", "apns", "webpush",
+        "fcm_options",
     ]
     static let androidFields: Set<String> = [
         "collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
@@ -22,10 +23,12 @@ enum MessageValidator {
 
     static func validate(_ body: [String: Any]) -> Problem? {
         guard let message = body["message"] as? [String: Any] else {
-            return Problem(message: "Invalid JSON payload received. Unknown name or missing \"message\".", field: "message")
+            return Problem(
+                message: "Invalid JSON payload received. Unknown name or missing \"message\".", field: "message")
         }
         for key in body.keys where key != "message" && key != "validate_only" && key != "validateOnly" {
-            return Problem(message: "Invalid JSON payload received. Unknown name \"\(key)\": Cannot find field.", field: nil)
+            return Problem(
+                message: "Invalid JSON payload received. Unknown name \"\(key)\": Cannot find field.", field: nil)
         }
         for key in message.keys where !messageFields.contains(snake(key)) {
             return Problem(
@@ -35,7 +38,9 @@ enum MessageValidator {
         let targets = ["token", "topic", "condition", "fid"].filter { message[$0] != nil }
         guard targets.count == 1 else {
             return Problem(
-                message: targets.isEmpty ? "Recipient of the message is not set." : "Exactly one of token, topic, condition or fid must be set.",
+                message: targets.isEmpty
+                    ? "Recipient of the message is not set."
+                    : "Exactly one of token, topic, condition or fid must be set.",
                 field: "message")
         }
         if let topic = message["topic"] as? String, topic.hasPrefix("/topics/") {
@@ -43,11 +48,15 @@ enum MessageValidator {
         }
         if let problem = validateData(message["data"], at: "message.data") { return problem }
         if let android = message["android"] {
-            guard let android = android as? [String: Any] else { return Problem(message: "android must be an object.", field: "message.android") }
+            guard let android = android as? [String: Any] else {
+                return Problem(message: "android must be an object.", field: "message.android")
+            }
             if let problem = validateAndroid(android) { return problem }
         }
         if let apns = message["apns"] {
-            guard let apns = apns as? [String: Any] else { return Problem(message: "apns must be an object.", field: "message.apns") }
+            guard let apns = apns as? [String: Any] else {
+                return Problem(message: "apns must be an object.", field: "message.apns")
+            }
             if let problem = validateAPNS(apns) { return problem }
         }
         let limit = message["topic"] != nil ? maximumTopicPayloadBytes : maximumPayloadBytes
@@ -78,18 +87,24 @@ enum MessageValidator {
     static func validateAndroid(_ android: [String: Any]) -> Problem? {
         for key in android.keys where !androidFields.contains(snake(key)) {
             return Problem(
-                message: "Invalid JSON payload received. Unknown name \"\(key)\" at 'message.android': Cannot find field.",
+                message:
+                    "Invalid JSON payload received. Unknown name \"\(key)\" at 'message.android': Cannot find field.",
                 field: "message.android")
         }
         if let priority = android["priority"] {
             guard let text = priority as? String, ["NORMAL", "HIGH"].contains(text.uppercased()) else {
-                return Problem(message: "Invalid value at 'message.android.priority': \(priority).", field: "message.android.priority")
+                return Problem(
+                    message: "Invalid value at 'message.android.priority': \(priority).",
+                    field: "message.android.priority")
             }
         }
         if let ttl = android["ttl"] {
-            guard let text = ttl as? String, let seconds = parseDuration(text), seconds >= 0, seconds <= maximumTTLSeconds else {
+            guard let text = ttl as? String, let seconds = parseDuration(text), seconds >= 0,
+                seconds <= maximumTTLSeconds
+            else {
                 return Problem(
-                    message: "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration): \(ttl)",
+                    message:
+                        "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration): \(ttl)",
                     field: "message.android.ttl")
             }
         }
@@ -113,7 +128,8 @@ enum MessageValidator {
             let allowed: Set<String> = ["content-available"]
             if aps.keys.contains(where: { !allowed.contains($0) }) || (aps["content-available"] as? Int) != 1 {
                 return Problem(
-                    message: "A background push's aps may hold only content-available: 1.", field: "message.apns.payload")
+                    message: "A background push's aps may hold only content-available: 1.",
+                    field: "message.apns.payload")
             }
         }
         return nil
@@ -123,7 +139,9 @@ enum MessageValidator {
     static func payloadSize(_ message: [String: Any]) -> Int {
         var size = 0
         for key in ["data", "notification"] {
-            if let value = message[key], let data = try? JSONSerialization.data(withJSONObject: value) { size += data.count }
+            if let value = message[key], let data = try? JSONSerialization.data(withJSONObject: value) {
+                size += data.count
+            }
         }
         if let android = message["android"] as? [String: Any], let data = android["data"],
             let encoded = try? JSONSerialization.data(withJSONObject: data)

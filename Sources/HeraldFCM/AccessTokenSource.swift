@@ -75,13 +75,16 @@ public actor AccessTokenSource {
                 let refreshIn = lifetime > margin ? lifetime - margin : lifetime / 2
                 current = (token, clock.now().addingTimeInterval(refreshIn))
                 lastFailure = nil
-                logger.debug("access token refreshed", metadata: ["project": "\(account.projectID)", "expires_in": "\(Int(lifetime))"])
+                logger.debug(
+                    "access token refreshed",
+                    metadata: ["project": "\(account.projectID)", "expires_in": "\(Int(lifetime))"])
                 return token
             } catch let error as AccessTokenError {
                 lastError = error
                 if case .configuration = error {
                     lastFailure = (error, clock.now().addingTimeInterval(configuration.failureCooldown.seconds))
-                    logger.error("token request refused", metadata: ["project": "\(account.projectID)", "error": "\(error)"])
+                    logger.error(
+                        "token request refused", metadata: ["project": "\(account.projectID)", "error": "\(error)"])
                     throw error
                 }
                 logger.warning(

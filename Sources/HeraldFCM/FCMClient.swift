@@ -39,7 +39,8 @@ public struct FCMClient: Sendable {
         self.http = http
         self.configuration = configuration
         self.clock = clock
-        let base = configuration.endpoint.hasSuffix("/") ? String(configuration.endpoint.dropLast()) : configuration.endpoint
+        let base =
+            configuration.endpoint.hasSuffix("/") ? String(configuration.endpoint.dropLast()) : configuration.endpoint
         self.sendURL = "\(base)/v1/projects/\(projectID)/messages:send"
     }
 
@@ -72,7 +73,9 @@ public struct FCMClient: Sendable {
             }
             let headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json; charset=UTF-8")]
             let results = await http.send(
-                pending.map { HTTPRequest(url: sendURL, headers: headers, body: bodies[$0], timeout: configuration.timeout) })
+                pending.map {
+                    HTTPRequest(url: sendURL, headers: headers, body: bodies[$0], timeout: configuration.timeout)
+                })
             var refused: [Int] = []
             let now = clock.now()
             for (index, result) in zip(pending, results) {

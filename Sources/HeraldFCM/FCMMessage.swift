@@ -110,7 +110,12 @@ public struct FCMMessage: Sendable, Equatable {
         }
         if let apns {
             members.append(
-                ("apns", .object([("headers", .object(apns.headers.map { ($0.0, .string($0.1)) })), ("payload", apns.payload)])))
+                (
+                    "apns",
+                    .object([
+                        ("headers", .object(apns.headers.map { ($0.0, .string($0.1)) })), ("payload", apns.payload),
+                    ])
+                ))
         }
         return .object(members)
     }

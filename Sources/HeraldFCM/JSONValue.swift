@@ -68,7 +68,8 @@ struct JSONWriter {
             case "\r": escape = "\\r"
             case "\t": escape = "\\t"
             case _ where scalar.value < 0x20:
-                escape = "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                escape =
+                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
                     + String(scalar.value, radix: 16)
             default: escape = nil
             }

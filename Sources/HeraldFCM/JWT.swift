@@ -14,7 +14,9 @@ public enum JWT {
     ) throws -> String {
         let issued = Int(issuedAt.timeIntervalSince1970)
         return try signRS256(
-            header: .object([("alg", .string("RS256")), ("typ", .string("JWT")), ("kid", .string(account.privateKeyID))]),
+            header: .object([
+                ("alg", .string("RS256")), ("typ", .string("JWT")), ("kid", .string(account.privateKeyID)),
+            ]),
             claims: .object([
                 ("iss", .string(account.clientEmail)),
                 ("scope", .string(scope)),

@@ -38,7 +38,8 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
         }
         func field(_ name: String) throws -> String {
             guard let value = object[name] as? String, !value.isEmpty else {
-                throw ServiceAccountError("\(source) has no \"\(name)\"; download the key file again from the Firebase console")
+                throw ServiceAccountError(
+                    "\(source) has no \"\(name)\"; download the key file again from the Firebase console")
             }
             return value
         }

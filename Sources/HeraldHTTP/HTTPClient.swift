@@ -152,7 +152,8 @@ final class TransferLoop: @unchecked Sendable {
         self.logger = logger
         if herald_curl_version_number() < 0x08_00_00 {
             logger.warning(
-                "libcurl \(String(cString: herald_curl_version_text())) is older than 8.0; it can lose multiplexed HTTP/2 transfers under load")
+                "libcurl \(String(cString: herald_curl_version_text())) is older than 8.0; it can lose multiplexed HTTP/2 transfers under load"
+            )
         }
         multi = curl_multi_init()
         herald_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
@@ -232,7 +233,9 @@ final class TransferLoop: @unchecked Sendable {
 
     private var easyByTransfer: [UnsafeMutableRawPointer: UnsafeMutableRawPointer] = [:]
 
-    private func easyHandle(for pointer: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? { easyByTransfer[pointer] }
+    private func easyHandle(for pointer: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        easyByTransfer[pointer]
+    }
 
     /// Hands queued transfers to libcurl while fewer than `activeLimit` are in flight; returns
     /// whether it started any.
@@ -353,7 +356,9 @@ final class TransferLoop: @unchecked Sendable {
 }
 
 /// libcurl hands the response body here, chunk by chunk.
-private func bodyCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+private func bodyCallback(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
     let length = size * count
     guard let data, let context else { return length }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
@@ -364,7 +369,9 @@ private func bodyCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ c
 }
 
 /// libcurl hands each header line here; a status line starts a new block (after a 100 Continue).
-private func headerCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+private func headerCallback(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
     let length = size * count
     guard let data, let context else { return length }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()

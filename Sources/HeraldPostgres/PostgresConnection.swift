@@ -1,6 +1,6 @@
-import Foundation
 import CLibPQ
 import Dispatch
+import Foundation
 import Logging
 
 /// One libpq connection, safe to share between tasks.

@@ -60,7 +60,8 @@ public struct PostgresRow: Sendable {
             throw PostgresError(.usage, "column \(column) is out of range (\(result.columnCount) columns)")
         }
         if result.isNull(row: index, column: column) {
-            throw PostgresError(.decoding, "column \(column) (\(result.columnNames[column])) is NULL, expected \(T.self)")
+            throw PostgresError(
+                .decoding, "column \(column) (\(result.columnNames[column])) is NULL, expected \(T.self)")
         }
         return try result.withText(row: index, column: column) { try T.decode(postgresText: $0) }
     }

@@ -59,7 +59,8 @@ public struct Migrator: Sendable {
                     let current = try session.query("SELECT md5($1)", [migration.sql])[0].decode(0, as: String.self)
                     if current != checksum {
                         logger.warning(
-                            "migration \(migration.name) changed after it was applied; the database keeps the old version")
+                            "migration \(migration.name) changed after it was applied; the database keeps the old version"
+                        )
                     }
                     continue
                 }

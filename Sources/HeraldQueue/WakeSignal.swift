@@ -26,7 +26,11 @@ public final class WakeSignal: Sendable {
 
     /// Returns when signalled, when `timeout` passes, or when the task is cancelled.
     public func wait(timeout: Duration) async {
-        if state.withLock({ state in defer { state.pending = false }; return state.pending }) { return }
+        if state.withLock({ state in
+            defer { state.pending = false }; return state.pending
+        }) {
+            return
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await Task.sleep(for: timeout) }
             group.addTask { await self.waitForSignal() }

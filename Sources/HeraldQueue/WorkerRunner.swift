@@ -88,7 +88,8 @@ public final class WorkerRunner: Service {
             } else if shouldStop {
                 unanswered.append(job)
             } else {
-                outcomes.append((job, .retry(error: "the \(handler.kind) worker returned no outcome for job \(job.id)")))
+                outcomes.append(
+                    (job, .retry(error: "the \(handler.kind) worker returned no outcome for job \(job.id)")))
             }
         }
         var delay = RetryDelay()

@@ -13,7 +13,8 @@ public final class NginxStandIn: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let output = try Self.script(["start", directory.path])
         guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])
+            throw CocoaError(
+                .executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])
         }
         self.port = port
     }

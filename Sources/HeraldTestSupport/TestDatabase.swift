@@ -22,7 +22,8 @@ public struct TestDatabase: Sendable {
     public static func create(migrated: Bool = true) async throws -> TestDatabase {
         guard ProcessInfo.processInfo.environment["PGPORT"] != nil else {
             throw PostgresError(
-                .usage, "PGHOST/PGPORT are not set: run the tests with scripts/test.sh, which starts a private PostgreSQL")
+                .usage,
+                "PGHOST/PGPORT are not set: run the tests with scripts/test.sh, which starts a private PostgreSQL")
         }
         let name = "herald_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
         let admin = try await PostgresConnection.connect("dbname=postgres")

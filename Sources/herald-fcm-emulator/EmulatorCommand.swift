@@ -16,7 +16,8 @@ struct EmulatorCommand: AsyncParsableCommand {
 
     @Option(help: "Port on 127.0.0.1 (0 picks a free one).") var port: UInt16 = 8085
     @Option(help: "Trust this service-account file's key (repeatable).") var serviceAccount: [String] = []
-    @Option(help: "Generate a service account whose token_uri is this emulator, write it here (mode 0600) and trust it.")
+    @Option(
+        help: "Generate a service account whose token_uri is this emulator, write it here (mode 0600) and trust it.")
     var writeServiceAccount: String?
     @Option(help: "The project id of the generated service account.") var project = "herald-demo"
 

@@ -195,7 +195,11 @@ struct HTTPBench: AsyncParsableCommand {
                             do {
                                 results = [.success(try await client.send(request))]
                             } catch {
-                                results = [.failure(error as? HTTPClientError ?? HTTPClientError(kind: .other, curlCode: 0, message: "\(error)"))]
+                                results = [
+                                    .failure(
+                                        error as? HTTPClientError
+                                            ?? HTTPClientError(kind: .other, curlCode: 0, message: "\(error)"))
+                                ]
                             }
                         } else {
                             results = await client.send(Array(repeating: request, count: size))

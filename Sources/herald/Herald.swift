@@ -72,7 +72,10 @@ struct Migrate: AsyncParsableCommand {
             let logger = bootstrapLogging(level: configuration.logLevel)
             let connection = try await PostgresConnection.connect(configuration.databaseURL, logger: logger)
             let applied = try await Migrator(logger: logger).migrate(connection)
-            print(applied.isEmpty ? "schema is up to date" : "applied migrations: \(applied.map(String.init).joined(separator: ", "))")
+            print(
+                applied.isEmpty
+                    ? "schema is up to date" : "applied migrations: \(applied.map(String.init).joined(separator: ", "))"
+            )
         } catch {
             throw fail(error)
         }
@@ -111,7 +114,9 @@ struct Status: AsyncParsableCommand {
             print(String(decoding: try encoder.encode(Output(queues: status.kinds, problems: problems)), as: UTF8.self))
         } else {
             print(status.table())
-            print(problems.isEmpty ? "\nall well" : "\nneeds attention:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
+            print(
+                problems.isEmpty
+                    ? "\nall well" : "\nneeds attention:\n" + problems.map { "  - \($0)" }.joined(separator: "\n"))
         }
         if !problems.isEmpty { throw ExitCode(1) }
     }
@@ -125,7 +130,9 @@ struct ConfigCommand: AsyncParsableCommand {
 
     func run() async throws {
         for setting in Configuration.settings {
-            print("\(setting.name.padding(toLength: 24, withPad: " ", startingAt: 0)) default \(setting.defaultValue): \(setting.meaning)")
+            print(
+                "\(setting.name.padding(toLength: 24, withPad: " ", startingAt: 0)) default \(setting.defaultValue): \(setting.meaning)"
+            )
         }
         do {
             _ = try options.load()

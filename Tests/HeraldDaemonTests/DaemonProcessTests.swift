@@ -24,7 +24,8 @@ import Testing
         try await connection.query(
             "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 1500}' FROM generate_series(1, 20)")
         let daemon = try HeraldProcess(
-            ["run"], environment: environment(database, ["HERALD_BATCH_SIZE": "10", "HERALD_WORKER_ID": "sigterm-test"]))
+            ["run"],
+            environment: environment(database, ["HERALD_BATCH_SIZE": "10", "HERALD_WORKER_ID": "sigterm-test"]))
 
         #expect(try await eventually { try await count(connection, "state = 'running'") == 10 }, "\(daemon.output)")
         daemon.send(SIGTERM)
@@ -75,7 +76,8 @@ import Testing
 
     @Test func badSettingStopsTheDaemonBeforeItStarts() async throws {
         let database = try await TestDatabase.create()
-        let result = try await HeraldProcess.run(["run"], environment: environment(database, ["HERALD_LEASE": "forever"]))
+        let result = try await HeraldProcess.run(
+            ["run"], environment: environment(database, ["HERALD_LEASE": "forever"]))
         #expect(result.status != 0)
         #expect(result.output.contains("HERALD_LEASE \"forever\" is not a duration"), "\(result.output)")
         #expect(!result.output.contains("herald is running"))

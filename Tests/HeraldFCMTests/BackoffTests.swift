@@ -4,7 +4,8 @@ import Testing
 @Suite struct BackoffTests {
     @Test func ceilingDoublesUpToTheCap() {
         let backoff = Backoff(base: .seconds(1), cap: .seconds(10))
-        #expect((1...6).map { backoff.ceiling(afterAttempts: $0) } == [1, 2, 4, 8, 10, 10].map { Duration.seconds($0) })
+        #expect(
+            (1...6).map { backoff.ceiling(afterAttempts: $0) } == [1, 2, 4, 8, 10, 10].map { Duration.seconds($0) })
     }
 
     @Test func fullJitterSpansZeroToTheCeiling() {

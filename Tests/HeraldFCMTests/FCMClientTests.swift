@@ -73,7 +73,8 @@ import Testing
         await f.emulator.setBehaviour(.quotaExceeded(retryAfter: 5), forToken: "b")
         await f.emulator.setBehaviour(.quotaExceeded(retryAfter: 300), forToken: "c")
         let outcomes = await f.client.send([message("a"), message("b"), message("c"), message("d")])
-        #expect(outcomes[0] == .retry(after: .seconds(7), reason: "503 UNAVAILABLE: The service is currently unavailable."))
+        #expect(
+            outcomes[0] == .retry(after: .seconds(7), reason: "503 UNAVAILABLE: The service is currently unavailable."))
         guard case .retry(after: .seconds(60)?, _) = outcomes[1] else { Issue.record("\(outcomes[1])"); return }
         guard case .retry(after: .seconds(300)?, _) = outcomes[2] else { Issue.record("\(outcomes[2])"); return }
         guard case .sent = outcomes[3] else { Issue.record("\(outcomes[3])"); return }
@@ -123,7 +124,9 @@ import Testing
         let client = FCMClient(
             tokens: AccessTokenSource(account: account, http: http), http: http,
             configuration: .init(endpoint: "http://127.0.0.1:1"))
-        guard case .retry(after: nil, let reason) = await client.send(message("t")) else { Issue.record("not a retry"); return }
+        guard case .retry(after: nil, let reason) = await client.send(message("t")) else {
+            Issue.record("not a retry"); return
+        }
         #expect(reason.contains("FCM unreachable"))
     }
 }
@@ -144,15 +147,24 @@ import Testing
         func classify(_ json: String) -> FCMOutcome {
             FCMErrorClassifier.classify(HTTPResponse(status: 400, body: Array(json.utf8)), now: now).outcome
         }
-        let badToken = #"{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"}]}}"#
-        let fieldViolation = #"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}]}}"#
-        let tooBig = #"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}"#
+        let badToken =
+            #"{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"INVALID_ARGUMENT"}]}}"#
+        let fieldViolation =
+            #"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}]}}"#
+        let tooBig =
+            #"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}"#
         guard case .tokenInvalid = classify(badToken) else { Issue.record("message naming the token"); return }
-        guard case .tokenInvalid = classify(fieldViolation) else { Issue.record("field violation on message.token"); return }
+        guard case .tokenInvalid = classify(fieldViolation) else {
+            Issue.record("field violation on message.token"); return
+        }
         guard case .permanentFailure = classify(tooBig) else { Issue.record("400 without token"); return }
         // A 404 without UNREGISTERED (a wrong project) is the sender's fault.
         let notFound = FCMErrorClassifier.classify(
-            HTTPResponse(status: 404, body: Array(#"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND"}}"#.utf8)), now: now)
+            HTTPResponse(
+                status: 404,
+                body: Array(
+                    #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND"}}"#.utf8)),
+            now: now)
         guard case .configurationError = notFound.outcome else { Issue.record("\(notFound)"); return }
     }
 }

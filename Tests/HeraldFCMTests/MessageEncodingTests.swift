@@ -39,10 +39,14 @@ import Testing
     }
 
     @Test func serviceAccountErrorsSayWhatToFix() throws {
-        #expect { try ServiceAccount.parse(Data(#"{"type":"service_account","project_id":"p"}"#.utf8), source: "sa.json") } throws: {
+        #expect {
+            try ServiceAccount.parse(Data(#"{"type":"service_account","project_id":"p"}"#.utf8), source: "sa.json")
+        } throws: {
             "\($0)".contains("sa.json has no \"private_key\"")
         }
-        #expect { try ServiceAccount.parse(Data("[1]".utf8), source: "sa.json") } throws: { "\($0)".contains("not a JSON object") }
+        #expect { try ServiceAccount.parse(Data("[1]".utf8), source: "sa.json") } throws: {
+            "\($0)".contains("not a JSON object")
+        }
         #expect { try ServiceAccount.load(file: "/nonexistent/sa.json") } throws: { "\($0)".contains("cannot read") }
     }
 

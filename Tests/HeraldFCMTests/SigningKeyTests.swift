@@ -45,16 +45,22 @@ import Testing
         #expect(signature.count == 256)
         try Data(data).write(to: URL(fileURLWithPath: path("data")))
         try Data(signature).write(to: URL(fileURLWithPath: path("signature")))
-        let verified = try openssl(["dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data")])
+        let verified = try openssl([
+            "dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data"),
+        ])
         #expect(verified.status == 0, "\(verified.output)")
         #expect(verified.output.contains("Verified OK"))
 
         // A changed message fails, so the check above can fail.
         try Data("tampered".utf8).write(to: URL(fileURLWithPath: path("data")))
-        #expect(try openssl(["dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data")]).status != 0)
+        #expect(
+            try openssl([
+                "dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data"),
+            ]).status != 0)
         // And the shim's own verification agrees.
         #expect(try SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(data, signature: signature))
-        #expect(try !SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
+        #expect(
+            try !SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
     }
 
     @Test func es256SignatureIsRawRSAndVerifiesWithOpenSSLAsDER() throws {
@@ -68,12 +74,16 @@ import Testing
         try Data(data).write(to: URL(fileURLWithPath: path("data")))
         try Data(derSignature(r: Array(signature[0..<32]), s: Array(signature[32..<64]))).write(
             to: URL(fileURLWithPath: path("signature.der")))
-        let verified = try openssl(["dgst", "-sha256", "-verify", path("ec-public.pem"), "-signature", path("signature.der"), path("data")])
+        let verified = try openssl([
+            "dgst", "-sha256", "-verify", path("ec-public.pem"), "-signature", path("signature.der"), path("data"),
+        ])
         #expect(verified.status == 0, "\(verified.output)")
     }
 
     @Test func badKeysFailWithOpenSSLsReason() throws {
-        #expect { try SigningKey(privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n") } throws: {
+        #expect {
+            try SigningKey(privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
+        } throws: {
             ($0 as? CryptoError)?.message.isEmpty == false
         }
         try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem")])

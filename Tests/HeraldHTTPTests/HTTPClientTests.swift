@@ -53,12 +53,15 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
             let body = try await request.bodyData
             return FlyingFox.HTTPResponse(
                 statusCode: .serviceUnavailable,
-                headers: [HTTPHeader("Retry-After"): "7", HTTPHeader("X-Echo-Auth"): request.headers[.authorization] ?? ""],
+                headers: [
+                    HTTPHeader("Retry-After"): "7", HTTPHeader("X-Echo-Auth"): request.headers[.authorization] ?? "",
+                ],
                 body: body)
         }
         let client = HTTPClient()
         let response = try await client.send(
-            HTTPRequest(url: server.url("/echo"), headers: [("Authorization", "Bearer abc")], body: Array("héllo".utf8)))
+            HTTPRequest(url: server.url("/echo"), headers: [("Authorization", "Bearer abc")], body: Array("héllo".utf8))
+        )
         #expect(response.status == 503)
         #expect(response.httpVersion == 1)
         #expect(response.header("retry-after") == "7")
@@ -68,7 +71,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
 
     @Test func slowServerTimesOut() async throws {
         let server = try await LocalServer.start { _ in
-            try await Task.sleep(for: .seconds(5))
+            try await Task.sleep(for: .seconds(30))
             return FlyingFox.HTTPResponse(statusCode: .ok)
         }
         let client = HTTPClient()
@@ -77,7 +80,8 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
             _ = try await client.send(HTTPRequest(url: server.url("/slow"), timeout: .milliseconds(300)))
         }
         #expect(error?.kind == .timeout)
-        #expect(ContinuousClock.now - started < .seconds(3))
+        // Long before the server would answer (generous: the test machine may be busy).
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 
     @Test func refusedConnectionIsAConnectionError() async throws {

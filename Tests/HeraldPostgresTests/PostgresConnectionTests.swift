@@ -42,7 +42,8 @@ import Testing
     @Test func jsonRoundTrips() async throws {
         let connection = try await TestDatabase.create(migrated: false).connect()
         let json = PostgresJSON(#"{"title": "Hi \"there\"", "n": 3, "list": [1, "two"], "emoji": "🎉"}"#)
-        let row = try await connection.query("SELECT $1::jsonb ->> 'title', ($1::jsonb -> 'list' ->> 1), $1::jsonb ->> 'emoji'", [json])[0]
+        let row = try await connection.query(
+            "SELECT $1::jsonb ->> 'title', ($1::jsonb -> 'list' ->> 1), $1::jsonb ->> 'emoji'", [json])[0]
         #expect(try row.decode(0, as: String.self) == #"Hi "there""#)
         #expect(try row.decode(1, as: String.self) == "two")
         #expect(try row.decode(2, as: String.self) == "🎉")
@@ -52,7 +53,8 @@ import Testing
         let connection = try await TestDatabase.create(migrated: false).connect()
         let texts = ["a", "b c", "quote\"d", "back\\slash", "comma,here", "{brace}", "NULL", ""]
         let row = try await connection.query(
-            "SELECT $1::text[], $2::bigint[], cardinality($1::text[]), $3::bigint[]", [texts, [Int64(1), -2, 3], [Int64]()])[0]
+            "SELECT $1::text[], $2::bigint[], cardinality($1::text[]), $3::bigint[]",
+            [texts, [Int64(1), -2, 3], [Int64]()])[0]
         #expect(try row.decode(0, as: [String].self) == texts)
         #expect(try row.decode(1, as: [Int64].self) == [1, -2, 3])
         #expect(try row.decode(2, as: Int.self) == texts.count)
@@ -105,7 +107,9 @@ import Testing
         // Prepare a statement first, so reconnecting must also forget prepared names.
         _ = try await connection.query("SELECT $1::int + 1", [1])
         try await killer.query("SELECT pg_terminate_backend($1)", [pid])
-        let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT $1::int + 1", [1]) }
+        let failure = await #expect(throws: PostgresError.self) {
+            try await connection.query("SELECT $1::int + 1", [1])
+        }
         #expect(failure?.kind == .connection)
         let answer = try await connection.query("SELECT $1::int + 1", [41])[0].decode(0, as: Int.self)
         #expect(answer == 42)

@@ -28,7 +28,8 @@ import Testing
 
         // End the listener's session from outside, as a server restart would.
         try await sender.query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'")
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+        )
         #expect(await eventually(timeout: .seconds(10)) { inbox.reconnects.load(ordering: .relaxed) == 1 })
         try await sender.query("SELECT pg_notify('herald_test', $1)", ["second"])
         #expect(await eventually(timeout: .seconds(5)) { inbox.messages.withLock { $0.count } == 2 })

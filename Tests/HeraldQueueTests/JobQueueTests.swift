@@ -12,7 +12,9 @@ import Testing
             [kind, count, maxAttempts])
     }
 
-    func state(_ connection: PostgresConnection, job: Int64) async throws -> (state: String, runAt: Date, attempts: Int, error: String?)? {
+    func state(_ connection: PostgresConnection, job: Int64) async throws -> (
+        state: String, runAt: Date, attempts: Int, error: String?
+    )? {
         let result = try await connection.query(
             "SELECT state, run_at, attempts, last_error FROM herald.jobs WHERE id = $1", [job])
         guard let row = result.first else { return nil }

@@ -26,7 +26,10 @@ import Testing
         let tables = try await connection.query(
             "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = 'herald'"
         )[0].decode(0, as: [String].self)
-        #expect(tables == ["apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "schema_migrations"])
+        #expect(
+            tables == [
+                "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "schema_migrations",
+            ])
 
         let before = try await schemaSnapshot(connection)
         #expect(try await migrator.migrate(connection) == [])
@@ -43,13 +46,15 @@ import Testing
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(results.filter { !$0.isEmpty } == [Migration.embedded.map(\.version)])
-        let count = try await database.connect().query("SELECT count(*) FROM herald.schema_migrations")[0].decode(0, as: Int.self)
+        let count = try await database.connect().query("SELECT count(*) FROM herald.schema_migrations")[0].decode(
+            0, as: Int.self)
         #expect(count == Migration.embedded.count)
     }
 
     @Test func embeddedMigrationsMatchTheSQLFiles() throws {
         let folder = packageRoot.appendingPathComponent("migrations")
-        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }
+            .sorted()
         #expect(files.map { String($0.dropLast(4)) } == Migration.embedded.map(\.name))
         for (file, migration) in zip(files, Migration.embedded) {
             let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)

@@ -60,7 +60,9 @@ import Testing
         try await producer.query("INSERT INTO herald.jobs (kind) VALUES ('marker')")
         #expect(await eventually { received.kinds.withLock { $0.contains("marker") } })
         #expect(received.kinds.withLock { $0 } == ["marker"])
-        #expect(try await producer.query("SELECT count(*) FROM herald.jobs WHERE kind = 'ghost'")[0].decode(0, as: Int.self) == 0)
+        #expect(
+            try await producer.query("SELECT count(*) FROM herald.jobs WHERE kind = 'ghost'")[0].decode(0, as: Int.self)
+                == 0)
     }
 
     @Test func oneTransactionSendsOneNotificationPerKind() async throws {

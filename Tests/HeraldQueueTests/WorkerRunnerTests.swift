@@ -25,12 +25,14 @@ import Testing
     @Test func drainsTheQueueInBatchesAndRecordsOutcomes() async throws {
         let database = try await TestDatabase.create()
         let connection = try await database.connect()
-        try await connection.query("INSERT INTO herald.jobs (kind, ref) SELECT 'record', n FROM generate_series(1, 250) n")
+        try await connection.query(
+            "INSERT INTO herald.jobs (kind, ref) SELECT 'record', n FROM generate_series(1, 250) n")
         let handler = RecordingHandler()
         let hub = WakeHub()
         let runner = WorkerRunner(
             handler: handler,
-            queue: JobQueue(connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 })),
+            queue: JobQueue(
+                connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 })),
             signal: hub.register(kind: "record"),
             configuration: .init(batchSize: 100, pollInterval: .milliseconds(50)),
             logger: Logger(label: "test"))
