@@ -105,7 +105,7 @@ actor EmulatorState {
     }
 
     private func oauthError(_ code: String, _ description: String) -> String {
-        #"{"error":"\#(code)","error_description":"\#(description.replacingOccurrences(of: "\"", with: "'"))"}"#
+        JSONValue.object([("error", .string(code)), ("error_description", .string(description))]).encoded
     }
 
     // MARK: - Send

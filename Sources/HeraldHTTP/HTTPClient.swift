@@ -109,6 +109,8 @@ final class Transfer: @unchecked Sendable {
     var body: [UInt8] = []
     var headerBlock: [UInt8] = []
     var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The easy handle carrying this transfer, once started.
+    var easy: UnsafeMutableRawPointer?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
     init(request: HTTPRequest, complete: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
@@ -207,8 +209,8 @@ final class TransferLoop: @unchecked Sendable {
                 let error = HTTPClientError(kind: .shutdown, curlCode: 0, message: "the HTTP client was shut down")
                 (queued[queueHead...] + arrivals).forEach { $0.complete(.failure(error)) }
                 queued.removeAll()
-                for (pointer, transfer) in active {
-                    if let easy = easyHandle(for: pointer) {
+                for transfer in active.values {
+                    if let easy = transfer.easy {
                         curl_multi_remove_handle(multi, easy)
                         curl_easy_cleanup(easy)
                     }
@@ -302,7 +304,7 @@ final class TransferLoop: @unchecked Sendable {
         herald_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, list)
 
         active[pointer] = transfer
-        easyByTransfer[pointer] = easy
+        transfer.easy = easy
         curl_multi_add_handle(multi, easy)
     }
 
@@ -314,7 +316,6 @@ final class TransferLoop: @unchecked Sendable {
             var privateData: UnsafeMutableRawPointer?
             herald_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
             guard let pointer = privateData, let transfer = active.removeValue(forKey: pointer) else { continue }
-            easyByTransfer[pointer] = nil
             var status = 0
             var version = 0
             var connects = 0

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A request for ``HTTPClient``.
 public struct HTTPRequest: Sendable {
     public var method: String
@@ -87,20 +89,4 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "HTTP request failed (\(kind), curl \(curlCode)): \(message)" }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-        String(self).trimmingCharacters(in: set)
-    }
-}
-
-extension Set where Element == Character {
-    fileprivate static let whitespaces: Set<Character> = [" ", "\t"]
 }

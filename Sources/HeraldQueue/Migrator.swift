@@ -77,7 +77,7 @@ public struct Migrator: Sendable {
         }
     }
 
-    /// The versions the database has, and the ones this binary knows but the database lacks.
+    /// The migrations this binary carries that the database has not applied.
     public func pending(_ connection: PostgresConnection) async throws -> [Migration] {
         let known = try await connection.query(
             "SELECT coalesce(array_agg(version), '{}') FROM herald.schema_migrations"
