@@ -88,10 +88,20 @@ let package = Package(
             ]
         ),
 
+        // The workers: ingest (and dispatch, reconcile, retry as they come).
+        .target(
+            name: "HeraldWorkers",
+            dependencies: [
+                "HeraldCore", "HeraldPostgres", "HeraldQueue",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // Configuration, worker registry and the services `herald run` starts.
         .target(
             name: "HeraldDaemon",
             dependencies: [
+                "HeraldWorkers",
                 "HeraldPostgres",
                 "HeraldQueue",
                 .product(name: "Logging", package: "swift-log"),
@@ -133,6 +143,10 @@ let package = Package(
         .testTarget(
             name: "HeraldFCMTests",
             dependencies: ["HeraldFCM", "HeraldEmulator", "HeraldHTTP", "HeraldCore", "HeraldTestSupport"]
+        ),
+        .testTarget(
+            name: "HeraldWorkersTests",
+            dependencies: ["HeraldWorkers", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldDaemonTests",

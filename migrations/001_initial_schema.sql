@@ -29,33 +29,75 @@ CREATE TABLE herald.devices (
     push_token       text CHECK (push_token <> ''),
     user_ref         text,
     disabled_at      timestamptz,
+    -- Why, in one word an operator can group by; disabled_reason has the details.
+    disabled_cause   text CHECK (disabled_cause IN ('token_invalid', 'logout', 'token_moved', 'operator')),
     disabled_reason  text,
     registered_at    timestamptz NOT NULL DEFAULT now(),
     last_wakeup_at   timestamptz,
     UNIQUE (app_id, device_id),
     UNIQUE (app_id, push_token),
     CHECK ((disabled_at IS NULL) = (disabled_reason IS NULL)),
+    CHECK ((disabled_at IS NULL) = (disabled_cause IS NULL)),
     CHECK (push_token IS NOT NULL OR disabled_at IS NOT NULL)
 );
 CREATE INDEX devices_enabled_by_user ON herald.devices (app_id, user_ref) WHERE disabled_at IS NULL;
 
--- One row per producer event, kept exactly as sent, with what became of it.
--- app_id is deliberately not a foreign key: an event for an unknown app is kept and
--- rejected with a reason instead of failing somewhere the producer cannot see.
+-- One row per notification a producer sent, kept with what became of it.
+--
+-- Producers call herald.send(...) or INSERT here directly, inside their own transactions.
+-- Mistakes that are the same on every call (an unknown priority, a TTL out of range, not
+-- exactly one target) fail the INSERT at once, through the named constraints below.
+-- Problems that depend on the content (reserved data keys, a payload too large, an unknown
+-- app, …) never abort the producer's transaction: the row is kept and the ingest worker marks
+-- it rejected, with a reason that says what to fix.
+--
+-- app_id is deliberately not a foreign key, for the same reason.
 CREATE TABLE herald.notifications (
-    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    app_id           text NOT NULL,
-    idempotency_key  text,
-    event            jsonb NOT NULL,
-    state            text NOT NULL DEFAULT 'received'
-                     CHECK (state IN ('received', 'accepted', 'rejected', 'expired', 'no_devices')),
-    reason           text,
-    send_at          timestamptz,
-    expires_at       timestamptz,
-    created_at       timestamptz NOT NULL DEFAULT now(),
-    ingested_at      timestamptz,
-    UNIQUE (app_id, idempotency_key)
+    id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    app_id              text NOT NULL,
+    -- A second send with the same key (per app) is a no-op.
+    idempotency_key     text,
+    -- The target: exactly one of these.
+    user_ref            text,
+    device_ids          text[],
+    topic               text,
+    -- What to show.
+    title               text,
+    body                text,
+    -- A JSON object of string values; numbers and booleans are converted to strings at ingest.
+    data                jsonb,
+    image_url           text,
+    sound               text,
+    badge               int,
+    android_channel_id  text,
+    ios_category        text,
+    ios_thread_id       text,
+    deep_link           text,
+    -- How to send it. NULL priority and ttl take the app's defaults at ingest.
+    priority            text,
+    ttl                 interval,
+    expires_at          timestamptz,
+    collapse_key        text,
+    send_at             timestamptz,
+    -- A data-only wake-up, shown by nobody.
+    silent              boolean NOT NULL DEFAULT false,
+    -- Sent with validate_only: FCM checks it, no device gets it.
+    dry_run             boolean NOT NULL DEFAULT false,
+    -- What became of it.
+    state               text NOT NULL DEFAULT 'received'
+                        CHECK (state IN ('received', 'accepted', 'rejected', 'expired', 'no_devices')),
+    reason              text,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    ingested_at         timestamptz,
+    UNIQUE (app_id, idempotency_key),
+    CONSTRAINT "exactly one target: user_ref, device_ids or topic"
+        CHECK (num_nonnulls(user_ref, device_ids, topic) = 1),
+    CONSTRAINT "priority must be 'high' or 'normal'" CHECK (priority IN ('high', 'normal')),
+    CONSTRAINT "ttl must be between 0 and 28 days" CHECK (ttl >= interval '0' AND ttl <= interval '28 days'),
+    CONSTRAINT "give ttl or expires_at, not both" CHECK (ttl IS NULL OR expires_at IS NULL),
+    CONSTRAINT "badge must not be negative" CHECK (badge >= 0)
 );
+CREATE INDEX notifications_received ON herald.notifications (id) WHERE state = 'received';
 
 -- One row per notification and device (or one for a topic send): the unit that is sent.
 CREATE TABLE herald.deliveries (

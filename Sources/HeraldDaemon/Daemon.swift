@@ -1,6 +1,7 @@
 import Foundation
 import HeraldPostgres
 import HeraldQueue
+import HeraldWorkers
 import Logging
 import ServiceLifecycle
 
@@ -20,14 +21,17 @@ public struct Daemon {
     }
 
     public func run() async throws {
-        let handlers = try WorkerCatalog.handlers(for: configuration.workers)
+        let factories = try WorkerCatalog.factories(for: configuration.workers)
         let maintenance = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
         try await checkSchema(maintenance)
 
         let hub = WakeHub()
         var services: [any Service] = []
-        for handler in handlers {
+        var kinds: [String] = []
+        for factory in factories {
             let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+            let handler = factory(WorkerContext(connection: connection, clock: clock, logger: logger))
+            kinds.append(handler.kind)
             services.append(
                 WorkerRunner(
                     handler: handler,
@@ -50,7 +54,7 @@ public struct Daemon {
         logger.info(
             "herald is running",
             metadata: [
-                "workers": "\(handlers.map(\.kind).joined(separator: ","))",
+                "workers": "\(kinds.joined(separator: ","))",
                 "worker_id": "\(configuration.workerID)",
             ])
         let group = ServiceGroup(

@@ -50,7 +50,7 @@ import Testing
 
     @Test func unknownWorkerIsAConfigurationError() {
         #expect {
-            try WorkerCatalog.handlers(for: ["sleep", "dispatcher"])
+            try WorkerCatalog.factories(for: ["sleep", "dispatcher"])
         } throws: { error in
             "\(error)".contains("HERALD_WORKERS names an unknown worker \"dispatcher\"")
         }
