@@ -113,6 +113,7 @@ let package = Package(
             dependencies: [
                 "HeraldDaemon",
                 "HeraldHTTP",
+                "HeraldWorkers",
                 "HeraldQueue",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -42,6 +42,9 @@ extension JobQueue {
             WHERE j.id = f.id AND j.state = 'running' AND j.locked_by = $7
             """
 
+        /// The common case of `finish`: every job of the batch completed.
+        static let complete = "DELETE FROM herald.jobs WHERE id = ANY($1::bigint[])"
+
         /// Hands unfinished jobs back without counting the attempt (a graceful shutdown).
         static let release = """
             UPDATE herald.jobs

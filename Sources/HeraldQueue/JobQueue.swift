@@ -81,7 +81,11 @@ public struct JobQueue: Sendable {
                 giveUp.append(true)
             }
         }
-        try await connection.query(SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID])
+        if failedIDs.isEmpty {
+            try await connection.query(SQL.complete, [completed])
+        } else {
+            try await connection.query(SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID])
+        }
     }
 
     /// Hands jobs back without counting the attempt, for a shutdown that cannot finish them.

@@ -4,6 +4,7 @@ import HeraldDaemon
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
+import HeraldWorkers
 import Logging
 
 struct Bench: AsyncParsableCommand {
@@ -22,6 +23,8 @@ struct QueueBench: AsyncParsableCommand {
     @Option(help: "Jobs to insert for each run.") var jobs = 200_000
     @Option(help: "Jobs per claim.") var batch = 1000
     @Option(help: "Concurrent claimers, each on its own connection.") var concurrency = 2
+    @Option(help: "Events for the ingest figure (users get 2 devices each, one user per 2 events).") var events = 50_000
+    @Option(help: "Events per ingest batch.") var ingestBatch = 500
 
     struct NoopHandler: JobHandler {
         let kind = "bench"
@@ -72,11 +75,17 @@ struct QueueBench: AsyncParsableCommand {
             return claimed.count
         }
 
+        let (ingestRate, deliveries) = try await ingest(setup, connections)
+
         print("queue benchmark: \(jobs) jobs, batches of \(batch), \(concurrency) claimers")
         print(String(format: "  raw SQL floor (lease claim + batched delete, in-server): %9.0f jobs/s", floor))
         print(String(format: "  engine (claim, Swift handler, batched finish):          %9.0f jobs/s", engine))
         print(String(format: "  engine / floor: %.0f%%", engine / floor * 100))
         print(String(format: "  for reference, no lease (one delete statement a batch): %9.0f jobs/s", noLease))
+        print(
+            String(
+                format: "ingest: %d events (2 devices per user) in batches of %d: %9.0f events/s, %d deliveries created",
+                events, ingestBatch, ingestRate, deliveries))
     }
 
     /// The floor's loop: claim with the engine's statement, commit, delete, commit, until empty.
@@ -109,6 +118,47 @@ struct QueueBench: AsyncParsableCommand {
         END;
         $$;
         """
+
+    /// Events normalized into deliveries per second, through the ingest worker and the engine.
+    private func ingest(_ setup: PostgresConnection, _ connections: [PostgresConnection]) async throws -> (Double, Int) {
+        let users = max(1, events / 2)
+        try await setup.execute(
+            """
+            DELETE FROM herald.jobs WHERE kind IN ('ingest', 'dispatch');
+            DELETE FROM herald.deliveries;
+            DELETE FROM herald.notifications;
+            DELETE FROM herald.devices;
+            DELETE FROM herald.apps;
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('bench', 'bench');
+            """)
+        try await setup.query(
+            """
+            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
+            SELECT 'bench', 'device-' || n || '-' || p, p, 'token-' || n || '-' || p, 'user-' || n
+            FROM generate_series(1, $1) AS n, unnest(ARRAY['android', 'ios']) AS p
+            """, [users])
+        try await setup.query(
+            """
+            INSERT INTO herald.notifications (app_id, user_ref, title, body, data)
+            SELECT 'bench', 'user-' || (n % $2 + 1), 'Hello', 'A benchmark notification', '{"order": "42"}'
+            FROM generate_series(1, $1) AS n
+            """, [events, users])
+        for table in ["jobs", "notifications", "devices"] {
+            try await setup.execute("VACUUM ANALYZE herald.\(table)")
+        }
+        let batch = ingestBatch
+        let rate = try await drain(connections) { connection in
+            let worker = IngestWorker(
+                context: WorkerContext(connection: connection, clock: SystemClock(), logger: Logger(label: "bench")))
+            let queue = JobQueue(connection: connection, workerID: "bench")
+            let claimed = try await queue.claim(kind: "ingest", limit: batch)
+            let answers = await worker.handle(claimed)
+            try await queue.finish(claimed.map { ($0, answers[$0.id]!) })
+            return claimed.count
+        }
+        let deliveries = try await setup.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self)
+        return (rate, deliveries)
+    }
 
     private func insert(_ connection: PostgresConnection) async throws {
         try await connection.query("DELETE FROM herald.jobs WHERE kind = 'bench'")
