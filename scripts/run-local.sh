@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs Herald against a local PostgreSQL:
 # installs what is missing, starts a cluster in .herald-local/ (kept between runs), builds
-# herald, migrates, enqueues a few demo jobs with plain SQL, shows `herald status`, then runs
-# the daemon in the foreground until Ctrl-C.
+# herald, migrates, registers demo devices and sends demo notifications with plain SQL
+# (scripts/demo.sql), then runs the daemon in the foreground until Ctrl-C.
 #
 # With HERALD_DATABASE_URL set, it uses that database instead of starting one.
 set -euo pipefail
@@ -24,12 +24,19 @@ swift build --product herald
 herald=.build/debug/herald
 
 "$herald" migrate
-echo "==> enqueueing demo jobs with plain SQL"
-psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -qc \
-  "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', jsonb_build_object('ms', 50) FROM generate_series(1, 500);"
-"$herald" status || true
+echo "==> registering demo devices and sending demo notifications (scripts/demo.sql)"
+psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/demo.sql >/dev/null
 
-echo "==> running herald (Ctrl-C to stop); in another shell: $herald status"
-export HERALD_WORKERS="${HERALD_WORKERS:-all,sleep}"
+# Show what became of each notification once the daemon has had a moment.
+(
+  sleep 3
+  echo "==> what became of the demo notifications:"
+  psql "$HERALD_DATABASE_URL" -c "SELECT id, coalesce(user_ref, topic) AS target, state, reason,
+      (SELECT count(*) FROM herald.deliveries d WHERE d.notification_id = n.id) AS deliveries
+    FROM herald.notifications n ORDER BY id"
+  "$herald" status || true
+  echo "==> herald keeps running; Ctrl-C stops it"
+) &
+
+echo "==> running herald (Ctrl-C to stop)"
 "$herald" run
-"$herald" status || true

@@ -60,6 +60,31 @@ import Testing
         #expect(await rescuer.waitForExit(timeout: .seconds(10)))
     }
 
+    @Test func daemonIngestsWhatAProducerSendsWithinMoments() async throws {
+        let database = try await TestDatabase.create()
+        let producer = try await database.connect()
+        try await producer.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
+            SELECT herald.register_device('shop', 'pixel', 'android', 'tok-1', 'alice');
+            SELECT herald.register_device('shop', 'iphone', 'ios', 'tok-2', 'alice');
+            """)
+        // A long poll interval: only the NOTIFY can make this quick.
+        let daemon = try HeraldProcess(
+            ["run"], environment: environment(database, ["HERALD_WORKERS": "all", "HERALD_POLL_INTERVAL": "60s"]))
+        #expect(try await eventually { daemon.output.contains("herald is running") }, "\(daemon.output)")
+        let id = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Order shipped')")[0]
+            .decode(0, as: Int64.self)
+        let ingested = try await eventually(timeout: .seconds(5)) {
+            try await producer.query("SELECT state FROM herald.notifications WHERE id = $1", [id])[0]
+                .decode(0, as: String.self) == "accepted"
+        }
+        #expect(ingested, "\(daemon.output)")
+        #expect(try await count(producer, "kind = 'dispatch'") == 2)
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(10)))
+    }
+
     @Test func runRefusesAnUnmigratedDatabaseAndMigrateIsIdempotent() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let refused = try await HeraldProcess.run(["run"], environment: environment(database))
@@ -68,7 +93,7 @@ import Testing
 
         let first = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(first.status == 0, "\(first.output)")
-        #expect(first.output.contains("applied migrations: 1"))
+        #expect(first.output.contains("applied migrations: 1, 2, 3"))
         let second = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(second.status == 0)
         #expect(second.output.contains("schema is up to date"))

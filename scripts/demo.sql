@@ -1,0 +1,23 @@
+-- The demo's producer: everything an app backend does, in plain SQL.
+-- scripts/run-local.sh runs it against the local database before starting herald.
+
+-- An app (one Firebase project). Its credentials file is set up with the dispatch worker.
+INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('demo-shop', 'herald-demo')
+ON CONFLICT (app_id) DO NOTHING;
+
+-- Alice has a phone and a tablet; Bob has a phone he logged out of.
+SELECT * FROM herald.register_device('demo-shop', 'alice-pixel', 'android', 'demo-token-alice-pixel', 'alice');
+SELECT * FROM herald.register_device('demo-shop', 'alice-ipad', 'ios', 'demo-token-alice-ipad', 'alice');
+SELECT * FROM herald.register_device('demo-shop', 'bob-iphone', 'ios', 'demo-token-bob-iphone', 'bob');
+SELECT herald.unregister_device('demo-shop', 'bob-iphone');
+
+-- Notifications, each in the producer's own transaction.
+BEGIN;
+SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Your order shipped',
+                   body => 'Parcel 42 is on its way', data => '{"order_id": 42}',
+                   deep_link => 'demoshop://orders/42', idempotency_key => 'order-42-shipped');
+COMMIT;
+SELECT herald.send('demo-shop', user_ref => 'alice', silent => true, data => '{"sync": "rewards"}');
+SELECT herald.send('demo-shop', topic => 'deals', title => 'Flash sale', body => 'Today only');
+SELECT herald.send('demo-shop', user_ref => 'bob', title => 'Bob logged out, so this has nowhere to go');
+SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Reserved key', data => '{"from": "me"}');
