@@ -10,12 +10,13 @@ public final class HeraldProcess: @unchecked Sendable {
     public let process = Process()
     private let logFile: URL
 
-    /// Starts `herald` with `arguments`; `environment` is added to this process's own.
-    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `herald` (or another product built beside it, such as `herald-fcm-emulator`)
+    /// with `arguments`; `environment` is added to this process's own.
+    public init(_ arguments: [String], environment: [String: String] = [:], executable: String = "herald") throws {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
-        process.executableURL = heraldExecutable
+        process.executableURL = heraldExecutable.deletingLastPathComponent().appendingPathComponent(executable)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = log
