@@ -92,7 +92,7 @@ let package = Package(
         .target(
             name: "HeraldWorkers",
             dependencies: [
-                "HeraldCore", "HeraldPostgres", "HeraldQueue",
+                "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldFCM", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -102,6 +102,7 @@ let package = Package(
             name: "HeraldDaemon",
             dependencies: [
                 "HeraldWorkers",
+                "HeraldHTTP",
                 "HeraldPostgres",
                 "HeraldQueue",
                 .product(name: "Logging", package: "swift-log"),
@@ -147,7 +148,10 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldWorkersTests",
-            dependencies: ["HeraldWorkers", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport"]
+            dependencies: [
+                "HeraldWorkers", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM", "HeraldEmulator",
+                "HeraldHTTP",
+            ]
         ),
         .testTarget(
             name: "HeraldDaemonTests",

@@ -216,9 +216,11 @@ BEGIN
           WHERE n2.id = ANY(ids) AND n2.state = 'received') AS p
     WHERE n.id = p.id AND p.problem IS NOT NULL;
 
+    -- The app's defaults; a ttl becomes the absolute expires_at it implies.
     UPDATE herald.notifications n
     SET priority = coalesce(n.priority, a.default_priority),
         expires_at = coalesce(n.expires_at, n.created_at + coalesce(n.ttl, a.default_ttl)),
+        ttl = NULL,
         data = herald.stringify_data(n.data)
     FROM herald.apps a
     WHERE a.app_id = n.app_id AND n.id = ANY(ids) AND n.state = 'received';

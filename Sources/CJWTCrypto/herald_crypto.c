@@ -5,6 +5,7 @@
 #include <openssl/ecdsa.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <stdlib.h>
@@ -204,4 +205,13 @@ long herald_key_private_pem(const herald_key *key, char *out, size_t out_size, c
     }
     BIO_free(bio);
     return result;
+}
+
+int herald_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length, uint8_t *out) {
+    unsigned int out_length = 0;
+    if (HMAC(EVP_sha256(), key, (int)key_length, data, length, out, &out_length) == NULL || out_length != 32) {
+        ERR_clear_error();
+        return -1;
+    }
+    return 0;
 }

@@ -23,6 +23,16 @@ public struct Configuration: Sendable {
     public var backoffCap: Duration = Backoff.defaultCap
     /// Apply missing migrations at startup instead of refusing to start.
     public var autoMigrate: Bool = false
+    /// FCM's base URL; point it at the emulator for tests and demos.
+    public var fcmEndpoint: String = "https://fcm.googleapis.com"
+    /// A CA bundle to trust for FCM and token requests (a TLS stand-in); nil: the system's.
+    public var fcmCABundle: String?
+    /// Sends per second per FCM project.
+    public var fcmRateLimit: Double = 9_900
+    /// Overrides the delivery-report secret kept in `herald.secrets`.
+    public var reportSecret: [UInt8]?
+    /// The service-account file for apps without their own (`GOOGLE_APPLICATION_CREDENTIALS`).
+    public var defaultCredentialsFile: String?
 
     public init() {}
 
@@ -43,6 +53,10 @@ public struct Configuration: Sendable {
         ("HERALD_BACKOFF_BASE", "1s", "ceiling of the first retry's delay (full jitter)"),
         ("HERALD_BACKOFF_CAP", "1h", "largest retry delay"),
         ("HERALD_AUTO_MIGRATE", "false", "apply missing migrations when the daemon starts"),
+        ("HERALD_FCM_ENDPOINT", "https://fcm.googleapis.com", "FCM's base URL (the emulator's, for tests and demos)"),
+        ("HERALD_FCM_CA_BUNDLE", "(system CAs)", "PEM file of CAs to trust for FCM and token requests"),
+        ("HERALD_FCM_RATE_LIMIT", "9900", "sends per second per FCM project (FCM allows 600,000 a minute)"),
+        ("HERALD_REPORT_SECRET", "(herald.secrets)", "secret for delivery-report references; at least 16 characters"),
     ]
 
     /// Reads the settings from `environment`, over the file named by `file` (or by
@@ -80,6 +94,24 @@ public struct Configuration: Sendable {
         configuration.backoffBase = try reader.duration("HERALD_BACKOFF_BASE") ?? configuration.backoffBase
         configuration.backoffCap = try reader.duration("HERALD_BACKOFF_CAP") ?? configuration.backoffCap
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
+        configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
+        configuration.fcmCABundle = reader.string("HERALD_FCM_CA_BUNDLE")
+        if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
+            guard let value = Double(rate), value > 0 else {
+                throw ConfigurationError(
+                    setting: "HERALD_FCM_RATE_LIMIT", message: "\"\(rate)\" is not a positive number")
+            }
+            configuration.fcmRateLimit = value
+        }
+        if let secret = reader.string("HERALD_REPORT_SECRET") {
+            guard secret.utf8.count >= 16 else {
+                throw ConfigurationError(setting: "HERALD_REPORT_SECRET", message: "is shorter than 16 characters")
+            }
+            configuration.reportSecret = Array(secret.utf8)
+        }
+        configuration.defaultCredentialsFile = environment["GOOGLE_APPLICATION_CREDENTIALS"].flatMap {
+            $0.isEmpty ? nil : $0
+        }
         if configuration.lease < .seconds(1) {
             throw ConfigurationError(setting: "HERALD_LEASE", message: "must be at least 1s")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
 import HeraldWorkers
@@ -26,11 +27,23 @@ public struct Daemon {
         try await checkSchema(maintenance)
 
         let hub = WakeHub()
+        // One HTTP/2 client and one FCM sender per app, shared by every sending worker.
+        var http = HTTPClient.Configuration()
+        http.caBundle = configuration.fcmCABundle
+        var fcm = FCMSenders.Configuration()
+        fcm.endpoint = configuration.fcmEndpoint
+        fcm.defaultCredentialsFile = configuration.defaultCredentialsFile
+        fcm.ratePerSecond = configuration.fcmRateLimit
+        let senders = FCMSenders(
+            http: HTTPClient(configuration: http, logger: logger), configuration: fcm, logger: logger)
         var services: [any Service] = []
         var kinds: [String] = []
         for factory in factories {
             let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-            let handler = factory(WorkerContext(connection: connection, clock: clock, logger: logger))
+            let handler = factory(
+                WorkerContext(
+                    connection: connection, clock: clock, logger: logger, senders: senders,
+                    reportSecret: configuration.reportSecret))
             kinds.append(handler.kind)
             services.append(
                 WorkerRunner(

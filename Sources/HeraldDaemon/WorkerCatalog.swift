@@ -5,10 +5,10 @@ import HeraldWorkers
 public enum WorkerCatalog {
     public typealias Factory = @Sendable (WorkerContext) -> any JobHandler
 
-    /// Workers started by `HERALD_WORKERS=all`. Dispatch, reconcile and retry register here
-    /// as they are built.
+    /// Workers started by `HERALD_WORKERS=all`. Reconcile and retry register here as they are built.
     public static let production: [String: Factory] = [
-        "ingest": { IngestWorker(context: $0) }
+        "ingest": { IngestWorker(context: $0) },
+        "dispatch": { DispatchWorker(context: $0) },
     ]
 
     /// Workers that run only when named.

@@ -30,11 +30,13 @@ public struct FCMClient: Sendable {
     private let clock: any WallClock
     private let sendURL: String
 
+    /// A client for `projectID` (default: the service account's own project).
     public init(
-        tokens: AccessTokenSource, http: HTTPClient, configuration: Configuration = Configuration(),
-        clock: any WallClock = SystemClock()
+        projectID: String? = nil, tokens: AccessTokenSource, http: HTTPClient,
+        configuration: Configuration = Configuration(), clock: any WallClock = SystemClock()
     ) {
-        self.projectID = tokens.account.projectID
+        let projectID = projectID ?? tokens.account.projectID
+        self.projectID = projectID
         self.tokens = tokens
         self.http = http
         self.configuration = configuration

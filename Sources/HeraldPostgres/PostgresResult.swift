@@ -56,6 +56,7 @@ public struct PostgresRow: Sendable {
 
     /// The value of column `column`, decoded as `T`; throws on NULL (decode as `T?` to allow it).
     public func decode<T: PostgresDecodable>(_ column: Int, as type: T.Type = T.self) throws -> T {
+        try checkRow()
         guard column >= 0, column < result.columnCount else {
             throw PostgresError(.usage, "column \(column) is out of range (\(result.columnCount) columns)")
         }
@@ -68,11 +69,19 @@ public struct PostgresRow: Sendable {
 
     /// The value of column `column`, or nil when it is NULL.
     public func decode<T: PostgresDecodable>(_ column: Int, as type: T?.Type = T?.self) throws -> T? {
+        try checkRow()
         guard column >= 0, column < result.columnCount else {
             throw PostgresError(.usage, "column \(column) is out of range (\(result.columnCount) columns)")
         }
         if result.isNull(row: index, column: column) { return nil }
         return try result.withText(row: index, column: column) { try T.decode(postgresText: $0) }
+    }
+
+    /// A row past the end would read as NULL from libpq; say what really happened instead.
+    private func checkRow() throws {
+        guard index >= 0, index < result.rowCount else {
+            throw PostgresError(.usage, "row \(index) is out of range (the result has \(result.rowCount) rows)")
+        }
     }
 
     /// The value of the named column, decoded as `T`.

@@ -435,9 +435,11 @@ BEGIN
           WHERE n2.id = ANY(ids) AND n2.state = 'received') AS p
     WHERE n.id = p.id AND p.problem IS NOT NULL;
 
+    -- The app's defaults; a ttl becomes the absolute expires_at it implies.
     UPDATE herald.notifications n
     SET priority = coalesce(n.priority, a.default_priority),
         expires_at = coalesce(n.expires_at, n.created_at + coalesce(n.ttl, a.default_ttl)),
+        ttl = NULL,
         data = herald.stringify_data(n.data)
     FROM herald.apps a
     WHERE a.app_id = n.app_id AND n.id = ANY(ids) AND n.state = 'received';
@@ -541,6 +543,31 @@ GRANT EXECUTE ON FUNCTION herald.send(text, text, text[], text, text, text, json
     TO herald_producer;
 -- The plain-SQL path: INSERT only, so a producer cannot read back others' notifications.
 GRANT INSERT ON herald.notifications TO herald_producer;
+"""#),
+        Migration(
+            version: 4,
+            name: "004_dispatch",
+            sql: #"""
+-- 004: what the dispatch worker needs.
+
+-- Secrets every daemon shares. 'report_hmac' signs the delivery-report references that
+-- payloads carry, so that apps can report deliveries and nobody can forge a report. It is
+-- made here, from PostgreSQL's strong random source, so that all daemons on all hosts agree
+-- without configuration; HERALD_REPORT_SECRET overrides it. Producers cannot read it.
+CREATE TABLE herald.secrets (
+    name        text PRIMARY KEY,
+    value       bytea NOT NULL CHECK (octet_length(value) >= 16),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO herald.secrets (name, value)
+SELECT 'report_hmac',
+       decode(replace(gen_random_uuid()::text || gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex');
+
+-- The app's credentials or APNs setup failed: when and how. Cleared by the next success.
+-- Deliveries of such an app wait and retry; no device is blamed.
+ALTER TABLE herald.apps
+    ADD COLUMN config_error text,
+    ADD COLUMN config_error_at timestamptz;
 """#),
     ]
 }

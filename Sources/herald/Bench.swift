@@ -84,7 +84,8 @@ struct QueueBench: AsyncParsableCommand {
         print(String(format: "  for reference, no lease (one delete statement a batch): %9.0f jobs/s", noLease))
         print(
             String(
-                format: "ingest: %d events (2 devices per user) in batches of %d: %9.0f events/s, %d deliveries created",
+                format:
+                    "ingest: %d events (2 devices per user) in batches of %d: %9.0f events/s, %d deliveries created",
                 events, ingestBatch, ingestRate, deliveries))
     }
 
@@ -120,7 +121,8 @@ struct QueueBench: AsyncParsableCommand {
         """
 
     /// Events normalized into deliveries per second, through the ingest worker and the engine.
-    private func ingest(_ setup: PostgresConnection, _ connections: [PostgresConnection]) async throws -> (Double, Int) {
+    private func ingest(_ setup: PostgresConnection, _ connections: [PostgresConnection]) async throws -> (Double, Int)
+    {
         let users = max(1, events / 2)
         try await setup.execute(
             """

@@ -73,8 +73,10 @@ import Testing
         let daemon = try HeraldProcess(
             ["run"], environment: environment(database, ["HERALD_WORKERS": "all", "HERALD_POLL_INTERVAL": "60s"]))
         #expect(try await eventually { daemon.output.contains("herald is running") }, "\(daemon.output)")
-        let id = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Order shipped')")[0]
-            .decode(0, as: Int64.self)
+        let id = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Order shipped')")[
+            0
+        ]
+        .decode(0, as: Int64.self)
         let ingested = try await eventually(timeout: .seconds(5)) {
             try await producer.query("SELECT state FROM herald.notifications WHERE id = $1", [id])[0]
                 .decode(0, as: String.self) == "accepted"
@@ -93,7 +95,7 @@ import Testing
 
         let first = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(first.status == 0, "\(first.output)")
-        #expect(first.output.contains("applied migrations: 1, 2, 3"))
+        #expect(first.output.contains("applied migrations: 1, 2, 3, 4"))
         let second = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(second.status == 0)
         #expect(second.output.contains("schema is up to date"))

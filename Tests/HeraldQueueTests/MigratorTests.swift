@@ -29,6 +29,7 @@ import Testing
         #expect(
             tables == [
                 "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "schema_migrations",
+                "secrets",
             ])
 
         let before = try await schemaSnapshot(connection)

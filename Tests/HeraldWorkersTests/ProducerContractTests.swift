@@ -43,7 +43,9 @@ import Testing
         return Fixture(database: database, producer: try await database.connect(), herald: herald)
     }
 
-    func register(_ f: Fixture, _ device: String, _ platform: String, _ token: String, user: String? = "alice") async throws -> String {
+    func register(_ f: Fixture, _ device: String, _ platform: String, _ token: String, user: String? = "alice")
+        async throws -> String
+    {
         try await f.producer.query(
             "SELECT status FROM herald.register_device('shop', $1, $2, $3, $4)", [device, platform, token, user]
         )[0].decode(0, as: String.self)
@@ -83,14 +85,20 @@ import Testing
         let big = String(repeating: "x", count: 4500)
         let cases: [(String, [any PostgresEncodable], String)] = [
             ("user_ref => 'alice'", [], "nothing to send: give a title, a body or data"),
-            ("user_ref => 'alice', data => '{\"nested\": {\"a\": 1}}'", [], "data value for key 'nested' is a JSON object"),
+            (
+                "user_ref => 'alice', data => '{\"nested\": {\"a\": 1}}'", [],
+                "data value for key 'nested' is a JSON object"
+            ),
             ("user_ref => 'alice', data => '[1, 2]'", [], "data must be a JSON object of strings, not a JSON array"),
             ("user_ref => 'alice', data => '{\"from\": \"x\"}'", [], "data key 'from' is reserved by FCM"),
             ("user_ref => 'alice', data => '{\"message_type\": \"x\"}'", [], "data key 'message_type' is reserved"),
             ("user_ref => 'alice', data => '{\"google.sent\": \"x\"}'", [], "data key 'google.sent' is reserved"),
             ("user_ref => 'alice', data => '{\"GCM.x\": \"x\"}'", [], "data key 'GCM.x' is reserved"),
             ("user_ref => 'alice', body => $1", [big], "over FCM's 4096-byte limit"),
-            ("user_ref => 'alice', title => 't', image_url => 'http://example.com/a.png'", [], "image_url must be an https:// URL"),
+            (
+                "user_ref => 'alice', title => 't', image_url => 'http://example.com/a.png'", [],
+                "image_url must be an https:// URL"
+            ),
             ("device_ids => '{}', title => 't'", [], "device_ids is empty"),
         ]
         var ids: [(Int64, String)] = []
@@ -164,15 +172,20 @@ import Testing
 
         // FCM declared tok-A dead (the retry worker does this): the same token stays disabled…
         try await f.herald.execute(
-            "UPDATE herald.devices SET disabled_at = now(), disabled_cause = 'token_invalid', disabled_reason = '404 UNREGISTERED' WHERE device_id = 'new-phone'")
+            "UPDATE herald.devices SET disabled_at = now(), disabled_cause = 'token_invalid', disabled_reason = '404 UNREGISTERED' WHERE device_id = 'new-phone'"
+        )
         #expect(try await register(f, "new-phone", "android", "tok-A") == "token_invalid")
-        #expect(try await f.count("SELECT count(*) FROM herald.devices WHERE device_id = 'new-phone' AND disabled_at IS NOT NULL") == 1)
+        #expect(
+            try await f.count(
+                "SELECT count(*) FROM herald.devices WHERE device_id = 'new-phone' AND disabled_at IS NOT NULL") == 1)
         // …and a new token enables it again.
         #expect(try await register(f, "new-phone", "android", "tok-B") == "re-enabled")
 
         // Logged out: disabled until it registers again, whatever the token.
         _ = try await f.producer.query("SELECT herald.unregister_device('shop', 'new-phone')")
-        #expect(try await f.count("SELECT count(*) FROM herald.devices WHERE device_id = 'new-phone' AND disabled_cause = 'logout'") == 1)
+        #expect(
+            try await f.count(
+                "SELECT count(*) FROM herald.devices WHERE device_id = 'new-phone' AND disabled_cause = 'logout'") == 1)
         #expect(try await register(f, "new-phone", "android", "tok-B") == "re-enabled")
 
         let error = await #expect(throws: PostgresError.self) { _ = try await register(f, "x", "windows", "tok-C") }
@@ -213,7 +226,8 @@ import Testing
         _ = try await register(f, "bobs-phone", "android", "tok-4", user: "bob")
         let sendAt = Date().addingTimeInterval(3600)
         let alert = try await send(f, "user_ref => 'alice', title => 'hi', send_at => $1", [sendAt])
-        let silent = try await send(f, "device_ids => '{iphone,pixel,unknown}', silent => true, data => '{\"k\":\"v\"}'")
+        let silent = try await send(
+            f, "device_ids => '{iphone,pixel,unknown}', silent => true, data => '{\"k\":\"v\"}'")
         try await f.ingestAll()
 
         let kinds = try await f.herald.query(
@@ -223,11 +237,17 @@ import Testing
             JOIN herald.jobs j ON j.kind = 'dispatch' AND j.ref = d.id
             ORDER BY d.notification_id, dev.device_id
             """
-        ).map { (try $0.decode(0, as: Int64.self), try $0.decode(1, as: String.self), try $0.decode(2, as: String.self), try $0.decode(3, as: Date.self)) }
-        #expect(kinds.map { "\($0.0):\($0.1):\($0.2)" } == [
-            "\(alert):iphone:ios_alert", "\(alert):pixel:android_data",
-            "\(silent):iphone:ios_background", "\(silent):pixel:android_data",
-        ])
+        ).map {
+            (
+                try $0.decode(0, as: Int64.self), try $0.decode(1, as: String.self), try $0.decode(2, as: String.self),
+                try $0.decode(3, as: Date.self)
+            )
+        }
+        #expect(
+            kinds.map { "\($0.0):\($0.1):\($0.2)" } == [
+                "\(alert):iphone:ios_alert", "\(alert):pixel:android_data",
+                "\(silent):iphone:ios_background", "\(silent):pixel:android_data",
+            ])
         // Scheduled dispatch waits for send_at; the other goes now.
         #expect(kinds.filter { $0.0 == alert }.allSatisfy { abs($0.3.timeIntervalSince(sendAt)) < 0.001 })
         #expect(kinds.filter { $0.0 == silent }.allSatisfy { $0.3 < Date().addingTimeInterval(5) })
@@ -246,6 +266,25 @@ import Testing
         #expect(n.state == "no_devices")
         #expect(n.reason == "user 'nobody' has no enabled device")
         #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 0)
+    }
+
+    @Test func aRowThatBreaksIngestIsRejectedAndTheRestOfTheBatchGoesThrough() async throws {
+        let f = try await fixture()
+        _ = try await register(f, "pixel", "android", "tok-1")
+        let good = try await send(f, "user_ref => 'alice', title => 'fine'")
+        let poison = try await send(f, "user_ref => 'alice', title => 'poison'")
+        let alsoGood = try await send(f, "user_ref => 'alice', title => 'also fine'")
+        // Stands in for any failure the validation did not foresee.
+        try await f.herald.execute(
+            "ALTER TABLE herald.deliveries ADD CONSTRAINT poison CHECK (notification_id <> \(poison))")
+        try await f.ingestAll()
+        #expect(try await f.notification(good).state == "accepted")
+        #expect(try await f.notification(alsoGood).state == "accepted")
+        let rejected = try await f.notification(poison)
+        #expect(rejected.state == "rejected")
+        #expect(rejected.reason?.contains("ingest failed") == true)
+        #expect(rejected.reason?.contains("poison") == true)
+        #expect(try await f.count("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'") == 0)
     }
 
     @Test func ingestingTheSameBatchTwiceChangesNothing() async throws {

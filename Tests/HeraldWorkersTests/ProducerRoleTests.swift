@@ -15,12 +15,16 @@ import Testing
             """)
         let producer = try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
 
-        let status = try await producer.query("SELECT status FROM herald.register_device('shop', 'p1', 'ios', 'secret-token', 'alice')")
+        let status = try await producer.query(
+            "SELECT status FROM herald.register_device('shop', 'p1', 'ios', 'secret-token', 'alice')")
         #expect(try status[0].decode(0, as: String.self) == "registered")
         _ = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi')")
-        try await producer.execute("INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL')")
+        try await producer.execute(
+            "INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL')")
         _ = try await producer.query("SELECT herald.unregister_device('shop', 'p1')")
-        #expect(try await admin.query("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'")[0].decode(0, as: Int.self) == 2)
+        #expect(
+            try await admin.query("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'")[0].decode(0, as: Int.self)
+                == 2)
 
         for forbidden in [
             "SELECT push_token FROM herald.devices",
@@ -30,7 +34,9 @@ import Testing
             "UPDATE herald.devices SET disabled_at = NULL",
             "SELECT herald.ingest('{1}')",
         ] {
-            let error = await #expect(throws: PostgresError.self, "\(forbidden)") { try await producer.execute(forbidden) }
+            let error = await #expect(throws: PostgresError.self, "\(forbidden)") {
+                try await producer.execute(forbidden)
+            }
             #expect(error?.sqlState == "42501", "\(forbidden): \(error?.message ?? "")")
         }
     }

@@ -44,4 +44,7 @@ herald_key *herald_key_generate_rsa(int bits, char *error, size_t error_size);
 // Writes the private key as PKCS#8 PEM into `out`; returns its length, or -1 if it does not fit.
 long herald_key_private_pem(const herald_key *key, char *out, size_t out_size, char *error, size_t error_size);
 
+// HMAC-SHA256 of `data` with `key`, written as 32 bytes into `out`. Returns 0, or -1.
+int herald_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length, uint8_t *out);
+
 #endif

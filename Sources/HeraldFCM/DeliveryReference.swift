@@ -1,0 +1,49 @@
+import CJWTCrypto
+import Foundation
+
+/// The opaque reference an app sends back to report a delivery: the delivery and device ids
+/// with an HMAC-SHA256 tag under a server secret, base64url-encoded. Knowing one
+/// notification's id does not let anyone forge a report for another, or for another device.
+public struct DeliveryReference: Sendable {
+    private let secret: [UInt8]
+    /// Bytes of the tag kept; 16 (128 bits) is ample against guessing.
+    static let tagLength = 16
+
+    public init(secret: [UInt8]) {
+        precondition(!secret.isEmpty, "the delivery-report secret must not be empty")
+        self.secret = secret
+    }
+
+    /// The reference for one delivery to one device.
+    public func make(deliveryID: Int64, deviceID: Int64) -> String {
+        let body = Self.bytes(deliveryID) + Self.bytes(deviceID)
+        return Base64URL.encode(body + tag(body))
+    }
+
+    /// The delivery and device a reference names, or nil if it was not made with this secret.
+    public func open(_ reference: String) -> (deliveryID: Int64, deviceID: Int64)? {
+        guard let bytes = Base64URL.decode(Substring(reference)), bytes.count == 16 + Self.tagLength else { return nil }
+        let body = Array(bytes[0..<16])
+        // Constant-time comparison, so timing does not leak how much of a forged tag matched.
+        let expected = tag(body)
+        var difference: UInt8 = 0
+        for (a, b) in zip(expected, bytes[16...]) { difference |= a ^ b }
+        guard difference == 0 else { return nil }
+        return (Self.integer(body[0..<8]), Self.integer(body[8..<16]))
+    }
+
+    private func tag(_ body: [UInt8]) -> [UInt8] {
+        var mac = [UInt8](repeating: 0, count: 32)
+        let status = herald_hmac_sha256(secret, secret.count, body, body.count, &mac)
+        precondition(status == 0, "HMAC-SHA256 failed")
+        return Array(mac.prefix(Self.tagLength))
+    }
+
+    private static func bytes(_ value: Int64) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+
+    private static func integer(_ bytes: ArraySlice<UInt8>) -> Int64 {
+        bytes.reduce(Int64(0)) { $0 << 8 | Int64($1) }
+    }
+}

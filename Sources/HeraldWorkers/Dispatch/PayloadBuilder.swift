@@ -1,0 +1,126 @@
+import Foundation
+import HeraldFCM
+
+/// Builds the FCM v1 message for a delivery, by the device's platform:
+///
+/// - Android: a data-only message, which FCM never collapses while the device is offline;
+///   the app shows it itself. `android.ttl` is the time left until the notification expires.
+/// - iOS alert: `aps.alert` with `mutable-content: 1`, so the Notification Service Extension
+///   runs and reports the delivery with `herald_report`.
+/// - iOS background (`silent`): `aps` holds only `content-available: 1`, priority 5.
+/// - Topic: a `notification` block, since there is no per-device platform.
+///
+/// The keys Herald adds are listed in ``PayloadKeys``; where the producer's data uses one of
+/// them, Herald's value wins.
+public struct PayloadBuilder: Sendable {
+    let reference: DeliveryReference
+
+    public init(reference: DeliveryReference) { self.reference = reference }
+
+    public func message(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
+        let remaining = max(0, Int(delivery.expiresAt.timeIntervalSince(now)))
+        switch delivery.payloadKind {
+        case .androidData: return android(delivery, ttl: remaining)
+        case .iosAlert: return iosAlert(delivery)
+        case .iosBackground: return iosBackground(delivery)
+        case .topic: return topic(delivery, ttl: remaining)
+        }
+    }
+
+    /// Herald's own keys, after the producer's data (Herald's win on a clash).
+    func heraldKeys(_ delivery: OutgoingDelivery) -> [(String, String)] {
+        var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notificationID))]
+        if let device = delivery.deviceRowID {
+            keys.append((PayloadKeys.report, reference.make(deliveryID: delivery.deliveryID, deviceID: device)))
+        }
+        return keys
+    }
+
+    func merged(_ producer: [(String, String)], _ herald: [(String, String)]) -> [(String, String)] {
+        let taken = Set(herald.map(\.0))
+        return producer.filter { !taken.contains($0.0) } + herald
+    }
+
+    func android(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
+        var shown: [(String, String)] = []
+        if let title = delivery.title { shown.append((PayloadKeys.title, title)) }
+        if let body = delivery.body { shown.append((PayloadKeys.body, body)) }
+        if let image = delivery.imageURL { shown.append((PayloadKeys.imageURL, image)) }
+        if let link = delivery.deepLink { shown.append((PayloadKeys.deepLink, link)) }
+        if let channel = delivery.androidChannelID { shown.append((PayloadKeys.channelID, channel)) }
+        if let sound = delivery.sound { shown.append((PayloadKeys.sound, sound)) }
+        if delivery.silent { shown.append((PayloadKeys.silent, "1")) }
+        return FCMMessage(
+            target: .token(delivery.pushToken ?? ""),
+            data: merged(delivery.data, shown + heraldKeys(delivery)),
+            android: .init(
+                priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                collapseKey: delivery.collapseKey))
+    }
+
+    func iosAlert(_ delivery: OutgoingDelivery) -> FCMMessage {
+        var alert: [(String, JSONValue)] = []
+        if let title = delivery.title { alert.append(("title", .string(title))) }
+        if let body = delivery.body { alert.append(("body", .string(body))) }
+        var aps: [(String, JSONValue)] = [("alert", .object(alert)), ("mutable-content", .int(1))]
+        if let badge = delivery.badge { aps.append(("badge", .int(badge))) }
+        if let sound = delivery.sound { aps.append(("sound", .string(sound))) }
+        if let category = delivery.iosCategory { aps.append(("category", .string(category))) }
+        if let thread = delivery.iosThreadID { aps.append(("thread-id", .string(thread))) }
+        var custom: [(String, String)] = []
+        if let image = delivery.imageURL { custom.append((PayloadKeys.imageURL, image)) }
+        if let link = delivery.deepLink { custom.append((PayloadKeys.deepLink, link)) }
+        var headers = [
+            ("apns-push-type", "alert"), ("apns-priority", delivery.priority == "normal" ? "5" : "10"),
+            ("apns-expiration", String(Int(delivery.expiresAt.timeIntervalSince1970))),
+        ]
+        if let collapse = delivery.collapseKey { headers.append(("apns-collapse-id", collapse)) }
+        return FCMMessage(
+            target: .token(delivery.pushToken ?? ""),
+            apns: .init(
+                headers: headers,
+                payload: payload(aps: aps, custom: merged(delivery.data, custom + heraldKeys(delivery)))))
+    }
+
+    func iosBackground(_ delivery: OutgoingDelivery) -> FCMMessage {
+        FCMMessage(
+            target: .token(delivery.pushToken ?? ""),
+            apns: .init(
+                headers: [
+                    ("apns-push-type", "background"), ("apns-priority", "5"),
+                    ("apns-expiration", String(Int(delivery.expiresAt.timeIntervalSince1970))),
+                ],
+                payload: payload(
+                    aps: [("content-available", .int(1))], custom: merged(delivery.data, heraldKeys(delivery)))))
+    }
+
+    func topic(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
+        FCMMessage(
+            target: .topic(delivery.topic ?? ""),
+            data: merged(delivery.data, heraldKeys(delivery)),
+            notification: delivery.silent
+                ? nil : .init(title: delivery.title, body: delivery.body, image: delivery.imageURL),
+            android: .init(
+                priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                collapseKey: delivery.collapseKey))
+    }
+
+    func payload(aps: [(String, JSONValue)], custom: [(String, String)]) -> JSONValue {
+        .object([("aps", .object(aps))] + custom.map { ($0.0, .string($0.1)) })
+    }
+}
+
+/// The payload keys Herald adds, for app developers (see `docs/app-integration.md`).
+public enum PayloadKeys {
+    public static let notificationID = "herald_notification_id"
+    /// The opaque delivery-report reference (devices only, not topics).
+    public static let report = "herald_report"
+    public static let title = "title"
+    public static let body = "body"
+    public static let imageURL = "image_url"
+    public static let deepLink = "deep_link"
+    public static let channelID = "channel_id"
+    public static let sound = "sound"
+    /// "1" on a silent Android data message: the app should not show it.
+    public static let silent = "herald_silent"
+}

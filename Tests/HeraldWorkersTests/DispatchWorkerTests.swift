@@ -1,0 +1,258 @@
+import Foundation
+import HeraldEmulator
+import HeraldFCM
+import HeraldHTTP
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Logging
+import Testing
+
+/// The dispatch worker against a real database and the FCM emulator.
+@Suite struct DispatchWorkerTests {
+    struct Fixture {
+        let emulator: FCMEmulator
+        let db: PostgresConnection
+        let context: WorkerContext
+        let queue: JobQueue
+
+        /// Runs every due job of `kind` through `handler` once.
+        func drain(_ kind: String, _ handler: any JobHandler) async throws {
+            while true {
+                let jobs = try await queue.claim(kind: kind, limit: 100)
+                if jobs.isEmpty { return }
+                let outcomes = await handler.handle(jobs)
+                try await queue.finish(jobs.map { ($0, outcomes[$0.id]!) })
+            }
+        }
+
+        func ingest() async throws { try await drain("ingest", IngestWorker(context: context)) }
+        func dispatch() async throws { try await drain("dispatch", DispatchWorker(context: context)) }
+
+        func delivery(of device: String) async throws -> (state: String, error: String?, name: String?) {
+            let row = try await db.query(
+                """
+                SELECT d.state, d.last_error, d.provider_message_id FROM herald.deliveries d
+                JOIN herald.devices dev ON dev.id = d.device_id WHERE dev.device_id = $1 ORDER BY d.id DESC LIMIT 1
+                """, [device])[0]
+            return (try row.decode(0), try row.decode(1, as: String?.self), try row.decode(2, as: String?.self))
+        }
+
+        func message(to token: String) async -> [String: Any]? {
+            await emulator.received.last { $0.target == token }?.message
+        }
+    }
+
+    func fixture() async throws -> Fixture {
+        let emulator = try await FCMEmulator.start()
+        let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
+        try account.fileContents().write(to: URL(fileURLWithPath: file))
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        try await db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
+            [file])
+        var fcm = FCMSenders.Configuration()
+        fcm.endpoint = emulator.baseURL
+        let context = WorkerContext(
+            connection: db, clock: SystemClock(), logger: Logger(label: "test"),
+            senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
+        return Fixture(emulator: emulator, db: db, context: context, queue: JobQueue(connection: db, workerID: "test"))
+    }
+
+    func register(_ f: Fixture, _ device: String, _ platform: String, user: String = "alice") async throws {
+        _ = try await f.db.query(
+            "SELECT herald.register_device('shop', $1, $2, $3, $4)", [device, platform, "token-\(device)", user])
+    }
+
+    @Test func eachPlatformGetsItsPayloadShape() async throws {
+        let f = try await fixture()
+        try await register(f, "pixel", "android")
+        try await register(f, "iphone", "ios")
+        let alert = try await f.db.query(
+            """
+            SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped', body => 'Parcel 42', data => '{"order": "42"}',
+                               image_url => 'https://img/x.png', deep_link => 'shop://o/42', android_channel_id => 'orders',
+                               sound => 'ding', badge => 3, ios_category => 'ORDER', ios_thread_id => 'orders',
+                               priority => 'normal', ttl => '2 hours', collapse_key => 'order-42')
+            """)[0].decode(0, as: Int64.self)
+        try await f.ingest()
+        try await f.dispatch()
+
+        let pixel = try await f.delivery(of: "pixel")
+        let android = try #require(await f.message(to: "token-pixel"), "\(pixel)")
+        #expect(android["notification"] == nil, "Android gets a data-only message")
+        let data = try #require(android["data"] as? [String: String])
+        #expect(data["title"] == "Shipped")
+        #expect(data["body"] == "Parcel 42")
+        #expect(data["order"] == "42")
+        #expect(data["image_url"] == "https://img/x.png")
+        #expect(data["deep_link"] == "shop://o/42")
+        #expect(data["channel_id"] == "orders")
+        #expect(data["herald_notification_id"] == String(alert))
+        #expect(data["herald_report"]?.isEmpty == false)
+        let androidConfig = try #require(android["android"] as? [String: Any])
+        #expect(androidConfig["priority"] as? String == "NORMAL")
+        #expect(androidConfig["collapse_key"] as? String == "order-42")
+        let ttl = try #require((androidConfig["ttl"] as? String)?.dropLast()).flatMap { Int($0) }
+        #expect(ttl != nil && ttl! > 7100 && ttl! <= 7200)
+
+        let ios = try #require(await f.message(to: "token-iphone"))
+        let apns = try #require(ios["apns"] as? [String: Any])
+        let headers = try #require(apns["headers"] as? [String: String])
+        #expect(headers["apns-push-type"] == "alert")
+        #expect(headers["apns-priority"] == "5")
+        #expect(headers["apns-collapse-id"] == "order-42")
+        #expect(Int(headers["apns-expiration"] ?? "") ?? 0 > Int(Date().timeIntervalSince1970))
+        let payload = try #require(apns["payload"] as? [String: Any])
+        let aps = try #require(payload["aps"] as? [String: Any])
+        #expect((aps["alert"] as? [String: String]) == ["title": "Shipped", "body": "Parcel 42"])
+        #expect(aps["mutable-content"] as? Int == 1)
+        #expect(aps["badge"] as? Int == 3)
+        #expect(aps["sound"] as? String == "ding")
+        #expect(aps["category"] as? String == "ORDER")
+        #expect(aps["thread-id"] as? String == "orders")
+        #expect(payload["herald_notification_id"] as? String == String(alert))
+        #expect(payload["image_url"] as? String == "https://img/x.png")
+        #expect(payload["order"] as? String == "42")
+
+        // The report reference names this delivery and device, and only they can be read from it.
+        let reference = try #require(payload["herald_report"] as? String)
+        let secret = try await f.db.query("SELECT value FROM herald.secrets WHERE name = 'report_hmac'")[0].decode(
+            0, as: Data.self)
+        let opened = try #require(DeliveryReference(secret: [UInt8](secret)).open(reference))
+        let ids = try await f.db.query(
+            "SELECT d.id, d.device_id FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id WHERE v.device_id = 'iphone'"
+        )[0]
+        #expect(opened.deliveryID == (try ids.decode(0, as: Int64.self)))
+        #expect(opened.deviceID == (try ids.decode(1, as: Int64.self)))
+        #expect(DeliveryReference(secret: Array("another secret, not ours".utf8)).open(reference) == nil)
+
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        #expect(try await f.delivery(of: "iphone").name?.hasPrefix("projects/shop-prod/messages/") == true)
+    }
+
+    @Test func silentAndTopicSendsHaveTheirShapes() async throws {
+        let f = try await fixture()
+        try await register(f, "iphone", "ios")
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', silent => true, data => '{\"sync\": \"1\"}')")
+        _ = try await f.db.query("SELECT herald.send('shop', topic => 'deals', title => 'Sale', body => 'Today')")
+        try await f.ingest()
+        try await f.dispatch()
+        let silent = try #require(await f.message(to: "token-iphone"))
+        let apns = try #require(silent["apns"] as? [String: Any])
+        #expect((apns["headers"] as? [String: String])?["apns-push-type"] == "background")
+        #expect((apns["headers"] as? [String: String])?["apns-priority"] == "5")
+        let payload = try #require(apns["payload"] as? [String: Any])
+        #expect((payload["aps"] as? [String: Int]) == ["content-available": 1])
+        #expect(payload["sync"] as? String == "1")
+        let topic = try #require(await f.message(to: "deals"))
+        #expect((topic["notification"] as? [String: String]) == ["title": "Sale", "body": "Today"])
+        #expect(topic["topic"] as? String == "deals")
+    }
+
+    @Test func eachOutcomeLandsInTheDeliveryRow() async throws {
+        let f = try await fixture()
+        let devices: [(String, EmulatorBehaviour)] = [
+            ("dead", .unregistered), ("broken", .invalidMessage), ("busy", .internalError),
+            ("apns", .thirdPartyAuthError),
+        ]
+        for (device, behaviour) in devices {
+            try await register(f, device, device == "apns" ? "ios" : "android")
+            await f.emulator.setBehaviour(behaviour, forToken: "token-\(device)")
+        }
+        try await register(f, "fine", "android")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await f.ingest()
+        try await f.dispatch()
+
+        #expect(try await f.delivery(of: "fine").state == "sent")
+        let dead = try await f.delivery(of: "dead")
+        #expect(dead.state == "token_invalid")
+        #expect(dead.error?.contains("UNREGISTERED") == true)
+        let disabled = try await f.db.query("SELECT disabled_cause FROM herald.devices WHERE device_id = 'dead'")[0]
+        #expect(try disabled.decode(0, as: String?.self) == "token_invalid")
+        let broken = try await f.delivery(of: "broken")
+        #expect(broken.state == "failed")
+        #expect(broken.error?.contains("INVALID_ARGUMENT") == true)
+        let busy = try await f.delivery(of: "busy")
+        #expect(busy.state == "queued")
+        #expect(busy.error?.contains("INTERNAL") == true)
+        // A broken APNs key is the sender's problem: the device stays enabled, the app shows it.
+        let apns = try await f.delivery(of: "apns")
+        #expect(apns.state == "queued")
+        #expect(
+            try await f.db.query("SELECT disabled_at IS NULL FROM herald.devices WHERE device_id = 'apns'")[0].decode(
+                0, as: Bool.self))
+        let appError = try await f.db.query("SELECT config_error FROM herald.apps WHERE app_id = 'shop'")[0]
+        #expect(try appError.decode(0, as: String?.self)?.contains("THIRD_PARTY_AUTH_ERROR") == true)
+        // Only the dead token's device was disabled.
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
+                0, as: Int.self) == 1)
+    }
+
+    @Test func expiredOrDisabledBeforeSendingIsNeverSent() async throws {
+        let f = try await fixture()
+        try await register(f, "late", "android", user: "late-user")
+        try await register(f, "gone", "android", user: "gone-user")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'late-user', title => 'Hi')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'gone-user', title => 'Hi')")
+        try await f.ingest()
+        try await f.db.execute(
+            "UPDATE herald.notifications SET expires_at = now() - interval '1 second' WHERE user_ref = 'late-user'")
+        _ = try await f.db.query("SELECT herald.unregister_device('shop', 'gone')")
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "late").state == "expired")
+        let gone = try await f.delivery(of: "gone")
+        #expect(gone.state == "cancelled")
+        #expect(gone.error?.contains("logged out") == true)
+        #expect(await f.emulator.received.isEmpty)
+    }
+
+    @Test func retryAfterDelaysThatDeliveryOnly() async throws {
+        let f = try await fixture()
+        try await register(f, "slow", "android", user: "a")
+        try await register(f, "quick", "android", user: "b")
+        await f.emulator.setBehaviour(.unavailable(retryAfter: 120), forToken: "token-slow")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'a', title => 'Hi')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'b', title => 'Hi')")
+        try await f.ingest()
+        let before = Date()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "quick").state == "sent")
+        #expect(try await f.delivery(of: "slow").state == "queued")
+        let runAt = try await f.db.query("SELECT min(run_at) FROM herald.jobs WHERE kind = 'dispatch'")[0].decode(
+            0, as: Date.self)
+        #expect(runAt >= before.addingTimeInterval(119))
+    }
+
+    @Test func dryRunIsValidatedNotSent() async throws {
+        let f = try await fixture()
+        try await register(f, "pixel", "android")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Test', dry_run => true)")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "validated")
+        #expect(await f.emulator.received.first?.validateOnly == true)
+    }
+
+    @Test func missingCredentialsAreAConfigurationErrorThatBlamesNoDevice() async throws {
+        let f = try await fixture()
+        try await f.db.execute("UPDATE herald.apps SET credentials_file = '/nonexistent/sa.json'")
+        try await register(f, "pixel", "android")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await f.ingest()
+        try await f.dispatch()
+        let delivery = try await f.delivery(of: "pixel")
+        #expect(delivery.state == "queued")
+        #expect(delivery.error?.contains("cannot read the service-account file") == true)
+        #expect(try await f.db.query("SELECT config_error IS NOT NULL FROM herald.apps")[0].decode(0, as: Bool.self))
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
+                0, as: Int.self) == 0)
+    }
+}
