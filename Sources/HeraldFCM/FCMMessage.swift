@@ -124,7 +124,7 @@ public struct FCMMessage: Sendable, Equatable {
     public func sendRequestBody(validateOnly: Bool) -> [UInt8] {
         var writer = JSONWriter()
         writer.write(.object([("message", json), ("validate_only", .bool(validateOnly))]))
-        return Array(writer.text.utf8)
+        return writer.bytes
     }
 
     /// A protobuf Duration in JSON form: whole seconds as `"3600s"`, fractions as `"3.5s"`.

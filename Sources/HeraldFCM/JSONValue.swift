@@ -21,66 +21,64 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 }
 
-/// Appends compact JSON to a string; escapes per RFC 8259.
+/// Appends compact JSON as UTF-8 bytes; escapes per RFC 8259. Works on bytes, not
+/// characters: it is on the send path for every message.
 struct JSONWriter {
-    var text = ""
+    var bytes: [UInt8] = []
 
-    init(capacity: Int = 512) { text.reserveCapacity(capacity) }
+    init(capacity: Int = 512) { bytes.reserveCapacity(capacity) }
+
+    var text: String { String(decoding: bytes, as: UTF8.self) }
 
     mutating func write(_ value: JSONValue) {
         switch value {
         case .string(let string): writeString(string)
-        case .int(let number): text += String(number)
-        case .double(let number): text += number.isFinite ? "\(number)" : "null"
-        case .bool(let flag): text += flag ? "true" : "false"
-        case .null: text += "null"
+        case .int(let number): bytes.append(contentsOf: String(number).utf8)
+        case .double(let number): bytes.append(contentsOf: (number.isFinite ? "\(number)" : "null").utf8)
+        case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .null: bytes.append(contentsOf: "null".utf8)
         case .array(let elements):
-            text += "["
+            bytes.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
-                if index > 0 { text += "," }
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
                 write(element)
             }
-            text += "]"
+            bytes.append(UInt8(ascii: "]"))
         case .object(let members):
-            text += "{"
+            bytes.append(UInt8(ascii: "{"))
             for (index, member) in members.enumerated() {
-                if index > 0 { text += "," }
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
                 writeString(member.0)
-                text += ":"
+                bytes.append(UInt8(ascii: ":"))
                 write(member.1)
             }
-            text += "}"
+            bytes.append(UInt8(ascii: "}"))
         }
     }
 
     mutating func writeString(_ string: String) {
-        text += "\""
-        var start = string.unicodeScalars.startIndex
-        let scalars = string.unicodeScalars
-        var index = start
-        while index < scalars.endIndex {
-            let scalar = scalars[index]
-            let escape: String?
-            switch scalar {
-            case "\"": escape = "\\\""
-            case "\\": escape = "\\\\"
-            case "\n": escape = "\\n"
-            case "\r": escape = "\\r"
-            case "\t": escape = "\\t"
-            case _ where scalar.value < 0x20:
-                escape =
-                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: escape = nil
+        bytes.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            // Most strings need no escaping: copy them whole.
+            guard utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else {
+                bytes.append(contentsOf: utf8)
+                return
             }
-            if let escape {
-                text.unicodeScalars.append(contentsOf: scalars[start..<index])
-                text += escape
-                start = scalars.index(after: index)
+            for byte in utf8 {
+                switch byte {
+                case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                case ..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                default: bytes.append(byte)
+                }
             }
-            index = scalars.index(after: index)
         }
-        text.unicodeScalars.append(contentsOf: scalars[start..<scalars.endIndex])
-        text += "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 }

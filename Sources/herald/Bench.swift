@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldDaemon
+import HeraldFCM
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
@@ -9,7 +10,7 @@ import Logging
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Benchmarks that print figures.", subcommands: [QueueBench.self, HTTPBench.self])
+        abstract: "Benchmarks that print figures.", subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self])
 }
 
 /// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete
@@ -279,5 +280,46 @@ struct HTTPBench: AsyncParsableCommand {
                 format: "herald HTTPClient: %d requests (%d ok, %d failed) in %.2fs: %.0f req/s, %d connections opened",
                 total, ok, failed, seconds, rate, opened + 1))
         client.shutdown()
+    }
+}
+
+/// Prepares `scripts/bench-e2e.sh`: N devices (half Android, half iOS, one user each), N
+/// notifications waiting for ingest, and a service account whose token endpoint is the stand-in.
+struct PrepareEndToEnd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prepare-e2e", abstract: "Load devices and notifications for the end-to-end benchmark.")
+
+    @OptionGroup var options: CommonOptions
+    @Option(help: "Notifications (and devices).") var notifications = 100_000
+    @Option(help: "The token endpoint the generated service account names.") var tokenURI: String
+    @Option(help: "Where to write the generated service account.") var credentialsOut: String
+
+    func run() async throws {
+        let configuration = try options.load()
+        let connection = try await PostgresConnection.connect(configuration.databaseURL)
+        try await Migrator(logger: Logger(label: "bench")).migrate(connection)
+        let account = try ServiceAccount.generate(projectID: "bench", tokenURI: tokenURI)
+        try account.fileContents().write(to: URL(fileURLWithPath: credentialsOut))
+        try await connection.execute(
+            """
+            TRUNCATE herald.jobs, herald.deliveries, herald.notifications, herald.devices, herald.apps CASCADE;
+            """)
+        try await connection.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('bench', 'bench', $1)",
+            [credentialsOut])
+        try await connection.query(
+            """
+            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
+            SELECT 'bench', 'device-' || n, CASE WHEN n % 2 = 0 THEN 'android' ELSE 'ios' END, 'token-' || n, 'user-' || n
+            FROM generate_series(1, $1) AS n
+            """, [notifications])
+        try await connection.query(
+            """
+            INSERT INTO herald.notifications (app_id, user_ref, title, body, data)
+            SELECT 'bench', 'user-' || n, 'Hello', 'A benchmark notification', '{"order": "42"}'
+            FROM generate_series(1, $1) AS n
+            """, [notifications])
+        for table in ["jobs", "notifications", "devices"] { try await connection.execute("VACUUM ANALYZE herald.\(table)") }
+        print("prepared \(notifications) notifications for \(notifications) devices")
     }
 }
