@@ -16,6 +16,9 @@ public struct Configuration: Sendable {
     /// Which workers `herald run` starts: `all`, or a comma-separated list of names.
     public var workers: [String] = ["all"]
     public var batchSize: Int = 100
+    /// Loops per worker, each claiming its own batches on its own connection, so that one
+    /// batch's database work overlaps another's sending.
+    public var concurrency: Int = 2
     public var pollInterval: Duration = .seconds(2)
     public var lease: Duration = JobQueue.defaultLease
     public var rescueInterval: Duration = LeaseRescuer.defaultInterval
@@ -47,6 +50,7 @@ public struct Configuration: Sendable {
         ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in herald.jobs.locked_by"),
         ("HERALD_WORKERS", "all", "workers to run: all, or a comma-separated list"),
         ("HERALD_BATCH_SIZE", "100", "jobs claimed per round trip (1 to 10000)"),
+        ("HERALD_CONCURRENCY", "2", "loops per worker, each with its own connection (1 to 64)"),
         ("HERALD_POLL_INTERVAL", "2s", "longest wait between claims without a NOTIFY"),
         ("HERALD_LEASE", "60s", "how long a claimed job stays leased"),
         ("HERALD_RESCUE_INTERVAL", "5s", "how often expired leases are rescued"),
@@ -88,6 +92,7 @@ public struct Configuration: Sendable {
                 .filter { !$0.isEmpty }
         }
         configuration.batchSize = try reader.integer("HERALD_BATCH_SIZE", in: 1...10_000) ?? configuration.batchSize
+        configuration.concurrency = try reader.integer("HERALD_CONCURRENCY", in: 1...64) ?? configuration.concurrency
         configuration.pollInterval = try reader.duration("HERALD_POLL_INTERVAL") ?? configuration.pollInterval
         configuration.lease = try reader.duration("HERALD_LEASE") ?? configuration.lease
         configuration.rescueInterval = try reader.duration("HERALD_RESCUE_INTERVAL") ?? configuration.rescueInterval

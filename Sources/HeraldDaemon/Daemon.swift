@@ -9,7 +9,8 @@ import ServiceLifecycle
 /// `herald run`: checks the schema, then runs the configured workers and the lease rescuer
 /// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
 ///
-/// Connections: one per worker, one for maintenance, one for LISTEN.
+/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for maintenance,
+/// one for LISTEN.
 public struct Daemon {
     let configuration: Configuration
     let logger: Logger
@@ -39,19 +40,22 @@ public struct Daemon {
         var services: [any Service] = []
         var kinds: [String] = []
         for factory in factories {
-            let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-            let handler = factory(
-                WorkerContext(
-                    connection: connection, clock: clock, logger: logger, senders: senders,
-                    reportSecret: configuration.reportSecret))
-            kinds.append(handler.kind)
-            services.append(
-                WorkerRunner(
-                    handler: handler,
-                    queue: queue(on: connection),
-                    signal: hub.register(kind: handler.kind),
-                    configuration: .init(batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
-                    logger: logger))
+            for _ in 0..<configuration.concurrency {
+                let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+                let handler = factory(
+                    WorkerContext(
+                        connection: connection, clock: clock, logger: logger, senders: senders,
+                        reportSecret: configuration.reportSecret))
+                if !kinds.contains(handler.kind) { kinds.append(handler.kind) }
+                services.append(
+                    WorkerRunner(
+                        handler: handler,
+                        queue: queue(on: connection),
+                        signal: hub.register(kind: handler.kind),
+                        configuration: .init(
+                            batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
+                        logger: logger))
+            }
         }
         services.append(
             LeaseRescuer(
