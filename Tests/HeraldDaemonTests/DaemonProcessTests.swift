@@ -25,7 +25,8 @@ import Testing
             "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 1500}' FROM generate_series(1, 20)")
         let daemon = try HeraldProcess(
             ["run"],
-            environment: environment(database, ["HERALD_BATCH_SIZE": "10", "HERALD_WORKER_ID": "sigterm-test"]))
+            environment: environment(
+                database, ["HERALD_BATCH_SIZE": "10", "HERALD_WORKER_ID": "sigterm-test", "HERALD_CONCURRENCY": "1"]))
 
         #expect(try await eventually { try await count(connection, "state = 'running'") == 10 }, "\(daemon.output)")
         daemon.send(SIGTERM)
