@@ -74,7 +74,9 @@ struct JSONWriter {
                 case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
                 case ..<0x20:
                     let hex = Array("0123456789abcdef".utf8)
-                    bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                    bytes.append(contentsOf: [
+                        0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                    ])
                 default: bytes.append(byte)
                 }
             }

@@ -10,7 +10,8 @@ import Logging
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Benchmarks that print figures.", subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self])
+        abstract: "Benchmarks that print figures.",
+        subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self])
 }
 
 /// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete
@@ -319,7 +320,9 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             SELECT 'bench', 'user-' || n, 'Hello', 'A benchmark notification', '{"order": "42"}'
             FROM generate_series(1, $1) AS n
             """, [notifications])
-        for table in ["jobs", "notifications", "devices"] { try await connection.execute("VACUUM ANALYZE herald.\(table)") }
+        for table in ["jobs", "notifications", "devices"] {
+            try await connection.execute("VACUUM ANALYZE herald.\(table)")
+        }
         print("prepared \(notifications) notifications for \(notifications) devices")
     }
 }
