@@ -2,7 +2,8 @@
 # End-to-end benchmark: N notifications (half Android, half iOS) from the producer's table to
 # FCM's answer, through a real `herald run` (ingest and dispatch) against nginx standing in for
 # FCM and its token endpoint (TLS, HTTP/2, fixed 200 answers). Prints notifications/s, the
-# daemon's peak RSS, and h2load against the same nginx in the same run.
+# daemon's peak RSS, and h2load against the same nginx in the same run; then the latency from
+# the producer's commit to FCM's answer at a steady 1,000 notifications/s (RATE=…).
 #   N=100000 scripts/bench-e2e.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,3 +60,6 @@ start, end, n, sent, peak = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv
 print(f"herald end to end: {n} notifications, {sent} sent, in {end - start:.2f}s: "
       f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB")
 PY
+
+# The same daemon, now idle: latency from the producer's commit to FCM's answer at a steady rate.
+$herald bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"

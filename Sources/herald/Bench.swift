@@ -11,7 +11,7 @@ import Logging
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks that print figures.",
-        subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self])
+        subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self])
 }
 
 /// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete
@@ -324,5 +324,65 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             try await connection.execute("VACUUM ANALYZE herald.\(table)")
         }
         print("prepared \(notifications) notifications for \(notifications) devices")
+    }
+}
+
+/// Sends notifications at a steady rate while a daemon runs (after `prepare-e2e`), then prints
+/// percentiles of the time from the producer's commit to FCM's answer (`sent_at - created_at`).
+struct LatencyBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "latency", abstract: "Commit-to-send latency at a steady rate, against a running daemon.")
+
+    @OptionGroup var options: CommonOptions
+    @Option(help: "Notifications per second.") var rate = 1000
+    @Option(help: "How long to send.") var seconds = 10
+    @Option(help: "Users to send to (prepare-e2e made user-1 … user-N).") var users = 100_000
+
+    func run() async throws {
+        let configuration = try options.load()
+        let connection = try await PostgresConnection.connect(configuration.databaseURL)
+        let marker = try await connection.query("SELECT coalesce(max(id), 0) FROM herald.notifications")[0]
+            .decode(0, as: Int64.self)
+        // One small transaction every 10 ms: the commit is when the clock starts.
+        let perTick = max(1, rate / 100)
+        let start = ContinuousClock.now
+        var sent = 0
+        for tick in 0..<(seconds * 100) {
+            try await connection.query(
+                """
+                INSERT INTO herald.notifications (app_id, user_ref, title, body)
+                SELECT 'bench', 'user-' || (($1::int * $2::int + n) % $3::int + 1), 'Latency', 'probe'
+                FROM generate_series(1, $2::int) AS n
+                """, [tick, perTick, users])
+            sent += perTick
+            let next = start.advanced(by: .milliseconds(10 * (tick + 1)))
+            if next > ContinuousClock.now { try await Task.sleep(until: next) }
+        }
+        let elapsed = (ContinuousClock.now - start).seconds
+        // Wait for every probe's delivery to be final.
+        while try await connection.query(
+            """
+            SELECT count(*) FROM herald.notifications n
+            WHERE n.id > $1 AND (n.state = 'received'
+                  OR EXISTS (SELECT 1 FROM herald.deliveries d WHERE d.notification_id = n.id AND d.state = 'queued'))
+            """, [marker])[0].decode(0, as: Int.self) > 0
+        {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let row = try await connection.query(
+            """
+            SELECT count(*),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.created_at)),
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.created_at)),
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.created_at)),
+                   max(extract(epoch FROM d.sent_at - n.created_at))
+            FROM herald.notifications n JOIN herald.deliveries d ON d.notification_id = n.id
+            WHERE n.id > $1 AND d.state = 'sent'
+            """, [marker])[0]
+        let values = try (1...4).map { try row.decode($0, as: Double.self) * 1000 }
+        print(
+            String(
+                format: "latency at %.0f notifications/s for %ds (%d sent): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms",
+                Double(sent) / elapsed, seconds, try row.decode(0, as: Int.self), values[0], values[1], values[2], values[3]))
     }
 }
