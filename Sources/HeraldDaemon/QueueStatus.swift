@@ -19,8 +19,18 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var kinds: [Kind]
+    /// Apps whose credentials or APNs setup fail now (`herald.app_problems`), by app.
+    public var appProblems: [String: String] = [:]
 
     public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
+        var status = try await loadQueues(connection)
+        for row in try await connection.query("SELECT app_id, config_error FROM herald.app_problems ORDER BY app_id") {
+            status.appProblems[try row.decode(0)] = try row.decode(1, as: String.self)
+        }
+        return status
+    }
+
+    static func loadQueues(_ connection: PostgresConnection) async throws -> QueueStatus {
         let result = try await connection.query(
             """
             SELECT kind, ready, scheduled, running, lease_expired, dead,
@@ -38,7 +48,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     /// Things an operator should look at; empty when all is well.
     public func problems(maximumReadyAge: Double) -> [String] {
-        var problems: [String] = []
+        var problems = appProblems.keys.sorted().map { "app \($0) cannot send: \(appProblems[$0]!)" }
         for kind in kinds {
             if kind.dead > 0 { problems.append("\(kind.dead) dead \(kind.kind) job(s)") }
             if let age = kind.oldestReadySeconds, age > maximumReadyAge {

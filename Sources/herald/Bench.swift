@@ -382,7 +382,9 @@ struct LatencyBench: AsyncParsableCommand {
         let values = try (1...4).map { try row.decode($0, as: Double.self) * 1000 }
         print(
             String(
-                format: "latency at %.0f notifications/s for %ds (%d sent): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms",
-                Double(sent) / elapsed, seconds, try row.decode(0, as: Int.self), values[0], values[1], values[2], values[3]))
+                format:
+                    "latency at %.0f notifications/s for %ds (%d sent): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms",
+                Double(sent) / elapsed, seconds, try row.decode(0, as: Int.self), values[0], values[1], values[2],
+                values[3]))
     }
 }

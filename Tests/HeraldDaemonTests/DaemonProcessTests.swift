@@ -96,7 +96,7 @@ import Testing
 
         let first = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(first.status == 0, "\(first.output)")
-        #expect(first.output.contains("applied migrations: 1, 2, 3, 4"))
+        #expect(first.output.contains("applied migrations: 1, 2, 3, 4, 5"))
         let second = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(second.status == 0)
         #expect(second.output.contains("schema is up to date"))
@@ -137,5 +137,12 @@ import Testing
         #expect(output.queues.map(\.ready) == [0, 3])
         #expect(output.queues.map(\.dead) == [1, 0])
         #expect(output.problems == ["1 dead ingest job(s)"])
+
+        try await connection.execute(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at) VALUES ('shop', 'p', '401 THIRD_PARTY_AUTH_ERROR', now())"
+        )
+        let withApp = try await HeraldProcess.run(["status"], environment: environment(database))
+        #expect(withApp.status == 1)
+        #expect(withApp.output.contains("app shop cannot send: 401 THIRD_PARTY_AUTH_ERROR"), "\(withApp.output)")
     }
 }

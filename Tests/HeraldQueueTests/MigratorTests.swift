@@ -28,7 +28,8 @@ import Testing
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "schema_migrations",
+                "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "redrives",
+                "schema_migrations",
                 "secrets",
             ])
 
