@@ -94,6 +94,7 @@ let package = Package(
             dependencies: [
                 "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldFCM", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
 

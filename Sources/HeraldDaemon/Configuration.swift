@@ -24,6 +24,8 @@ public struct Configuration: Sendable {
     public var rescueInterval: Duration = LeaseRescuer.defaultInterval
     public var backoffBase: Duration = Backoff.defaultBase
     public var backoffCap: Duration = Backoff.defaultCap
+    /// How long finished notifications are kept.
+    public var retention: Duration = .seconds(7 * 24 * 3600)
     /// Apply missing migrations at startup instead of refusing to start.
     public var autoMigrate: Bool = false
     /// FCM's base URL; point it at the emulator for tests and demos.
@@ -56,6 +58,7 @@ public struct Configuration: Sendable {
         ("HERALD_RESCUE_INTERVAL", "5s", "how often expired leases are rescued"),
         ("HERALD_BACKOFF_BASE", "1s", "ceiling of the first retry's delay (full jitter)"),
         ("HERALD_BACKOFF_CAP", "1h", "largest retry delay"),
+        ("HERALD_RETENTION", "168h", "how long finished notifications and deliveries are kept"),
         ("HERALD_AUTO_MIGRATE", "false", "apply missing migrations when the daemon starts"),
         ("HERALD_FCM_ENDPOINT", "https://fcm.googleapis.com", "FCM's base URL (the emulator's, for tests and demos)"),
         ("HERALD_FCM_CA_BUNDLE", "(system CAs)", "PEM file of CAs to trust for FCM and token requests"),
@@ -98,6 +101,7 @@ public struct Configuration: Sendable {
         configuration.rescueInterval = try reader.duration("HERALD_RESCUE_INTERVAL") ?? configuration.rescueInterval
         configuration.backoffBase = try reader.duration("HERALD_BACKOFF_BASE") ?? configuration.backoffBase
         configuration.backoffCap = try reader.duration("HERALD_BACKOFF_CAP") ?? configuration.backoffCap
+        configuration.retention = try reader.duration("HERALD_RETENTION") ?? configuration.retention
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
         configuration.fcmCABundle = reader.string("HERALD_FCM_CA_BUNDLE")

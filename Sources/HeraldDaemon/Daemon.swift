@@ -9,8 +9,8 @@ import ServiceLifecycle
 /// `herald run`: checks the schema, then runs the configured workers and the lease rescuer
 /// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
 ///
-/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for maintenance,
-/// one for LISTEN.
+/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for lease rescue,
+/// one for pruning, one for LISTEN.
 public struct Daemon {
     let configuration: Configuration
     let logger: Logger
@@ -57,6 +57,10 @@ public struct Daemon {
                         logger: logger))
             }
         }
+        services.append(
+            Pruner(
+                connection: PostgresConnection(conninfo: configuration.databaseURL, logger: logger),
+                retention: configuration.retention, logger: logger))
         services.append(
             LeaseRescuer(
                 queue: queue(on: maintenance), hub: hub, interval: configuration.rescueInterval, logger: logger))
