@@ -1,0 +1,84 @@
+import Foundation
+import HeraldEmulator
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Real crashes: the daemon is killed with SIGKILL while it sends, several times, then
+/// restarted. Nothing may be lost, and duplicates must stay within the in-flight window.
+@Suite struct CrashSafetyTests {
+    @Test func killingTheDaemonMidSendLosesNothing() async throws {
+        let count = 3000
+        let batch = 100
+        let concurrency = 2
+        let emulator = try await FCMEmulator.start()
+        let account = try await emulator.makeServiceAccount(projectID: "crash")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
+        try account.fileContents().write(to: URL(fileURLWithPath: file))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        try await db.query("INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('crash', 'crash', $1)", [file])
+        try await db.query(
+            """
+            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
+            SELECT 'crash', 'd' || n, 'android', 'token-' || n, 'u' || n FROM generate_series(1, $1) n
+            """, [count])
+        try await db.query(
+            "INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'crash', 'u' || n, 'hi' FROM generate_series(1, $1) n",
+            [count])
+
+        let environment = [
+            "HERALD_DATABASE_URL": database.conninfo, "HERALD_WORKERS": "all", "HERALD_FCM_ENDPOINT": emulator.baseURL,
+            "HERALD_BATCH_SIZE": "\(batch)", "HERALD_CONCURRENCY": "\(concurrency)", "HERALD_LEASE": "2s",
+            "HERALD_RESCUE_INTERVAL": "200ms", "HERALD_POLL_INTERVAL": "200ms",
+        ]
+        func sent() async throws -> Int {
+            try await db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(0, as: Int.self)
+        }
+        var kills = 0
+        for round in 0..<4 {
+            let daemon = try HeraldProcess(["run"], environment: environment)
+            // Kill it once it is sending, at a different moment each round.
+            let before = try await sent()
+            _ = try await eventually(timeout: .seconds(20), every: .milliseconds(5)) {
+                try await sent() > before + 100 + round * 150
+            }
+            try await Task.sleep(for: .milliseconds(Int64.random(in: 0...40)))
+            daemon.send(SIGKILL)
+            #expect(await daemon.waitForExit(timeout: .seconds(10)))
+            kills += 1
+            if try await sent() == count { break }
+        }
+
+        let survivor = try HeraldProcess(["run"], environment: environment)
+        let finished = try await eventually(timeout: .seconds(60)) {
+            try await db.query(
+                """
+                SELECT (SELECT count(*) FROM herald.notifications WHERE state = 'received')
+                     + (SELECT count(*) FROM herald.deliveries WHERE state = 'queued')
+                """)[0].decode(0, as: Int.self) == 0
+        }
+        #expect(finished, "\(survivor.output.suffix(2000))")
+        survivor.send(SIGTERM)
+        #expect(await survivor.waitForExit(timeout: .seconds(10)))
+
+        // Nothing lost: every notification accepted, every delivery sent, nothing leased or dead.
+        #expect(try await db.query("SELECT count(*) FROM herald.notifications WHERE state = 'accepted'")[0].decode(0, as: Int.self) == count)
+        #expect(try await sent() == count)
+        #expect(try await db.query("SELECT count(*) FROM herald.jobs")[0].decode(0, as: Int.self) == 0)
+
+        // At-least-once: duplicates only from batches in flight when a daemon died.
+        let received = await emulator.received
+        let distinct = Set(received.map(\.target)).count
+        let duplicates = received.count - distinct
+        let window = kills * batch * concurrency
+        #expect(distinct == count)
+        #expect(duplicates <= window, "\(duplicates) duplicates after \(kills) kills, window \(window)")
+        print("crash safety: \(kills) kills, \(count) deliveries, \(received.count) sends received, \(duplicates) duplicates (window \(window))")
+    }
+}
