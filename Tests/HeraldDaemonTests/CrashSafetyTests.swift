@@ -22,7 +22,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: file) }
         let database = try await TestDatabase.create()
         let db = try await database.connect()
-        try await db.query("INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('crash', 'crash', $1)", [file])
+        try await db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('crash', 'crash', $1)", [file])
         try await db.query(
             """
             INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
@@ -68,7 +69,9 @@ import Testing
         #expect(await survivor.waitForExit(timeout: .seconds(10)))
 
         // Nothing lost: every notification accepted, every delivery sent, nothing leased or dead.
-        #expect(try await db.query("SELECT count(*) FROM herald.notifications WHERE state = 'accepted'")[0].decode(0, as: Int.self) == count)
+        #expect(
+            try await db.query("SELECT count(*) FROM herald.notifications WHERE state = 'accepted'")[0].decode(
+                0, as: Int.self) == count)
         #expect(try await sent() == count)
         #expect(try await db.query("SELECT count(*) FROM herald.jobs")[0].decode(0, as: Int.self) == 0)
 
@@ -79,6 +82,8 @@ import Testing
         let window = kills * batch * concurrency
         #expect(distinct == count)
         #expect(duplicates <= window, "\(duplicates) duplicates after \(kills) kills, window \(window)")
-        print("crash safety: \(kills) kills, \(count) deliveries, \(received.count) sends received, \(duplicates) duplicates (window \(window))")
+        print(
+            "crash safety: \(kills) kills, \(count) deliveries, \(received.count) sends received, \(duplicates) duplicates (window \(window))"
+        )
     }
 }

@@ -230,6 +230,27 @@ import Testing
         #expect(runAt >= before.addingTimeInterval(119))
     }
 
+    @Test func everyAttemptsReasonStaysReadable() async throws {
+        let f = try await fixture()
+        try await register(f, "flaky", "android")
+        await f.emulator.setBehaviour(.internalError, forToken: "token-flaky", times: 2)
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await f.ingest()
+        for _ in 0..<3 {
+            try await f.dispatch()
+            try await f.db.execute(
+                "UPDATE herald.jobs SET run_at = now() - interval '1 second' WHERE kind = 'dispatch'")
+        }
+        let row = try await f.db.query(
+            "SELECT delivery_state, attempts, error_history FROM herald.notification_journey WHERE device_id = 'flaky'")[
+                0]
+        #expect(try row.decode(0, as: String.self) == "sent")
+        #expect(try row.decode(1, as: Int.self) == 3)
+        let history = try row.decode(2, as: [String].self)
+        #expect(history.count == 2)
+        #expect(history.allSatisfy { $0.contains("500 INTERNAL") })
+    }
+
     @Test func dryRunIsValidatedNotSent() async throws {
         let f = try await fixture()
         try await register(f, "pixel", "android")

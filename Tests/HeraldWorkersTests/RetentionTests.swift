@@ -22,7 +22,8 @@ import Testing
         let pruner = Pruner(connection: db, retention: .seconds(7 * 24 * 3600), logger: Logger(label: "test"))
         #expect(try await pruner.pruneAll() == 2400)
         let left = try await db.query(
-            "SELECT count(*), count(*) FILTER (WHERE created_at > now() - interval '1 day') FROM herald.notifications")[0]
+            "SELECT count(*), count(*) FILTER (WHERE created_at > now() - interval '1 day') FROM herald.notifications")[
+                0]
         #expect(try left.decode(0, as: Int.self) == 100)
         #expect(try left.decode(1, as: Int.self) == 50)
         #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == 100)
@@ -40,9 +41,14 @@ import Testing
             UPDATE herald.devices SET disabled_at = now(), disabled_cause = 'token_invalid', disabled_reason = 'x' WHERE device_id = 'b';
             """)
         #expect(try await db.query("SELECT herald.enable_device('shop', 'b')")[0].decode(0, as: Bool.self))
-        #expect(try await db.query("SELECT disabled_at IS NULL FROM herald.devices WHERE device_id = 'b'")[0].decode(0, as: Bool.self))
-        #expect(try await db.query("SELECT herald.enable_device('shop', 'nobody')")[0].decode(0, as: Bool.self) == false)
-        let error = await #expect(throws: PostgresError.self) { _ = try await db.query("SELECT herald.enable_device('shop', 'a')") }
+        #expect(
+            try await db.query("SELECT disabled_at IS NULL FROM herald.devices WHERE device_id = 'b'")[0].decode(
+                0, as: Bool.self))
+        #expect(
+            try await db.query("SELECT herald.enable_device('shop', 'nobody')")[0].decode(0, as: Bool.self) == false)
+        let error = await #expect(throws: PostgresError.self) {
+            _ = try await db.query("SELECT herald.enable_device('shop', 'a')")
+        }
         #expect(error?.message.contains("must register again") == true)
     }
 }

@@ -22,6 +22,8 @@ extension DispatchWorker {
             SET state = u.state,
                 provider_message_id = coalesce(u.name, d.provider_message_id),
                 last_error = coalesce(u.error, d.last_error),
+                error_history = CASE WHEN u.error IS NULL THEN d.error_history
+                                     ELSE d.error_history || format('%s %s', to_char($6::timestamptz, 'YYYY-MM-DD HH24:MI:SS'), u.error) END,
                 attempts = d.attempts + CASE WHEN u.attempted THEN 1 ELSE 0 END,
                 sent_at = CASE WHEN u.state IN ('sent', 'validated') THEN $6::timestamptz ELSE d.sent_at END,
                 finished_at = CASE WHEN u.state <> 'queued' THEN $6::timestamptz END
