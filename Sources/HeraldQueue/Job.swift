@@ -23,4 +23,7 @@ public enum JobOutcome: Sendable, Equatable {
     case retry(error: String, notBefore: Duration? = nil)
     /// Failed for good: dead at once, with the reason, whatever the attempts left.
     case dead(reason: String)
+    /// Not attempted (something outside the job is not ready): run again after `by`, and the
+    /// claim does not count as an attempt.
+    case postpone(by: Duration, reason: String)
 }

@@ -23,22 +23,27 @@ extension JobQueue {
             RETURNING j.id, j.ref, j.payload, j.attempts, j.max_attempts
             """
 
-        /// Finishes a batch in one round trip: completed jobs ($1) leave the table; failed ones
-        /// ($2 ids, $3 next run, $4 error, $5 give up now) go back to ready, or to dead when
-        /// they gave up or used their last attempt. Failures apply only while worker $7 still
-        /// holds the lease, so a rescued and re-claimed job is not disturbed. $6 is now.
+        /// Finishes a batch in one round trip: completed jobs ($1) leave the table; the others
+        /// ($2 ids, $3 next run, $4 error, $5 give up now, $8 postponed) go back to ready, or to
+        /// dead when they gave up or used their last attempt. A postponed job gets its attempt
+        /// back and never dies. Only while worker $7 still holds the lease, so a rescued and
+        /// re-claimed job is not disturbed. $6 is now.
         static let finish = """
             WITH completed AS (
                 DELETE FROM herald.jobs WHERE id = ANY($1::bigint[])
             )
             UPDATE herald.jobs AS j
-            SET state = CASE WHEN f.give_up OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
-                dead_at = CASE WHEN f.give_up OR j.attempts >= j.max_attempts THEN $6::timestamptz END,
+            SET state = CASE WHEN NOT f.postponed AND (f.give_up OR j.attempts >= j.max_attempts)
+                             THEN 'dead' ELSE 'ready' END,
+                dead_at = CASE WHEN NOT f.postponed AND (f.give_up OR j.attempts >= j.max_attempts)
+                               THEN $6::timestamptz END,
+                attempts = j.attempts - CASE WHEN f.postponed THEN 1 ELSE 0 END,
                 run_at = f.run_at,
                 last_error = f.error,
                 locked_by = NULL,
                 locked_until = NULL
-            FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::bool[]) AS f(id, run_at, error, give_up)
+            FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::bool[], $8::bool[])
+                 AS f(id, run_at, error, give_up, postponed)
             WHERE j.id = f.id AND j.state = 'running' AND j.locked_by = $7
             """
 

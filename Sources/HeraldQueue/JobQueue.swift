@@ -63,6 +63,7 @@ public struct JobQueue: Sendable {
         var runAt: [Date] = []
         var errors: [String] = []
         var giveUp: [Bool] = []
+        var postponed: [Bool] = []
         completed.reserveCapacity(outcomes.count)
         for (job, outcome) in outcomes {
             switch outcome {
@@ -74,17 +75,26 @@ public struct JobQueue: Sendable {
                 runAt.append(now.addingTimeInterval(delay.seconds))
                 errors.append(job.isLastAttempt ? "gave up after \(job.attempts) attempts: \(error)" : error)
                 giveUp.append(false)
+                postponed.append(false)
             case .dead(let reason):
                 failedIDs.append(job.id)
                 runAt.append(now)
                 errors.append(reason)
                 giveUp.append(true)
+                postponed.append(false)
+            case .postpone(let delay, let reason):
+                failedIDs.append(job.id)
+                runAt.append(now.addingTimeInterval(delay.seconds))
+                errors.append(reason)
+                giveUp.append(false)
+                postponed.append(true)
             }
         }
         if failedIDs.isEmpty {
             try await connection.query(SQL.complete, [completed])
         } else {
-            try await connection.query(SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID])
+            try await connection.query(
+                SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID, postponed])
         }
     }
 

@@ -181,3 +181,24 @@ import Testing
         #expect(row?.attempts == 2)
     }
 }
+
+@Suite struct PostponeTests {
+    @Test func postponedJobKeepsItsAttemptAndNeverDies() async throws {
+        let connection = try await TestDatabase.create().connect()
+        let clock = ManualClock()
+        let queue = JobQueue(connection: connection, workerID: "w", clock: clock)
+        let id = try await queue.enqueue(kind: "k", runAt: clock.now(), maxAttempts: 1)
+        for _ in 0..<3 {
+            let batch = try await queue.claim(kind: "k", limit: 1)
+            #expect(batch.map(\.id) == [id])
+            try await queue.finish([(batch[0], .postpone(by: .seconds(30), reason: "app not ready"))])
+            let row = try await connection.query(
+                "SELECT state, attempts, run_at, last_error FROM herald.jobs WHERE id = $1", [id])[0]
+            #expect(try row.decode(0, as: String.self) == "ready")
+            #expect(try row.decode(1, as: Int.self) == 0)
+            #expect(try row.decode(2, as: Date.self) == clock.now().addingTimeInterval(30))
+            #expect(try row.decode(3, as: String.self) == "app not ready")
+            clock.advance(by: .seconds(30))
+        }
+    }
+}

@@ -44,7 +44,7 @@ import Testing
         }
     }
 
-    func fixture() async throws -> Fixture {
+    func fixture(clock: any WallClock = SystemClock()) async throws -> Fixture {
         let emulator = try await FCMEmulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
@@ -57,9 +57,11 @@ import Testing
         var fcm = FCMSenders.Configuration()
         fcm.endpoint = emulator.baseURL
         let context = WorkerContext(
-            connection: db, clock: SystemClock(), logger: Logger(label: "test"),
+            connection: db, clock: clock, logger: Logger(label: "test"),
             senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
-        return Fixture(emulator: emulator, db: db, context: context, queue: JobQueue(connection: db, workerID: "test"))
+        return Fixture(
+            emulator: emulator, db: db, context: context,
+            queue: JobQueue(connection: db, workerID: "test", clock: clock))
     }
 
     func register(_ f: Fixture, _ device: String, _ platform: String, user: String = "alice") async throws {
@@ -249,6 +251,91 @@ import Testing
         let history = try row.decode(2, as: [String].self)
         #expect(history.count == 2)
         #expect(history.allSatisfy { $0.contains("500 INTERNAL") })
+    }
+
+    @Test func aBrokenAppCostsOneProbeAMinuteNotASendPerMessage() async throws {
+        let f = try await fixture()
+        for n in 1...20 {
+            try await register(f, "phone-\(n)", "ios", user: "u\(n)")
+            await f.emulator.setBehaviour(.thirdPartyAuthError, forToken: "token-phone-\(n)")
+            _ = try await f.db.query("SELECT herald.send('shop', user_ref => $1, title => 'Hi')", ["u\(n)"])
+        }
+        try await f.ingest()
+        try await f.dispatch()  // the first batch finds out
+        let afterFirst = await f.emulator.sendRequests
+        #expect(afterFirst == 20)
+        #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 1)
+
+        // Within the minute: nothing goes out, and no attempt is spent.
+        try await f.db.execute("UPDATE herald.jobs SET run_at = now() - interval '1 second'")
+        let attemptsBefore = try await f.db.query("SELECT sum(attempts) FROM herald.jobs")[0].decode(0, as: Int.self)
+        try await f.dispatch()
+        #expect(await f.emulator.sendRequests == afterFirst)
+        #expect(
+            try await f.db.query("SELECT sum(attempts) FROM herald.jobs")[0].decode(0, as: Int.self) == attemptsBefore)
+        #expect(
+            try await f.db.query("SELECT min(run_at) > now() + interval '50 seconds' FROM herald.jobs")[0].decode(
+                0, as: Bool.self))
+
+        // A minute later: one probe. It fails, so the others keep waiting.
+        try await f.db.execute(
+            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.jobs SET run_at = now() - interval '1 second'"
+        )
+        try await f.dispatch()
+        #expect(await f.emulator.sendRequests == afterFirst + 1)
+
+        // Fixed: the next probe succeeds, the problem clears, and the rest go out.
+        for n in 1...20 { await f.emulator.setBehaviour(nil, forToken: "token-phone-\(n)") }
+        try await f.db.execute(
+            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.jobs SET run_at = now() - interval '1 second'"
+        )
+        try await f.dispatch()
+        #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 0)
+        try await f.db.execute("UPDATE herald.jobs SET run_at = now() - interval '1 second'")
+        try await f.dispatch()
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(
+                0, as: Int.self) == 20)
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
+                0, as: Int.self) == 0)
+    }
+
+    @Test func retryAfterSpacesTheAttemptsAndQuotaWaitsAMinute() async throws {
+        // A little ahead of the database's now(), so the jobs producers insert are already due.
+        let clock = ManualClock(Date().addingTimeInterval(5))
+        let f = try await fixture(clock: clock)
+        try await register(f, "flaky", "android", user: "a")
+        try await register(f, "throttled", "android", user: "b")
+        await f.emulator.setBehaviour(.unavailable(retryAfter: 1), forToken: "token-flaky", times: 2)
+        await f.emulator.setBehaviour(.quotaExceeded(retryAfter: nil), forToken: "token-throttled")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'a', title => 'Hi')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'b', title => 'Hi')")
+        try await f.ingest()
+
+        func nextRun(_ device: String) async throws -> Date {
+            try await f.db.query(
+                """
+                SELECT j.run_at FROM herald.jobs j JOIN herald.deliveries d ON d.id = j.ref
+                JOIN herald.devices v ON v.id = d.device_id WHERE v.device_id = $1
+                """, [device])[0].decode(0, as: Date.self)
+        }
+        var attempts: [Date] = []
+        for _ in 0..<3 {
+            attempts.append(clock.now())
+            try await f.dispatch()
+            if try await f.delivery(of: "flaky").state == "sent" { break }
+            let due = try await nextRun("flaky")
+            #expect(due.timeIntervalSince(clock.now()) >= 1, "Retry-After: 1 is honoured")
+            clock.advance(by: .seconds(due.timeIntervalSince(clock.now())))
+        }
+        #expect(attempts.count == 3)
+        #expect(zip(attempts, attempts.dropFirst()).allSatisfy { $1.timeIntervalSince($0) >= 1 })
+        #expect(try await f.delivery(of: "flaky").state == "sent")
+        // QUOTA_EXCEEDED without Retry-After still waits a minute, at least.
+        let throttledDue = try await nextRun("throttled")
+        #expect(throttledDue.timeIntervalSince(attempts[0]) >= 60)
+        #expect(try await f.delivery(of: "throttled").state == "queued")
     }
 
     @Test func dryRunIsValidatedNotSent() async throws {

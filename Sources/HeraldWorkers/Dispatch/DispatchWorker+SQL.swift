@@ -7,7 +7,7 @@ extension DispatchWorker {
                         THEN coalesce(dev.disabled_reason, 'disabled') END,
                    n.app_id, a.fcm_project_id, a.credentials_file, n.topic, n.title, n.body, n.data::text,
                    n.image_url, n.sound, n.badge, n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
-                   n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
+                   n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, a.config_error_at
             FROM herald.deliveries d
             JOIN herald.notifications n ON n.id = d.notification_id
             JOIN herald.apps a ON a.app_id = n.app_id

@@ -20,8 +20,8 @@ public struct DispatchWorker: JobHandler {
     let context: WorkerContext
     let secret = SecretCache()
 
-    /// A configuration error is retried no sooner than this, so a broken credential costs a
-    /// probe a minute, not a storm.
+    /// While an app's configuration fails, its deliveries wait (without spending attempts) and
+    /// one probe goes out this often, so a broken credential costs a probe a minute, not a storm.
     public static let configurationRetry: Duration = .seconds(60)
 
     public init(context: WorkerContext) { self.context = context }
@@ -63,6 +63,23 @@ public struct DispatchWorker: JobHandler {
                 results[id] = Result(state: "cancelled", error: "the device has no push token")
             } else {
                 sendable[delivery.appID, default: []].append(delivery)
+            }
+        }
+
+        // An app whose configuration is failing gets one probe a minute, not a send per message.
+        for (app, batch) in sendable {
+            guard let failedAt = batch[0].appConfigErrorAt else { continue }
+            let waited = now.timeIntervalSince(failedAt)
+            let retry = Self.configurationRetry.components.seconds
+            if waited < Double(retry) {
+                let wait = Duration.seconds(max(1, Double(retry) - waited))
+                for delivery in batch { results[delivery.deliveryID] = Self.postponed(app: app, by: wait) }
+                sendable[app] = nil
+            } else {
+                for delivery in batch.dropFirst() {
+                    results[delivery.deliveryID] = Self.postponed(app: app, by: .seconds(5))
+                }
+                sendable[app] = [batch[0]]
             }
         }
 
@@ -142,6 +159,13 @@ public struct DispatchWorker: JobHandler {
         }
     }
 
+    static func postponed(app: String, by wait: Duration) -> Result {
+        Result(
+            state: "queued",
+            job: .postpone(
+                by: wait, reason: "waiting: the configuration of app \(app) is failing (see herald.app_problems)"))
+    }
+
     static func configurationResult(_ reason: String) -> Result {
         Result(
             state: "queued", error: "configuration: \(reason)",
@@ -186,7 +210,7 @@ public struct DispatchWorker: JobHandler {
                 priority: try row.decode(21, as: String?.self) ?? "high",
                 expiresAt: try row.decode(22, as: Date?.self) ?? .distantFuture,
                 collapseKey: try row.decode(23, as: String?.self), silent: try row.decode(24),
-                dryRun: try row.decode(25))
+                dryRun: try row.decode(25), appConfigErrorAt: try row.decode(26, as: Date?.self))
             deliveries[delivery.deliveryID] = delivery
         }
         return deliveries

@@ -39,4 +39,6 @@ public struct OutgoingDelivery: Sendable {
     public var collapseKey: String?
     public var silent: Bool
     public var dryRun: Bool
+    /// When the app's credentials or APNs setup last failed, if they still do.
+    public var appConfigErrorAt: Date? = nil
 }
