@@ -339,7 +339,8 @@ import Testing
         #expect(throttledDue.timeIntervalSince(attempts[0]) >= 59.999)
         #expect(try await f.delivery(of: "throttled").state == "queued")
         // Neither 503s nor a quota error blame the device.
-        #expect(try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(0, as: Int.self) == 0)
+        let disabled = try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")
+        #expect(try disabled[0].decode(0, as: Int.self) == 0)
     }
 
     @Test func dryRunIsValidatedNotSent() async throws {
