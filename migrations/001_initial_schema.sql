@@ -114,6 +114,8 @@ CREATE TABLE herald.deliveries (
     -- FCM's message name (projects/<p>/messages/<id>) once sent.
     provider_message_id  text,
     last_error           text,
+    -- Every attempt's error, with its time, not only the last one.
+    error_history        text[] NOT NULL DEFAULT '{}',
     created_at           timestamptz NOT NULL DEFAULT now(),
     sent_at              timestamptz,
     delivered_at         timestamptz,

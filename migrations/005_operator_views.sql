@@ -19,7 +19,8 @@ SELECT n.id AS notification_id, n.app_id, n.idempotency_key,
        d.id AS delivery_id, dev.device_id, dev.platform, herald.token_hint(dev.push_token) AS token_hint,
        d.payload_kind, d.state AS delivery_state, d.attempts, d.last_error, d.provider_message_id,
        d.sent_at, d.delivered_at, d.finished_at,
-       dev.disabled_cause AS device_disabled_cause, dev.disabled_at AS device_disabled_at
+       dev.disabled_cause AS device_disabled_cause, dev.disabled_at AS device_disabled_at,
+       d.error_history
 FROM herald.notifications n
 LEFT JOIN herald.deliveries d ON d.notification_id = n.id
 LEFT JOIN herald.devices dev ON dev.id = d.device_id;

@@ -17,18 +17,8 @@ import Testing
         let context: WorkerContext
         let queue: JobQueue
 
-        /// Runs every due job of `kind` through `handler` once.
-        func drain(_ kind: String, _ handler: any JobHandler) async throws {
-            while true {
-                let jobs = try await queue.claim(kind: kind, limit: 100)
-                if jobs.isEmpty { return }
-                let outcomes = await handler.handle(jobs)
-                try await queue.finish(jobs.map { ($0, outcomes[$0.id]!) })
-            }
-        }
-
-        func ingest() async throws { try await drain("ingest", IngestWorker(context: context)) }
-        func dispatch() async throws { try await drain("dispatch", DispatchWorker(context: context)) }
+        func ingest() async throws { try await queue.drain(IngestWorker(context: context)) }
+        func dispatch() async throws { try await queue.drain(DispatchWorker(context: context)) }
 
         func delivery(of device: String) async throws -> (state: String, error: String?, name: String?) {
             let row = try await db.query(

@@ -16,13 +16,7 @@ import Testing
         func ingestAll() async throws {
             let worker = IngestWorker(
                 context: WorkerContext(connection: herald, clock: SystemClock(), logger: Logger(label: "test")))
-            let queue = JobQueue(connection: herald, workerID: "test")
-            while true {
-                let jobs = try await queue.claim(kind: "ingest", limit: 500)
-                if jobs.isEmpty { return }
-                let outcomes = await worker.handle(jobs)
-                try await queue.finish(jobs.map { ($0, outcomes[$0.id]!) })
-            }
+            try await JobQueue(connection: herald, workerID: "test").drain(worker, batchSize: 500)
         }
 
         func notification(_ id: Int64) async throws -> (state: String, reason: String?) {

@@ -27,7 +27,7 @@ public struct DispatchWorker: JobHandler {
     public init(context: WorkerContext) { self.context = context }
 
     /// The outcome to record for one delivery.
-    struct Result {
+    struct DeliveryResult {
         var state: String
         var messageName: String? = nil
         var error: String? = nil
@@ -49,18 +49,19 @@ public struct DispatchWorker: JobHandler {
                 uniqueKeysWithValues: jobs.map { ($0.id, .retry(error: "loading deliveries failed: \(error)")) })
         }
 
-        var results: [Int64: Result] = [:]
+        var results: [Int64: DeliveryResult] = [:]
         var sendable: [String: [OutgoingDelivery]] = [:]
         for job in jobs {
             guard let id = job.ref, let delivery = deliveries[id] else { continue }
             if delivery.state != "queued" {
                 continue  // already final: a repeated job changes nothing
             } else if delivery.expiresAt <= now {
-                results[id] = Result(state: "expired", error: "expired at \(delivery.expiresAt) before it was sent")
+                results[id] = DeliveryResult(
+                    state: "expired", error: "expired at \(delivery.expiresAt) before it was sent")
             } else if let reason = delivery.deviceDisabledReason {
-                results[id] = Result(state: "cancelled", error: "device disabled since ingest: \(reason)")
+                results[id] = DeliveryResult(state: "cancelled", error: "device disabled since ingest: \(reason)")
             } else if delivery.payloadKind != .topic && delivery.pushToken == nil {
-                results[id] = Result(state: "cancelled", error: "the device has no push token")
+                results[id] = DeliveryResult(state: "cancelled", error: "the device has no push token")
             } else {
                 sendable[delivery.appID, default: []].append(delivery)
             }
@@ -84,7 +85,7 @@ public struct DispatchWorker: JobHandler {
         }
 
         var appErrors: [String: String?] = [:]
-        await withTaskGroup(of: ([(Int64, Result)], String, String?).self) { group in
+        await withTaskGroup(of: ([(Int64, DeliveryResult)], String, String?).self) { group in
             for (app, batch) in sendable {
                 group.addTask { await send(batch, app: app, builder: builder, now: now) }
             }
@@ -119,7 +120,7 @@ public struct DispatchWorker: JobHandler {
 
     /// Sends one app's deliveries; returns their results and the app's configuration problem (nil if none).
     func send(_ batch: [OutgoingDelivery], app: String, builder: PayloadBuilder, now: Date) async -> (
-        [(Int64, Result)], String, String?
+        [(Int64, DeliveryResult)], String, String?
     ) {
         guard let senders = context.senders else {
             return (
@@ -137,7 +138,7 @@ public struct DispatchWorker: JobHandler {
                 batch.map { ($0.deliveryID, Self.configurationResult(problem.description)) }, app, problem.description
             )
         case .success(let sender):
-            var results: [(Int64, Result)] = []
+            var results: [(Int64, DeliveryResult)] = []
             var problem: String?
             for dryRun in [false, true] {
                 let part = batch.filter { $0.dryRun == dryRun }
@@ -159,34 +160,35 @@ public struct DispatchWorker: JobHandler {
         }
     }
 
-    static func postponed(app: String, by wait: Duration) -> Result {
-        Result(
+    static func postponed(app: String, by wait: Duration) -> DeliveryResult {
+        DeliveryResult(
             state: "queued",
             job: .postpone(
                 by: wait, reason: "waiting: the configuration of app \(app) is failing (see herald.app_problems)"))
     }
 
-    static func configurationResult(_ reason: String) -> Result {
-        Result(
+    static func configurationResult(_ reason: String) -> DeliveryResult {
+        DeliveryResult(
             state: "queued", error: "configuration: \(reason)",
             job: .retry(error: reason, notBefore: configurationRetry))
     }
 
     /// What an FCM outcome means for the delivery and its job.
-    static func result(_ outcome: FCMOutcome, dryRun: Bool) -> Result {
+    static func result(_ outcome: FCMOutcome, dryRun: Bool) -> DeliveryResult {
         switch outcome {
         case .sent(let name):
-            return Result(state: dryRun ? "validated" : "sent", messageName: name, attempted: true)
+            return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name, attempted: true)
         case .tokenInvalid(let reason):
-            return Result(state: "token_invalid", error: reason, attempted: true)
+            return DeliveryResult(state: "token_invalid", error: reason, attempted: true)
         case .retry(let after, let reason):
-            return Result(state: "queued", error: reason, attempted: true, job: .retry(error: reason, notBefore: after))
+            return DeliveryResult(
+                state: "queued", error: reason, attempted: true, job: .retry(error: reason, notBefore: after))
         case .configurationError(let reason):
             var result = configurationResult(reason)
             result.attempted = true
             return result
         case .permanentFailure(let reason):
-            return Result(state: "failed", error: reason, attempted: true)
+            return DeliveryResult(state: "failed", error: reason, attempted: true)
         }
     }
 
@@ -225,7 +227,8 @@ public struct DispatchWorker: JobHandler {
     }
 
     func record(
-        _ results: [Int64: Result], deliveries: [Int64: OutgoingDelivery], appErrors: [String: String?], now: Date
+        _ results: [Int64: DeliveryResult], deliveries: [Int64: OutgoingDelivery], appErrors: [String: String?],
+        now: Date
     ) async throws {
         var ids: [Int64] = []
         var states: [String] = []

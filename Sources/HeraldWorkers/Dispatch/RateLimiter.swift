@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// A token bucket: at most `rate` sends a second on average, in bursts of up to one second's
 /// worth. One per FCM project, since FCM's quota is per project.
@@ -29,11 +30,5 @@ public actor RateLimiter {
         let now = ContinuousClock.now
         tokens = min(rate, tokens + (now - updated).seconds * rate)
         updated = now
-    }
-}
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
