@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // C libraries from Debian, as system-library targets.
@@ -98,11 +100,24 @@ let package = Package(
             ]
         ),
 
+        // The HTTP endpoint apps call: delivery reports, the pending fetch, health.
+        .target(
+            name: "HeraldEndpoint",
+            dependencies: [
+                "HeraldCore", "HeraldPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
         // Configuration, worker registry and the services `herald run` starts.
         .target(
             name: "HeraldDaemon",
             dependencies: [
                 "HeraldWorkers",
+                "HeraldEndpoint",
                 "HeraldHTTP",
                 "HeraldPostgres",
                 "HeraldQueue",
@@ -156,7 +171,10 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldDaemonTests",
-            dependencies: ["HeraldDaemon", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport"]
+            dependencies: [
+                "HeraldDaemon", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldEndpoint", "HeraldWorkers",
+                "HeraldFCM", "HeraldEmulator", "HeraldHTTP",
+            ]
         ),
     ]
 )

@@ -3,7 +3,8 @@
 -- Secrets every daemon shares. 'report_hmac' signs the delivery-report references that
 -- payloads carry, so that apps can report deliveries and nobody can forge a report. It is
 -- made here, from PostgreSQL's strong random source, so that all daemons on all hosts agree
--- without configuration; HERALD_REPORT_SECRET overrides it. Producers cannot read it.
+-- without configuration. Producers cannot read it. To rotate it, update the row and restart the
+-- daemons; references issued under the old secret stop working.
 CREATE TABLE herald.secrets (
     name        text PRIMARY KEY,
     value       bytea NOT NULL CHECK (octet_length(value) >= 16),

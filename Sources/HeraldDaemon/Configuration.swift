@@ -1,5 +1,6 @@
 import Foundation
 import HeraldQueue
+import HeraldWorkers
 import Logging
 
 /// Every setting of the daemon, read from the environment and an optional file.
@@ -34,8 +35,13 @@ public struct Configuration: Sendable {
     public var fcmCABundle: String?
     /// Sends per second per FCM project.
     public var fcmRateLimit: Double = 9_900
-    /// Overrides the delivery-report secret kept in `herald.secrets`.
-    public var reportSecret: [UInt8]?
+    /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
+    public var httpAddress: (host: String, port: Int)? = ("127.0.0.1", 8480)
+    /// The endpoint's public base URL, for the report URL in payloads; nil: no URL in payloads.
+    public var publicURL: String?
+    /// How long a client may take to send a request to the endpoint.
+    public var httpTimeout: Duration = .seconds(10)
+    public var reconcile = ReconcileWorker.Settings()
     /// The service-account file for apps without their own (`GOOGLE_APPLICATION_CREDENTIALS`).
     public var defaultCredentialsFile: String?
 
@@ -63,7 +69,14 @@ public struct Configuration: Sendable {
         ("HERALD_FCM_ENDPOINT", "https://fcm.googleapis.com", "FCM's base URL (the emulator's, for tests and demos)"),
         ("HERALD_FCM_CA_BUNDLE", "(system CAs)", "PEM file of CAs to trust for FCM and token requests"),
         ("HERALD_FCM_RATE_LIMIT", "9900", "sends per second per FCM project (FCM allows 600,000 a minute)"),
-        ("HERALD_REPORT_SECRET", "(herald.secrets)", "secret for delivery-report references; at least 16 characters"),
+        (
+            "HERALD_HTTP_ADDRESS", "127.0.0.1:8480",
+            "host:port of the report, pending-fetch and health endpoint; off to turn it off"
+        ),
+        ("HERALD_PUBLIC_URL", "(none)", "the endpoint's public base URL; payloads then carry herald_report_url"),
+        ("HERALD_HTTP_TIMEOUT", "10s", "how long a client may take to send a request to the endpoint"),
+        ("HERALD_WAKEUP_INTERVAL", "30m", "least time between two wake-ups of one iOS device"),
+        ("HERALD_WAKEUP_GRACE", "1m", "a delivery sent more recently than this does not count as missed yet"),
     ]
 
     /// Reads the settings from `environment`, over the file named by `file` (or by
@@ -112,12 +125,20 @@ public struct Configuration: Sendable {
             }
             configuration.fcmRateLimit = value
         }
-        if let secret = reader.string("HERALD_REPORT_SECRET") {
-            guard secret.utf8.count >= 16 else {
-                throw ConfigurationError(setting: "HERALD_REPORT_SECRET", message: "is shorter than 16 characters")
-            }
-            configuration.reportSecret = Array(secret.utf8)
+        if let address = reader.string("HERALD_HTTP_ADDRESS") {
+            configuration.httpAddress = try Self.parseAddress(address)
         }
+        if let url = reader.string("HERALD_PUBLIC_URL") {
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
+            else {
+                throw ConfigurationError(setting: "HERALD_PUBLIC_URL", message: "\"\(url)\" is not an http(s) URL")
+            }
+            configuration.publicURL = url
+        }
+        configuration.httpTimeout = try reader.duration("HERALD_HTTP_TIMEOUT") ?? configuration.httpTimeout
+        configuration.reconcile.quietPeriod =
+            try reader.duration("HERALD_WAKEUP_INTERVAL") ?? configuration.reconcile.quietPeriod
+        configuration.reconcile.grace = try reader.duration("HERALD_WAKEUP_GRACE") ?? configuration.reconcile.grace
         configuration.defaultCredentialsFile = environment["GOOGLE_APPLICATION_CREDENTIALS"].flatMap {
             $0.isEmpty ? nil : $0
         }
@@ -125,6 +146,18 @@ public struct Configuration: Sendable {
             throw ConfigurationError(setting: "HERALD_LEASE", message: "must be at least 1s")
         }
         return configuration
+    }
+
+    /// `host:port`, or `off`.
+    static func parseAddress(_ text: String) throws -> (host: String, port: Int)? {
+        if ["off", "none", "false"].contains(text.lowercased()) { return nil }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port), colon != text.startIndex
+        else {
+            throw ConfigurationError(
+                setting: "HERALD_HTTP_ADDRESS", message: "\"\(text)\" is not host:port (or off)")
+        }
+        return (String(text[..<colon]), port)
     }
 
     private static func isHeraldSetting(_ name: String) -> Bool { name.hasPrefix("HERALD_") }

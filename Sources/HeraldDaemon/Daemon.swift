@@ -1,4 +1,5 @@
 import Foundation
+import HeraldEndpoint
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
@@ -10,7 +11,7 @@ import ServiceLifecycle
 /// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
 ///
 /// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for lease rescue,
-/// one for pruning, one for LISTEN.
+/// one for pruning, one for LISTEN, two for the HTTP endpoint.
 public struct Daemon {
     let configuration: Configuration
     let logger: Logger
@@ -45,7 +46,7 @@ public struct Daemon {
                 let handler = factory(
                     WorkerContext(
                         connection: connection, clock: clock, logger: logger, senders: senders,
-                        reportSecret: configuration.reportSecret))
+                        publicURL: configuration.publicURL, reconcile: configuration.reconcile))
                 if !kinds.contains(handler.kind) { kinds.append(handler.kind) }
                 services.append(
                     WorkerRunner(
@@ -61,6 +62,16 @@ public struct Daemon {
             Pruner(
                 connection: PostgresConnection(conninfo: configuration.databaseURL, logger: logger),
                 retention: configuration.retention, logger: logger))
+        if let address = configuration.httpAddress {
+            var settings = Endpoint.Settings(host: address.host, port: address.port)
+            settings.timeout = configuration.httpTimeout
+            services.append(
+                Endpoint(
+                    settings: settings,
+                    connections: (0..<2).map { _ in
+                        PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+                    }, logger: logger))
+        }
         services.append(
             LeaseRescuer(
                 queue: queue(on: maintenance), hub: hub, interval: configuration.rescueInterval, logger: logger))

@@ -5,10 +5,12 @@ import HeraldWorkers
 public enum WorkerCatalog {
     public typealias Factory = @Sendable (WorkerContext) -> any JobHandler
 
-    /// Workers started by `HERALD_WORKERS=all`. Reconcile and retry register here as they are built.
+    /// Workers started by `HERALD_WORKERS=all`. Retries, backoff and lease rescue belong to the
+    /// queue every worker runs on.
     public static let production: [String: Factory] = [
         "ingest": { IngestWorker(context: $0) },
         "dispatch": { DispatchWorker(context: $0) },
+        "reconcile": { ReconcileWorker(context: $0) },
     ]
 
     /// Workers that run only when named.

@@ -10,6 +10,16 @@ public struct Job: Sendable, Equatable {
     public var attempts: Int
     public var maxAttempts: Int
 
+    public init(id: Int64, kind: String, ref: Int64?, payload: String = "{}", attempts: Int = 1, maxAttempts: Int = 25)
+    {
+        self.id = id
+        self.kind = kind
+        self.ref = ref
+        self.payload = payload
+        self.attempts = attempts
+        self.maxAttempts = maxAttempts
+    }
+
     /// `true` when a failure now would be the last one allowed.
     public var isLastAttempt: Bool { attempts >= maxAttempts }
 }

@@ -18,7 +18,10 @@ public final class HeraldProcess: @unchecked Sendable {
         let log = try FileHandle(forWritingTo: logFile)
         process.executableURL = heraldExecutable.deletingLastPathComponent().appendingPathComponent(executable)
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // Any free port for the HTTP endpoint, so daemons started side by side do not collide.
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["HERALD_HTTP_ADDRESS": "127.0.0.1:0"].merging(environment) { $1 }
+        ) { $1 }
         process.standardOutput = log
         process.standardError = log
         try process.run()

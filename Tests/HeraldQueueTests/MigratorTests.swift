@@ -29,8 +29,7 @@ import Testing
         #expect(
             tables == [
                 "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "redrives",
-                "schema_migrations",
-                "secrets",
+                "schema_migrations", "secrets", "wakeups",
             ])
 
         let before = try await schemaSnapshot(connection)

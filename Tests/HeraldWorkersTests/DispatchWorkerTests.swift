@@ -11,58 +11,10 @@ import Testing
 
 /// The dispatch worker against a real database and the FCM emulator.
 @Suite struct DispatchWorkerTests {
-    struct Fixture {
-        let emulator: FCMEmulator
-        let db: PostgresConnection
-        let context: WorkerContext
-        let queue: JobQueue
-
-        func ingest() async throws { try await queue.drain(IngestWorker(context: context)) }
-        func dispatch() async throws { try await queue.drain(DispatchWorker(context: context)) }
-
-        func delivery(of device: String) async throws -> (state: String, error: String?, name: String?) {
-            let row = try await db.query(
-                """
-                SELECT d.state, d.last_error, d.provider_message_id FROM herald.deliveries d
-                JOIN herald.devices dev ON dev.id = d.device_id WHERE dev.device_id = $1 ORDER BY d.id DESC LIMIT 1
-                """, [device])[0]
-            return (try row.decode(0), try row.decode(1, as: String?.self), try row.decode(2, as: String?.self))
-        }
-
-        func message(to token: String) async -> [String: Any]? {
-            await emulator.received.last { $0.target == token }?.message
-        }
-    }
-
-    func fixture(clock: any WallClock = SystemClock()) async throws -> Fixture {
-        let emulator = try await FCMEmulator.start()
-        let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
-        try account.fileContents().write(to: URL(fileURLWithPath: file))
-        let database = try await TestDatabase.create()
-        let db = try await database.connect()
-        try await db.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
-            [file])
-        var fcm = FCMSenders.Configuration()
-        fcm.endpoint = emulator.baseURL
-        let context = WorkerContext(
-            connection: db, clock: clock, logger: Logger(label: "test"),
-            senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
-        return Fixture(
-            emulator: emulator, db: db, context: context,
-            queue: JobQueue(connection: db, workerID: "test", clock: clock))
-    }
-
-    func register(_ f: Fixture, _ device: String, _ platform: String, user: String = "alice") async throws {
-        _ = try await f.db.query(
-            "SELECT herald.register_device('shop', $1, $2, $3, $4)", [device, platform, "token-\(device)", user])
-    }
-
     @Test func eachPlatformGetsItsPayloadShape() async throws {
-        let f = try await fixture()
-        try await register(f, "pixel", "android")
-        try await register(f, "iphone", "ios")
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
+        try await f.register("iphone", "ios")
         let alert = try await f.db.query(
             """
             SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped', body => 'Parcel 42', data => '{"order": "42"}',
@@ -127,8 +79,8 @@ import Testing
     }
 
     @Test func silentAndTopicSendsHaveTheirShapes() async throws {
-        let f = try await fixture()
-        try await register(f, "iphone", "ios")
+        let f = try await WorkerFixture.make()
+        try await f.register("iphone", "ios")
         _ = try await f.db.query(
             "SELECT herald.send('shop', user_ref => 'alice', silent => true, data => '{\"sync\": \"1\"}')")
         _ = try await f.db.query("SELECT herald.send('shop', topic => 'deals', title => 'Sale', body => 'Today')")
@@ -147,16 +99,16 @@ import Testing
     }
 
     @Test func eachOutcomeLandsInTheDeliveryRow() async throws {
-        let f = try await fixture()
+        let f = try await WorkerFixture.make()
         let devices: [(String, EmulatorBehaviour)] = [
             ("dead", .unregistered), ("broken", .invalidMessage), ("busy", .internalError),
             ("apns", .thirdPartyAuthError),
         ]
         for (device, behaviour) in devices {
-            try await register(f, device, device == "apns" ? "ios" : "android")
+            try await f.register(device, device == "apns" ? "ios" : "android")
             await f.emulator.setBehaviour(behaviour, forToken: "token-\(device)")
         }
-        try await register(f, "fine", "android")
+        try await f.register("fine", "android")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
         try await f.dispatch()
@@ -188,9 +140,9 @@ import Testing
     }
 
     @Test func expiredOrDisabledBeforeSendingIsNeverSent() async throws {
-        let f = try await fixture()
-        try await register(f, "late", "android", user: "late-user")
-        try await register(f, "gone", "android", user: "gone-user")
+        let f = try await WorkerFixture.make()
+        try await f.register("late", "android", user: "late-user")
+        try await f.register("gone", "android", user: "gone-user")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'late-user', title => 'Hi')")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'gone-user', title => 'Hi')")
         try await f.ingest()
@@ -206,9 +158,9 @@ import Testing
     }
 
     @Test func retryAfterDelaysThatDeliveryOnly() async throws {
-        let f = try await fixture()
-        try await register(f, "slow", "android", user: "a")
-        try await register(f, "quick", "android", user: "b")
+        let f = try await WorkerFixture.make()
+        try await f.register("slow", "android", user: "a")
+        try await f.register("quick", "android", user: "b")
         await f.emulator.setBehaviour(.unavailable(retryAfter: 120), forToken: "token-slow")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'a', title => 'Hi')")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'b', title => 'Hi')")
@@ -223,8 +175,8 @@ import Testing
     }
 
     @Test func everyAttemptsReasonStaysReadable() async throws {
-        let f = try await fixture()
-        try await register(f, "flaky", "android")
+        let f = try await WorkerFixture.make()
+        try await f.register("flaky", "android")
         await f.emulator.setBehaviour(.internalError, forToken: "token-flaky", times: 2)
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
@@ -244,9 +196,9 @@ import Testing
     }
 
     @Test func aBrokenAppCostsOneProbeAMinuteNotASendPerMessage() async throws {
-        let f = try await fixture()
+        let f = try await WorkerFixture.make()
         for n in 1...20 {
-            try await register(f, "phone-\(n)", "ios", user: "u\(n)")
+            try await f.register("phone-\(n)", "ios", user: "u\(n)")
             await f.emulator.setBehaviour(.thirdPartyAuthError, forToken: "token-phone-\(n)")
             _ = try await f.db.query("SELECT herald.send('shop', user_ref => $1, title => 'Hi')", ["u\(n)"])
         }
@@ -293,9 +245,9 @@ import Testing
 
     @Test func retryAfterSpacesTheAttemptsAndQuotaWaitsAMinute() async throws {
         let clock = ManualClock(Date())
-        let f = try await fixture(clock: clock)
-        try await register(f, "flaky", "android", user: "a")
-        try await register(f, "throttled", "android", user: "b")
+        let f = try await WorkerFixture.make(clock: clock)
+        try await f.register("flaky", "android", user: "a")
+        try await f.register("throttled", "android", user: "b")
         await f.emulator.setBehaviour(.unavailable(retryAfter: 1), forToken: "token-flaky", times: 2)
         await f.emulator.setBehaviour(.quotaExceeded(retryAfter: nil), forToken: "token-throttled")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'a', title => 'Hi')")
@@ -334,8 +286,8 @@ import Testing
     }
 
     @Test func dryRunIsValidatedNotSent() async throws {
-        let f = try await fixture()
-        try await register(f, "pixel", "android")
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Test', dry_run => true)")
         try await f.ingest()
         try await f.dispatch()
@@ -344,9 +296,9 @@ import Testing
     }
 
     @Test func missingCredentialsAreAConfigurationErrorThatBlamesNoDevice() async throws {
-        let f = try await fixture()
+        let f = try await WorkerFixture.make()
         try await f.db.execute("UPDATE herald.apps SET credentials_file = '/nonexistent/sa.json'")
-        try await register(f, "pixel", "android")
+        try await f.register("pixel", "android")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
         try await f.dispatch()

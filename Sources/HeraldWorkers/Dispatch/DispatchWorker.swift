@@ -41,7 +41,7 @@ public struct DispatchWorker: JobHandler {
         let deliveries: [Int64: OutgoingDelivery]
         let builder: PayloadBuilder
         do {
-            builder = PayloadBuilder(reference: try await secret.reference(context))
+            builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
             deliveries = try await load(ids)
         } catch {
             context.logger.error("cannot load deliveries; the batch will be retried", metadata: ["error": "\(error)"])
@@ -262,23 +262,18 @@ public struct DispatchWorker: JobHandler {
     }
 }
 
-/// The report-reference secret, read once: `HERALD_REPORT_SECRET`, or `herald.secrets`.
+/// The report-reference secret, read once from `herald.secrets` (SQL checks references with
+/// the same secret, so it has no other source).
 actor SecretCache {
     private var cached: DeliveryReference?
 
     func reference(_ context: WorkerContext) async throws -> DeliveryReference {
         if let cached { return cached }
-        let secret: [UInt8]
-        if let configured = context.reportSecret {
-            secret = configured
-        } else {
-            let rows = try await context.connection.query(DispatchWorker.SQL.secret)
-            guard let row = rows.first else {
-                throw ConfigurationProblem("herald.secrets has no report_hmac; run herald migrate")
-            }
-            secret = [UInt8](try row.decode(0, as: Data.self))
+        let rows = try await context.connection.query(DispatchWorker.SQL.secret)
+        guard let row = rows.first else {
+            throw ConfigurationProblem("herald.secrets has no report_hmac; run herald migrate")
         }
-        let reference = DeliveryReference(secret: secret)
+        let reference = DeliveryReference(secret: [UInt8](try row.decode(0, as: Data.self)))
         cached = reference
         return reference
     }

@@ -7,6 +7,8 @@ public struct OutgoingDelivery: Sendable {
         case androidData = "android_data"
         case iosAlert = "ios_alert"
         case iosBackground = "ios_background"
+        /// Herald's own background push to an iOS device that missed notifications.
+        case iosWakeup = "ios_wakeup"
         case topic
     }
 

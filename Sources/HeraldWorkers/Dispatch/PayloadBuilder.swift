@@ -7,22 +7,28 @@ import HeraldFCM
 ///   the app shows it itself. `android.ttl` is the time left until the notification expires.
 /// - iOS alert: `aps.alert` with `mutable-content: 1`, so the Notification Service Extension
 ///   runs and reports the delivery with `herald_report`.
-/// - iOS background (`silent`): `aps` holds only `content-available: 1`, priority 5.
+/// - iOS background (`silent`, and Herald's wake-ups): `aps` holds only `content-available: 1`,
+///   push type `background`, priority 5.
 /// - Topic: a `notification` block, since there is no per-device platform.
 ///
 /// The keys Herald adds are listed in ``PayloadKeys``; where the producer's data uses one of
 /// them, Herald's value wins.
 public struct PayloadBuilder: Sendable {
     let reference: DeliveryReference
+    /// Where apps report deliveries over HTTP (`HERALD_PUBLIC_URL`); nil leaves the URL out.
+    let reportBaseURL: String?
 
-    public init(reference: DeliveryReference) { self.reference = reference }
+    public init(reference: DeliveryReference, reportBaseURL: String? = nil) {
+        self.reference = reference
+        self.reportBaseURL = reportBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+    }
 
     public func message(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
         let remaining = max(0, Int(delivery.expiresAt.timeIntervalSince(now)))
         switch delivery.payloadKind {
         case .androidData: return android(delivery, ttl: remaining)
         case .iosAlert: return iosAlert(delivery)
-        case .iosBackground: return iosBackground(delivery)
+        case .iosBackground, .iosWakeup: return iosBackground(delivery)
         case .topic: return topic(delivery, ttl: remaining)
         }
     }
@@ -31,7 +37,9 @@ public struct PayloadBuilder: Sendable {
     func heraldKeys(_ delivery: OutgoingDelivery) -> [(String, String)] {
         var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notificationID))]
         if let device = delivery.deviceRowID {
-            keys.append((PayloadKeys.report, reference.make(deliveryID: delivery.deliveryID, deviceID: device)))
+            let report = reference.make(deliveryID: delivery.deliveryID, deviceID: device)
+            keys.append((PayloadKeys.report, report))
+            if let reportBaseURL { keys.append((PayloadKeys.reportURL, "\(reportBaseURL)/v1/reports/\(report)")) }
         }
         return keys
     }
@@ -115,6 +123,8 @@ public enum PayloadKeys {
     public static let notificationID = "herald_notification_id"
     /// The opaque delivery-report reference (devices only, not topics).
     public static let report = "herald_report"
+    /// The URL to POST the report to, when Herald's HTTP endpoint is public (`HERALD_PUBLIC_URL`).
+    public static let reportURL = "herald_report_url"
     public static let title = "title"
     public static let body = "body"
     public static let imageURL = "image_url"

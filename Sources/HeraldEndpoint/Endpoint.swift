@@ -1,0 +1,65 @@
+import Foundation
+import HeraldCore
+import HeraldPostgres
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Herald's small HTTP endpoint, part of `herald run`: apps report deliveries and fetch the
+/// notifications they missed; load balancers check health. Nothing else is served.
+///
+///     POST /v1/reports/{reference}   body (optional): {"kind": "seen", "device_id": "phone-1"}
+///     GET  /v1/pending/{reference}?since=2026-11-20T00:00:00Z&limit=20&device_id=phone-1
+///     GET  /healthz
+///
+/// Bounded: bodies over ``Settings/maxBodyBytes`` are refused with 413 (unread when
+/// Content-Length says so); a client that takes longer than ``Settings/timeout`` to send its
+/// request head is disconnected, and one that trickles its body gets 408.
+public struct Endpoint: Service {
+    public struct Settings: Sendable {
+        public var host: String
+        public var port: Int
+        public var timeout: Duration = .seconds(10)
+        public var maxBodyBytes = 4096
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    let settings: Settings
+    let api: EndpointAPI
+    let logger: Logger
+    let onListening: @Sendable (Int) async -> Void
+
+    /// `connections` serve the requests in turn; `onListening` gets the bound port (useful with port 0).
+    public init(
+        settings: Settings, connections: [PostgresConnection], logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
+        precondition(!connections.isEmpty, "the endpoint needs a database connection")
+        self.settings = settings
+        self.api = EndpointAPI(connections: connections, settings: settings)
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    public func run() async throws {
+        let router = Router(context: BasicRequestContext.self)
+        api.addRoutes(to: router)
+        let timeout = settings.timeout
+        let app = Application(
+            router: router,
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(timeout.seconds * 1e9)))),
+            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "herald"),
+            onServerRunning: { [logger, onListening, settings] channel in
+                let port = channel.localAddress?.port ?? settings.port
+                logger.info("HTTP endpoint listening", metadata: ["address": "\(settings.host):\(port)"])
+                await onListening(port)
+            },
+            logger: logger)
+        try await app.runService()
+    }
+}

@@ -1,0 +1,74 @@
+import HeraldCore
+import HeraldPostgres
+import HeraldQueue
+import Logging
+
+/// Applies delivery reports in batches, with one call to `herald.reconcile` (see
+/// `migrations/007_reconcile.sql`): reported deliveries become `delivered`, and an iOS device
+/// whose report shows it missed earlier notifications gets one silent wake-up, at most one per
+/// device per quiet period, whatever the number of daemons.
+///
+/// Reports already applied are skipped, so a batch repeated after a crash changes nothing.
+public struct ReconcileWorker: JobHandler {
+    public let kind = "reconcile"
+    let context: WorkerContext
+
+    /// When wake-ups are sent.
+    public struct Settings: Sendable {
+        /// No second wake-up for a device sooner than this after its last one.
+        public var quietPeriod: Duration = .seconds(30 * 60)
+        /// A delivery sent this recently is not yet missed: its report may still be on the way.
+        public var grace: Duration = .seconds(60)
+        /// Older deliveries than this are not fetched (the fetch's default `since`), so they do not wake.
+        public var fetchWindow: Duration = .seconds(3 * 24 * 3600)
+
+        public init() {}
+    }
+
+    public init(context: WorkerContext) { self.context = context }
+
+    static let reconcile = """
+        SELECT reports, delivered, wakeups
+        FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4),
+                              make_interval(secs => $5))
+        """
+
+    public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
+        var outcomes: [Int64: JobOutcome] = [:]
+        var ids: [Int64] = []
+        for job in jobs {
+            if let ref = job.ref {
+                ids.append(ref)
+            } else {
+                outcomes[job.id] = .dead(reason: "reconcile job \(job.id) names no report (ref is NULL)")
+            }
+        }
+        guard !ids.isEmpty else { return outcomes }
+        let settings = context.reconcile
+        do {
+            let counts = try await context.connection.query(
+                Self.reconcile,
+                [
+                    ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds,
+                    settings.fetchWindow.seconds,
+                ])[0]
+            let reports = try counts.decode(0, as: Int.self)
+            let wakeups = try counts.decode(2, as: Int.self)
+            context.logger.debug(
+                "applied delivery reports", metadata: ["reports": "\(reports)", "wakeups": "\(wakeups)"])
+            if wakeups > 0 {
+                context.logger.info(
+                    "scheduled wake-ups for devices that missed notifications", metadata: ["count": "\(wakeups)"])
+            }
+        } catch {
+            context.logger.error(
+                "applying delivery reports failed; the batch will be retried", metadata: ["error": "\(error)"])
+            for job in jobs where outcomes[job.id] == nil {
+                outcomes[job.id] = .retry(error: "reconcile failed: \(error)")
+            }
+            return outcomes
+        }
+        for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = .completed }
+        return outcomes
+    }
+}

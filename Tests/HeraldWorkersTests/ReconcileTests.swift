@@ -1,0 +1,241 @@
+import Foundation
+import HeraldFCM
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Testing
+
+/// Delivery reports and silent wake-ups, against a real database, the FCM emulator and an
+/// injected clock.
+@Suite struct ReconcileTests {
+    /// Sends `count` alerts to `device` at the clock's time and returns their payloads' references, oldest first.
+    func sendAlerts(_ f: WorkerFixture, to device: String, count: Int, title: String) async throws -> [String] {
+        let before = await f.messages(to: "token-\(device)").count
+        for index in 1...count {
+            _ = try await f.db.query(
+                "SELECT herald.send('shop', device_ids => ARRAY[$1], title => $2)", [device, "\(title) \(index)"])
+        }
+        try await f.ingest()
+        try await f.dispatch()
+        let sent = await f.messages(to: "token-\(device)").dropFirst(before)
+        return sent.compactMap(Self.reference(in:))
+    }
+
+    static func reference(in message: [String: Any]) -> String? {
+        if let data = message["data"] as? [String: String] { return data["herald_report"] }
+        let payload = (message["apns"] as? [String: Any])?["payload"] as? [String: Any]
+        return payload?["herald_report"] as? String
+    }
+
+    func report(_ f: WorkerFixture, _ reference: String, device: String? = nil, kind: String = "delivered")
+        async throws -> (outcome: String, message: String)
+    {
+        let row = try await f.db.query(
+            "SELECT outcome, message FROM herald.report_delivery($1, $2, $3)", [reference, kind, device])[0]
+        return (try row.decode(0), try row.decode(1))
+    }
+
+    func wakeups(_ f: WorkerFixture, to device: String) async -> [[String: Any]] {
+        await f.messages(to: "token-\(device)").filter {
+            (($0["apns"] as? [String: Any])?["headers"] as? [String: String])?["apns-push-type"] == "background"
+        }
+    }
+
+    func pending(_ f: WorkerFixture, _ reference: String) async throws -> [(title: String, reference: String)] {
+        try await f.db.query("SELECT title, report_reference FROM herald.pending_notifications($1)", [reference]).map {
+            (try $0.decode(0), try $0.decode(1))
+        }
+    }
+
+    @Test func anOfflineIPhoneGetsOneWakeUpAndFetchesWhatItMissed() async throws {
+        let clock = ManualClock.aheadOfTheDatabase()
+        let f = try await WorkerFixture.make(clock: clock)
+        try await f.register("iphone", "ios")
+        let references = try await sendAlerts(f, to: "iphone", count: 5, title: "Order")
+        try #require(references.count == 5)
+
+        // The phone comes back online; APNs hands it only the newest, which it reports.
+        clock.advance(by: .seconds(300))
+        #expect(try await report(f, references[4], device: "iphone").outcome == "accepted")
+        try await f.reconcile()
+        try await f.dispatch()
+
+        let woken = await wakeups(f, to: "iphone")
+        #expect(woken.count == 1)
+        let apns = try #require(woken.first?["apns"] as? [String: Any])
+        let headers = try #require(apns["headers"] as? [String: String])
+        #expect(headers["apns-push-type"] == "background")
+        #expect(headers["apns-priority"] == "5")
+        let payload = try #require(apns["payload"] as? [String: Any])
+        #expect((payload["aps"] as? [String: Int]) == ["content-available": 1])
+        #expect(woken.first?["notification"] == nil)
+        #expect(try await f.delivery(of: "iphone").state == "sent", "the wake-up is recorded like any delivery")
+
+        // The woken app fetches with the wake-up's own reference: the four it missed, newest first.
+        let wakeupReference = try #require(payload["herald_report"] as? String)
+        let missed = try await pending(f, wakeupReference)
+        #expect(missed.map(\.title) == ["Order 4", "Order 3", "Order 2", "Order 1"])
+        let delivered = try await f.db.query(
+            "SELECT count(*) FROM herald.deliveries WHERE state = 'delivered' AND delivered_at IS NOT NULL")[0].decode(
+                0, as: Int.self)
+        #expect(delivered == 1)
+
+        // It shows them and reports each: nothing is pending any more, and no new wake-up follows.
+        for item in missed { #expect(try await report(f, item.reference).outcome == "accepted") }
+        try await f.reconcile()
+        #expect(try await pending(f, wakeupReference).isEmpty)
+        try await f.dispatch()
+        #expect(await wakeups(f, to: "iphone").count == 1)
+    }
+
+    @Test func oneWakeUpPerQuietPeriodThenAnotherForANewGap() async throws {
+        let clock = ManualClock.aheadOfTheDatabase()
+        let f = try await WorkerFixture.make(clock: clock)
+        try await f.register("iphone", "ios")
+        var references = try await sendAlerts(f, to: "iphone", count: 3, title: "First")
+        clock.advance(by: .seconds(120))
+        _ = try await report(f, references[2])
+        try await f.reconcile()
+        try await f.dispatch()
+        #expect(await wakeups(f, to: "iphone").count == 1)
+
+        // Ten minutes later another gap: within 30 minutes, so no second wake-up.
+        clock.advance(by: .seconds(600))
+        references = try await sendAlerts(f, to: "iphone", count: 2, title: "Second")
+        clock.advance(by: .seconds(120))
+        _ = try await report(f, references[1])
+        try await f.reconcile()
+        try await f.dispatch()
+        #expect(await wakeups(f, to: "iphone").count == 1)
+
+        // After the quiet period, a new gap wakes it once more.
+        clock.advance(by: .seconds(1800))
+        references = try await sendAlerts(f, to: "iphone", count: 2, title: "Third")
+        clock.advance(by: .seconds(120))
+        _ = try await report(f, references[1])
+        try await f.reconcile()
+        try await f.dispatch()
+        #expect(await wakeups(f, to: "iphone").count == 2)
+        let stored = try await f.db.query("SELECT count(*) FROM herald.recent_wakeups WHERE device_id = 'iphone'")[0]
+            .decode(0, as: Int.self)
+        #expect(stored == 2)
+    }
+
+    @Test func twoDaemonsReconcilingAtOnceSendOneWakeUp() async throws {
+        let clock = ManualClock.aheadOfTheDatabase()
+        let f = try await WorkerFixture.make(clock: clock)
+        try await f.register("iphone", "ios")
+        let references = try await sendAlerts(f, to: "iphone", count: 5, title: "Order")
+        clock.advance(by: .seconds(300))
+        // Two reports for the same device, each applied by a different daemon at the same moment.
+        _ = try await report(f, references[3])
+        _ = try await report(f, references[4])
+        let jobs = try await f.db.query(
+            "SELECT id, ref FROM herald.jobs WHERE kind = 'reconcile' ORDER BY id"
+        ).map { Job(id: try $0.decode(0), kind: "reconcile", ref: try $0.decode(1)) }
+        #expect(jobs.count == 2)
+        let daemons = try await (0..<2).asyncMap { _ in
+            var context = f.context
+            context.connection = try await f.database.connect()
+            return ReconcileWorker(context: context)
+        }
+        async let first = daemons[0].handle([jobs[0]])
+        async let second = daemons[1].handle([jobs[1]])
+        let outcomes = await [first, second]
+        #expect(outcomes.allSatisfy { $0.values.allSatisfy { $0 == JobOutcome.completed } })
+        try await f.db.query("DELETE FROM herald.jobs WHERE kind = 'reconcile'")
+        try await f.dispatch()
+        #expect(await wakeups(f, to: "iphone").count == 1)
+
+        // The rule holds in the database itself, whoever inserts.
+        let device = try await f.db.query("SELECT id FROM herald.devices WHERE device_id = 'iphone'")[0].decode(
+            0, as: Int64.self)
+        await #expect(throws: PostgresError.self) {
+            try await f.db.query(
+                "INSERT INTO herald.wakeups (device_id, missed, created_at, quiet_until) VALUES ($1, 1, $2, $2::timestamptz + interval '30 minutes')",
+                [device, clock.now()])
+        }
+    }
+
+    @Test func forgedWrongDeviceUnknownAndRepeatedReportsChangeNothing() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("iphone", "ios")
+        try await f.register("pixel", "android", user: "bob")
+        let reference = try #require(try await sendAlerts(f, to: "iphone", count: 1, title: "Hi").first)
+
+        var forged = Array(reference)
+        forged[5] = forged[5] == "A" ? "B" : "A"
+        #expect(try await report(f, String(forged)).outcome == "invalid_reference")
+        #expect(try await report(f, "not-a-reference").outcome == "invalid_reference")
+        #expect(try await report(f, reference, device: "pixel").outcome == "wrong_device")
+        let unknown = try await f.db.query(
+            "SELECT herald.delivery_reference(999999, id) FROM herald.devices WHERE device_id = 'iphone'")[0].decode(
+                0, as: String.self)
+        #expect(try await report(f, unknown).outcome == "unknown_delivery")
+        #expect(try await report(f, reference, kind: "clicked").outcome == "invalid_kind")
+        let nothing = try await f.db.query("SELECT count(*) FROM herald.delivery_reports")[0].decode(0, as: Int.self)
+        #expect(nothing == 0)
+        #expect(try await f.delivery(of: "iphone").state == "sent")
+
+        #expect(try await report(f, reference, device: "iphone").outcome == "accepted")
+        let replay = try await report(f, reference, device: "iphone")
+        #expect(replay.outcome == "already_reported")
+        #expect(replay.message.contains("already reported"))
+        #expect(try await report(f, reference, kind: "opened").outcome == "accepted")
+        try await f.reconcile()
+        let row = try await f.db.query(
+            "SELECT state, delivered_at IS NOT NULL, seen_at IS NOT NULL, opened_at IS NOT NULL FROM herald.deliveries")[
+                0]
+        #expect(try row.decode(0, as: String.self) == "delivered")
+        #expect(try row.decode(1, as: Bool.self) && row.decode(2, as: Bool.self) && row.decode(3, as: Bool.self))
+
+        // The pending fetch refuses what is not this device's.
+        await #expect(throws: PostgresError.self) { _ = try await pending(f, String(forged)) }
+        await #expect(throws: PostgresError.self) {
+            try await f.db.query("SELECT * FROM herald.pending_notifications($1, device => 'pixel')", [reference])
+        }
+    }
+
+    @Test func anAndroidReportNeverWakes() async throws {
+        let clock = ManualClock.aheadOfTheDatabase()
+        let f = try await WorkerFixture.make(clock: clock)
+        try await f.register("pixel", "android")
+        let references = try await sendAlerts(f, to: "pixel", count: 3, title: "Hi")
+        clock.advance(by: .seconds(600))
+        #expect(try await report(f, references[2]).outcome == "accepted")
+        try await f.reconcile()
+        try await f.dispatch()
+        #expect(await f.messages(to: "token-pixel").count == 3)
+        let wakeups = try await f.db.query("SELECT count(*) FROM herald.wakeups")[0].decode(0, as: Int.self)
+        #expect(wakeups == 0)
+    }
+
+    @Test func sqlAndSwiftMakeTheSameReferences() async throws {
+        let f = try await WorkerFixture.make()
+        let secret = try await f.db.query("SELECT value FROM herald.secrets WHERE name = 'report_hmac'")[0].decode(
+            0, as: Data.self)
+        let swift = DeliveryReference(secret: [UInt8](secret))
+        for (delivery, device) in [(Int64(1), Int64(1)), (42, 7), (Int64.max, 123_456_789_012)] {
+            let sql = try await f.db.query("SELECT herald.delivery_reference($1, $2)", [delivery, device])[0].decode(
+                0, as: String.self)
+            #expect(sql == swift.make(deliveryID: delivery, deviceID: device))
+            let opened = try await f.db.query("SELECT * FROM herald.open_reference($1)", [sql])[0]
+            #expect(try opened.decode(0, as: Int64.self) == delivery)
+            #expect(try opened.decode(1, as: Int64.self) == device)
+        }
+    }
+}
+
+extension ManualClock {
+    /// A clock a little ahead of PostgreSQL's, so jobs that producers enqueue at `now()` are due.
+    static func aheadOfTheDatabase() -> ManualClock { ManualClock(Date().addingTimeInterval(60)) }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import HeraldEmulator
+import HeraldFCM
+import HeraldHTTP
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Logging
+
+/// A migrated database with app `shop`, the FCM emulator holding its service account, and
+/// the workers' context, for tests that send.
+struct WorkerFixture {
+    let emulator: FCMEmulator
+    let db: PostgresConnection
+    let database: TestDatabase
+    let context: WorkerContext
+    let queue: JobQueue
+
+    static func make(clock: any WallClock = SystemClock()) async throws -> WorkerFixture {
+        let emulator = try await FCMEmulator.start()
+        let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
+        try account.fileContents().write(to: URL(fileURLWithPath: file))
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        try await db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
+            [file])
+        var fcm = FCMSenders.Configuration()
+        fcm.endpoint = emulator.baseURL
+        let context = WorkerContext(
+            connection: db, clock: clock, logger: Logger(label: "test"),
+            senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
+        return WorkerFixture(
+            emulator: emulator, db: db, database: database, context: context,
+            queue: JobQueue(connection: db, workerID: "test", clock: clock))
+    }
+
+    func register(_ device: String, _ platform: String, user: String = "alice") async throws {
+        _ = try await db.query(
+            "SELECT herald.register_device('shop', $1, $2, $3, $4)", [device, platform, "token-\(device)", user])
+    }
+
+    func ingest() async throws { try await queue.drain(IngestWorker(context: context)) }
+    func dispatch() async throws { try await queue.drain(DispatchWorker(context: context)) }
+    func reconcile() async throws { try await queue.drain(ReconcileWorker(context: context)) }
+
+    func delivery(of device: String) async throws -> (state: String, error: String?, name: String?) {
+        let row = try await db.query(
+            """
+            SELECT d.state, d.last_error, d.provider_message_id FROM herald.deliveries d
+            JOIN herald.devices dev ON dev.id = d.device_id WHERE dev.device_id = $1 ORDER BY d.id DESC LIMIT 1
+            """, [device])[0]
+        return (try row.decode(0), try row.decode(1, as: String?.self), try row.decode(2, as: String?.self))
+    }
+
+    func message(to token: String) async -> [String: Any]? {
+        await emulator.received.last { $0.target == token }?.message
+    }
+
+    /// Every message the emulator received for `token`, oldest first.
+    func messages(to token: String) async -> [[String: Any]] {
+        await emulator.received.filter { $0.target == token }.compactMap(\.message)
+    }
+}
