@@ -1,0 +1,64 @@
+import Foundation
+import HeraldFCM
+import HeraldTestSupport
+import Testing
+
+@testable import HeraldWorkers
+
+/// `docs/app-integration.md` tells app developers which keys each payload carries; the
+/// encoder must emit exactly those.
+@Suite struct AppIntegrationGuideTests {
+    /// The guide's key table: for each platform column, the keys marked "yes".
+    func documentedKeys() throws -> [String: Set<String>] {
+        let guide = try String(
+            contentsOf: packageRoot.appendingPathComponent("docs/app-integration.md"), encoding: .utf8)
+        let columns = ["android", "ios_alert", "ios_wakeup"]
+        var keys: [String: Set<String>] = [:]
+        for line in guide.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            let key = cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            for (column, cell) in zip(columns, cells[1...3]) where cell == "yes" {
+                keys[column, default: []].insert(key)
+            }
+        }
+        return keys
+    }
+
+    /// The keys Herald puts beside `aps` (iOS) or in `data` (Android), for a delivery using every option.
+    func emittedKeys() -> [String: Set<String>] {
+        let builder = PayloadBuilder(
+            reference: DeliveryReference(secret: Array("a test secret, long enough".utf8)),
+            reportBaseURL: "https://push.example.com")
+        func delivery(_ kind: OutgoingDelivery.PayloadKind, silent: Bool = false) -> OutgoingDelivery {
+            OutgoingDelivery(
+                deliveryID: 1, notificationID: 2, state: "queued", payloadKind: kind, deviceRowID: 3,
+                pushToken: "token", appID: "shop", fcmProjectID: "shop-prod", title: "T", body: "B", data: [],
+                imageURL: "https://img/x.png", sound: "ding", badge: 1, androidChannelID: "orders",
+                iosCategory: "C", iosThreadID: "t", deepLink: "shop://x", priority: "high",
+                expiresAt: Date().addingTimeInterval(3600), silent: silent, dryRun: false)
+        }
+        func custom(_ message: FCMMessage) -> Set<String> {
+            guard case .object(let fields)? = message.apns?.payload else { return [] }
+            return Set(fields.map(\.0).filter { $0 != "aps" })
+        }
+        let now = Date()
+        let android = builder.message(for: delivery(.androidData), now: now).data.map(\.0)
+        let silentAndroid = builder.message(for: delivery(.androidData, silent: true), now: now).data.map(\.0)
+        return [
+            "android": Set(android + silentAndroid),
+            "ios_alert": custom(builder.message(for: delivery(.iosAlert), now: now)),
+            "ios_wakeup": custom(builder.message(for: delivery(.iosWakeup), now: now)),
+        ]
+    }
+
+    @Test func theGuideListsExactlyTheKeysTheEncoderEmits() throws {
+        let documented = try documentedKeys()
+        let emitted = emittedKeys()
+        #expect(documented.keys.sorted() == ["android", "ios_alert", "ios_wakeup"])
+        for platform in emitted.keys.sorted() {
+            #expect(documented[platform] == emitted[platform], "\(platform)")
+        }
+        #expect(emitted["ios_wakeup"]?.contains(PayloadKeys.report) == true)
+        #expect(emitted["ios_alert"]?.contains(PayloadKeys.reportURL) == true)
+    }
+}
