@@ -39,6 +39,7 @@ public struct Daemon {
         let senders = FCMSenders(
             http: HTTPClient(configuration: http, logger: logger), configuration: fcm, logger: logger)
         var services: [any Service] = []
+        var heartbeats: [Heartbeat] = []
         var kinds: [String] = []
         for factory in factories {
             for _ in 0..<configuration.concurrency {
@@ -48,14 +49,14 @@ public struct Daemon {
                         connection: connection, clock: clock, logger: logger, senders: senders,
                         publicURL: configuration.publicURL, reconcile: configuration.reconcile))
                 if !kinds.contains(handler.kind) { kinds.append(handler.kind) }
-                services.append(
-                    WorkerRunner(
-                        handler: handler,
-                        queue: queue(on: connection),
-                        signal: hub.register(kind: handler.kind),
-                        configuration: .init(
-                            batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
-                        logger: logger))
+                let runner = WorkerRunner(
+                    handler: handler,
+                    queue: queue(on: connection),
+                    signal: hub.register(kind: handler.kind),
+                    configuration: .init(batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
+                    logger: logger)
+                heartbeats.append(runner.heartbeat)
+                services.append(runner)
             }
         }
         services.append(
@@ -82,6 +83,8 @@ public struct Daemon {
             onReconnect: { hub.wakeAll() })
         listener.start()
         defer { listener.stop() }
+        // Last, so READY=1 goes out once the schema is checked and the workers are built.
+        services.append(Watchdog(notifier: SystemdNotifier(), heartbeats: heartbeats, logger: logger))
 
         logger.info(
             "herald is running",

@@ -27,6 +27,7 @@ public final class WorkerRunner: Service {
     private let configuration: Configuration
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
+    public let heartbeat = Heartbeat()
 
     public init(
         handler: any JobHandler, queue: JobQueue, signal: WakeSignal, configuration: Configuration, logger: Logger
@@ -54,6 +55,7 @@ public final class WorkerRunner: Service {
     private func loop() async {
         var errorDelay = RetryDelay()
         while !shouldStop {
+            heartbeat.beat()
             let jobs: [Job]
             do {
                 jobs = try await queue.claim(kind: handler.kind, limit: configuration.batchSize)

@@ -145,4 +145,31 @@ import Testing
         #expect(withApp.status == 1)
         #expect(withApp.output.contains("app shop cannot send: 401 THIRD_PARTY_AUTH_ERROR"), "\(withApp.output)")
     }
+
+    @Test func tellsSystemdItIsReadyAndWithholdsTheWatchdogWhileAWorkerIsStuck() async throws {
+        let database = try await TestDatabase.create()
+        let connection = try await database.connect()
+        let systemd = try NotifySocket()
+        let daemon = try HeraldProcess(
+            ["run"],
+            environment: environment(
+                database,
+                ["NOTIFY_SOCKET": systemd.path, "WATCHDOG_USEC": "400000", "HERALD_CONCURRENCY": "1"]))
+        let ready = systemd.receive(timeout: .seconds(30))
+        #expect(ready?.hasPrefix("READY=1") == true, "\(daemon.output)")
+        #expect(systemd.collect(for: .seconds(1)).filter { $0 == "WATCHDOG=1" }.count >= 3)
+
+        // A batch that holds the only loop for 3 s: the pings stop while it runs.
+        try await connection.query("INSERT INTO herald.jobs (kind, payload) VALUES ('sleep', '{\"ms\": 3000}')")
+        #expect(try await eventually { try await count(connection, "state = 'running'") == 1 })
+        try await Task.sleep(for: .milliseconds(500))
+        _ = systemd.collect(for: .milliseconds(10))
+        #expect(!systemd.collect(for: .seconds(1)).contains("WATCHDOG=1"), "pinged while a loop was stuck")
+        #expect(daemon.output.contains("withholding the systemd watchdog ping"))
+        // Once the loop comes round, they resume; SIGTERM says STOPPING=1.
+        #expect(systemd.collect(for: .seconds(3)).contains("WATCHDOG=1"))
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(20)))
+        #expect(systemd.collect(for: .milliseconds(200)).contains("STOPPING=1"))
+    }
 }

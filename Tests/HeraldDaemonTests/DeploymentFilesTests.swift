@@ -23,4 +23,39 @@ import Testing
             #expect(readme.contains("`\(setting.name)`"), "README.md lacks \(setting.name)")
         }
     }
+
+    /// The unit as systemd reads it: `systemd-analyze verify` must have nothing to say
+    /// (it exits 0 even on lines it ignores, so its output is what counts).
+    @Test func systemdUnitVerifiesCleanly() throws {
+        let unit = try String(contentsOf: packageRoot.appendingPathComponent("deploy/herald.service"), encoding: .utf8)
+        for line in [
+            "Type=notify", "WatchdogSec=", "Restart=on-failure", "TimeoutStopSec=90s", "DynamicUser=yes",
+            "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "LoadCredential=",
+        ] {
+            #expect(unit.contains("\n\(line)"), "deploy/herald.service lacks \(line)")
+        }
+        let analyze = "/usr/bin/systemd-analyze"
+        try #require(
+            FileManager.default.isExecutableFile(atPath: analyze),
+            "systemd-analyze is missing: scripts/test.sh installs systemd")
+        // verify checks that ExecStart exists, so point it at the binary just built.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "unit-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let copy = directory.appendingPathComponent("herald.service")
+        try unit.replacingOccurrences(of: "/usr/local/bin/herald", with: heraldExecutable.path)
+            .write(to: copy, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: analyze)
+        process.arguments = ["verify", copy.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(text.isEmpty, "systemd-analyze verify: \(text)")
+    }
 }
