@@ -21,6 +21,12 @@ import Testing
         _ = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi')")
         try await producer.execute(
             "INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL')")
+        // Reports and fetches go through their functions, which check the reference.
+        let outcome = try await producer.query("SELECT outcome FROM herald.report_delivery('forged')")[0]
+        #expect(try outcome.decode(0, as: String.self) == "invalid_reference")
+        await #expect(throws: PostgresError.self) {
+            try await producer.query("SELECT * FROM herald.pending_notifications('forged')")
+        }
         _ = try await producer.query("SELECT herald.unregister_device('shop', 'p1')")
         #expect(
             try await admin.query("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'")[0].decode(0, as: Int.self)
@@ -33,6 +39,10 @@ import Testing
             "DELETE FROM herald.jobs",
             "UPDATE herald.devices SET disabled_at = NULL",
             "SELECT herald.ingest('{1}')",
+            "SELECT * FROM herald.secrets",
+            "SELECT herald.delivery_reference(1, 1)",
+            "SELECT herald.reconcile('{1}')",
+            "SELECT * FROM herald.delivery_reports",
         ] {
             let error = await #expect(throws: PostgresError.self, "\(forbidden)") {
                 try await producer.execute(forbidden)
