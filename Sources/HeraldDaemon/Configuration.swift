@@ -12,6 +12,7 @@ public struct Configuration: Sendable {
     /// libpq connection string; empty means libpq's defaults and the `PG*` variables.
     public var databaseURL: String = ""
     public var logLevel: Logger.Level = .info
+    public var logFormat: LogFormat = .text
     /// Written into `herald.jobs.locked_by`; default `<hostname>:<pid>`.
     public var workerID: String = Configuration.defaultWorkerID
     /// Which workers `herald run` starts: `all`, or a comma-separated list of names.
@@ -55,6 +56,7 @@ public struct Configuration: Sendable {
     public static let settings: [(name: String, defaultValue: String, meaning: String)] = [
         ("HERALD_DATABASE_URL", "(libpq defaults, PG* variables)", "libpq connection string or postgresql:// URL"),
         ("HERALD_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical"),
+        ("HERALD_LOG_FORMAT", "text", "text (journald-friendly) or json, one line per event"),
         ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in herald.jobs.locked_by"),
         ("HERALD_WORKERS", "all", "workers to run: all, or a comma-separated list"),
         ("HERALD_BATCH_SIZE", "100", "jobs claimed per round trip (1 to 10000)"),
@@ -101,6 +103,12 @@ public struct Configuration: Sendable {
                 throw ConfigurationError(setting: "HERALD_LOG_LEVEL", message: "\"\(level)\" is not a log level")
             }
             configuration.logLevel = parsed
+        }
+        if let format = reader.string("HERALD_LOG_FORMAT") {
+            guard let parsed = LogFormat(rawValue: format.lowercased()) else {
+                throw ConfigurationError(setting: "HERALD_LOG_FORMAT", message: "\"\(format)\" is not text or json")
+            }
+            configuration.logFormat = parsed
         }
         configuration.workerID = reader.string("HERALD_WORKER_ID") ?? configuration.workerID
         if let workers = reader.string("HERALD_WORKERS") {

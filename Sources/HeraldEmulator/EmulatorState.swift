@@ -41,6 +41,7 @@ actor EmulatorState {
     func setTokenLifetime(_ seconds: Int) { tokenLifetime = seconds }
 
     func revokeAccessTokens() { accessTokens.removeAll() }
+    var issuedAccessTokens: [String] { Array(accessTokens.keys) }
 
     // MARK: - OAuth
 

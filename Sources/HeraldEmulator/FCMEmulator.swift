@@ -95,6 +95,8 @@ public final class FCMEmulator: Sendable {
     public func revokeAccessTokens() async { await state.revokeAccessTokens() }
 
     public var received: [ReceivedMessage] { get async { await state.messages } }
+    /// The access tokens it has issued and not revoked (for tests that check they never leak).
+    public var issuedAccessTokens: [String] { get async { await state.issuedAccessTokens } }
     public var tokenRequests: Int { get async { await state.tokenRequests } }
     public var sendRequests: Int { get async { await state.sendRequests } }
 

@@ -15,3 +15,9 @@ public enum FCMOutcome: Sendable, Equatable {
     /// FCM rejected this message for good (a 400 about its content), with FCM's words.
     case permanentFailure(reason: String)
 }
+
+/// A push token as logs and operators' views show it: its first 8 characters. Never log a
+/// whole token; it is enough to send to the device.
+public func tokenHint(_ token: String) -> String {
+    String(token.prefix(8)) + "…"
+}

@@ -20,17 +20,24 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .long, help: "A file of NAME=value settings (the environment wins over it).")
     var config: String?
 
+    @Option(name: .long, help: "Log lines as text (journald-friendly) or json; overrides HERALD_LOG_FORMAT.")
+    var logFormat: LogFormat?
+
     func load() throws -> Configuration {
-        try Configuration.load(environment: ProcessInfo.processInfo.environment, file: config)
+        var configuration = try Configuration.load(environment: ProcessInfo.processInfo.environment, file: config)
+        if let logFormat { configuration.logFormat = logFormat }
+        return configuration
     }
 }
 
+extension LogFormat: ExpressibleByArgument {}
+
 /// Sets up swift-log once per process: one line per event on standard error.
-func bootstrapLogging(level: Logger.Level) -> Logger {
+func bootstrapLogging(_ configuration: Configuration) -> Logger {
+    let environment = ProcessInfo.processInfo.environment
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
+        LineLogHandler(
+            label: label, level: configuration.logLevel, format: configuration.logFormat, environment: environment)
     }
     return Logger(label: "herald")
 }
@@ -50,7 +57,7 @@ struct Run: AsyncParsableCommand {
     func run() async throws {
         let configuration: Configuration
         do { configuration = try options.load() } catch { throw fail(error) }
-        let logger = bootstrapLogging(level: configuration.logLevel)
+        let logger = bootstrapLogging(configuration)
         do {
             try await Daemon(configuration: configuration, logger: logger).run()
         } catch {
@@ -69,7 +76,7 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         do {
             let configuration = try options.load()
-            let logger = bootstrapLogging(level: configuration.logLevel)
+            let logger = bootstrapLogging(configuration)
             let connection = try await PostgresConnection.connect(configuration.databaseURL, logger: logger)
             let applied = try await Migrator(logger: logger).migrate(connection)
             print(

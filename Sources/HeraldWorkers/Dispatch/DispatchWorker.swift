@@ -259,6 +259,14 @@ public struct DispatchWorker: JobHandler {
             }
             if !apps.isEmpty { try session.query(SQL.appStatus, [apps, appProblems, now]) }
         }
+        for index in disabled.ids.indices {
+            context.logger.notice(
+                "disabled a device whose push token FCM rejected",
+                metadata: [
+                    "device": "\(disabled.ids[index])", "token": "\(tokenHint(disabled.tokens[index]))",
+                    "reason": "\(disabled.reasons[index])",
+                ])
+        }
     }
 }
 

@@ -1,0 +1,104 @@
+import Foundation
+import HeraldDaemon
+import HeraldEmulator
+import HeraldPostgres
+import HeraldTestSupport
+import Logging
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite struct LoggingTests {
+    /// The whole pipeline at trace level, with a dead token and an app whose credentials file
+    /// holds a bare private key: no log line carries a key, an access token or a whole push token.
+    @Test func secretsNeverReachTheLogs() async throws {
+        let emulator = try await FCMEmulator.start()
+        let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
+        let contents = try account.fileContents()
+        let privateKey = try #require(
+            (try JSONSerialization.jsonObject(with: contents) as? [String: Any])?["private_key"] as? String)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let good = directory.appendingPathComponent("sa.json")
+        let bare = directory.appendingPathComponent("bare-key.json")
+        try contents.write(to: good)
+        try privateKey.write(to: bare, atomically: true, encoding: .utf8)
+
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        let tokens = (1...3).map { _ in "fcm-token-" + UUID().uuidString + UUID().uuidString }
+        try await db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1), ('leaky', 'leaky', $2)",
+            [good.path, bare.path])
+        try await db.query("SELECT herald.register_device('shop', 'iphone', 'ios', $1, 'alice')", [tokens[0]])
+        try await db.query("SELECT herald.register_device('shop', 'pixel', 'android', $1, 'alice')", [tokens[1]])
+        try await db.query("SELECT herald.register_device('leaky', 'other', 'android', $1, 'bob')", [tokens[2]])
+        await emulator.setBehaviour(.unregistered, forToken: tokens[1])
+        try await db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await db.query("SELECT herald.send('leaky', user_ref => 'bob', title => 'Hi')")
+
+        let daemon = try HeraldProcess(
+            ["run", "--log-format", "json"],
+            environment: [
+                "HERALD_DATABASE_URL": database.conninfo, "HERALD_LOG_LEVEL": "trace",
+                "HERALD_FCM_ENDPOINT": emulator.baseURL, "HERALD_POLL_INTERVAL": "200ms",
+            ])
+        #expect(
+            try await eventually(timeout: .seconds(20)) {
+                try await db.query(
+                    "SELECT count(*) FROM herald.deliveries WHERE state IN ('sent', 'token_invalid')")[0].decode(
+                        0, as: Int.self) == 2
+            }, "\(daemon.output)")
+        let reference = try await db.query(
+            "SELECT herald.delivery_reference(d.id, d.device_id) FROM herald.deliveries d WHERE d.state = 'sent'")[0]
+            .decode(0, as: String.self)
+        _ = try await db.query("SELECT herald.report_delivery($1)", [reference])
+        #expect(
+            try await eventually {
+                try await db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'delivered'")[0].decode(
+                    0, as: Int.self) == 1
+            })
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(20)))
+
+        let output = daemon.output
+        let lines = output.split(separator: "\n")
+        #expect(lines.count > 10)
+        for line in lines {
+            let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["message"] != nil && object?["level"] != nil && object?["time"] != nil, "\(line)")
+        }
+        #expect(output.contains("leaky"), "the broken app is reported")
+        #expect(output.contains("fcm-toke…"), "a dead token appears as its hint")
+        for token in tokens { #expect(!output.contains(token), "a whole push token leaked") }
+        let accessTokens = await emulator.issuedAccessTokens
+        #expect(!accessTokens.isEmpty)
+        for token in accessTokens { #expect(!output.contains(token), "an access token leaked") }
+        #expect(!output.contains("PRIVATE KEY"))
+        let keyLine = try #require(privateKey.split(separator: "\n").dropFirst(2).first)
+        #expect(!output.contains(keyLine), "part of the private key leaked")
+    }
+
+    @Test func redactionMasksWhatLooksSecretAndTextSuitsJournald() {
+        let line = LogRedaction.redact(
+            "oops Authorization: Bearer ya29.a0AfH6SM -----BEGIN PRIVATE KEY-----\nMIIEv\n-----END PRIVATE KEY----- eyJhbGciOi.eyJpc3Mi.c2lnbmF0dXJl"
+        )
+        #expect(!line.contains("ya29.a0"))
+        #expect(!line.contains("MIIEv"))
+        #expect(!line.contains("eyJpc3Mi"))
+        #expect(line.contains("oops"))
+
+        let journald = LineLogHandler(
+            label: "herald", level: .info, format: .text, environment: ["JOURNAL_STREAM": "8:1"])
+        let text = journald.line(level: .warning, message: "lost", metadata: ["kind": "dispatch"], source: "x")
+        #expect(text == "<4>warning herald: lost kind=dispatch")
+        let json = LineLogHandler(label: "herald", level: .info, format: .json, environment: [:])
+            .line(level: .info, message: "token Bearer abc.def", metadata: ["count": "3"], source: "HeraldWorkers")
+        let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
+        #expect(object?["message"] as? String == "token Bearer [redacted]")
+        #expect(object?["count"] as? String == "3")
+    }
+}
