@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries from Debian, as system-library targets.
@@ -56,6 +58,7 @@ let package = Package(
             dependencies: [
                 "HeraldCore",
                 "HeraldPostgres",
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -71,6 +74,7 @@ let package = Package(
             dependencies: [
                 "CJWTCrypto", "HeraldCore", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // A local FCM v1 + OAuth stand-in, for tests, the demo and app developers.
@@ -96,6 +100,7 @@ let package = Package(
             dependencies: [
                 "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldFCM", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -107,6 +112,8 @@ let package = Package(
                 "HeraldCore", "HeraldPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -118,6 +125,7 @@ let package = Package(
             dependencies: [
                 "HeraldWorkers",
                 "HeraldEndpoint",
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 "HeraldHTTP",
                 "HeraldPostgres",
                 "HeraldQueue",
@@ -135,6 +143,8 @@ let package = Package(
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 

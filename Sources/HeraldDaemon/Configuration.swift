@@ -38,6 +38,8 @@ public struct Configuration: Sendable {
     public var fcmRateLimit: Double = 9_900
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
     public var httpAddress: (host: String, port: Int)? = ("127.0.0.1", 8480)
+    /// Where Prometheus scrapes `/metrics`; nil: turned off.
+    public var metricsAddress: (host: String, port: Int)? = ("127.0.0.1", 9480)
     /// The endpoint's public base URL, for the report URL in payloads; nil: no URL in payloads.
     public var publicURL: String?
     /// How long a client may take to send a request to the endpoint.
@@ -75,6 +77,7 @@ public struct Configuration: Sendable {
             "HERALD_HTTP_ADDRESS", "127.0.0.1:8480",
             "host:port of the report, pending-fetch and health endpoint; off to turn it off"
         ),
+        ("HERALD_METRICS_ADDRESS", "127.0.0.1:9480", "host:port serving /metrics for Prometheus; off to turn it off"),
         ("HERALD_PUBLIC_URL", "(none)", "the endpoint's public base URL; payloads then carry herald_report_url"),
         ("HERALD_HTTP_TIMEOUT", "10s", "how long a client may take to send a request to the endpoint"),
         ("HERALD_WAKEUP_INTERVAL", "30m", "least time between two wake-ups of one iOS device"),
@@ -134,7 +137,10 @@ public struct Configuration: Sendable {
             configuration.fcmRateLimit = value
         }
         if let address = reader.string("HERALD_HTTP_ADDRESS") {
-            configuration.httpAddress = try Self.parseAddress(address)
+            configuration.httpAddress = try Self.parseAddress(address, setting: "HERALD_HTTP_ADDRESS")
+        }
+        if let address = reader.string("HERALD_METRICS_ADDRESS") {
+            configuration.metricsAddress = try Self.parseAddress(address, setting: "HERALD_METRICS_ADDRESS")
         }
         if let url = reader.string("HERALD_PUBLIC_URL") {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
@@ -157,13 +163,12 @@ public struct Configuration: Sendable {
     }
 
     /// `host:port`, or `off`.
-    static func parseAddress(_ text: String) throws -> (host: String, port: Int)? {
+    static func parseAddress(_ text: String, setting: String) throws -> (host: String, port: Int)? {
         if ["off", "none", "false"].contains(text.lowercased()) { return nil }
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (0...65535).contains(port), colon != text.startIndex
         else {
-            throw ConfigurationError(
-                setting: "HERALD_HTTP_ADDRESS", message: "\"\(text)\" is not host:port (or off)")
+            throw ConfigurationError(setting: setting, message: "\"\(text)\" is not host:port (or off)")
         }
         return (String(text[..<colon]), port)
     }

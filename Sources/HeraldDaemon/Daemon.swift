@@ -5,22 +5,29 @@ import HeraldPostgres
 import HeraldQueue
 import HeraldWorkers
 import Logging
+import Prometheus
 import ServiceLifecycle
 
 /// `herald run`: checks the schema, then runs the configured workers and the lease rescuer
 /// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
 ///
 /// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for lease rescue,
-/// one for pruning, one for LISTEN, two for the HTTP endpoint.
+/// one for pruning, one for LISTEN, two for the HTTP endpoint, one for metrics.
 public struct Daemon {
     let configuration: Configuration
     let logger: Logger
     let clock: any WallClock
+    /// Where swift-metrics records, when the process bootstrapped it with Prometheus.
+    let metrics: PrometheusCollectorRegistry?
 
-    public init(configuration: Configuration, logger: Logger, clock: any WallClock = SystemClock()) {
+    public init(
+        configuration: Configuration, logger: Logger, clock: any WallClock = SystemClock(),
+        metrics: PrometheusCollectorRegistry? = nil
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        self.metrics = metrics
     }
 
     public func run() async throws {
@@ -64,14 +71,10 @@ public struct Daemon {
                 connection: PostgresConnection(conninfo: configuration.databaseURL, logger: logger),
                 retention: configuration.retention, logger: logger))
         if let address = configuration.httpAddress {
-            var settings = Endpoint.Settings(host: address.host, port: address.port)
-            settings.timeout = configuration.httpTimeout
-            services.append(
-                Endpoint(
-                    settings: settings,
-                    connections: (0..<2).map { _ in
-                        PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-                    }, logger: logger))
+            services.append(endpoint(.app, at: address, connections: 2))
+        }
+        if let address = configuration.metricsAddress, let metrics {
+            services.append(endpoint(.metrics(metrics), at: address, connections: 1))
         }
         services.append(
             LeaseRescuer(
@@ -99,6 +102,19 @@ public struct Daemon {
                 logger: logger))
         try await group.run()
         logger.info("herald stopped")
+    }
+
+    private func endpoint(_ routes: Endpoint.Routes, at address: (host: String, port: Int), connections: Int)
+        -> Endpoint
+    {
+        var settings = Endpoint.Settings(host: address.host, port: address.port)
+        settings.routes = routes
+        settings.timeout = configuration.httpTimeout
+        return Endpoint(
+            settings: settings,
+            connections: (0..<connections).map { _ in
+                PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+            }, logger: logger)
     }
 
     private func queue(on connection: PostgresConnection) -> JobQueue {

@@ -4,20 +4,35 @@ import HeraldPostgres
 import Hummingbird
 import Logging
 import NIOCore
+import Prometheus
 import ServiceLifecycle
 
-/// Herald's small HTTP endpoint, part of `herald run`: apps report deliveries and fetch the
-/// notifications they missed; load balancers check health. Nothing else is served.
+/// Herald's small HTTP endpoints, part of `herald run`. The app endpoint: apps report
+/// deliveries and fetch the notifications they missed; load balancers check health.
 ///
 ///     POST /v1/reports/{reference}   body (optional): {"kind": "seen", "device_id": "phone-1"}
 ///     GET  /v1/pending/{reference}?since=2026-11-20T00:00:00Z&limit=20&device_id=phone-1
 ///     GET  /healthz
 ///
+/// The metrics endpoint, for Prometheus, on its own (private) address:
+///
+///     GET  /metrics
+///     GET  /healthz
+///
+/// Nothing else is served.
+///
 /// Bounded: bodies over ``Settings/maxBodyBytes`` are refused with 413 (unread when
 /// Content-Length says so); a client that takes longer than ``Settings/timeout`` to send its
 /// request head is disconnected, and one that trickles its body gets 408.
 public struct Endpoint: Service {
+    /// Which routes an endpoint serves.
+    public enum Routes: Sendable {
+        case app
+        case metrics(PrometheusCollectorRegistry)
+    }
+
     public struct Settings: Sendable {
+        public var routes: Routes = .app
         public var host: String
         public var port: Int
         public var timeout: Duration = .seconds(10)
@@ -56,7 +71,9 @@ public struct Endpoint: Service {
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "herald"),
             onServerRunning: { [logger, onListening, settings] channel in
                 let port = channel.localAddress?.port ?? settings.port
-                logger.info("HTTP endpoint listening", metadata: ["address": "\(settings.host):\(port)"])
+                let name = if case .metrics = settings.routes { "metrics" } else { "app" }
+                logger.info(
+                    "HTTP endpoint listening", metadata: ["address": "\(settings.host):\(port)", "routes": "\(name)"])
                 await onListening(port)
             },
             logger: logger)

@@ -1,7 +1,9 @@
 import Foundation
 import HeraldPostgres
 import Hummingbird
+import Metrics
 import NIOCore
+import Prometheus
 import Synchronization
 
 /// The endpoint's routes, over the SQL functions of `migrations/007_reconcile.sql`.
@@ -16,6 +18,11 @@ final class EndpointAPI: Sendable {
     }
 
     enum SQL {
+        static let queueDepth = """
+            SELECT kind, ready::float8, scheduled::float8, running::float8, lease_expired::float8, dead::float8,
+                   coalesce(extract(epoch FROM oldest_ready_age), 0)::float8
+            FROM herald.queue_depth
+            """
         static let report = "SELECT accepted, outcome, message FROM herald.report_delivery($1, $2, $3)"
         static let pending = """
             SELECT json_build_object('notifications', coalesce(json_agg(json_build_object(
@@ -34,6 +41,10 @@ final class EndpointAPI: Sendable {
 
     func addRoutes(to router: Router<BasicRequestContext>) {
         router.get("healthz") { _, _ in await self.health() }
+        if case .metrics(let registry) = settings.routes {
+            router.get("metrics") { _, _ in await self.metrics(registry) }
+            return
+        }
         router.post("v1/reports/:reference") { request, context in
             await self.report(request, reference: context.parameters.get("reference") ?? "")
         }
@@ -49,6 +60,41 @@ final class EndpointAPI: Sendable {
         } catch {
             return Self.json(.serviceUnavailable, ["status": "database unavailable"])
         }
+    }
+
+    /// Kinds whose queue gauges were set, so a kind whose jobs are all gone drops to zero.
+    private let gaugedKinds = Mutex<Set<String>>(["ingest", "dispatch", "reconcile"])
+
+    /// Prometheus's text format. Queue gauges are read from `herald.queue_depth` at each scrape.
+    func metrics(_ registry: PrometheusCollectorRegistry) async -> Response {
+        if let rows = try? await connection.query(SQL.queueDepth) {
+            var depth: [String: [String: Double]] = [:]
+            for row in rows {
+                guard let kind = try? row.decode(0, as: String.self) else { continue }
+                for (index, state) in [
+                    "ready", "scheduled", "running", "lease_expired", "dead", "oldest_ready_seconds",
+                ]
+                .enumerated() {
+                    depth[kind, default: [:]][state] = (try? row.decode(index + 1, as: Double.self)) ?? 0
+                }
+            }
+            let kinds = gaugedKinds.withLock { known in
+                known.formUnion(depth.keys)
+                return known
+            }
+            for kind in kinds {
+                for state in ["ready", "scheduled", "running", "lease_expired", "dead"] {
+                    Gauge(label: "herald_queue_jobs", dimensions: [("kind", kind), ("state", state)])
+                        .record(depth[kind]?[state] ?? 0)
+                }
+                Gauge(label: "herald_queue_oldest_ready_seconds", dimensions: [("kind", kind)])
+                    .record(depth[kind]?["oldest_ready_seconds"] ?? 0)
+            }
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
     }
 
     struct ReportBody: Decodable {

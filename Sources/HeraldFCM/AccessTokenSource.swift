@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldHTTP
 import Logging
+import Metrics
 
 /// OAuth2 access tokens for one service account, obtained with a signed JWT assertion.
 ///
@@ -75,12 +76,14 @@ public actor AccessTokenSource {
                 let refreshIn = lifetime > margin ? lifetime - margin : lifetime / 2
                 current = (token, clock.now().addingTimeInterval(refreshIn))
                 lastFailure = nil
+                Counter(label: "herald_token_refreshes_total", dimensions: [("result", "ok")]).increment()
                 logger.debug(
                     "access token refreshed",
                     metadata: ["project": "\(account.projectID)", "expires_in": "\(Int(lifetime))"])
                 return token
             } catch let error as AccessTokenError {
                 lastError = error
+                Counter(label: "herald_token_refreshes_total", dimensions: [("result", "failed")]).increment()
                 if case .configuration = error {
                     lastFailure = (error, clock.now().addingTimeInterval(configuration.failureCooldown.seconds))
                     logger.error(

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import ServiceLifecycle
 import Synchronization
 
@@ -28,6 +29,7 @@ public final class WorkerRunner: Service {
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
     public let heartbeat = Heartbeat()
+    private let claimDuration: Metrics.Timer
 
     public init(
         handler: any JobHandler, queue: JobQueue, signal: WakeSignal, configuration: Configuration, logger: Logger
@@ -39,6 +41,7 @@ public final class WorkerRunner: Service {
         var logger = logger
         logger[metadataKey: "kind"] = "\(handler.kind)"
         self.logger = logger
+        claimDuration = Metrics.Timer(label: "herald_claim_duration_seconds", dimensions: [("kind", handler.kind)])
     }
 
     public func run() async throws {
@@ -58,7 +61,9 @@ public final class WorkerRunner: Service {
             heartbeat.beat()
             let jobs: [Job]
             do {
+                let started = ContinuousClock.now
                 jobs = try await queue.claim(kind: handler.kind, limit: configuration.batchSize)
+                claimDuration.record(duration: ContinuousClock.now - started)
                 errorDelay.reset()
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
@@ -94,6 +99,10 @@ public final class WorkerRunner: Service {
                     (job, .retry(error: "the \(handler.kind) worker returned no outcome for job \(job.id)")))
             }
         }
+        for (outcome, count) in Dictionary(grouping: outcomes, by: { Self.metricName($0.outcome) }).mapValues(\.count) {
+            Counter(label: "herald_jobs_finished_total", dimensions: [("kind", handler.kind), ("outcome", outcome)])
+                .increment(by: count)
+        }
         var delay = RetryDelay()
         let deadline = ContinuousClock.now.advanced(by: queue.lease)
         while true {
@@ -111,6 +120,17 @@ public final class WorkerRunner: Service {
                 logger.warning("recording a batch failed; retrying", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: delay.next())
             }
+        }
+    }
+}
+
+extension WorkerRunner {
+    static func metricName(_ outcome: JobOutcome) -> String {
+        switch outcome {
+        case .completed: return "completed"
+        case .retry: return "retry"
+        case .dead: return "dead"
+        case .postpone: return "postponed"
         }
     }
 }

@@ -18,10 +18,9 @@ public final class HeraldProcess: @unchecked Sendable {
         let log = try FileHandle(forWritingTo: logFile)
         process.executableURL = heraldExecutable.deletingLastPathComponent().appendingPathComponent(executable)
         process.arguments = arguments
-        // Any free port for the HTTP endpoint, so daemons started side by side do not collide.
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["HERALD_HTTP_ADDRESS": "127.0.0.1:0"].merging(environment) { $1 }
-        ) { $1 }
+        // Any free ports for the HTTP endpoints, so daemons started side by side do not collide.
+        let ports = ["HERALD_HTTP_ADDRESS": "127.0.0.1:0", "HERALD_METRICS_ADDRESS": "127.0.0.1:0"]
+        process.environment = ProcessInfo.processInfo.environment.merging(ports.merging(environment) { $1 }) { $1 }
         process.standardOutput = log
         process.standardError = log
         try process.run()

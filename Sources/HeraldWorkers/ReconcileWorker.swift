@@ -2,6 +2,7 @@ import HeraldCore
 import HeraldPostgres
 import HeraldQueue
 import Logging
+import Metrics
 
 /// Applies delivery reports in batches, with one call to `herald.reconcile` (see
 /// `migrations/007_reconcile.sql`): reported deliveries become `delivered`, and an iOS device
@@ -56,6 +57,8 @@ public struct ReconcileWorker: JobHandler {
             let wakeups = try counts.decode(2, as: Int.self)
             context.logger.debug(
                 "applied delivery reports", metadata: ["reports": "\(reports)", "wakeups": "\(wakeups)"])
+            Counter(label: "herald_reports_applied_total").increment(by: reports)
+            Counter(label: "herald_wakeups_total").increment(by: wakeups)
             if wakeups > 0 {
                 context.logger.info(
                     "scheduled wake-ups for devices that missed notifications", metadata: ["count": "\(wakeups)"])

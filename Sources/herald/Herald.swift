@@ -4,6 +4,8 @@ import HeraldDaemon
 import HeraldPostgres
 import HeraldQueue
 import Logging
+import Metrics
+import Prometheus
 
 @main
 struct Herald: AsyncParsableCommand {
@@ -58,8 +60,10 @@ struct Run: AsyncParsableCommand {
         let configuration: Configuration
         do { configuration = try options.load() } catch { throw fail(error) }
         let logger = bootstrapLogging(configuration)
+        let metrics = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
         do {
-            try await Daemon(configuration: configuration, logger: logger).run()
+            try await Daemon(configuration: configuration, logger: logger, metrics: metrics).run()
         } catch {
             logger.critical("herald cannot run: \(error)")
             throw ExitCode.failure

@@ -40,7 +40,7 @@ import Testing
             ])
         var port: Int?
         _ = await eventually(timeout: .seconds(20)) {
-            port = daemon.output.firstMatch(of: /address=127\.0\.0\.1:(\d+).*HTTP endpoint listening/)
+            port = daemon.output.firstMatch(of: /HTTP endpoint listening address=127\.0\.0\.1:(\d+) routes=app/)
                 .flatMap { Int($0.1) }
             return port != nil
         }

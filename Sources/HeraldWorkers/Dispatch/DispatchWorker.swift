@@ -3,6 +3,7 @@ import HeraldFCM
 import HeraldPostgres
 import HeraldQueue
 import Logging
+import Metrics
 
 /// Sends deliveries through FCM and records what happened to each.
 ///
@@ -108,6 +109,7 @@ public struct DispatchWorker: JobHandler {
                 results[id] = result
             }
             outcomes[job.id] = result.job
+            Counter(label: "herald_sends_total", dimensions: [("outcome", Self.metricOutcome(result))]).increment()
         }
         do {
             try await record(results, deliveries: deliveries, appErrors: appErrors, now: now)
@@ -144,8 +146,11 @@ public struct DispatchWorker: JobHandler {
                 let part = batch.filter { $0.dryRun == dryRun }
                 if part.isEmpty { continue }
                 await sender.limiter.acquire(part.count)
+                let started = ContinuousClock.now
                 let outcomes = await sender.client.send(
                     part.map { builder.message(for: $0, now: now) }, validateOnly: dryRun)
+                Metrics.Timer(label: "herald_send_batch_duration_seconds").record(
+                    duration: ContinuousClock.now - started)
                 for (delivery, outcome) in zip(part, outcomes) {
                     let result = Self.result(outcome, dryRun: dryRun)
                     if case .configurationError(let reason) = outcome { problem = reason }
@@ -157,6 +162,15 @@ public struct DispatchWorker: JobHandler {
                     "FCM refused the app's configuration", metadata: ["app": "\(app)", "error": "\(problem)"])
             }
             return (results, app, problem)
+        }
+    }
+
+    /// The delivery's new state, or for one still queued, why: `retry` or `postponed`.
+    static func metricOutcome(_ result: DeliveryResult) -> String {
+        switch result.job {
+        case .retry: return "retry"
+        case .postpone: return "postponed"
+        case .completed, .dead: return result.state
         }
     }
 

@@ -1,0 +1,84 @@
+import Foundation
+import HeraldEmulator
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite struct MetricsTests {
+    /// Prometheus scrapes a running daemon: sends by outcome, queue depth, claim and send
+    /// latency, token refreshes, reports and wake-ups.
+    @Test func prometheusSeesWhatTheDaemonDid() async throws {
+        let emulator = try await FCMEmulator.start()
+        let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json")
+        try account.fileContents().write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        try await db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
+            [file.path])
+        try await db.query("SELECT herald.register_device('shop', 'iphone', 'ios', 'token-iphone', 'alice')")
+        try await db.query("SELECT herald.register_device('shop', 'pixel', 'android', 'token-pixel', 'alice')")
+        await emulator.setBehaviour(.unregistered, forToken: "token-pixel")
+        try await db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await db.query("INSERT INTO herald.jobs (kind, run_at) VALUES ('later', now() + interval '1 hour')")
+
+        let daemon = try HeraldProcess(
+            ["run"],
+            environment: [
+                "HERALD_DATABASE_URL": database.conninfo, "HERALD_FCM_ENDPOINT": emulator.baseURL,
+                "HERALD_POLL_INTERVAL": "200ms",
+            ])
+        #expect(
+            try await eventually(timeout: .seconds(20)) {
+                try await db.query("SELECT count(*) FROM herald.deliveries WHERE state <> 'queued'")[0].decode(
+                    0, as: Int.self) == 2
+            }, "\(daemon.output)")
+        let reference = try await db.query(
+            "SELECT herald.delivery_reference(id, device_id) FROM herald.deliveries WHERE state = 'sent'")[0].decode(
+                0, as: String.self)
+        _ = try await db.query("SELECT herald.report_delivery($1)", [reference])
+        let port = try #require(
+            daemon.output.firstMatch(of: /address=127\.0\.0\.1:(\d+) routes=metrics/).flatMap { Int($0.1) },
+            "\(daemon.output)")
+
+        var scrape = ""
+        _ = try await eventually {
+            scrape = try Self.get("http://127.0.0.1:\(port)/metrics")
+            return scrape.contains("herald_reports_applied_total 1")
+        }
+        for expected in [
+            #"herald_sends_total{outcome="sent"} 1"#,
+            #"herald_sends_total{outcome="token_invalid"} 1"#,
+            #"herald_token_refreshes_total{result="ok"} 1"#,
+            #"herald_queue_jobs{kind="later",state="scheduled"} 1"#,
+            #"herald_queue_jobs{kind="dispatch",state="ready"} 0"#,
+            #"herald_claim_duration_seconds_bucket{kind="dispatch",le="+Inf"}"#,
+            #"herald_send_batch_duration_seconds_count 1"#,
+            #"herald_jobs_finished_total{kind="dispatch",outcome="completed"} 2"#,
+            "herald_reports_applied_total 1",
+            "herald_wakeups_total 0",
+        ] {
+            #expect(scrape.contains(expected), "missing \(expected) in:\n\(scrape)")
+        }
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(20)))
+    }
+
+    static func get(_ url: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-sf", "--max-time", "10", url]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return text
+    }
+}
