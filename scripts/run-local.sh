@@ -41,6 +41,9 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   export GOOGLE_APPLICATION_CREDENTIALS="$PWD/.herald-local/demo-service-account.json"
   echo "==> FCM emulator on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/messages)"
 fi
+# The report endpoint, as the demo payloads name it (herald_report_url).
+export HERALD_HTTP_ADDRESS="${HERALD_HTTP_ADDRESS:-127.0.0.1:8480}"
+export HERALD_PUBLIC_URL="${HERALD_PUBLIC_URL:-http://$HERALD_HTTP_ADDRESS}"
 echo "==> registering demo devices and sending demo notifications (scripts/demo.sql)"
 psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/demo.sql >/dev/null
 
@@ -53,6 +56,13 @@ psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/demo.sql >/dev/null
   psql "$HERALD_DATABASE_URL" -c "SELECT d.notification_id, coalesce(dev.device_id, '(topic)') AS device,
       d.payload_kind, d.state, d.provider_message_id
     FROM herald.deliveries d LEFT JOIN herald.devices dev ON dev.id = d.device_id ORDER BY d.id"
+  reference=$(psql "$HERALD_DATABASE_URL" -tAc "SELECT herald.delivery_reference(d.id, d.device_id)
+    FROM herald.deliveries d WHERE d.state = 'sent' AND d.device_id IS NOT NULL ORDER BY d.id DESC LIMIT 1")
+  if [ -n "$reference" ]; then
+    echo "==> an app reporting its newest delivery: POST $HERALD_PUBLIC_URL/v1/reports/<herald_report>"
+    curl -s -X POST -H 'Content-Type: application/json' -d '{"kind": "delivered"}' \
+      "$HERALD_PUBLIC_URL/v1/reports/$reference" && echo
+  fi
   "$herald" status || true
   echo "==> herald keeps running; Ctrl-C stops it"
 ) &

@@ -65,6 +65,9 @@ public struct Endpoint: Service {
         let router = Router(context: BasicRequestContext.self)
         api.addRoutes(to: router)
         let timeout = settings.timeout
+        // Hummingbird announces itself at info; the line above says the same with the routes.
+        var quieter = logger
+        quieter.logLevel = max(logger.logLevel, .notice)
         let app = Application(
             router: router,
             server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(timeout.seconds * 1e9)))),
@@ -76,7 +79,7 @@ public struct Endpoint: Service {
                     "HTTP endpoint listening", metadata: ["address": "\(settings.host):\(port)", "routes": "\(name)"])
                 await onListening(port)
             },
-            logger: logger)
+            logger: quieter)
         try await app.runService()
     }
 }
