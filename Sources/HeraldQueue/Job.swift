@@ -37,3 +37,20 @@ public enum JobOutcome: Sendable, Equatable {
     /// claim does not count as an attempt.
     case postpone(by: Duration, reason: String)
 }
+
+extension Array where Element == Job {
+    /// The rows these jobs are about. A job without one can never succeed, so its outcome is
+    /// `dead` at once, with a reason naming what it lacks (`what`: "notification", "report", …).
+    public func refs(naming what: String) -> (refs: [Int64], dead: [Int64: JobOutcome]) {
+        var refs: [Int64] = []
+        var dead: [Int64: JobOutcome] = [:]
+        for job in self {
+            if let ref = job.ref {
+                refs.append(ref)
+            } else {
+                dead[job.id] = .dead(reason: "\(job.kind) job \(job.id) names no \(what) (ref is NULL)")
+            }
+        }
+        return (refs, dead)
+    }
+}

@@ -25,15 +25,7 @@ public struct IngestWorker: JobHandler {
     }
 
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
-        var outcomes: [Int64: JobOutcome] = [:]
-        var ids: [Int64] = []
-        for job in jobs {
-            if let ref = job.ref {
-                ids.append(ref)
-            } else {
-                outcomes[job.id] = .dead(reason: "ingest job \(job.id) names no notification (ref is NULL)")
-            }
-        }
+        var (ids, outcomes) = jobs.refs(naming: "notification")
         guard !ids.isEmpty else { return outcomes }
         do {
             try await ingest(ids)

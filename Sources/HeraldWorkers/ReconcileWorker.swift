@@ -35,15 +35,7 @@ public struct ReconcileWorker: JobHandler {
         """
 
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
-        var outcomes: [Int64: JobOutcome] = [:]
-        var ids: [Int64] = []
-        for job in jobs {
-            if let ref = job.ref {
-                ids.append(ref)
-            } else {
-                outcomes[job.id] = .dead(reason: "reconcile job \(job.id) names no report (ref is NULL)")
-            }
-        }
+        var (ids, outcomes) = jobs.refs(naming: "report")
         guard !ids.isEmpty else { return outcomes }
         let settings = context.reconcile
         do {
