@@ -79,7 +79,10 @@ public struct Configuration: Sendable {
         ),
         ("HERALD_METRICS_ADDRESS", "127.0.0.1:9480", "host:port serving /metrics for Prometheus; off to turn it off"),
         ("HERALD_PUBLIC_URL", "(none)", "the endpoint's public base URL; payloads then carry herald_report_url"),
-        ("HERALD_HTTP_TIMEOUT", "10s", "how long a client may take to send a request to the endpoint"),
+        (
+            "HERALD_HTTP_TIMEOUT", "10s",
+            "how long a request body may take to arrive; idle connections close after twice this"
+        ),
         ("HERALD_WAKEUP_INTERVAL", "30m", "least time between two wake-ups of one iOS device"),
         ("HERALD_WAKEUP_GRACE", "1m", "a delivery sent more recently than this does not count as missed yet"),
     ]

@@ -22,8 +22,9 @@ import ServiceLifecycle
 /// Nothing else is served.
 ///
 /// Bounded: bodies over ``Settings/maxBodyBytes`` are refused with 413 (unread when
-/// Content-Length says so); a client that takes longer than ``Settings/timeout`` to send its
-/// request head is disconnected, and one that trickles its body gets 408.
+/// Content-Length says so); a body that takes longer than ``Settings/timeout`` to arrive gets
+/// 408, and a connection that completes no part of a request (a head that never ends) for
+/// twice that is closed.
 public struct Endpoint: Service {
     /// Which routes an endpoint serves.
     public enum Routes: Sendable {
@@ -70,7 +71,10 @@ public struct Endpoint: Service {
         quieter.logLevel = max(logger.logLevel, .notice)
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(timeout.seconds * 1e9)))),
+            // Idle means no complete part of a request: a head that never finishes, or a body
+            // stalled outright. Twice the timeout, so a trickling body meets the handler's
+            // deadline first and is answered 408 rather than cut off.
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(timeout.seconds * 2e9)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "herald"),
             onServerRunning: { [logger, onListening, settings] channel in
                 let port = channel.localAddress?.port ?? settings.port
@@ -80,6 +84,7 @@ public struct Endpoint: Service {
                 await onListening(port)
             },
             logger: quieter)
-        try await app.runService()
+        // run(), not runService(): the daemon's service group owns signals and graceful shutdown.
+        try await app.run()
     }
 }
