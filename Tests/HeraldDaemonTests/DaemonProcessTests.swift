@@ -45,7 +45,9 @@ import Testing
             "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 3000}' FROM generate_series(1, 30)")
         let victim = try HeraldProcess(
             ["run"], environment: environment(database, ["HERALD_BATCH_SIZE": "30", "HERALD_LEASE": "2s"]))
-        #expect(try await eventually { try await count(connection, "state = 'running'") == 30 }, "\(victim.output)")
+        #expect(
+            try await eventually(timeout: .seconds(30)) { try await count(connection, "state = 'running'") == 30 },
+            "\(victim.output)")
         victim.send(SIGKILL)
         #expect(await victim.waitForExit(timeout: .seconds(10)))
         #expect(try await count(connection, "state = 'running'") == 30)

