@@ -97,6 +97,7 @@ public struct DispatchWorker: JobHandler {
         }
 
         var outcomes: [Int64: JobOutcome] = [:]
+        var sendsByOutcome: [String: Int] = [:]
         for job in jobs {
             guard let id = job.ref, var result = results[id] else {
                 outcomes[job.id] = .completed
@@ -109,7 +110,11 @@ public struct DispatchWorker: JobHandler {
                 results[id] = result
             }
             outcomes[job.id] = result.job
-            Counter(label: "herald_sends_total", dimensions: [("outcome", Self.metricOutcome(result))]).increment()
+            sendsByOutcome[Self.metricOutcome(result), default: 0] += 1
+        }
+        // One counter update per outcome and batch, not per delivery.
+        for (outcome, count) in sendsByOutcome {
+            Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
         do {
             try await record(results, deliveries: deliveries, appErrors: appErrors, now: now)
