@@ -147,6 +147,8 @@ final class TransferLoop: @unchecked Sendable {
     private var queued: [Transfer] = []
     private var queueHead = 0
     private var activeLimit: Int { configuration.maxConnectionsPerHost * configuration.maxConcurrentStreams }
+    /// The multi handle's sockets, corked while `curl_multi_perform` writes (see `perform()`).
+    private let sockets = UnsafeMutablePointer<herald_socket_set>.allocate(capacity: 1)
 
     init(configuration: HTTPClient.Configuration, logger: Logger) {
         _ = Self.globalInit
@@ -157,6 +159,7 @@ final class TransferLoop: @unchecked Sendable {
                 "libcurl \(String(cString: herald_curl_version_text())) is older than 8.0; it can lose multiplexed HTTP/2 transfers under load"
             )
         }
+        sockets.initialize(to: herald_socket_set())
         multi = curl_multi_init()
         herald_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         herald_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
@@ -219,31 +222,34 @@ final class TransferLoop: @unchecked Sendable {
                 active.removeAll()
                 idleHandles.forEach { curl_easy_cleanup($0) }
                 curl_multi_cleanup(multi)
+                sockets.deallocate()
                 return
             }
             queued.append(contentsOf: arrivals)
             startQueued()
-            var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            perform()
             collectFinished()
-            if startQueued() {
-                curl_multi_perform(multi, &running)
-            }
+            // Completions made room for queued transfers. libcurl times new transfers to run at
+            // once, so the poll returns without waiting and the next pass sends them.
+            startQueued()
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
     }
 
-    private var easyByTransfer: [UnsafeMutableRawPointer: UnsafeMutableRawPointer] = [:]
-
-    private func easyHandle(for pointer: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
-        easyByTransfer[pointer]
+    /// Runs every transfer as far as it can go without waiting.
+    ///
+    /// libcurl sends each HTTP/2 stream's frames with a write of their own. Corking the sockets
+    /// for the pass lets the kernel send them as a few full segments at the end instead, which
+    /// roughly halves the system's cost per request (and the server's).
+    private func perform() {
+        var running: Int32 = 0
+        herald_socket_set_cork(sockets, 1)
+        curl_multi_perform(multi, &running)
+        herald_socket_set_cork(sockets, 0)
     }
 
-    /// Hands queued transfers to libcurl while fewer than `activeLimit` are in flight; returns
-    /// whether it started any.
-    @discardableResult
-    private func startQueued() -> Bool {
-        let before = queueHead
+    /// Hands queued transfers to libcurl while fewer than `activeLimit` are in flight.
+    private func startQueued() {
         while queueHead < queued.count && active.count < activeLimit {
             start(queued[queueHead])
             queueHead += 1
@@ -252,7 +258,6 @@ final class TransferLoop: @unchecked Sendable {
             queued.removeAll(keepingCapacity: true)
             queueHead = 0
         }
-        return queueHead != before || (before > 0 && queueHead == 0)
     }
 
     /// A new easy handle with the options every transfer shares. Handles are reused without
@@ -267,6 +272,7 @@ final class TransferLoop: @unchecked Sendable {
         herald_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, bodyCallback)
         herald_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
         herald_easy_enable_ssl_read_ahead(easy)
+        herald_easy_track_sockets(easy, sockets)
         return easy
     }
 

@@ -213,6 +213,7 @@ struct HTTPBench: AsyncParsableCommand {
     @Option(help: "Requests in flight at once.") var concurrency = 1000
     @Option(help: "Connections per host.") var connections = 4
     @Option(help: "HTTP client event-loop threads.") var threads = 1
+    @Option(help: "Streams per connection handed to libcurl at once.") var streams = 100
     @Option(help: "Requests per batch (the dispatch worker's form); 1 sends each request from its own task.")
     var batch = 500
 
@@ -220,6 +221,7 @@ struct HTTPBench: AsyncParsableCommand {
         var configuration = HTTPClient.Configuration()
         configuration.caBundle = caBundle
         configuration.maxConnectionsPerHost = connections
+        configuration.maxConcurrentStreams = streams
         configuration.threads = threads
         let client = HTTPClient(configuration: configuration)
         let body = Array(
