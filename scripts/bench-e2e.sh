@@ -2,9 +2,14 @@
 # End-to-end benchmark: N notifications (half Android, half iOS) from the producer's table to
 # FCM's answer, through a real `herald run` (ingest and dispatch) against nginx standing in for
 # FCM and its token endpoint (TLS, HTTP/2, fixed 200 answers). Prints notifications/s, the
-# daemon's peak RSS, and h2load against the same nginx in the same run; then the latency from
-# the producer's commit to FCM's answer at a steady 1,000 notifications/s (RATE=…).
+# daemon's peak RSS and the machine's CPU time per notification (Herald, nginx, the rest:
+# PostgreSQL), beside the HTTP floor (h2load against the same nginx) and the queue floor
+# (`herald bench queue` on the same PostgreSQL) in the same run; then the latency from the
+# producer's commit to FCM's answer at a steady 1,000 notifications/s (RATE=…).
 #   N=100000 scripts/bench-e2e.sh
+#
+# The stand-in has no quota, so the per-project rate limit is lifted (HERALD_FCM_RATE_LIMIT):
+# FCM's own 600,000 messages a minute would hold one project to 10,000/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -30,35 +35,53 @@ base="https://127.0.0.1:$port"
 
 swift build -c release --product herald >/dev/null
 herald=.build/release/herald
+# Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
+echo "Queue floor, on the same PostgreSQL:"
+$herald bench queue --jobs 100000 --batch "${BATCH:-500}" --events 0 | grep -E "floor|engine \("
 $herald bench prepare-e2e --notifications "$n" --token-uri "$base/token" --credentials-out "$work/sa.json"
 
 printf '%s' '{"message":{"token":"t","data":{"title":"Hello"}}}' >"$work/body.json"
-echo "h2load against the same nginx:"
+echo "HTTP floor, h2load against the same nginx:"
 h2load -n 100000 -c 4 -m 250 -t 1 -H 'content-type: application/json' -d "$work/body.json" \
   "$base/v1/projects/bench/messages:send" | grep -E "finished in"
 
 q() { psql "$HERALD_DATABASE_URL" -qtA -c "$1"; }
+# CPU time in clock ticks: the whole machine's busy time, and one process's.
+machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+process_cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+nginx_pid=$(cat "$work/nginx/nginx.pid")
+nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
+busy_before=$(machine_busy)
+nginx_before=$(process_cpu "$nginx_worker")
 start=$(date +%s.%N)
 HERALD_FCM_ENDPOINT="$base" HERALD_FCM_CA_BUNDLE="$work/nginx/cert.pem" HERALD_BATCH_SIZE=${BATCH:-500} \
-  HERALD_POLL_INTERVAL=200ms HERALD_LOG_LEVEL=warning $herald run >"$work/daemon.log" 2>&1 &
+  HERALD_FCM_RATE_LIMIT=${HERALD_FCM_RATE_LIMIT:-1000000} HERALD_POLL_INTERVAL=200ms HERALD_LOG_LEVEL=warning \
+  $herald run >"$work/daemon.log" 2>&1 &
 daemon=$!
 peak=0
 while true; do
   sleep 0.5
   rss=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status" 2>/dev/null || echo 0)
   [ "${rss:-0}" -gt "$peak" ] && peak=$rss
-  left=$(q "SELECT (SELECT count(*) FROM herald.notifications WHERE state = 'received')
-                 + (SELECT count(*) FROM herald.deliveries WHERE state = 'queued')")
+  # Every notification not yet final has an ingest or dispatch job; the claim index makes this cheap.
+  left=$(q "SELECT count(*) FROM herald.jobs WHERE kind IN ('ingest', 'dispatch')")
   [ "$left" = 0 ] && break
   kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon.log"; exit 1; }
 done
 end=$(date +%s.%N)
+busy=$(($(machine_busy) - busy_before))
+herald_cpu=$(process_cpu "$daemon")
+nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
 sent=$(q "SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")
-python3 - "$start" "$end" "$n" "$sent" "$peak" <<'PY'
+python3 - "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" <<'PY'
 import sys
-start, end, n, sent, peak = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+start, end = float(sys.argv[1]), float(sys.argv[2])
+n, sent, peak, busy, herald, nginx, tick = (int(a) for a in sys.argv[3:])
 print(f"herald end to end: {n} notifications, {sent} sent, in {end - start:.2f}s: "
       f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB")
+per = lambda ticks: ticks / tick / n * 1e6
+print(f"CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
+      f"nginx {per(nginx):.0f} µs, the rest (PostgreSQL, this script) {per(busy - herald - nginx):.0f} µs")
 PY
 
 # The same daemon, now idle: latency from the producer's commit to FCM's answer at a steady rate.

@@ -20,5 +20,6 @@ swift build -c release --product herald >/dev/null
 echo "h2load (4 connections, 250 streams each, 1 thread):"
 h2load -n "$requests" -c 4 -m 250 -t 1 -H 'content-type: application/json' -H 'authorization: Bearer bench' \
   -d "$dir/body.json" "$url" | grep -E "finished in|requests:"
-echo "herald (4 connections, 1000 in flight, batches of 250):"
+echo "herald (4 connections, 1000 in flight, batches of 250), as configured by default, then on one thread:"
 .build/release/herald bench http --url "$url" --ca-bundle "$dir/cert.pem" --requests "$requests" --batch 250 "$@"
+.build/release/herald bench http --url "$url" --ca-bundle "$dir/cert.pem" --requests "$requests" --batch 250 --threads 1 "$@"

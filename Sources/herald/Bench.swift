@@ -25,7 +25,8 @@ struct QueueBench: AsyncParsableCommand {
     @Option(help: "Jobs to insert for each run.") var jobs = 200_000
     @Option(help: "Jobs per claim.") var batch = 1000
     @Option(help: "Concurrent claimers, each on its own connection.") var concurrency = 2
-    @Option(help: "Events for the ingest figure (users get 2 devices each, one user per 2 events).") var events = 50_000
+    @Option(help: "Events for the ingest figure (users get 2 devices each, one user per 2 events); 0 skips it.")
+    var events = 50_000
     @Option(help: "Events per ingest batch.") var ingestBatch = 500
 
     struct NoopHandler: JobHandler {
@@ -77,18 +78,20 @@ struct QueueBench: AsyncParsableCommand {
             return claimed.count
         }
 
-        let (ingestRate, deliveries) = try await ingest(setup, connections)
+        let ingestFigure = events > 0 ? try await ingest(setup, connections) : nil
 
         print("queue benchmark: \(jobs) jobs, batches of \(batch), \(concurrency) claimers")
         print(String(format: "  raw SQL floor (lease claim + batched delete, in-server): %9.0f jobs/s", floor))
         print(String(format: "  engine (claim, Swift handler, batched finish):          %9.0f jobs/s", engine))
         print(String(format: "  engine / floor: %.0f%%", engine / floor * 100))
         print(String(format: "  for reference, no lease (one delete statement a batch): %9.0f jobs/s", noLease))
-        print(
-            String(
-                format:
-                    "ingest: %d events (2 devices per user) in batches of %d: %9.0f events/s, %d deliveries created",
-                events, ingestBatch, ingestRate, deliveries))
+        if let (ingestRate, deliveries) = ingestFigure {
+            print(
+                String(
+                    format:
+                        "ingest: %d events (2 devices per user) in batches of %d: %9.0f events/s, %d deliveries created",
+                    events, ingestBatch, ingestRate, deliveries))
+        }
     }
 
     /// The floor's loop: claim with the engine's statement, commit, delete, commit, until empty.
@@ -212,7 +215,7 @@ struct HTTPBench: AsyncParsableCommand {
     @Option(help: "Requests to send.") var requests = 100_000
     @Option(help: "Requests in flight at once.") var concurrency = 1000
     @Option(help: "Connections per host.") var connections = 4
-    @Option(help: "HTTP client event-loop threads.") var threads = 1
+    @Option(help: "HTTP client event-loop threads (default: the client's).") var threads: Int?
     @Option(help: "Streams per connection handed to libcurl at once.") var streams = 100
     @Option(help: "Requests per batch (the dispatch worker's form); 1 sends each request from its own task.")
     var batch = 500
@@ -222,7 +225,7 @@ struct HTTPBench: AsyncParsableCommand {
         configuration.caBundle = caBundle
         configuration.maxConnectionsPerHost = connections
         configuration.maxConcurrentStreams = streams
-        configuration.threads = threads
+        if let threads { configuration.threads = threads }
         let client = HTTPClient(configuration: configuration)
         let body = Array(
             #"{"message":{"token":"bench-token","data":{"title":"Hello","body":"A benchmark notification","notification_id":"123456"},"android":{"priority":"HIGH","ttl":"86400s"}}}"#
@@ -280,8 +283,9 @@ struct HTTPBench: AsyncParsableCommand {
         let rate = Double(total) / seconds
         print(
             String(
-                format: "herald HTTPClient: %d requests (%d ok, %d failed) in %.2fs: %.0f req/s, %d connections opened",
-                total, ok, failed, seconds, rate, opened + 1))
+                format:
+                    "herald HTTPClient, %d event-loop thread(s): %d requests (%d ok, %d failed) in %.2fs: %.0f req/s, %d connections opened",
+                configuration.threads, total, ok, failed, seconds, rate, opened + 1))
         client.shutdown()
     }
 }
