@@ -42,10 +42,14 @@ import Testing
     @Test func killedDaemonsJobsAreRescuedByAnotherDaemon() async throws {
         let database = try await TestDatabase.create()
         let connection = try await database.connect()
+        // The victim's jobs outlast the test and it never rescues its own expired leases, so on
+        // a loaded machine nothing but the kill can change them.
         try await connection.query(
-            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 3000}' FROM generate_series(1, 30)")
+            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 60000}' FROM generate_series(1, 30)")
         let victim = try HeraldProcess(
-            ["run"], environment: environment(database, ["HERALD_BATCH_SIZE": "30", "HERALD_LEASE": "2s"]))
+            ["run"],
+            environment: environment(
+                database, ["HERALD_BATCH_SIZE": "30", "HERALD_LEASE": "2s", "HERALD_RESCUE_INTERVAL": "1h"]))
         #expect(
             try await eventually(timeout: .seconds(30)) { try await count(connection, "state = 'running'") == 30 },
             "\(victim.output)")
