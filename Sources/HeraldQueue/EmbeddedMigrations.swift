@@ -1131,7 +1131,7 @@ BEGIN
                coalesce(n.priority, a.default_priority) AS priority,
                coalesce(n.expires_at, n.created_at + coalesce(n.ttl, a.default_ttl)) AS expires_at,
                greatest(at, coalesce(n.send_at, at)) AS run_at,
-               entries.data, entries.data_problem,
+               entries.data,
                CASE
                    WHEN a.app_id IS NULL THEN
                        format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
