@@ -25,9 +25,9 @@ public final class NginxStandIn: Sendable {
     }
 
     /// The access log's lines as (connection serial, request number on it, protocol).
-    public func accessLog() throws -> [(connection: Int, request: Int, protocolName: String)] {
+    public func accessLog() async throws -> [(connection: Int, request: Int, protocolName: String)] {
         // nginx buffers the log for up to 100 ms.
-        Thread.sleep(forTimeInterval: 0.3)
+        try await Task.sleep(for: .milliseconds(300))
         let text = try String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ")

@@ -29,7 +29,16 @@ public final class NotifySocket: @unchecked Sendable {
     }
 
     /// The next message, or nil if none arrives within `timeout`.
-    public func receive(timeout: Duration) -> String? {
+    public func receive(timeout: Duration) async -> String? {
+        (try? await onOwnThread { self.receiveBlocking(timeout: timeout) }) ?? nil
+    }
+
+    /// Every message that arrives during `duration`.
+    public func collect(for duration: Duration) async -> [String] {
+        (try? await onOwnThread { self.collectBlocking(for: duration) }) ?? []
+    }
+
+    private func receiveBlocking(timeout: Duration) -> String? {
         let (seconds, attoseconds) = timeout.components
         var limit = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
         if limit.tv_sec == 0 && limit.tv_usec == 0 { limit.tv_usec = 1 }
@@ -39,12 +48,11 @@ public final class NotifySocket: @unchecked Sendable {
         return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : nil
     }
 
-    /// Every message that arrives during `duration`.
-    public func collect(for duration: Duration) -> [String] {
+    private func collectBlocking(for duration: Duration) -> [String] {
         let end = ContinuousClock.now + duration
         var messages: [String] = []
         while ContinuousClock.now < end {
-            if let message = receive(timeout: end - ContinuousClock.now) { messages.append(message) }
+            if let message = receiveBlocking(timeout: end - ContinuousClock.now) { messages.append(message) }
         }
         return messages
     }

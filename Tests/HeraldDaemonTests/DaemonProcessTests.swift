@@ -85,7 +85,7 @@ import Testing
             0
         ]
         .decode(0, as: Int64.self)
-        let ingested = try await eventually(timeout: .seconds(5)) {
+        let ingested = try await eventually(timeout: .seconds(30)) {
             try await producer.query("SELECT state FROM herald.notifications WHERE id = $1", [id])[0]
                 .decode(0, as: String.self) == "accepted"
         }
@@ -162,21 +162,21 @@ import Testing
             environment: environment(
                 database,
                 ["NOTIFY_SOCKET": systemd.path, "WATCHDOG_USEC": "400000", "HERALD_CONCURRENCY": "1"]))
-        let ready = systemd.receive(timeout: .seconds(30))
+        let ready = await systemd.receive(timeout: .seconds(30))
         #expect(ready?.hasPrefix("READY=1") == true, "\(daemon.output)")
-        #expect(systemd.collect(for: .seconds(1)).filter { $0 == "WATCHDOG=1" }.count >= 3)
+        #expect(await systemd.collect(for: .seconds(2)).filter { $0 == "WATCHDOG=1" }.count >= 3)
 
-        // A batch that holds the only loop for 3 s: the pings stop while it runs.
-        try await connection.query("INSERT INTO herald.jobs (kind, payload) VALUES ('sleep', '{\"ms\": 3000}')")
+        // A batch that holds the only loop for 5 s: the pings stop while it runs.
+        try await connection.query("INSERT INTO herald.jobs (kind, payload) VALUES ('sleep', '{\"ms\": 5000}')")
         #expect(try await eventually { try await count(connection, "state = 'running'") == 1 })
         try await Task.sleep(for: .milliseconds(500))
-        _ = systemd.collect(for: .milliseconds(10))
-        #expect(!systemd.collect(for: .seconds(1)).contains("WATCHDOG=1"), "pinged while a loop was stuck")
+        _ = await systemd.collect(for: .milliseconds(10))
+        #expect(await !systemd.collect(for: .seconds(1)).contains("WATCHDOG=1"), "pinged while a loop was stuck")
         #expect(daemon.output.contains("withholding the systemd watchdog ping"))
         // Once the loop comes round, they resume; SIGTERM says STOPPING=1.
-        #expect(systemd.collect(for: .seconds(3)).contains("WATCHDOG=1"))
+        #expect(await systemd.collect(for: .seconds(6)).contains("WATCHDOG=1"))
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(20)))
-        #expect(systemd.collect(for: .milliseconds(200)).contains("STOPPING=1"))
+        #expect(await systemd.collect(for: .milliseconds(200)).contains("STOPPING=1"))
     }
 }

@@ -26,7 +26,7 @@ import Testing
 
     /// The unit as systemd reads it: `systemd-analyze verify` must have nothing to say
     /// (it exits 0 even on lines it ignores, so its output is what counts).
-    @Test func systemdUnitVerifiesCleanly() throws {
+    @Test func systemdUnitVerifiesCleanly() async throws {
         let unit = try String(contentsOf: packageRoot.appendingPathComponent("deploy/herald.service"), encoding: .utf8)
         for line in [
             "Type=notify", "WatchdogSec=", "Restart=on-failure", "TimeoutStopSec=90s", "DynamicUser=yes",
@@ -46,16 +46,8 @@ import Testing
         let copy = directory.appendingPathComponent("herald.service")
         try unit.replacingOccurrences(of: "/usr/local/bin/herald", with: heraldExecutable.path)
             .write(to: copy, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: analyze)
-        process.arguments = ["verify", copy.path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, text) = try await runProgram(analyze, ["verify", copy.path])
+        #expect(status == 0)
         #expect(text.isEmpty, "systemd-analyze verify: \(text)")
     }
 }

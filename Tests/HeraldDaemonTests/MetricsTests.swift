@@ -49,7 +49,7 @@ import Testing
 
         var scrape = ""
         _ = try await eventually {
-            scrape = try Self.get("http://127.0.0.1:\(port)/metrics")
+            scrape = try await Self.get("http://127.0.0.1:\(port)/metrics")
             return scrape.contains("herald_reports_applied_total 1")
         }
         for expected in [
@@ -71,15 +71,7 @@ import Testing
         #expect(await daemon.waitForExit(timeout: .seconds(20)))
     }
 
-    static func get(_ url: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-sf", "--max-time", "10", url]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return text
+    static func get(_ url: String) async throws -> String {
+        try await runProgram("/usr/bin/curl", ["-sf", "--max-time", "10", url]).output
     }
 }

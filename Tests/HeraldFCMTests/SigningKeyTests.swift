@@ -1,5 +1,6 @@
 import Foundation
 import HeraldFCM
+import HeraldTestSupport
 import Testing
 
 /// Signatures checked by the `openssl` command line, against keys generated at run time.
@@ -12,29 +13,20 @@ import Testing
     }
 
     @discardableResult
-    func openssl(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        while process.isRunning { Thread.sleep(forTimeInterval: 0.01) }
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    func openssl(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await runProgram("/usr/bin/openssl", arguments)
     }
 
     func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
 
     @Test(arguments: ["pkcs8", "pkcs1"])
-    func rs256SignatureVerifiesWithOpenSSL(format: String) throws {
-        try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path("key.pem")])
+    func rs256SignatureVerifiesWithOpenSSL(format: String) async throws {
+        try await openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path("key.pem")])
         if format == "pkcs1" {
             // The traditional PKCS#1 form ("RSA PRIVATE KEY").
-            try openssl(["rsa", "-in", path("key.pem"), "-traditional", "-out", path("key.pem")])
+            try await openssl(["rsa", "-in", path("key.pem"), "-traditional", "-out", path("key.pem")])
         }
-        try openssl(["pkey", "-in", path("key.pem"), "-pubout", "-out", path("public.pem")])
+        try await openssl(["pkey", "-in", path("key.pem"), "-pubout", "-out", path("public.pem")])
         let pem = try String(contentsOfFile: path("key.pem"), encoding: .utf8)
         // Assembled so that no tracked file holds a literal PEM key header.
         let label = (format == "pkcs1" ? "RSA " : "") + "PRIVATE" + " KEY"
@@ -47,7 +39,7 @@ import Testing
         #expect(signature.count == 256)
         try Data(data).write(to: URL(fileURLWithPath: path("data")))
         try Data(signature).write(to: URL(fileURLWithPath: path("signature")))
-        let verified = try openssl([
+        let verified = try await openssl([
             "dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data"),
         ])
         #expect(verified.status == 0, "\(verified.output)")
@@ -56,7 +48,7 @@ import Testing
         // A changed message fails, so the check above can fail.
         try Data("tampered".utf8).write(to: URL(fileURLWithPath: path("data")))
         #expect(
-            try openssl([
+            try await openssl([
                 "dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data"),
             ]).status != 0)
         // And the shim's own verification agrees.
@@ -65,9 +57,11 @@ import Testing
             try !SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
     }
 
-    @Test func es256SignatureIsRawRSAndVerifiesWithOpenSSLAsDER() throws {
-        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem")])
-        try openssl(["pkey", "-in", path("ec.pem"), "-pubout", "-out", path("ec-public.pem")])
+    @Test func es256SignatureIsRawRSAndVerifiesWithOpenSSLAsDER() async throws {
+        try await openssl([
+            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem"),
+        ])
+        try await openssl(["pkey", "-in", path("ec.pem"), "-pubout", "-out", path("ec-public.pem")])
         let key = try SigningKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
         #expect(key.kind == .ecP256)
         let data = Array("apns provider token".utf8)
@@ -76,20 +70,22 @@ import Testing
         try Data(data).write(to: URL(fileURLWithPath: path("data")))
         try Data(derSignature(r: Array(signature[0..<32]), s: Array(signature[32..<64]))).write(
             to: URL(fileURLWithPath: path("signature.der")))
-        let verified = try openssl([
+        let verified = try await openssl([
             "dgst", "-sha256", "-verify", path("ec-public.pem"), "-signature", path("signature.der"), path("data"),
         ])
         #expect(verified.status == 0, "\(verified.output)")
     }
 
-    @Test func badKeysFailWithOpenSSLsReason() throws {
+    @Test func badKeysFailWithOpenSSLsReason() async throws {
         let label = "PRIVATE" + " KEY"
         #expect {
             try SigningKey(privateKeyPEM: "-----BEGIN \(label)-----\nnot base64\n-----END \(label)-----\n")
         } throws: {
             ($0 as? CryptoError)?.message.isEmpty == false
         }
-        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem")])
+        try await openssl([
+            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem"),
+        ])
         let ec = try SigningKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
         #expect { try ec.signRS256([1, 2, 3]) } throws: { "\($0)".contains("RS256 needs an RSA key") }
     }

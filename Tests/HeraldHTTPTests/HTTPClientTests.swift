@@ -32,7 +32,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         let opened = responses.map(\.newConnections).reduce(0, +)
         #expect(opened >= 1 && opened <= 2, "opened \(opened) connections")
 
-        let log = try nginx.accessLog()
+        let log = try await nginx.accessLog()
         #expect(log.count == 1000)
         #expect(log.allSatisfy { $0.protocolName == "HTTP/2.0" })
         #expect(Set(log.map(\.connection)).count <= 2)

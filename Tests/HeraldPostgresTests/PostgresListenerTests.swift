@@ -23,7 +23,7 @@ import Testing
         let sender = try await database.connect()
 
         try await sender.query("SELECT pg_notify('herald_test', $1)", ["first"])
-        #expect(await eventually(timeout: .seconds(5)) { inbox.messages.withLock { $0.count } == 1 })
+        #expect(await eventually(timeout: .seconds(10)) { inbox.messages.withLock { $0.count } == 1 })
         #expect(inbox.messages.withLock { $0 } == [PostgresNotification(channel: "herald_test", payload: "first")])
 
         // End the listener's session from outside, as a server restart would.
@@ -32,6 +32,6 @@ import Testing
         )
         #expect(await eventually(timeout: .seconds(10)) { inbox.reconnects.load(ordering: .relaxed) == 1 })
         try await sender.query("SELECT pg_notify('herald_test', $1)", ["second"])
-        #expect(await eventually(timeout: .seconds(5)) { inbox.messages.withLock { $0.count } == 2 })
+        #expect(await eventually(timeout: .seconds(10)) { inbox.messages.withLock { $0.count } == 2 })
     }
 }
