@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A Google service account, read from its JSON key file.
 ///
 /// The private key is loaded into OpenSSL at once and its PEM text dropped; the account
@@ -59,6 +63,19 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
             projectID: try field("project_id"),
             tokenURI: (object["token_uri"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? defaultTokenURI,
             key: key)
+    }
+
+    /// Writes the account's key file, readable by its owner only from the moment it exists
+    /// (it holds a private key). An existing file is replaced.
+    public func writeFile(to path: String) throws {
+        let contents = try fileContents()
+        unlink(path)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw ServiceAccountError("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        try handle.write(contentsOf: contents)
     }
 
     /// A service-account file's JSON, for test and demo accounts generated at run time.

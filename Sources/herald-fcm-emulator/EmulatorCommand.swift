@@ -28,9 +28,7 @@ struct EmulatorCommand: AsyncParsableCommand {
         }
         if let path = writeServiceAccount {
             let account = try await emulator.makeServiceAccount(projectID: project)
-            let url = URL(fileURLWithPath: path)
-            try account.fileContents().write(to: url)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            try account.writeFile(to: path)
             say("wrote service account for project \(project) to \(path)")
         }
         say("FCM emulator listening on \(emulator.baseURL) (token URI \(emulator.tokenURI))")

@@ -306,7 +306,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
         let connection = try await PostgresConnection.connect(configuration.databaseURL)
         try await Migrator(logger: Logger(label: "bench")).migrate(connection)
         let account = try ServiceAccount.generate(projectID: "bench", tokenURI: tokenURI)
-        try account.fileContents().write(to: URL(fileURLWithPath: credentialsOut))
+        try account.writeFile(to: credentialsOut)
         try await connection.execute(
             """
             TRUNCATE herald.jobs, herald.deliveries, herald.notifications, herald.devices, herald.apps CASCADE;

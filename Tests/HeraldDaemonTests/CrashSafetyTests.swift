@@ -17,9 +17,9 @@ import Testing
         let concurrency = 2
         let emulator = try await FCMEmulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "crash")
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
-        try account.fileContents().write(to: URL(fileURLWithPath: file))
-        defer { try? FileManager.default.removeItem(atPath: file) }
+        let accountFile = try ServiceAccountFile(account)
+        defer { accountFile.remove() }
+        let file = accountFile.path
         let database = try await TestDatabase.create()
         let db = try await database.connect()
         try await db.query(

@@ -14,9 +14,8 @@ import Testing
     @Test func prometheusSeesWhatTheDaemonDid() async throws {
         let emulator = try await FCMEmulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json")
-        try account.fileContents().write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
+        let file = try ServiceAccountFile(account)
+        defer { file.remove() }
         let database = try await TestDatabase.create()
         let db = try await database.connect()
         try await db.query(

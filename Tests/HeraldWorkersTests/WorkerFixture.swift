@@ -16,17 +16,18 @@ struct WorkerFixture {
     let database: TestDatabase
     let context: WorkerContext
     let queue: JobQueue
+    /// Kept for the fixture's lifetime: the app's credentials file.
+    let accountFile: ServiceAccountFile
 
     static func make(clock: any WallClock = SystemClock()) async throws -> WorkerFixture {
         let emulator = try await FCMEmulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
-        try account.fileContents().write(to: URL(fileURLWithPath: file))
+        let accountFile = try ServiceAccountFile(account)
         let database = try await TestDatabase.create()
         let db = try await database.connect()
         try await db.query(
             "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
-            [file])
+            [accountFile.path])
         var fcm = FCMSenders.Configuration()
         fcm.endpoint = emulator.baseURL
         let context = WorkerContext(
@@ -34,7 +35,7 @@ struct WorkerFixture {
             senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
         return WorkerFixture(
             emulator: emulator, db: db, database: database, context: context,
-            queue: JobQueue(connection: db, workerID: "test", clock: clock))
+            queue: JobQueue(connection: db, workerID: "test", clock: clock), accountFile: accountFile)
     }
 
     func register(_ device: String, _ platform: String, user: String = "alice") async throws {
