@@ -4,13 +4,16 @@ import HeraldTestSupport
 import Testing
 
 /// Signatures checked by the `openssl` command line, against keys generated at run time.
-@Suite struct SigningKeyTests {
+/// A class, so that each test's key directory is removed when the test ends.
+@Suite final class SigningKeyTests {
     let directory: URL
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-keys-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
 
     @discardableResult
     func openssl(_ arguments: [String]) async throws -> (status: Int32, output: String) {

@@ -59,7 +59,11 @@ CONF
   echo "$port"
   ;;
 stop)
-  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null || true
+  # Wait for nginx to go: it writes its log and removes its pid file as it exits, and a caller
+  # that deletes DIR meanwhile would leave it behind.
+  if [ -f "$dir/nginx.pid" ] && pid=$(cat "$dir/nginx.pid") && kill "$pid" 2>/dev/null; then
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   ;;
 *)
   echo "usage: $0 start|stop DIR" >&2
