@@ -118,13 +118,17 @@ public struct PostgresJSON: PostgresEncodable, Equatable {
 }
 
 /// Quotes an element for an array literal: always double-quoted, with `\` and `"` escaped.
+/// Works on UTF-8 bytes: this runs for every id and token of every batch.
 func quoteArrayElement(_ text: String) -> String {
-    var quoted = "\""
-    quoted.reserveCapacity(text.utf8.count + 2)
-    for character in text.unicodeScalars {
-        if character == "\\" || character == "\"" { quoted.unicodeScalars.append("\\") }
-        quoted.unicodeScalars.append(character)
+    let backslash = UInt8(ascii: "\\")
+    let quote = UInt8(ascii: "\"")
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(text.utf8.count + 2)
+    bytes.append(quote)
+    for byte in text.utf8 {
+        if byte == backslash || byte == quote { bytes.append(backslash) }
+        bytes.append(byte)
     }
-    quoted += "\""
-    return quoted
+    bytes.append(quote)
+    return String(decoding: bytes, as: UTF8.self)
 }

@@ -51,7 +51,7 @@ import Testing
 
     @Test func arraysRoundTrip() async throws {
         let connection = try await TestDatabase.create(migrated: false).connect()
-        let texts = ["a", "b c", "quote\"d", "back\\slash", "comma,here", "{brace}", "NULL", ""]
+        let texts = ["a", "b c", "quote\"d", "back\\slash", "comma,here", "{brace}", "NULL", "", "emoji 🚀 \\\"ü\\\""]
         let row = try await connection.query(
             "SELECT $1::text[], $2::bigint[], cardinality($1::text[]), $3::bigint[]",
             [texts, [Int64(1), -2, 3], [Int64]()])[0]
