@@ -36,16 +36,7 @@ public final class NginxStandIn: Sendable {
         }
     }
 
-    /// Runs the stand-in script with `system()`: Foundation's `Process` on Linux never sees the
-    /// script exit once its nginx has daemonized.
     private static func script(_ arguments: [String]) throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-standin-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: output) }
-        let script = packageRoot.appendingPathComponent("scripts/lib/nginx-standin.sh").path
-        let command = ([script] + arguments).map { "'\($0)'" }.joined(separator: " ") + " > '\(output.path)'"
-        guard system(command) == 0 else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(command) failed"])
-        }
-        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        try runLibraryScript("nginx-standin.sh", arguments)
     }
 }

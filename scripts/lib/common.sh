@@ -69,8 +69,9 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-# start_postgres DIR [extra server options…]: a private cluster in DIR (created if new), on a
-# free port on 127.0.0.1 and a socket in DIR. Exports PGHOST, PGPORT, PGUSER and PGDATA.
+# start_postgres DIR [extra server options…]: a private cluster in DIR (created if new), on
+# 127.0.0.1 and a socket in DIR, on port $POSTGRES_PORT or else a free one. Exports PGHOST,
+# PGPORT, PGUSER and PGDATA.
 start_postgres() {
   local dir=$1
   shift
@@ -84,7 +85,7 @@ start_postgres() {
   # A cluster left running by an earlier run is stopped first, so the port is ours.
   as_postgres "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1 && as_postgres "$bin/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
   export PGPORT
-  PGPORT=$(free_port)
+  PGPORT=${POSTGRES_PORT:-$(free_port)}
   as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-p $PGPORT -k $dir -c listen_addresses=127.0.0.1 $*" start >/dev/null
   export PGHOST=127.0.0.1 PGUSER=postgres PGDATA="$dir/data"
