@@ -22,7 +22,7 @@ public final class PrivateCluster: Sendable {
         "host=127.0.0.1 port=\(port) user=postgres dbname=\(database)"
     }
 
-    /// Kills the server and every backend with SIGKILL, as a power cut would.
+    /// Kills the server and every backend with SIGKILL, with no chance to shut down cleanly.
     public func crash() async throws {
         _ = try await onOwnThread { [directory] in try runLibraryScript("postgres-cluster.sh", ["crash", directory]) }
     }

@@ -2,8 +2,9 @@
 # A private PostgreSQL cluster for a test that crashes the server.
 #   postgres-cluster.sh start DIR [PORT]   creates or starts the cluster in DIR (on PORT, or a
 #                                          free port); prints the port
-#   postgres-cluster.sh crash DIR          SIGKILLs the server and every backend at once, as a
-#                                          power cut would; the next start runs crash recovery
+#   postgres-cluster.sh crash DIR          SIGKILLs the server and every backend at once: no
+#                                          shutdown checkpoint, so the next start recovers from
+#                                          the WAL
 #   postgres-cluster.sh stop DIR           stops it
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
