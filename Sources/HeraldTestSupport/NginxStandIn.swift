@@ -8,10 +8,12 @@ public final class NginxStandIn: Sendable {
     public var caBundle: String { directory.appendingPathComponent("cert.pem").path }
     public var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    public init() throws {
+    /// With `requestsPerConnection`, nginx ends each connection with a GOAWAY after that many
+    /// requests; without it, connections last the whole test.
+    public init(requestsPerConnection: Int? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let output = try Self.script(["start", directory.path])
+        let output = try Self.script(["start", directory.path] + (requestsPerConnection.map { ["\($0)"] } ?? []))
         guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw CocoaError(
                 .executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])

@@ -39,6 +39,59 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         #expect((log.map(\.request).max() ?? 0) >= 500, "each connection carried many streams")
     }
 
+    /// Google's front ends end HTTP/2 connections with a GOAWAY from time to time. Streams the
+    /// server had not taken are retried on a new connection (libcurl does this): none fails,
+    /// and none reaches the server twice.
+    @Test func connectionsEndedByGOAWAYLoseNoRequest() async throws {
+        let nginx = try NginxStandIn(requestsPerConnection: 500)
+        let (outcomes, log) = try await sendConcurrently(2000, to: nginx)
+        #expect(outcomes.filter { $0 != .success(200) }.isEmpty, "\(outcomes.filter { $0 != .success(200) })")
+        #expect(log.count == 2000)
+        #expect((log.map(\.request).max() ?? 0) <= 500)
+        #expect(Set(log.map(\.connection)).count >= 4, "nginx ended each connection after 500 requests")
+    }
+
+    /// A server that ends connections far more often than FCM does, with a thousand streams
+    /// waiting: a stream refused five times in a row fails as a connection error, which the
+    /// dispatch worker retries with backoff. Such a request never reached the server.
+    @Test func streamsRefusedTooOftenFailAsRetryableAndWereNeverProcessed() async throws {
+        let nginx = try NginxStandIn(requestsPerConnection: 50)
+        let (outcomes, log) = try await sendConcurrently(2000, to: nginx)
+        let failures = outcomes.filter { $0 != .success(200) }
+        #expect(failures.allSatisfy { $0 == .failure(.connection) }, "\(failures)")
+        #expect(log.count == 2000 - failures.count, "a failed request reached the server")
+    }
+
+    enum Outcome: Equatable {
+        case success(Int)
+        case failure(HTTPClientError.Kind)
+    }
+
+    /// Sends `count` FCM-like requests at once over at most two connections; returns each
+    /// request's outcome and nginx's access log.
+    private func sendConcurrently(_ count: Int, to nginx: NginxStandIn) async throws -> (
+        [Outcome], [(connection: Int, request: Int, protocolName: String)]
+    ) {
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = nginx.caBundle
+        configuration.maxConnectionsPerHost = 2
+        let client = HTTPClient(configuration: configuration)
+        let request = HTTPRequest(
+            url: nginx.baseURL + "/v1/projects/p/messages:send", headers: [("content-type", "application/json")],
+            body: Array(#"{"message":{"token":"t"}}"#.utf8))
+        let outcomes = await withTaskGroup(of: Outcome.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    do { return .success(try await client.send(request).status) } catch let error as HTTPClientError {
+                        return .failure(error.kind)
+                    } catch { return .failure(.connection) }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        return (outcomes, try await nginx.accessLog())
+    }
+
     @Test func untrustedCertificateIsAConnectionError() async throws {
         let nginx = try NginxStandIn()
         let client = HTTPClient()

@@ -2,14 +2,18 @@
 # An nginx standing in for FCM and its token endpoint: TLS with a self-signed certificate
 # made now, HTTP/2, and fixed FCM-like answers. For the HTTP client's tests and benchmarks.
 #
-#   nginx-standin.sh start DIR   # prints the port; DIR/cert.pem is the CA bundle to trust
+#   nginx-standin.sh start DIR [REQUESTS]   # prints the port; DIR/cert.pem is the CA bundle to trust
 #   nginx-standin.sh stop DIR
+#
+# With REQUESTS, nginx ends each connection with a GOAWAY after that many requests, as Google's
+# front ends end connections from time to time; without it, connections last the whole run.
 #
 # The access log (DIR/access.log) records each request's connection serial number and its
 # count on that connection, so tests can see how requests were multiplexed.
 set -euo pipefail
 command=${1:?start or stop}
 dir=${2:?a directory}
+requests=${3:-10000000}
 
 case "$command" in
 start)
@@ -32,8 +36,8 @@ http {
     fastcgi_temp_path $dir/tmp/fastcgi;
     uwsgi_temp_path $dir/tmp/uwsgi;
     scgi_temp_path $dir/tmp/scgi;
-    # Keep connections for the whole benchmark (nginx closes them after 1000 requests by default).
-    keepalive_requests 10000000;
+    # nginx closes a connection after 1000 requests by default.
+    keepalive_requests $requests;
     keepalive_timeout 300s;
     http2_max_concurrent_streams 256;
     server {
