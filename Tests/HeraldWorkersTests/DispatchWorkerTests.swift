@@ -98,6 +98,25 @@ import Testing
         #expect(topic["topic"] as? String == "deals")
     }
 
+    /// `sent_at` is when FCM answered, not when the batch was claimed: a send that takes
+    /// 700 ms is recorded at least 700 ms after dispatch began.
+    @Test func sentAtIsWhenFCMAnswered() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("slowpoke", "android")
+        await f.emulator.setBehaviour(.slow(milliseconds: 700), forToken: "token-slowpoke")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await f.ingest()
+        let dispatchStarted = Date()
+        try await f.dispatch()
+        let row = try await f.db.query(
+            "SELECT state, extract(epoch FROM sent_at)::float8, sent_at = finished_at FROM herald.deliveries")[0]
+        #expect(try row.decode(0, as: String.self) == "sent")
+        let sentAt = try row.decode(1, as: Double.self)
+        #expect(sentAt >= dispatchStarted.timeIntervalSince1970 + 0.7, "sent_at is before FCM could have answered")
+        #expect(sentAt <= Date().timeIntervalSince1970)
+        #expect(try row.decode(2, as: Bool.self))
+    }
+
     @Test func eachOutcomeLandsInTheDeliveryRow() async throws {
         let f = try await WorkerFixture.make()
         let devices: [(String, EmulatorBehaviour)] = [

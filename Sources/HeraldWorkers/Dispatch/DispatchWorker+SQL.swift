@@ -16,18 +16,20 @@ extension DispatchWorker {
             """
 
         /// Records outcomes: $1 ids, $2 states, $3 FCM message names, $4 errors, $5 whether an
-        /// attempt was made, $6 now. Only deliveries still queued change.
+        /// attempt was made, $6 when FCM answered (Unix seconds). Only deliveries still queued change.
         static let record = """
             UPDATE herald.deliveries AS d
             SET state = u.state,
                 provider_message_id = coalesce(u.name, d.provider_message_id),
                 last_error = coalesce(u.error, d.last_error),
                 error_history = CASE WHEN u.error IS NULL THEN d.error_history
-                                     ELSE d.error_history || format('%s %s', to_char($6::timestamptz, 'YYYY-MM-DD HH24:MI:SS'), u.error) END,
+                                     ELSE d.error_history || format('%s %s', to_char(u.at, 'YYYY-MM-DD HH24:MI:SS'), u.error) END,
                 attempts = d.attempts + CASE WHEN u.attempted THEN 1 ELSE 0 END,
-                sent_at = CASE WHEN u.state IN ('sent', 'validated') THEN $6::timestamptz ELSE d.sent_at END,
-                finished_at = CASE WHEN u.state <> 'queued' THEN $6::timestamptz END
-            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[]) AS u(id, state, name, error, attempted)
+                sent_at = CASE WHEN u.state IN ('sent', 'validated') THEN u.at ELSE d.sent_at END,
+                finished_at = CASE WHEN u.state <> 'queued' THEN u.at END
+            FROM (SELECT id, state, name, error, attempted, to_timestamp(seconds) AS at
+                  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::float8[])
+                       AS u(id, state, name, error, attempted, seconds)) AS u
             WHERE d.id = u.id AND d.state = 'queued'
             """
 

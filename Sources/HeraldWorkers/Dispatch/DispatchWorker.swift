@@ -34,6 +34,9 @@ public struct DispatchWorker: JobHandler {
         var error: String? = nil
         var attempted = false
         var job: JobOutcome = .completed
+        /// When FCM answered (its batch's last answer): the delivery's `sent_at`. Nil when
+        /// nothing was sent; the batch's start time is recorded then.
+        var answeredAt: Date? = nil
     }
 
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
@@ -156,8 +159,10 @@ public struct DispatchWorker: JobHandler {
                     part.map { builder.message(for: $0, now: now) }, validateOnly: dryRun)
                 Metrics.Timer(label: "herald_send_batch_duration_seconds").record(
                     duration: ContinuousClock.now - started)
+                let answeredAt = context.clock.now()
                 for (delivery, outcome) in zip(part, outcomes) {
-                    let result = Self.result(outcome, dryRun: dryRun)
+                    var result = Self.result(outcome, dryRun: dryRun)
+                    result.answeredAt = answeredAt
                     if case .configurationError(let reason) = outcome { problem = reason }
                     results.append((delivery.deliveryID, result))
                 }
@@ -254,6 +259,7 @@ public struct DispatchWorker: JobHandler {
         var names: [String?] = []
         var errors: [String?] = []
         var attempted: [Bool] = []
+        var times: [Double] = []
         var disabled: (ids: [Int64], tokens: [String], reasons: [String]) = ([], [], [])
         for (id, result) in results {
             ids.append(id)
@@ -261,6 +267,7 @@ public struct DispatchWorker: JobHandler {
             names.append(result.messageName)
             errors.append(result.error)
             attempted.append(result.attempted)
+            times.append((result.answeredAt ?? now).timeIntervalSince1970)
             if result.state == "token_invalid", let delivery = deliveries[id], let device = delivery.deviceRowID,
                 let token = delivery.pushToken
             {
@@ -271,8 +278,8 @@ public struct DispatchWorker: JobHandler {
         }
         let apps = Array(appErrors.keys)
         let appProblems = apps.map { appErrors[$0] ?? nil }
-        try await context.connection.transaction { [ids, states, names, errors, attempted, disabled] session in
-            if !ids.isEmpty { try session.query(SQL.record, [ids, states, names, errors, attempted, now]) }
+        try await context.connection.transaction { [ids, states, names, errors, attempted, times, disabled] session in
+            if !ids.isEmpty { try session.query(SQL.record, [ids, states, names, errors, attempted, times]) }
             if !disabled.ids.isEmpty {
                 try session.query(SQL.disableDevices, [disabled.ids, disabled.tokens, disabled.reasons, now])
             }
