@@ -381,16 +381,22 @@ struct LatencyBench: AsyncParsableCommand {
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.created_at)),
                    percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.created_at)),
                    percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.created_at)),
-                   max(extract(epoch FROM d.sent_at - n.created_at))
+                   max(extract(epoch FROM d.sent_at - n.created_at)),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM n.ingested_at - n.created_at)),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.ingested_at))
             FROM herald.notifications n JOIN herald.deliveries d ON d.notification_id = n.id
             WHERE n.id > $1 AND d.state = 'sent'
             """, [marker])[0]
-        let values = try (1...4).map { try row.decode($0, as: Double.self) * 1000 }
+        let values = try (1...6).map { try row.decode($0, as: Double.self) * 1000 }
         print(
             String(
                 format:
                     "latency at %.0f notifications/s for %ds (%d sent): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms",
                 Double(sent) / elapsed, seconds, try row.decode(0, as: Int.self), values[0], values[1], values[2],
                 values[3]))
+        print(
+            String(
+                format: "  p50 of its parts: commit to ingested %.1f ms, ingested to FCM's answer %.1f ms", values[4],
+                values[5]))
     }
 }
