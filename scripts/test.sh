@@ -10,7 +10,8 @@ install_herald_dependencies
 
 cluster=$(mktemp -d /tmp/herald-test.XXXXXX)
 trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
-# Durability is not under test here (PostgreSQL is never killed), so skip the fsyncs.
+# Durability is not under test in this shared cluster, so skip the fsyncs. (The test that
+# crashes PostgreSQL starts a cluster of its own, with fsync on.)
 start_postgres "$cluster" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300
 
 echo "==> building"
