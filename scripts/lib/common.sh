@@ -40,10 +40,10 @@ install_libcurl8() {
 
 # What Herald needs to build and test: the C libraries, PostgreSQL 15, and the tools the tests use
 # (nginx and nghttp2 as HTTP/2 stand-ins, curl as an app calling the endpoint, systemd for
-# systemd-analyze verify; installing systemd starts nothing).
+# systemd-analyze verify, installing systemd starts nothing; procps for pgrep).
 install_herald_dependencies() {
   install_packages pkg-config libpq-dev libssl-dev openssl postgresql postgresql-contrib python3 \
-    nginx-light nghttp2-client curl systemd
+    nginx-light nghttp2-client curl systemd procps
   install_libcurl8
   if ! command -v swift >/dev/null; then
     [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
