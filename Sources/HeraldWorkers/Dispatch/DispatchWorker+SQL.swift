@@ -16,7 +16,8 @@ extension DispatchWorker {
             """
 
         /// Records outcomes: $1 ids, $2 states, $3 FCM message names, $4 errors, $5 whether an
-        /// attempt was made, $6 when FCM answered (Unix seconds). Only deliveries still queued change.
+        /// attempt was made, $6 when FCM answered (Unix seconds: a number binds without formatting a
+        /// timestamp string per delivery). Only deliveries still queued change.
         static let record = """
             UPDATE herald.deliveries AS d
             SET state = u.state,
