@@ -37,7 +37,7 @@ swift build -c release --product herald >/dev/null
 herald=.build/release/herald
 # Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
 echo "Queue floor, on the same PostgreSQL:"
-$herald bench queue --jobs 100000 --batch "${BATCH:-500}" --events 0 | grep -E "floor|engine \("
+$herald bench queue --jobs 100000 --batch "${BATCH:-1000}" --events 0 | grep -E "floor|engine \("
 $herald bench prepare-e2e --notifications "$n" --token-uri "$base/token" --credentials-out "$work/sa.json"
 
 printf '%s' '{"message":{"token":"t","data":{"title":"Hello"}}}' >"$work/body.json"
@@ -54,8 +54,9 @@ nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 busy_before=$(machine_busy)
 nginx_before=$(process_cpu "$nginx_worker")
 start=$(date +%s.%N)
-HERALD_FCM_ENDPOINT="$base" HERALD_FCM_CA_BUNDLE="$work/nginx/cert.pem" HERALD_BATCH_SIZE=${BATCH:-500} \
-  HERALD_FCM_RATE_LIMIT=${HERALD_FCM_RATE_LIMIT:-1000000} HERALD_POLL_INTERVAL=200ms HERALD_LOG_LEVEL=warning \
+# Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
+env HERALD_FCM_ENDPOINT="$base" HERALD_FCM_CA_BUNDLE="$work/nginx/cert.pem" ${BATCH:+HERALD_BATCH_SIZE=$BATCH} \
+  HERALD_FCM_RATE_LIMIT="${HERALD_FCM_RATE_LIMIT:-1000000}" HERALD_LOG_LEVEL=warning \
   $herald run >"$work/daemon.log" 2>&1 &
 daemon=$!
 peak=0
@@ -63,9 +64,11 @@ while true; do
   sleep 0.5
   rss=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status" 2>/dev/null || echo 0)
   [ "${rss:-0}" -gt "$peak" ] && peak=$rss
-  # Every notification not yet final has a live ingest or dispatch job. EXISTS stops at the
-  # first; a count(*) over 200,000 rows, twice a second, cost PostgreSQL 2% of the run.
-  pending=$(q "SELECT EXISTS (SELECT FROM herald.jobs WHERE kind IN ('ingest', 'dispatch') AND state <> 'dead')")
+  # Work is left while a notification waits for ingest or a delivery is queued. EXISTS stops at
+  # the first (on the partial indexes); a count(*) over 200,000 rows, twice a second, cost
+  # PostgreSQL 2% of the run.
+  pending=$(q "SELECT EXISTS (SELECT FROM herald.notifications WHERE state = 'received')
+                   OR EXISTS (SELECT FROM herald.deliveries WHERE state = 'queued')")
   [ "$pending" = f ] && break
   kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon.log"; exit 1; }
 done

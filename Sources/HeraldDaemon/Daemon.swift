@@ -51,15 +51,16 @@ public struct Daemon {
         for factory in factories {
             for _ in 0..<configuration.concurrency {
                 let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-                let handler = factory(
+                let worker = factory(
                     WorkerContext(
-                        connection: connection, clock: clock, logger: logger, senders: senders,
-                        publicURL: configuration.publicURL, reconcile: configuration.reconcile))
-                if !kinds.contains(handler.kind) { kinds.append(handler.kind) }
+                        connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
+                        lease: configuration.lease,
+                        backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
+                        senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile))
+                if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
-                    handler: handler,
-                    queue: queue(on: connection),
-                    signal: hub.register(kind: handler.kind),
+                    worker: worker,
+                    signal: hub.register(kind: worker.kind),
                     configuration: .init(batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
                     logger: logger)
                 heartbeats.append(runner.heartbeat)

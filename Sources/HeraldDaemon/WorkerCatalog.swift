@@ -3,19 +3,19 @@ import HeraldWorkers
 
 /// The workers `herald run` can start, by the names used in `HERALD_WORKERS`.
 public enum WorkerCatalog {
-    public typealias Factory = @Sendable (WorkerContext) -> any JobHandler
+    public typealias Factory = @Sendable (WorkerContext) -> any BatchWorker
 
-    /// Workers started by `HERALD_WORKERS=all`. Retries, backoff and lease rescue belong to the
-    /// queue every worker runs on.
+    /// Workers started by `HERALD_WORKERS=all`. Ingest and dispatch claim their own tables'
+    /// rows; the others claim `herald.jobs` rows of their kind.
     public static let production: [String: Factory] = [
         "ingest": { IngestWorker(context: $0) },
         "dispatch": { DispatchWorker(context: $0) },
-        "reconcile": { ReconcileWorker(context: $0) },
+        "reconcile": { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) },
     ]
 
     /// Workers that run only when named.
     public static let diagnostic: [String: Factory] = [
-        "sleep": { _ in SleepWorker() }
+        "sleep": { JobWorker(SleepWorker(), queue: $0.jobQueue, logger: $0.logger) }
     ]
 
     /// The factories for the configured names; an unknown name is a configuration error.

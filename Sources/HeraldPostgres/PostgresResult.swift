@@ -9,12 +9,21 @@ public final class PostgresResult: @unchecked Sendable {
     public let columnCount: Int
     /// Rows inserted, updated or deleted, for statements that report it.
     public let affectedRows: Int
+    /// Column indexes by name, read once, so that decoding by name costs a lookup per value.
+    private let columnIndexes: [String: Int]
 
     init(_ result: OpaquePointer) {
         self.result = result
         self.rowCount = Int(PQntuples(result))
         self.columnCount = Int(PQnfields(result))
         self.affectedRows = Int(String(cString: PQcmdTuples(result))) ?? 0
+        var indexes: [String: Int] = [:]
+        for column in 0..<columnCount {
+            let name = String(cString: PQfname(result, Int32(column)))
+            // The first of two equal names wins, as with PQfnumber.
+            if indexes[name] == nil { indexes[name] = column }
+        }
+        columnIndexes = indexes
     }
 
     deinit { PQclear(result) }
@@ -25,8 +34,9 @@ public final class PostgresResult: @unchecked Sendable {
 
     /// The index of a column by name.
     public func column(named name: String) throws -> Int {
-        let index = Int(PQfnumber(result, name))
-        guard index >= 0 else { throw PostgresError(.usage, "the result has no column \"\(name)\"") }
+        guard let index = columnIndexes[name] else {
+            throw PostgresError(.usage, "the result has no column \"\(name)\"")
+        }
         return index
     }
 

@@ -1,74 +1,78 @@
 import HeraldPostgres
 import HeraldQueue
 import Logging
+import Metrics
 
-/// Turns new notifications into deliveries, a batch at a time, with one call to
-/// `herald.ingest` (see `migrations/002_producer_contract.sql`): bad ones are kept and
-/// rejected with their reason, the rest fan out to one delivery per enabled device and are
-/// queued for dispatch.
+/// Turns new notifications into deliveries, a batch at a time: one call to
+/// `herald.ingest_next` (see `migrations/010_tables_are_their_own_queues.sql`) takes the
+/// oldest notifications still `received`, skipping those another ingester holds, and in the
+/// same transaction rejects bad ones with their reason and fans the rest out to one queued
+/// delivery per enabled device.
 ///
-/// `herald.ingest` touches only notifications still `received`, so a batch repeated after a
-/// crash changes nothing.
-public struct IngestWorker: JobHandler {
+/// The notifications are the queue: no job rows, and no lease, since a crash rolls the whole
+/// step back and leaves them `received`.
+public struct IngestWorker: BatchWorker {
     public let kind = "ingest"
     let context: WorkerContext
+    private let claimDuration = Metrics.Timer(label: "herald_claim_duration_seconds", dimensions: [("kind", "ingest")])
 
     public init(context: WorkerContext) { self.context = context }
 
     enum SQL {
+        static let ingestNext =
+            "SELECT accepted, rejected, expired, no_devices, deliveries FROM herald.ingest_next($1, $2)"
         static let ingest =
             "SELECT accepted, rejected, expired, no_devices, deliveries FROM herald.ingest($1::bigint[], $2)"
+        /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.
+        static let waiting = "SELECT id FROM herald.notifications WHERE state = 'received' ORDER BY id LIMIT $1"
         static let rejectUnprocessable = """
             UPDATE herald.notifications SET state = 'rejected', reason = $2, ingested_at = now()
             WHERE id = $1 AND state = 'received'
             """
     }
 
-    public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
-        var (ids, outcomes) = jobs.refs(naming: "notification")
-        guard !ids.isEmpty else { return outcomes }
+    public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         do {
-            try await ingest(ids)
-        } catch {
+            let started = ContinuousClock.now
+            let counts = try await ingest(SQL.ingestNext, [limit, context.clock.now()])
+            claimDuration.record(duration: ContinuousClock.now - started)
+            return counts
+        } catch let error as PostgresError where error.kind == .server {
             // One bad row must not block the rest: go one by one, and reject what still fails.
             context.logger.warning(
                 "ingesting a batch failed; retrying its notifications one at a time", metadata: ["error": "\(error)"])
+            let ids = try await context.connection.query(SQL.waiting, [limit]).map { try $0.decode(0, as: Int64.self) }
             for id in ids {
                 do {
-                    try await ingest([id])
+                    _ = try await ingest(SQL.ingest, [[id], context.clock.now()])
                 } catch let error as PostgresError where error.kind == .server {
-                    do {
-                        try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
-                        context.logger.error(
-                            "rejected a notification that cannot be ingested",
-                            metadata: ["notification": "\(id)", "error": "\(error)"])
-                    } catch {
-                        for job in jobs where job.ref == id {
-                            outcomes[job.id] = .retry(error: "ingest failed: \(error)")
-                        }
-                    }
-                } catch {
-                    // The connection, not the row: try the job again later.
-                    for job in jobs where job.ref == id { outcomes[job.id] = .retry(error: "ingest failed: \(error)") }
+                    try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
+                    context.logger.error(
+                        "rejected a notification that cannot be ingested",
+                        metadata: ["notification": "\(id)", "error": "\(error)"])
                 }
             }
+            return ids.count
         }
-        for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = .completed }
-        return outcomes
     }
 
-    /// One call to `herald.ingest` for these notifications.
-    func ingest(_ ids: [Int64]) async throws {
-        let counts = try await context.connection.query(SQL.ingest, [ids, context.clock.now()])[0]
+    /// Runs one ingest statement; returns how many notifications it ingested.
+    private func ingest(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> Int {
+        let row = try await context.connection.query(sql, parameters)[0]
         let names = ["accepted", "rejected", "expired", "no_devices", "deliveries"]
-        let values = try names.indices.map { try counts.decode($0, as: Int.self) }
+        let counts = try names.map { try row.decode($0, as: Int.self) }
+        // Every notification taken ends in one of the first four.
+        let ingested = counts.prefix(4).reduce(0, +)
+        guard ingested > 0 else { return 0 }
         context.logger.debug(
             "ingested notifications",
             metadata: Dictionary(
-                uniqueKeysWithValues: zip(names, values.map { Logger.MetadataValue.stringConvertible($0) })))
-        if values[1] > 0 {
+                uniqueKeysWithValues: zip(names, counts.map { Logger.MetadataValue.stringConvertible($0) })))
+        if counts[1] > 0 {
             context.logger.notice(
-                "rejected notifications; see herald.notifications.reason", metadata: ["count": "\(values[1])"])
+                "rejected notifications; see herald.notifications.reason", metadata: ["count": "\(counts[1])"])
         }
+        countFinished(kind: kind, ["completed": ingested])
+        return ingested
     }
 }

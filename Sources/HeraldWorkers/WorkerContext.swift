@@ -1,14 +1,21 @@
 import HeraldCore
 import HeraldPostgres
+import HeraldQueue
 import Logging
 
-/// What a worker gets from the daemon: its own connection (shared with its queue loop,
-/// which uses it only between batches), the clock, a logger, the FCM senders every sending
-/// worker shares, and the settings of the workers that have some.
+/// What a worker gets from the daemon: its own connection, the clock, a logger, how it
+/// leases and retries what it claims, the FCM senders every sending worker shares, and the
+/// settings of the workers that have some.
 public struct WorkerContext: Sendable {
     public var connection: PostgresConnection
     public var clock: any WallClock
     public var logger: Logger
+    /// Written into `locked_by`, so that operators see who holds a lease.
+    public var workerID: String
+    /// How long a claim stays leased before another worker may take it.
+    public var lease: Duration
+    /// The delay before a failed attempt is tried again.
+    public var backoff: Backoff
     public var senders: FCMSenders?
     /// The public base URL of Herald's HTTP endpoint (`HERALD_PUBLIC_URL`): payloads carry a
     /// report URL under it. Nil: payloads carry the reference only.
@@ -16,14 +23,23 @@ public struct WorkerContext: Sendable {
     public var reconcile: ReconcileWorker.Settings
 
     public init(
-        connection: PostgresConnection, clock: any WallClock, logger: Logger, senders: FCMSenders? = nil,
+        connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
+        lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: FCMSenders? = nil,
         publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init()
     ) {
         self.connection = connection
         self.clock = clock
         self.logger = logger
+        self.workerID = workerID
+        self.lease = lease
+        self.backoff = backoff
         self.senders = senders
         self.publicURL = publicURL
         self.reconcile = reconcile
+    }
+
+    /// `herald.jobs` on this context's connection, for workers whose work is job rows.
+    public var jobQueue: JobQueue {
+        JobQueue(connection: connection, workerID: workerID, clock: clock, backoff: backoff, lease: lease)
     }
 }

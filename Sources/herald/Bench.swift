@@ -131,7 +131,6 @@ struct QueueBench: AsyncParsableCommand {
         let users = max(1, events / 2)
         try await setup.execute(
             """
-            DELETE FROM herald.jobs WHERE kind IN ('ingest', 'dispatch');
             DELETE FROM herald.deliveries;
             DELETE FROM herald.notifications;
             DELETE FROM herald.devices;
@@ -150,18 +149,14 @@ struct QueueBench: AsyncParsableCommand {
             SELECT 'bench', 'user-' || (n % $2 + 1), 'Hello', 'A benchmark notification', '{"order": "42"}'
             FROM generate_series(1, $1) AS n
             """, [events, users])
-        for table in ["jobs", "notifications", "devices"] {
+        for table in ["notifications", "devices"] {
             try await setup.execute("VACUUM ANALYZE herald.\(table)")
         }
         let batch = ingestBatch
         let rate = try await drain(connections) { connection in
             let worker = IngestWorker(
                 context: WorkerContext(connection: connection, clock: SystemClock(), logger: Logger(label: "bench")))
-            let queue = JobQueue(connection: connection, workerID: "bench")
-            let claimed = try await queue.claim(kind: "ingest", limit: batch)
-            let answers = await worker.handle(claimed)
-            try await queue.finish(claimed.map { ($0, answers[$0.id]!) })
-            return claimed.count
+            return try await worker.runBatch(limit: batch, isStopping: { false })
         }
         let deliveries = try await setup.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self)
         return (rate, deliveries)
@@ -326,7 +321,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             SELECT 'bench', 'user-' || n, 'Hello', 'A benchmark notification', '{"order": "42"}'
             FROM generate_series(1, $1) AS n
             """, [notifications])
-        for table in ["jobs", "notifications", "devices"] {
+        for table in ["notifications", "devices"] {
             try await connection.execute("VACUUM ANALYZE herald.\(table)")
         }
         print("prepared \(notifications) notifications for \(notifications) devices")

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldPostgres
+import HeraldQueue
 import HeraldTestSupport
 import Testing
 
@@ -43,19 +44,22 @@ import Testing
         let database = try await TestDatabase.create()
         let connection = try await database.connect()
         // The victim's jobs outlast the test and it never rescues its own expired leases, so on
-        // a loaded machine nothing but the kill can change them.
+        // a loaded machine nothing but the kill can change them. Each of its two loops takes one
+        // first claim, of the smallest size, and sleeps on it.
+        let jobs = 2 * BatchSizer.smallest
         try await connection.query(
-            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 60000}' FROM generate_series(1, 30)")
+            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 60000}' FROM generate_series(1, $1)",
+            [jobs])
         let victim = try HeraldProcess(
             ["run"],
             environment: environment(
-                database, ["HERALD_BATCH_SIZE": "30", "HERALD_LEASE": "2s", "HERALD_RESCUE_INTERVAL": "1h"]))
+                database, ["HERALD_CONCURRENCY": "2", "HERALD_LEASE": "2s", "HERALD_RESCUE_INTERVAL": "1h"]))
         #expect(
-            try await eventually(timeout: .seconds(30)) { try await count(connection, "state = 'running'") == 30 },
+            try await eventually(timeout: .seconds(30)) { try await count(connection, "state = 'running'") == jobs },
             "\(victim.output)")
         victim.send(SIGKILL)
         #expect(await victim.waitForExit(timeout: .seconds(10)))
-        #expect(try await count(connection, "state = 'running'") == 30)
+        #expect(try await count(connection, "state = 'running'") == jobs)
 
         try await connection.query("UPDATE herald.jobs SET payload = '{\"ms\": 10}'")
         let rescuer = try HeraldProcess(
@@ -90,7 +94,9 @@ import Testing
                 .decode(0, as: String.self) == "accepted"
         }
         #expect(ingested, "\(daemon.output)")
-        #expect(try await count(producer, "kind = 'dispatch'") == 2)
+        #expect(
+            try await producer.query("SELECT count(*) FROM herald.deliveries WHERE notification_id = $1", [id])[0]
+                .decode(0, as: Int.self) == 2)
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(10)))
     }
@@ -127,7 +133,7 @@ import Testing
 
         try await connection.query("INSERT INTO herald.jobs (kind) SELECT 'sleep' FROM generate_series(1, 3)")
         try await connection.query(
-            "INSERT INTO herald.jobs (kind, state, dead_at, last_error) VALUES ('ingest', 'dead', now(), 'boom')")
+            "INSERT INTO herald.jobs (kind, state, dead_at, last_error) VALUES ('reconcile', 'dead', now(), 'boom')")
         let result = try await HeraldProcess.run(["status", "--json"], environment: environment(database))
         #expect(result.status == 1)
         struct Output: Decodable {
@@ -140,10 +146,10 @@ import Testing
             var problems: [String]
         }
         let output = try JSONDecoder().decode(Output.self, from: Data(result.output.utf8))
-        #expect(output.queues.map(\.kind) == ["ingest", "sleep"])
+        #expect(output.queues.map(\.kind) == ["reconcile", "sleep"])
         #expect(output.queues.map(\.ready) == [0, 3])
         #expect(output.queues.map(\.dead) == [1, 0])
-        #expect(output.problems == ["1 dead ingest job(s)"])
+        #expect(output.problems == ["1 dead reconcile job(s)"])
 
         try await connection.execute(
             "INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at) VALUES ('shop', 'p', '401 THIRD_PARTY_AUTH_ERROR', now())"

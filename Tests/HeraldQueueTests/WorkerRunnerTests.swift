@@ -29,10 +29,10 @@ import Testing
             "INSERT INTO herald.jobs (kind, ref) SELECT 'record', n FROM generate_series(1, 250) n")
         let handler = RecordingHandler()
         let hub = WakeHub()
+        let queue = JobQueue(
+            connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 }))
         let runner = WorkerRunner(
-            handler: handler,
-            queue: JobQueue(
-                connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 })),
+            worker: JobWorker(handler, queue: queue, logger: Logger(label: "test")),
             signal: hub.register(kind: "record"),
             configuration: .init(batchSize: 100, pollInterval: .milliseconds(50)),
             logger: Logger(label: "test"))
@@ -48,8 +48,10 @@ import Testing
         }
         let batches = handler.batches.withLock { $0 }
         // 250 first attempts and the 125 odd ones again (retries with no delay join the
-        // batches as soon as they are due), never more than a batch at a time.
-        #expect(batches.prefix(2) == [100, 100])
+        // batches as soon as they are due). Claims start small and double while they come
+        // back full, up to the batch size, never beyond.
+        #expect(batches.prefix(4) == [10, 20, 40, 80])
+        #expect(batches.contains(100))
         #expect(batches.allSatisfy { $0 <= 100 })
         #expect(batches.reduce(0, +) == 375)
     }

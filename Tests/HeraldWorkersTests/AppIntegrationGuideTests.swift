@@ -31,7 +31,7 @@ import Testing
             reportBaseURL: "https://push.example.com")
         func delivery(_ kind: OutgoingDelivery.PayloadKind, silent: Bool = false) -> OutgoingDelivery {
             OutgoingDelivery(
-                deliveryID: 1, notificationID: 2, state: "queued", payloadKind: kind, deviceRowID: 3,
+                deliveryID: 1, notificationID: 2, attempts: 1, payloadKind: kind, deviceRowID: 3,
                 pushToken: "token", appID: "shop", fcmProjectID: "shop-prod", title: "T", body: "B", data: [],
                 imageURL: "https://img/x.png", sound: "ding", badge: 1, androidChannelID: "orders",
                 iosCategory: "C", iosThreadID: "t", deepLink: "shop://x", priority: "high",

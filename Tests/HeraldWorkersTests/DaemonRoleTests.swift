@@ -18,8 +18,8 @@ import Testing
         // The whole pipeline as the daemon: ingest, dispatch, a report, reconcile, status, pruning.
         try await f.register("iphone", "ios")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
-        try await queue.drain(IngestWorker(context: context))
-        try await queue.drain(DispatchWorker(context: context))
+        try await IngestWorker(context: context).drain()
+        try await DispatchWorker(context: context).drain()
         #expect(try await f.delivery(of: "iphone").state == "sent")
         let reference = try await f.db.query("SELECT herald.delivery_reference(id, device_id) FROM herald.deliveries")[
             0

@@ -188,7 +188,7 @@ import Testing
         try await f.dispatch()
         #expect(try await f.delivery(of: "quick").state == "sent")
         #expect(try await f.delivery(of: "slow").state == "queued")
-        let runAt = try await f.db.query("SELECT min(run_at) FROM herald.jobs WHERE kind = 'dispatch'")[0].decode(
+        let runAt = try await f.db.query("SELECT min(run_at) FROM herald.deliveries WHERE state = 'queued'")[0].decode(
             0, as: Date.self)
         #expect(runAt >= before.addingTimeInterval(119))
     }
@@ -202,7 +202,7 @@ import Testing
         for _ in 0..<3 {
             try await f.dispatch()
             try await f.db.execute(
-                "UPDATE herald.jobs SET run_at = now() - interval '1 second' WHERE kind = 'dispatch'")
+                "UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
         }
         let row = try await f.db.query(
             "SELECT delivery_state, attempts, error_history FROM herald.notification_journey WHERE device_id = 'flaky'")[
@@ -228,19 +228,19 @@ import Testing
         #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 1)
 
         // Within the minute: nothing goes out, and no attempt is spent.
-        try await f.db.execute("UPDATE herald.jobs SET run_at = now() - interval '1 second'")
-        let attemptsBefore = try await f.db.query("SELECT sum(attempts) FROM herald.jobs")[0].decode(0, as: Int.self)
+        try await f.db.execute("UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
+        let attemptsBefore = try await f.db.query("SELECT sum(attempts) FROM herald.deliveries")[0].decode(0, as: Int.self)
         try await f.dispatch()
         #expect(await f.emulator.sendRequests == afterFirst)
         #expect(
-            try await f.db.query("SELECT sum(attempts) FROM herald.jobs")[0].decode(0, as: Int.self) == attemptsBefore)
+            try await f.db.query("SELECT sum(attempts) FROM herald.deliveries")[0].decode(0, as: Int.self) == attemptsBefore)
         #expect(
-            try await f.db.query("SELECT min(run_at) > now() + interval '50 seconds' FROM herald.jobs")[0].decode(
+            try await f.db.query("SELECT min(run_at) > now() + interval '50 seconds' FROM herald.deliveries WHERE state = 'queued'")[0].decode(
                 0, as: Bool.self))
 
         // A minute later: one probe. It fails, so the others keep waiting.
         try await f.db.execute(
-            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.jobs SET run_at = now() - interval '1 second'"
+            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
         )
         try await f.dispatch()
         #expect(await f.emulator.sendRequests == afterFirst + 1)
@@ -248,11 +248,11 @@ import Testing
         // Fixed: the next probe succeeds, the problem clears, and the rest go out.
         for n in 1...20 { await f.emulator.setBehaviour(nil, forToken: "token-phone-\(n)") }
         try await f.db.execute(
-            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.jobs SET run_at = now() - interval '1 second'"
+            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
         )
         try await f.dispatch()
         #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 0)
-        try await f.db.execute("UPDATE herald.jobs SET run_at = now() - interval '1 second'")
+        try await f.db.execute("UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
         try await f.dispatch()
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(
@@ -271,14 +271,12 @@ import Testing
         await f.emulator.setBehaviour(.quotaExceeded(retryAfter: nil), forToken: "token-throttled")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'a', title => 'Hi')")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'b', title => 'Hi')")
-        // The producer's jobs carry the database's now(); make them due on the manual clock.
-        try await f.db.execute("UPDATE herald.jobs SET run_at = '2000-01-01'")
         try await f.ingest()
 
         func nextRun(_ device: String) async throws -> Date {
             try await f.db.query(
                 """
-                SELECT j.run_at FROM herald.jobs j JOIN herald.deliveries d ON d.id = j.ref
+                SELECT d.run_at FROM herald.deliveries d
                 JOIN herald.devices v ON v.id = d.device_id WHERE v.device_id = $1
                 """, [device])[0].decode(0, as: Date.self)
         }

@@ -13,7 +13,7 @@ import Testing
             SELECT herald.register_device('shop', 'pixel', 'android', 'secret-token-pixel-0123456789', 'alice');
             SELECT herald.register_device('shop', 'iphone', 'ios', 'secret-token-iphone-0123456789', 'alice');
             SELECT herald.send('shop', user_ref => 'alice', title => 'Hi', idempotency_key => 'k-1');
-            SELECT herald.ingest(array_agg(ref)) FROM herald.jobs WHERE kind = 'ingest';
+            SELECT herald.ingest(array_agg(id)) FROM herald.notifications WHERE state = 'received';
             SELECT herald.unregister_device('shop', 'iphone');
             """)
         return (database, db)
@@ -51,8 +51,10 @@ import Testing
     @Test func redriveBringsDeadJobsBackExactlyOnceAndIsRecorded() async throws {
         let (_, db) = try await setUp()
         try await db.execute(
-            "UPDATE herald.jobs SET state = 'dead', dead_at = now(), last_error = 'FCM outage', attempts = 25 WHERE kind = 'dispatch'"
-        )
+            """
+            INSERT INTO herald.jobs (kind, state, dead_at, last_error, attempts)
+            SELECT 'reconcile', 'dead', now(), 'FCM outage', 25 FROM generate_series(1, 2)
+            """)
         let dead = try await db.query("SELECT array_agg(id ORDER BY id) FROM herald.dead_jobs")[0].decode(
             0, as: [Int64].self)
         #expect(dead.count == 2)
@@ -71,6 +73,45 @@ import Testing
         #expect(try log[0].decode(0, as: [Int64].self) == dead)
         let error = await #expect(throws: PostgresError.self) { _ = try await db.query("SELECT herald.redrive()") }
         #expect(error?.message.contains("name the jobs") == true)
+    }
+
+    /// A delivery that ran out of attempts is dead: listed with the dead jobs under kind
+    /// `dispatch` (its id in `ref`), counted by `herald.queue_depth`, and brought back by
+    /// `herald.redrive`, by id or by kind.
+    @Test func deadDeliveriesAreListedCountedAndRedriven() async throws {
+        let (_, db) = try await setUp()
+        try await db.execute(
+            """
+            UPDATE herald.deliveries SET state = 'failed', dead_at = now(), finished_at = now(), run_at = NULL,
+                last_error = 'gave up after 25 attempts: 503 UNAVAILABLE', attempts = 25
+            """)
+        let dead = try await db.query(
+            "SELECT ref FROM herald.dead_jobs WHERE kind = 'dispatch' AND id IS NULL ORDER BY ref"
+        ).map { try $0.decode(0, as: Int64.self) }
+        #expect(dead.count == 2)
+        let depth = try await db.query("SELECT dead FROM herald.queue_depth WHERE kind = 'dispatch'")
+        #expect(try depth[0].decode(0, as: Int.self) == 2)
+
+        #expect(
+            try await db.query("SELECT herald.redrive(delivery_ids => $1::bigint[])", [[dead[0]]])[0].decode(
+                0, as: Int.self) == 1)
+        #expect(
+            try await db.query("SELECT herald.redrive(kind => 'dispatch', since => now() - interval '1 hour')")[0]
+                .decode(0, as: Int.self) == 1)
+        #expect(try await db.query("SELECT herald.redrive(kind => 'dispatch')")[0].decode(0, as: Int.self) == 0)
+        let rows = try await db.query(
+            "SELECT state, attempts, last_error, run_at <= now(), dead_at IS NULL FROM herald.deliveries ORDER BY id")
+        for row in rows {
+            #expect(try row.decode(0, as: String.self) == "queued")
+            #expect(try row.decode(1, as: Int.self) == 0)
+            #expect(try row.decode(2, as: String.self) == "redriven after: gave up after 25 attempts: 503 UNAVAILABLE")
+            #expect(try row.decode(3, as: Bool.self))
+            #expect(try row.decode(4, as: Bool.self))
+        }
+        let log = try await db.query("SELECT delivery_ids FROM herald.redrives ORDER BY id").map {
+            try $0.decode(0, as: [Int64].self)
+        }
+        #expect(log == [[dead[0]], [dead[1]]])
     }
 
     @Test func operatorReadsTheViewsAndNothingElse() async throws {

@@ -16,7 +16,7 @@ import Testing
         func ingestAll() async throws {
             let worker = IngestWorker(
                 context: WorkerContext(connection: herald, clock: SystemClock(), logger: Logger(label: "test")))
-            try await JobQueue(connection: herald, workerID: "test").drain(worker, batchSize: 500)
+            try await worker.drain(batchSize: 500)
         }
 
         func notification(_ id: Int64) async throws -> (state: String, reason: String?) {
@@ -69,7 +69,7 @@ import Testing
             _ = try session.query("SELECT herald.unregister_device('shop', 'p1')")
         }
         #expect(try await f.count("SELECT count(*) FROM herald.devices WHERE disabled_cause = 'logout'") == 1)
-        #expect(try await f.count("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'") == 1)
+        #expect(try await f.count("SELECT count(*) FROM herald.notifications WHERE state = 'received'") == 1)
     }
 
     @Test func badInputIsRejectedWithAReasonAndTheRestOfTheBatchGoesThrough() async throws {
@@ -150,7 +150,7 @@ import Testing
         #expect(first == again)
         #expect(otherApp != first)
         #expect(try await f.count("SELECT count(*) FROM herald.notifications") == 2)
-        #expect(try await f.count("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'") == 2)
+        #expect(try await f.count("SELECT count(*) FROM herald.notifications WHERE state = 'received'") == 2)
     }
 
     @Test func tokensMoveAndReRegistrationFollowsTheRules() async throws {
@@ -226,9 +226,9 @@ import Testing
 
         let kinds = try await f.herald.query(
             """
-            SELECT d.notification_id, dev.device_id, d.payload_kind, j.run_at
+            SELECT d.notification_id, dev.device_id, d.payload_kind, d.run_at
             FROM herald.deliveries d JOIN herald.devices dev ON dev.id = d.device_id
-            JOIN herald.jobs j ON j.kind = 'dispatch' AND j.ref = d.id
+            WHERE d.state = 'queued'
             ORDER BY d.notification_id, dev.device_id
             """
         ).map {
@@ -278,7 +278,7 @@ import Testing
         #expect(rejected.state == "rejected")
         #expect(rejected.reason?.contains("ingest failed") == true)
         #expect(rejected.reason?.contains("poison") == true)
-        #expect(try await f.count("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'") == 0)
+        #expect(try await f.count("SELECT count(*) FROM herald.notifications WHERE state = 'received'") == 0)
     }
 
     @Test func ingestingTheSameBatchTwiceChangesNothing() async throws {
@@ -288,6 +288,6 @@ import Testing
         _ = try await f.herald.query("SELECT herald.ingest($1::bigint[])", [[id]])
         _ = try await f.herald.query("SELECT herald.ingest($1::bigint[])", [[id]])
         #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 1)
-        #expect(try await f.count("SELECT count(*) FROM herald.jobs WHERE kind = 'dispatch'") == 1)
+        #expect(try await f.count("SELECT count(*) FROM herald.deliveries WHERE state = 'queued'") == 1)
     }
 }

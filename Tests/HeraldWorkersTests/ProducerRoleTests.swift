@@ -29,8 +29,8 @@ import Testing
         }
         _ = try await producer.query("SELECT herald.unregister_device('shop', 'p1')")
         #expect(
-            try await admin.query("SELECT count(*) FROM herald.jobs WHERE kind = 'ingest'")[0].decode(0, as: Int.self)
-                == 2)
+            try await admin.query("SELECT count(*) FROM herald.notifications WHERE state = 'received'")[0].decode(
+                0, as: Int.self) == 2)
 
         for forbidden in [
             "SELECT push_token FROM herald.devices",

@@ -14,7 +14,7 @@ import Testing
             INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
             SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
             INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'shop', 'alice', 'n' || n FROM generate_series(1, 2500) n;
-            SELECT herald.ingest(array_agg(ref)) FROM herald.jobs WHERE kind = 'ingest';
+            SELECT herald.ingest(array_agg(id)) FROM herald.notifications WHERE state = 'received';
             -- 2,400 old and finished; 50 old but still queued; 50 recent and finished.
             UPDATE herald.notifications SET created_at = now() - interval '8 days' WHERE id <= 2450;
             UPDATE herald.deliveries SET state = 'sent', finished_at = now() WHERE notification_id <= 2400 OR notification_id > 2450;

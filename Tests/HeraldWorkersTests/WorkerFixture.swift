@@ -43,8 +43,8 @@ struct WorkerFixture {
             "SELECT herald.register_device('shop', $1, $2, $3, $4)", [device, platform, "token-\(device)", user])
     }
 
-    func ingest() async throws { try await queue.drain(IngestWorker(context: context)) }
-    func dispatch() async throws { try await queue.drain(DispatchWorker(context: context)) }
+    func ingest() async throws { try await IngestWorker(context: context).drain() }
+    func dispatch() async throws { try await DispatchWorker(context: context).drain() }
     func reconcile() async throws { try await queue.drain(ReconcileWorker(context: context)) }
 
     func delivery(of device: String) async throws -> (state: String, error: String?, name: String?) {

@@ -1,55 +1,96 @@
 extension DispatchWorker {
     enum SQL {
-        /// Everything needed to send a batch of deliveries, in one query.
-        static let load = """
-            SELECT d.id, d.notification_id, d.state, d.payload_kind, dev.id, dev.push_token,
-                   CASE WHEN dev.id IS NOT NULL AND dev.disabled_at IS NOT NULL
-                        THEN coalesce(dev.disabled_reason, 'disabled') END,
-                   n.app_id, a.fcm_project_id, a.credentials_file, n.topic, n.title, n.body, n.data::text,
-                   n.image_url, n.sound, n.badge, n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
-                   n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, a.config_error_at
-            FROM herald.deliveries d
-            JOIN herald.notifications n ON n.id = d.notification_id
+        /// Leases up to $2 deliveries due by $1, oldest first, to worker $3 for $4 seconds, and
+        /// reads everything needed to send them, in one round trip.
+        ///
+        /// The lease is run_at itself: a claimed delivery is not due again until its lease
+        /// ends, so one whose worker died is simply due again then, and the next claim, by
+        /// any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP
+        /// LOCKED lets concurrent claimers take disjoint rows from the partial index
+        /// `deliveries_due`, walked in its own order. The claim counts as an attempt.
+        static let claim = """
+            WITH picked AS (
+                SELECT id, locked_by AS abandoned_by
+                FROM herald.deliveries
+                WHERE state = 'queued' AND run_at <= $1
+                ORDER BY run_at, id
+                LIMIT $2
+                FOR UPDATE SKIP LOCKED
+            ), claimed AS (
+                UPDATE herald.deliveries AS d
+                SET run_at = $1 + make_interval(secs => $4),
+                    locked_by = $3,
+                    attempts = d.attempts + 1
+                FROM picked
+                WHERE d.id = picked.id
+                RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by
+            )
+            SELECT c.id AS delivery_id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
+                   c.device_id, dev.push_token,
+                   CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END
+                       AS device_disabled_reason,
+                   n.app_id, a.fcm_project_id, a.credentials_file, a.config_error_at,
+                   n.topic, n.title, n.body, n.data::text AS data, n.image_url, n.sound, n.badge,
+                   n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
+                   n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
+            FROM claimed c
+            JOIN herald.notifications n ON n.id = c.notification_id
             JOIN herald.apps a ON a.app_id = n.app_id
-            LEFT JOIN herald.devices dev ON dev.id = d.device_id
-            WHERE d.id = ANY($1::bigint[])
+            LEFT JOIN herald.devices dev ON dev.id = c.device_id
             """
 
-        /// Records outcomes: $1 ids, $2 states, $3 FCM message names, $4 errors, $5 whether an
-        /// attempt was made, $6 when FCM answered (Unix seconds: a number binds without formatting a
-        /// timestamp string per delivery). Only deliveries still queued change.
+        /// Records a batch's outcomes in one statement, so in one transaction: the
+        /// deliveries, with their leases released; devices whose token FCM declared dead; and
+        /// each app's configuration problem.
+        ///
+        /// Deliveries: $1 ids, $2 new states, $3 FCM message names, $4 errors, $5 when FCM
+        /// answered, $6 when a delivery still queued is due again (times as Unix seconds: a
+        /// number binds without formatting a timestamp per delivery), $7 whether the claim is
+        /// given back (postponed: not an attempt), $8 whether it ran out of attempts (dead).
+        /// Only deliveries still queued change; one left queued for a retry changes only while
+        /// worker $9 holds it, so a lease that ran out and was claimed again is not disturbed.
+        ///
+        /// Devices: $10 device ids, $11 the tokens that were sent to, $12 reasons, soft-disabled
+        /// at $13 (now); one that registered a new token since is left alone.
+        ///
+        /// Apps: $14 app ids, $15 each one's problem, or NULL to clear it (at $13).
         static let record = """
-            UPDATE herald.deliveries AS d
-            SET state = u.state,
-                provider_message_id = coalesce(u.name, d.provider_message_id),
-                last_error = coalesce(u.error, d.last_error),
-                error_history = CASE WHEN u.error IS NULL THEN d.error_history
-                                     ELSE d.error_history || format('%s %s', to_char(u.at, 'YYYY-MM-DD HH24:MI:SS'), u.error) END,
-                attempts = d.attempts + CASE WHEN u.attempted THEN 1 ELSE 0 END,
-                sent_at = CASE WHEN u.state IN ('sent', 'validated') THEN u.at ELSE d.sent_at END,
-                finished_at = CASE WHEN u.state <> 'queued' THEN u.at END
-            FROM (SELECT id, state, name, error, attempted, to_timestamp(seconds) AS at
-                  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::float8[])
-                       AS u(id, state, name, error, attempted, seconds)) AS u
-            WHERE d.id = u.id AND d.state = 'queued'
-            """
-
-        /// Soft-disables devices whose token FCM declared dead: $1 device ids, $2 the tokens
-        /// that were sent to, $3 reasons, $4 now. A device that registered a new token since
-        /// is left alone.
-        static let disableDevices = """
-            UPDATE herald.devices AS dev
-            SET disabled_at = $4::timestamptz, disabled_cause = 'token_invalid', disabled_reason = u.reason
-            FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, token, reason)
-            WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
-            """
-
-        /// Sets ($2 an error) or clears ($2 NULL) each app's ($1) configuration problem; $3 now.
-        static let appStatus = """
-            UPDATE herald.apps AS a
-            SET config_error = u.error, config_error_at = CASE WHEN u.error IS NULL THEN NULL ELSE $3::timestamptz END
-            FROM unnest($1::text[], $2::text[]) AS u(app, error)
-            WHERE a.app_id = u.app AND a.config_error IS DISTINCT FROM u.error
+            WITH outcome AS (
+                SELECT id, state, name, error, to_timestamp(answered) AS answered_at,
+                       to_timestamp(next_run) AS next_run, given_back, dead
+                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
+                            $7::bool[], $8::bool[])
+                     AS u(id, state, name, error, answered, next_run, given_back, dead)
+            ), recorded AS (
+                UPDATE herald.deliveries AS d
+                SET state = o.state,
+                    provider_message_id = coalesce(o.name, d.provider_message_id),
+                    last_error = coalesce(o.error, d.last_error),
+                    error_history = CASE WHEN o.error IS NULL THEN d.error_history
+                                         ELSE d.error_history
+                                              || format('%s %s', to_char(o.answered_at, 'YYYY-MM-DD HH24:MI:SS'), o.error)
+                                    END,
+                    attempts = d.attempts - CASE WHEN o.given_back THEN 1 ELSE 0 END,
+                    sent_at = CASE WHEN o.state IN ('sent', 'validated') THEN o.answered_at ELSE d.sent_at END,
+                    finished_at = CASE WHEN o.state <> 'queued' THEN o.answered_at END,
+                    run_at = CASE WHEN o.state = 'queued' THEN o.next_run END,
+                    locked_by = NULL,
+                    dead_at = CASE WHEN o.dead THEN o.answered_at END
+                FROM outcome AS o
+                WHERE d.id = o.id AND d.state = 'queued' AND (o.state <> 'queued' OR d.locked_by = $9)
+            ), disabled AS (
+                UPDATE herald.devices AS dev
+                SET disabled_at = $13::timestamptz, disabled_cause = 'token_invalid', disabled_reason = u.reason
+                FROM unnest($10::bigint[], $11::text[], $12::text[]) AS u(id, token, reason)
+                WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
+            ), app_status AS (
+                UPDATE herald.apps AS a
+                SET config_error = u.error,
+                    config_error_at = CASE WHEN u.error IS NULL THEN NULL ELSE $13::timestamptz END
+                FROM unnest($14::text[], $15::text[]) AS u(app, error)
+                WHERE a.app_id = u.app AND a.config_error IS DISTINCT FROM u.error
+            )
+            SELECT 1
             """
 
         static let secret = "SELECT value FROM herald.secrets WHERE name = 'report_hmac'"

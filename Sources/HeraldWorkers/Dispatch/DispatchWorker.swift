@@ -5,60 +5,115 @@ import HeraldQueue
 import Logging
 import Metrics
 
-/// Sends deliveries through FCM and records what happened to each.
+/// Sends deliveries through FCM and records what happened to each. The deliveries are the
+/// queue: no job rows (see `migrations/010_tables_are_their_own_queues.sql`).
 ///
-/// Per batch: one query loads the deliveries; expired ones end `expired` and those whose
-/// device was disabled since ingest end `cancelled`, unsent. The rest are built into
-/// per-platform messages and sent concurrently, app by app (each app has its own credentials
-/// and its project's rate limit). Outcomes are recorded in one transaction: deliveries,
-/// devices whose token FCM declared dead, and apps whose configuration failed.
+/// Per batch: one statement leases the deliveries due and reads what is needed to send them;
+/// expired ones end `expired` and those whose device was disabled since ingest end
+/// `cancelled`, unsent. The rest are built into per-platform messages and sent concurrently,
+/// app by app (each app has its own credentials and its project's rate limit). One statement
+/// records the outcomes and releases the leases: deliveries, devices whose token FCM declared
+/// dead, and apps whose configuration failed. If the database is away then, the outcomes are
+/// kept and recorded when it is back, within the lease.
 ///
 /// A delivery is `sent` only after FCM answered 200. A crash between the send and the record
-/// leaves the job leased; it is rescued and sent again (at-least-once): the duplicate window
-/// is the batch in flight.
-public struct DispatchWorker: JobHandler {
+/// leaves the delivery leased; when the lease ends it is due again and sent again
+/// (at-least-once): the duplicate window is the batches in flight.
+public struct DispatchWorker: BatchWorker {
     public let kind = "dispatch"
     let context: WorkerContext
     let secret = SecretCache()
+    private let claimDuration = Metrics.Timer(
+        label: "herald_claim_duration_seconds", dimensions: [("kind", "dispatch")])
 
     /// While an app's configuration fails, its deliveries wait (without spending attempts) and
     /// one probe goes out this often, so a broken credential costs a probe a minute, not a storm.
     public static let configurationRetry: Duration = .seconds(60)
+    /// Claims a delivery gets before it is given up: retries, and leases that ran out.
+    public static let maxAttempts = 25
 
     public init(context: WorkerContext) { self.context = context }
 
     /// The outcome to record for one delivery.
     struct DeliveryResult {
+        /// What a delivery that stays queued does next.
+        enum Retry {
+            /// An attempt that failed: due again after the backoff, or `notBefore` if later.
+            case backoff(notBefore: Duration?)
+            /// Not attempted: due again after this, and the claim is given back.
+            case postpone(Duration)
+        }
+
         var state: String
         var messageName: String? = nil
         var error: String? = nil
-        var attempted = false
-        var job: JobOutcome = .completed
+        var retry: Retry? = nil
+        /// Ran out of attempts: `failed`, and listed as dead until redriven.
+        var dead = false
+        /// When a delivery that stays queued is due again.
+        var dueAgain: Date? = nil
         /// When FCM answered (its batch's last answer): the delivery's `sent_at`. Nil when
         /// nothing was sent; the batch's start time is recorded then.
         var answeredAt: Date? = nil
     }
 
-    public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
+    public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+        let builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
+        let claimedAt = ContinuousClock.now
         let now = context.clock.now()
-        let ids = jobs.compactMap(\.ref)
-        let deliveries: [Int64: OutgoingDelivery]
-        let builder: PayloadBuilder
-        do {
-            builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
-            deliveries = try await load(ids)
-        } catch {
-            context.logger.error("cannot load deliveries; the batch will be retried", metadata: ["error": "\(error)"])
-            return Dictionary(
-                uniqueKeysWithValues: jobs.map { ($0.id, .retry(error: "loading deliveries failed: \(error)")) })
-        }
+        let claimed = try await claim(limit: limit, now: now)
+        claimDuration.record(duration: ContinuousClock.now - claimedAt)
+        guard !claimed.isEmpty else { return 0 }
 
+        let (results, appErrors) = await send(claimed, builder: builder, now: now)
+        var sendsByOutcome: [String: Int] = [:]
+        var finished: [String: Int] = [:]
+        for result in results.values {
+            sendsByOutcome[Self.metricOutcome(result), default: 0] += 1
+            finished[Self.jobOutcome(result), default: 0] += 1
+        }
+        // One counter update per outcome and batch, not per delivery.
+        for (outcome, count) in sendsByOutcome {
+            Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
+        }
+        countFinished(kind: kind, finished)
+        let deliveries = Dictionary(uniqueKeysWithValues: claimed.map { ($0.deliveryID, $0) })
+        let disabled = Self.deadTokens(results, deliveries)
+        let recorded = await recordWithinLease(
+            until: claimedAt.advanced(by: context.lease), logger: context.logger, items: claimed.count
+        ) {
+            try await record(results, disabled: disabled, appErrors: appErrors, now: now)
+        }
+        if recorded {
+            for device in disabled {
+                context.logger.notice(
+                    "disabled a device whose push token FCM rejected",
+                    metadata: [
+                        "device": "\(device.id)", "token": "\(tokenHint(device.token))", "reason": "\(device.reason)",
+                    ])
+            }
+        }
+        return claimed.count
+    }
+
+    /// Decides every claimed delivery: those that cannot or need not be sent end here, the rest
+    /// are sent app by app. Returns a result per delivery and each sending app's configuration
+    /// problem (nil: none).
+    func send(_ claimed: [OutgoingDelivery], builder: PayloadBuilder, now: Date) async -> (
+        [Int64: DeliveryResult], [String: String?]
+    ) {
         var results: [Int64: DeliveryResult] = [:]
         var sendable: [String: [OutgoingDelivery]] = [:]
-        for job in jobs {
-            guard let id = job.ref, let delivery = deliveries[id] else { continue }
-            if delivery.state != "queued" {
-                continue  // already final: a repeated job changes nothing
+        var rescued: [String: Int] = [:]
+        for delivery in claimed {
+            let id = delivery.deliveryID
+            if let worker = delivery.abandonedBy { rescued[worker, default: 0] += 1 }
+            if delivery.attempts > Self.maxAttempts {
+                results[id] = DeliveryResult(
+                    state: "failed",
+                    error: "gave up after \(Self.maxAttempts) attempts: the last lease ran out"
+                        + " (\(delivery.abandonedBy ?? "a worker") stopped before finishing)",
+                    dead: true)
             } else if delivery.expiresAt <= now {
                 results[id] = DeliveryResult(
                     state: "expired", error: "expired at \(delivery.expiresAt) before it was sent")
@@ -69,6 +124,10 @@ public struct DispatchWorker: JobHandler {
             } else {
                 sendable[delivery.appID, default: []].append(delivery)
             }
+        }
+        for (worker, count) in rescued {
+            context.logger.warning(
+                "took over deliveries whose lease ran out", metadata: ["abandoned_by": "\(worker)", "count": "\(count)"])
         }
 
         // An app whose configuration is failing gets one probe a minute, not a send per message.
@@ -99,33 +158,26 @@ public struct DispatchWorker: JobHandler {
             }
         }
 
-        var outcomes: [Int64: JobOutcome] = [:]
-        var sendsByOutcome: [String: Int] = [:]
-        for job in jobs {
-            guard let id = job.ref, var result = results[id] else {
-                outcomes[job.id] = .completed
+        // When each delivery left queued is due again; the last attempt's failure is final.
+        for delivery in claimed {
+            guard var result = results[delivery.deliveryID] else { continue }
+            switch result.retry {
+            case .backoff where delivery.attempts >= Self.maxAttempts:
+                result.state = "failed"
+                result.error = "gave up after \(delivery.attempts) attempts: \(result.error ?? "no error recorded")"
+                result.retry = nil
+                result.dead = true
+            case .backoff(let notBefore):
+                let delay = context.backoff.delay(afterAttempts: delivery.attempts, atLeast: notBefore ?? .zero)
+                result.dueAgain = (result.answeredAt ?? now).addingTimeInterval(delay.seconds)
+            case .postpone(let wait):
+                result.dueAgain = now.addingTimeInterval(wait.seconds)
+            case nil:
                 continue
             }
-            if case .retry(let error, _) = result.job, job.isLastAttempt {
-                result.state = "failed"
-                result.error = "gave up after \(job.attempts) attempts: \(error)"
-                result.job = .completed
-                results[id] = result
-            }
-            outcomes[job.id] = result.job
-            sendsByOutcome[Self.metricOutcome(result), default: 0] += 1
+            results[delivery.deliveryID] = result
         }
-        // One counter update per outcome and batch, not per delivery.
-        for (outcome, count) in sendsByOutcome {
-            Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
-        }
-        do {
-            try await record(results, deliveries: deliveries, appErrors: appErrors, now: now)
-        } catch {
-            context.logger.error("recording sends failed; the batch will be retried", metadata: ["error": "\(error)"])
-            return Dictionary(uniqueKeysWithValues: jobs.map { ($0.id, .retry(error: "recording failed: \(error)")) })
-        }
-        return outcomes
+        return (results, appErrors)
     }
 
     /// Sends one app's deliveries; returns their results and the app's configuration problem (nil if none).
@@ -177,69 +229,77 @@ public struct DispatchWorker: JobHandler {
 
     /// The delivery's new state, or for one still queued, why: `retry` or `postponed`.
     static func metricOutcome(_ result: DeliveryResult) -> String {
-        switch result.job {
-        case .retry: return "retry"
+        switch result.retry {
+        case .backoff: return "retry"
         case .postpone: return "postponed"
-        case .completed, .dead: return result.state
+        case nil: return result.state
+        }
+    }
+
+    /// The `outcome` label of `herald_jobs_finished_total`, as for job rows.
+    static func jobOutcome(_ result: DeliveryResult) -> String {
+        switch result.retry {
+        case .backoff: return "retry"
+        case .postpone: return "postponed"
+        case nil: return result.dead ? "dead" : "completed"
         }
     }
 
     static func postponed(app: String, by wait: Duration) -> DeliveryResult {
         DeliveryResult(
-            state: "queued",
-            job: .postpone(
-                by: wait, reason: "waiting: the configuration of app \(app) is failing (see herald.app_problems)"))
+            state: "queued", error: "waiting: the configuration of app \(app) is failing (see herald.app_problems)",
+            retry: .postpone(wait))
     }
 
     static func configurationResult(_ reason: String) -> DeliveryResult {
         DeliveryResult(
-            state: "queued", error: "configuration: \(reason)",
-            job: .retry(error: reason, notBefore: configurationRetry))
+            state: "queued", error: "configuration: \(reason)", retry: .backoff(notBefore: configurationRetry))
     }
 
-    /// What an FCM outcome means for the delivery and its job.
+    /// What an FCM outcome means for the delivery.
     static func result(_ outcome: FCMOutcome, dryRun: Bool) -> DeliveryResult {
         switch outcome {
         case .sent(let name):
-            return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name, attempted: true)
+            return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name)
         case .tokenInvalid(let reason):
-            return DeliveryResult(state: "token_invalid", error: reason, attempted: true)
+            return DeliveryResult(state: "token_invalid", error: reason)
         case .retry(let after, let reason):
-            return DeliveryResult(
-                state: "queued", error: reason, attempted: true, job: .retry(error: reason, notBefore: after))
+            return DeliveryResult(state: "queued", error: reason, retry: .backoff(notBefore: after))
         case .configurationError(let reason):
-            var result = configurationResult(reason)
-            result.attempted = true
-            return result
+            return configurationResult(reason)
         case .permanentFailure(let reason):
-            return DeliveryResult(state: "failed", error: reason, attempted: true)
+            return DeliveryResult(state: "failed", error: reason)
         }
     }
 
-    func load(_ ids: [Int64]) async throws -> [Int64: OutgoingDelivery] {
-        guard !ids.isEmpty else { return [:] }
-        var deliveries: [Int64: OutgoingDelivery] = [:]
-        for row in try await context.connection.query(SQL.load, [ids]) {
-            let delivery = OutgoingDelivery(
-                deliveryID: try row.decode(0), notificationID: try row.decode(1), state: try row.decode(2),
-                payloadKind: OutgoingDelivery.PayloadKind(rawValue: try row.decode(3)) ?? .androidData,
-                deviceRowID: try row.decode(4, as: Int64?.self), pushToken: try row.decode(5, as: String?.self),
-                deviceDisabledReason: try row.decode(6, as: String?.self), appID: try row.decode(7),
-                fcmProjectID: try row.decode(8), credentialsFile: try row.decode(9, as: String?.self),
-                topic: try row.decode(10, as: String?.self), title: try row.decode(11, as: String?.self),
-                body: try row.decode(12, as: String?.self),
-                data: Self.stringPairs(try row.decode(13, as: String?.self)),
-                imageURL: try row.decode(14, as: String?.self), sound: try row.decode(15, as: String?.self),
-                badge: try row.decode(16, as: Int?.self), androidChannelID: try row.decode(17, as: String?.self),
-                iosCategory: try row.decode(18, as: String?.self), iosThreadID: try row.decode(19, as: String?.self),
-                deepLink: try row.decode(20, as: String?.self),
-                priority: try row.decode(21, as: String?.self) ?? "high",
-                expiresAt: try row.decode(22, as: Date?.self) ?? .distantFuture,
-                collapseKey: try row.decode(23, as: String?.self), silent: try row.decode(24),
-                dryRun: try row.decode(25), appConfigErrorAt: try row.decode(26, as: Date?.self))
-            deliveries[delivery.deliveryID] = delivery
+    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``).
+    func claim(limit: Int, now: Date) async throws -> [OutgoingDelivery] {
+        let rows = try await context.connection.query(
+            SQL.claim, [now, limit, context.workerID, context.lease.seconds])
+        return try rows.map { row in
+            OutgoingDelivery(
+                deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
+                attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
+                payloadKind: OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData,
+                deviceRowID: try row.decode("device_id", as: Int64?.self),
+                pushToken: try row.decode("push_token", as: String?.self),
+                deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
+                appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
+                credentialsFile: try row.decode("credentials_file", as: String?.self),
+                topic: try row.decode("topic", as: String?.self), title: try row.decode("title", as: String?.self),
+                body: try row.decode("body", as: String?.self),
+                data: Self.stringPairs(try row.decode("data", as: String?.self)),
+                imageURL: try row.decode("image_url", as: String?.self), sound: try row.decode("sound", as: String?.self),
+                badge: try row.decode("badge", as: Int?.self),
+                androidChannelID: try row.decode("android_channel_id", as: String?.self),
+                iosCategory: try row.decode("ios_category", as: String?.self),
+                iosThreadID: try row.decode("ios_thread_id", as: String?.self),
+                deepLink: try row.decode("deep_link", as: String?.self),
+                priority: try row.decode("priority", as: String?.self) ?? "high",
+                expiresAt: try row.decode("expires_at", as: Date?.self) ?? .distantFuture,
+                collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
+                dryRun: try row.decode("dry_run"), appConfigErrorAt: try row.decode("config_error_at", as: Date?.self))
         }
-        return deliveries
     }
 
     /// A JSON object of strings, in its keys' order.
@@ -250,49 +310,53 @@ public struct DispatchWorker: JobHandler {
         return object.keys.sorted().compactMap { key in (object[key] as? String).map { (key, $0) } }
     }
 
+    /// A device to soft-disable because FCM declared the token it was sent to dead.
+    struct DeadToken {
+        var id: Int64
+        var token: String
+        var reason: String
+    }
+
+    static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> [DeadToken] {
+        results.compactMap { id, result in
+            guard result.state == "token_invalid", let delivery = deliveries[id], let device = delivery.deviceRowID,
+                let token = delivery.pushToken
+            else { return nil }
+            return DeadToken(id: device, token: token, reason: "FCM: \(result.error ?? "token invalid")")
+        }
+    }
+
+    /// Records the outcomes and releases the leases, in one statement (``SQL/record``).
     func record(
-        _ results: [Int64: DeliveryResult], deliveries: [Int64: OutgoingDelivery], appErrors: [String: String?],
-        now: Date
+        _ results: [Int64: DeliveryResult], disabled: [DeadToken], appErrors: [String: String?], now: Date
     ) async throws {
         var ids: [Int64] = []
         var states: [String] = []
         var names: [String?] = []
         var errors: [String?] = []
-        var attempted: [Bool] = []
-        var times: [Double] = []
-        var disabled: (ids: [Int64], tokens: [String], reasons: [String]) = ([], [], [])
+        var answered: [Double] = []
+        var nextRun: [Double?] = []
+        var givenBack: [Bool] = []
+        var dead: [Bool] = []
         for (id, result) in results {
             ids.append(id)
             states.append(result.state)
             names.append(result.messageName)
             errors.append(result.error)
-            attempted.append(result.attempted)
-            times.append((result.answeredAt ?? now).timeIntervalSince1970)
-            if result.state == "token_invalid", let delivery = deliveries[id], let device = delivery.deviceRowID,
-                let token = delivery.pushToken
-            {
-                disabled.ids.append(device)
-                disabled.tokens.append(token)
-                disabled.reasons.append("FCM: \(result.error ?? "token invalid")")
-            }
+            let answeredAt = result.answeredAt ?? now
+            answered.append(answeredAt.timeIntervalSince1970)
+            nextRun.append(result.dueAgain?.timeIntervalSince1970)
+            if case .postpone = result.retry { givenBack.append(true) } else { givenBack.append(false) }
+            dead.append(result.dead)
         }
         let apps = Array(appErrors.keys)
-        let appProblems = apps.map { appErrors[$0] ?? nil }
-        try await context.connection.transaction { [ids, states, names, errors, attempted, times, disabled] session in
-            if !ids.isEmpty { try session.query(SQL.record, [ids, states, names, errors, attempted, times]) }
-            if !disabled.ids.isEmpty {
-                try session.query(SQL.disableDevices, [disabled.ids, disabled.tokens, disabled.reasons, now])
-            }
-            if !apps.isEmpty { try session.query(SQL.appStatus, [apps, appProblems, now]) }
-        }
-        for index in disabled.ids.indices {
-            context.logger.notice(
-                "disabled a device whose push token FCM rejected",
-                metadata: [
-                    "device": "\(disabled.ids[index])", "token": "\(tokenHint(disabled.tokens[index]))",
-                    "reason": "\(disabled.reasons[index])",
-                ])
-        }
+        try await context.connection.query(
+            SQL.record,
+            [
+                ids, states, names, errors, answered, nextRun, givenBack, dead, context.workerID,
+                disabled.map(\.id), disabled.map(\.token), disabled.map(\.reason), now,
+                apps, apps.map { appErrors[$0] ?? nil },
+            ])
     }
 }
 

@@ -1,6 +1,6 @@
 import Foundation
 
-/// One delivery as the dispatch worker reads it: the notification's content and options,
+/// One delivery as the dispatch worker claims it: the notification's content and options,
 /// the device's token and the app's FCM project.
 public struct OutgoingDelivery: Sendable {
     public enum PayloadKind: String, Sendable {
@@ -14,7 +14,10 @@ public struct OutgoingDelivery: Sendable {
 
     public var deliveryID: Int64
     public var notificationID: Int64
-    public var state: String
+    /// Claims so far, this one included.
+    public var attempts: Int
+    /// The worker whose lease on it ran out before it recorded an outcome, if one did.
+    public var abandonedBy: String?
     public var payloadKind: PayloadKind
     public var deviceRowID: Int64?
     public var pushToken: String?

@@ -1,0 +1,80 @@
+import Logging
+
+/// One kind of queued work, as a ``WorkerRunner`` drives it: claim up to a limit, work what
+/// was claimed, record what became of each item.
+///
+/// Ingest and dispatch claim rows of their own tables (`herald.notifications`,
+/// `herald.deliveries`); every other kind claims `herald.jobs` through a ``JobWorker``.
+public protocol BatchWorker: Sendable {
+    /// The worker's name in `HERALD_WORKERS`, in metrics, and in the NOTIFY that wakes it.
+    var kind: String { get }
+
+    /// Claims up to `limit` items, works them and records their outcomes; returns how many it
+    /// claimed, so fewer than `limit` means nothing more was due.
+    ///
+    /// Throws only when it could not claim (the database is away). Once work is done, its
+    /// outcome is recorded even if the database goes away meanwhile: see ``recordWithinLease``.
+    /// `isStopping` says whether a graceful shutdown has begun.
+    func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int
+}
+
+/// Records a batch's outcomes, trying again while the database is away: the work is done
+/// (a notification may be on a phone already), and losing its record would mean doing it
+/// again once the lease runs out. It gives up only at `deadline`, when the lease taken at the
+/// claim runs out, since the items may be someone else's by then. Returns whether the record
+/// was written.
+public func recordWithinLease(
+    until deadline: ContinuousClock.Instant, logger: Logger, items: Int, _ write: () async throws -> Void
+) async -> Bool {
+    var delay = RetryDelay()
+    while true {
+        do {
+            try await write()
+            return true
+        } catch {
+            guard ContinuousClock.now < deadline else {
+                logger.error(
+                    "cannot record a batch; its items will be claimed again when their lease ends",
+                    metadata: ["error": "\(error)", "items": "\(items)"])
+                return false
+            }
+            logger.warning("recording a batch failed; retrying", metadata: ["error": "\(error)"])
+            try? await Task.sleep(for: delay.next())
+        }
+    }
+}
+
+/// A doubling delay for retrying the database after an error: 100 ms up to 5 s.
+struct RetryDelay {
+    private var current: Duration = .milliseconds(100)
+    mutating func next() -> Duration {
+        defer { current = min(current * 2, .seconds(5)) }
+        return current
+    }
+    mutating func reset() { current = .milliseconds(100) }
+}
+
+/// The claim size of one worker loop, adapted to the load: it doubles after a claim that came
+/// back full (a backlog: larger claims cost fewer round trips per item) and halves after one
+/// that came back less than half full (a short queue: small claims keep latency and the
+/// duplicate window after a crash small), between ``smallest`` and the cap
+/// (`HERALD_BATCH_SIZE`).
+public struct BatchSizer: Sendable {
+    public let cap: Int
+    public private(set) var limit: Int
+    /// The claim size of an idle queue.
+    public static let smallest = 10
+
+    public init(cap: Int) {
+        self.cap = max(cap, 1)
+        limit = min(Self.smallest, self.cap)
+    }
+
+    public mutating func claimed(_ count: Int) {
+        if count >= limit {
+            limit = min(cap, limit * 2)
+        } else if count < limit / 2 {
+            limit = max(min(Self.smallest, cap), limit / 2)
+        }
+    }
+}
