@@ -17,7 +17,8 @@ public struct Configuration: Sendable {
     public var workerID: String = Configuration.defaultWorkerID
     /// Which workers `herald run` starts: `all`, or a comma-separated list of names.
     public var workers: [String] = ["all"]
-    public var batchSize: Int = 100
+    /// The largest claim; claims adapt below it to the queue's depth.
+    public var batchSize: Int = BatchSizer.defaultCap
     /// Loops per worker, each claiming its own batches on its own connection, so that one
     /// batch's database work overlaps another's sending.
     public var concurrency: Int = 2
@@ -61,7 +62,10 @@ public struct Configuration: Sendable {
         ("HERALD_LOG_FORMAT", "text", "text (journald-friendly) or json, one line per event"),
         ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in herald.jobs.locked_by"),
         ("HERALD_WORKERS", "all", "workers to run: all, or a comma-separated list"),
-        ("HERALD_BATCH_SIZE", "100", "jobs claimed per round trip (1 to 10000)"),
+        (
+            "HERALD_BATCH_SIZE", "\(BatchSizer.defaultCap)",
+            "the largest claim (1 to 10000); claims start at 10 and double while the queue keeps them full"
+        ),
         ("HERALD_CONCURRENCY", "2", "loops per worker, each with its own connection (1 to 64)"),
         ("HERALD_POLL_INTERVAL", "2s", "longest wait between claims without a NOTIFY"),
         ("HERALD_LEASE", "60s", "how long a claimed job stays leased"),

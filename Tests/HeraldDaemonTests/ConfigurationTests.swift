@@ -6,7 +6,7 @@ import Testing
     @Test func defaultsApplyWhenNothingIsSet() throws {
         let configuration = try Configuration.load(environment: [:])
         #expect(configuration.databaseURL == "")
-        #expect(configuration.batchSize == 100)
+        #expect(configuration.batchSize == 500)
         #expect(configuration.lease == .seconds(60))
         #expect(configuration.pollInterval == .seconds(2))
         #expect(configuration.workers == ["all"])

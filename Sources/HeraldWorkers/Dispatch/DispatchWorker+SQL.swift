@@ -1,31 +1,10 @@
 extension DispatchWorker {
     enum SQL {
-        /// Leases up to $2 deliveries due by $1, oldest first, to worker $3 for $4 seconds, and
-        /// reads everything needed to send them, in one round trip.
-        ///
-        /// The lease is run_at itself: a claimed delivery is not due again until its lease
-        /// ends, so one whose worker died is simply due again then, and the next claim, by
-        /// any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP
-        /// LOCKED lets concurrent claimers take disjoint rows from the partial index
-        /// `deliveries_due`, walked in its own order. The claim counts as an attempt.
+        /// Leases up to $2 deliveries due by $1 to worker $3 for $4 seconds
+        /// (`herald.claim_deliveries`, in migration 010, explains the lease), and reads
+        /// everything needed to send them, in one round trip.
         static let claim = """
-            WITH picked AS (
-                SELECT id, locked_by AS abandoned_by
-                FROM herald.deliveries
-                WHERE state = 'queued' AND run_at <= $1
-                ORDER BY run_at, id
-                LIMIT $2
-                FOR UPDATE SKIP LOCKED
-            ), claimed AS (
-                UPDATE herald.deliveries AS d
-                SET run_at = $1 + make_interval(secs => $4),
-                    locked_by = $3,
-                    attempts = d.attempts + 1
-                FROM picked
-                WHERE d.id = picked.id
-                RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by
-            )
-            SELECT c.id AS delivery_id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
+            SELECT c.delivery_id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
                    c.device_id, dev.push_token,
                    CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END
                        AS device_disabled_reason,
@@ -33,7 +12,7 @@ extension DispatchWorker {
                    n.topic, n.title, n.body, n.data::text AS data, n.image_url, n.sound, n.badge,
                    n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
                    n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
-            FROM claimed c
+            FROM herald.claim_deliveries($1, $2, $3, make_interval(secs => $4)) AS c
             JOIN herald.notifications n ON n.id = c.notification_id
             JOIN herald.apps a ON a.app_id = n.app_id
             LEFT JOIN herald.devices dev ON dev.id = c.device_id

@@ -1,0 +1,94 @@
+import Foundation
+import HeraldEmulator
+import HeraldHTTP
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Logging
+import Testing
+
+/// Migration 010 moves a database forward with work queued the old way (ingest and dispatch
+/// job rows) and loses none of it.
+@Suite struct QueueMigrationTests {
+    @Test func queuedWorkSurvivesTheMoveToTablesThatAreTheirOwnQueues() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let db = try await database.connect()
+        try await Migrator(migrations: Migration.embedded.filter { $0.version < 10 }).migrate(db)
+
+        let emulator = try await FCMEmulator.start()
+        let accountFile = try ServiceAccountFile(try await emulator.makeServiceAccount(projectID: "shop-prod"))
+        defer { accountFile.remove() }
+        try await db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
+            [accountFile.path])
+        try await db.execute(
+            """
+            SELECT herald.register_device('shop', 'd' || n, 'android', 'token-' || n, 'u' || n) FROM generate_series(1, 6) n;
+            -- Four ingested (their deliveries have dispatch jobs), two still waiting for ingest.
+            SELECT herald.send('shop', user_ref => 'u' || n, title => 'old ' || n) FROM generate_series(1, 4) n;
+            SELECT herald.ingest(array_agg(ref)) FROM herald.jobs WHERE kind = 'ingest';
+            DELETE FROM herald.jobs WHERE kind = 'ingest';
+            SELECT herald.send('shop', user_ref => 'u' || n, title => 'waiting ' || n) FROM generate_series(5, 6) n;
+            -- The old ingest job of one of them had died; its notification is still 'received'.
+            UPDATE herald.jobs SET state = 'dead', dead_at = now(), last_error = 'boom'
+            WHERE id = (SELECT min(id) FROM herald.jobs WHERE kind = 'ingest');
+            -- Dispatch jobs in every state: due, backing off, leased by a live worker, dead.
+            UPDATE herald.jobs j SET run_at = now() + interval '1 hour', attempts = 3
+            FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id
+            WHERE j.kind = 'dispatch' AND j.ref = d.id AND v.device_id = 'd2';
+            UPDATE herald.jobs j SET state = 'running', attempts = 1, locked_by = 'old-host:1',
+                locked_until = now() + interval '45 seconds'
+            FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id
+            WHERE j.kind = 'dispatch' AND j.ref = d.id AND v.device_id = 'd3';
+            UPDATE herald.jobs j SET state = 'dead', dead_at = now(), attempts = 25, last_error = 'lease expired'
+            FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id
+            WHERE j.kind = 'dispatch' AND j.ref = d.id AND v.device_id = 'd4';
+            -- Other kinds are not the migration's business.
+            INSERT INTO herald.jobs (kind, payload) VALUES ('sleep', '{"ms": 1}');
+            """)
+
+        try await Migrator().migrate(db)
+
+        func deliveryOf(_ device: String) async throws -> PostgresRow {
+            try await db.query(
+                """
+                SELECT d.state, d.attempts, d.locked_by, d.run_at > now() + interval '30 seconds', d.dead_at IS NOT NULL,
+                       d.last_error
+                FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id WHERE v.device_id = $1
+                """, [device])[0]
+        }
+        let due = try await deliveryOf("d1")
+        #expect(try due.decode(0, as: String.self) == "queued")
+        #expect(try due.decode(3, as: Bool.self) == false)
+        let backingOff = try await deliveryOf("d2")
+        #expect(try backingOff.decode(1, as: Int.self) == 3)
+        #expect(try backingOff.decode(3, as: Bool.self))
+        let leased = try await deliveryOf("d3")
+        #expect(try leased.decode(2, as: String?.self) == "old-host:1")
+        #expect(try leased.decode(3, as: Bool.self))
+        let dead = try await deliveryOf("d4")
+        #expect(try dead.decode(0, as: String.self) == "failed")
+        #expect(try dead.decode(4, as: Bool.self))
+        #expect(try dead.decode(5, as: String?.self) == "lease expired")
+        let jobs = try await db.query("SELECT kind FROM herald.jobs ORDER BY kind").map { try $0.decode(0, as: String.self) }
+        #expect(jobs == ["sleep"])
+        let waiting = try await db.query("SELECT count(*) FROM herald.notifications WHERE state = 'received'")
+        #expect(try waiting[0].decode(0, as: Int.self) == 2)
+
+        // The new workers carry on: everything due is ingested and sent; the leased and the
+        // backing-off deliveries wait their time; the dead one waits for a redrive.
+        var fcm = FCMSenders.Configuration()
+        fcm.endpoint = emulator.baseURL
+        let context = WorkerContext(
+            connection: db, clock: SystemClock(), logger: Logger(label: "test"),
+            senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
+        try await IngestWorker(context: context).drain()
+        try await DispatchWorker(context: context).drain()
+        let sent = Set(await emulator.received.map(\.target))
+        #expect(sent == ["token-1", "token-5", "token-6"])
+        #expect(try await db.query("SELECT herald.redrive(kind => 'dispatch')")[0].decode(0, as: Int.self) == 1)
+        try await DispatchWorker(context: context).drain()
+        #expect(Set(await emulator.received.map(\.target)) == ["token-1", "token-4", "token-5", "token-6"])
+    }
+}
