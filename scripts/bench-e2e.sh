@@ -37,7 +37,7 @@ swift build -c release --product herald >/dev/null
 herald=.build/release/herald
 # Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
 echo "Queue floor, on the same PostgreSQL:"
-$herald bench queue --jobs 100000 --batch "${BATCH:-1000}" --events 0 | grep -E "floor|engine \("
+$herald bench queue --jobs 100000 --batch "${BATCH:-500}" --events 0 | grep -E "floor|engine \("
 $herald bench prepare-e2e --notifications "$n" --token-uri "$base/token" --credentials-out "$work/sa.json"
 
 printf '%s' '{"message":{"token":"t","data":{"title":"Hello"}}}' >"$work/body.json"
@@ -45,12 +45,18 @@ echo "HTTP floor, h2load against the same nginx:"
 h2load -n 100000 -c 4 -m 250 -t 1 -H 'content-type: application/json' -d "$work/body.json" \
   "$base/v1/projects/bench/messages:send" | grep -E "finished in"
 
-q() { psql "$HERALD_DATABASE_URL" -qtA -c "$1"; }
+# psql itself, not Debian's wrapper (a Perl start-up per call would count as database CPU).
+q() { "$(postgres_bin)/psql" "$HERALD_DATABASE_URL" -qtA -c "$1"; }
+# Row writes (inserts, updates, deletes) to Herald's tables so far, and the WAL position.
+writes() { q "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE schemaname = 'herald'"; }
+wal() { q "SELECT pg_current_wal_lsn() - '0/0'"; }
 # CPU time in clock ticks: the whole machine's busy time, and one process's.
 machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 process_cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 nginx_pid=$(cat "$work/nginx/nginx.pid")
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
+writes_before=$(writes)
+wal_before=$(wal)
 busy_before=$(machine_busy)
 nginx_before=$(process_cpu "$nginx_worker")
 start=$(date +%s.%N)
@@ -76,16 +82,22 @@ end=$(date +%s.%N)
 busy=$(($(machine_busy) - busy_before))
 herald_cpu=$(process_cpu "$daemon")
 nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
+wal_after=$(wal)
 sent=$(q "SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")
-python3 - "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" <<'PY'
+# The daemon's connections report their row counts when idle for 10 s at the latest.
+sleep 11
+writes_after=$(writes)
+python3 - "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" \
+  "$((writes_after - writes_before))" "$((wal_after - wal_before))" <<'PY'
 import sys
 start, end = float(sys.argv[1]), float(sys.argv[2])
-n, sent, peak, busy, herald, nginx, tick = (int(a) for a in sys.argv[3:])
+n, sent, peak, busy, herald, nginx, tick, writes, wal = (int(a) for a in sys.argv[3:])
 print(f"herald end to end: {n} notifications, {sent} sent, in {end - start:.2f}s: "
       f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB")
 per = lambda ticks: ticks / tick / n * 1e6
 print(f"CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
       f"nginx {per(nginx):.0f} µs, the rest (PostgreSQL, this script) {per(busy - herald - nginx):.0f} µs")
+print(f"database per notification: {writes / n:.2f} row writes, {wal / n:.0f} bytes of WAL")
 PY
 
 # The same daemon, now idle: latency from the producer's commit to FCM's answer at a steady rate.
