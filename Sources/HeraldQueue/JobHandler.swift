@@ -1,5 +1,7 @@
-/// The work behind one job kind. Herald's workers (ingest, dispatch, reconcile, retry)
-/// each provide one; the ``WorkerRunner`` claims batches and records the outcomes.
+/// The work behind one kind of `herald.jobs` row: the reconcile worker's, the diagnostic
+/// sleep worker's, or a deployment's own. A ``JobWorker`` claims batches of its kind and
+/// records the outcomes. (Ingest and dispatch claim their own tables' rows instead: they are
+/// ``BatchWorker``s.)
 public protocol JobHandler: Sendable {
     /// The `herald.jobs.kind` this handler works.
     var kind: String { get }
