@@ -51,3 +51,72 @@ import Testing
         #expect(text.isEmpty, "systemd-analyze verify: \(text)")
     }
 }
+
+/// The monitoring that ships in `deploy/`: Prometheus alert rules and a Grafana dashboard.
+@Suite struct MonitoringFilesTests {
+    static let rules = packageRoot.appendingPathComponent("deploy/prometheus/herald-alerts.yml")
+    static let dashboard = packageRoot.appendingPathComponent("deploy/grafana/herald.json")
+
+    /// promtool from Debian's package, or the copy `scripts/test.sh` extracts into `.tools/`.
+    static var promtool: String? {
+        ["/usr/bin/promtool", packageRoot.appendingPathComponent(".tools/usr/bin/promtool").path].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
+    }
+
+    /// `promtool check rules`, and `promtool test rules`: each alert fires on series that should
+    /// fire it, with the summary an operator reads, and stays quiet on healthy ones.
+    @Test func alertRulesPassPromtool() async throws {
+        let promtool = try #require(Self.promtool, "promtool is missing: scripts/test.sh extracts it into .tools/")
+        let check = try await runProgram(promtool, ["check", "rules", Self.rules.path])
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains("SUCCESS: 6 rules found"), "\(check.output)")
+        let test = try await runProgram(
+            promtool, ["test", "rules", packageRoot.appendingPathComponent("deploy/prometheus/herald-alerts.test.yml").path])
+        #expect(test.status == 0, "\(test.output)")
+        // Every alert has a unit test that expects it to fire.
+        let tests = try String(
+            contentsOf: packageRoot.appendingPathComponent("deploy/prometheus/herald-alerts.test.yml"), encoding: .utf8)
+        for alert in try Self.alertNames() {
+            #expect(tests.contains("alertname: \(alert)\n        exp_alerts:\n          - "), "no test fires \(alert)")
+        }
+    }
+
+    /// Import-ready: valid JSON, the data source a variable every panel and query uses, and
+    /// every panel with at least one query.
+    @Test func dashboardIsImportReady() throws {
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: Self.dashboard)) as? [String: Any]
+        let dashboard = try #require(object)
+        let variables = (dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]] ?? []
+        #expect(variables.contains { $0["name"] as? String == "datasource" && $0["type"] as? String == "datasource" })
+        let panels = try #require(dashboard["panels"] as? [[String: Any]])
+        #expect(panels.count >= 8)
+        for panel in panels {
+            let title = panel["title"] as? String ?? "?"
+            #expect((panel["datasource"] as? [String: String])?["uid"] == "${datasource}", "\(title)")
+            let targets = panel["targets"] as? [[String: Any]] ?? []
+            #expect(!targets.isEmpty, "\(title) has no query")
+            for target in targets {
+                #expect((target["expr"] as? String)?.isEmpty == false, "\(title)")
+                #expect((target["datasource"] as? [String: String])?["uid"] == "${datasource}", "\(title)")
+            }
+        }
+    }
+
+    static func alertNames() throws -> [String] {
+        try String(contentsOf: rules, encoding: .utf8).matches(of: /- alert: (\w+)/).map { String($0.1) }
+    }
+
+    /// The Herald metrics the dashboard and the alerts query (histogram series by their family).
+    static func queriedMetrics() throws -> Set<String> {
+        let text = try String(contentsOf: dashboard, encoding: .utf8) + String(contentsOf: rules, encoding: .utf8)
+        return Set(
+            text.matches(of: /herald_[a-z_]+/).map { match in
+                var name = String(match.0)
+                for suffix in ["_bucket", "_count", "_sum"] where name.hasSuffix(suffix) {
+                    name = String(name.dropLast(suffix.count))
+                }
+                return name
+            })
+    }
+}

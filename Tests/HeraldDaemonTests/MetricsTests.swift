@@ -26,6 +26,11 @@ import Testing
         await emulator.setBehaviour(.unregistered, forToken: "token-pixel")
         try await db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await db.query("INSERT INTO herald.jobs (kind, run_at) VALUES ('later', now() + interval '1 hour')")
+        try await db.query(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at)
+            VALUES ('broken', 'broken-prod', '401 THIRD_PARTY_AUTH_ERROR', now())
+            """)
 
         let daemon = try HeraldProcess(
             ["run"],
@@ -63,8 +68,14 @@ import Testing
             #"herald_jobs_finished_total{kind="dispatch",outcome="completed"} 2"#,
             "herald_reports_applied_total 1",
             "herald_wakeups_total 0",
+            #"herald_app_config_error{app="broken"} 1"#,
         ] {
             #expect(scrape.contains(expected), "missing \(expected) in:\n\(scrape)")
+        }
+        // The shipped dashboard and alert rules query only metrics a daemon exports.
+        let exported = Set(scrape.matches(of: /# TYPE (\w+)/).map { String($0.1) })
+        for metric in try MonitoringFilesTests.queriedMetrics() {
+            #expect(exported.contains(metric), "deploy/ queries \(metric), which the daemon does not export")
         }
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(20)))

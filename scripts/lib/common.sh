@@ -40,15 +40,34 @@ install_libcurl8() {
 
 # What Herald needs to build and test: the C libraries, PostgreSQL 15, and the tools the tests use
 # (nginx and nghttp2 as HTTP/2 stand-ins, curl as an app calling the endpoint, systemd for
-# systemd-analyze verify, installing systemd starts nothing; procps for pgrep).
+# systemd-analyze verify, installing systemd starts nothing; procps for pgrep; dpkg-dev, fakeroot
+# and lintian to build and check the Debian package; promtool for the alert rules).
 install_herald_dependencies() {
   install_packages pkg-config libpq-dev libssl-dev openssl postgresql postgresql-contrib python3 \
-    nginx-light nghttp2-client curl systemd procps
+    nginx-light nghttp2-client curl systemd procps dpkg-dev fakeroot lintian
   install_libcurl8
+  install_promtool
   if ! command -v swift >/dev/null; then
     [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
   fi
   command -v swift >/dev/null || { echo "swift 6.3 is not on PATH (expected /opt/swift/usr/bin)" >&2; exit 1; }
+}
+
+# promtool, to check and unit-test deploy/prometheus/. Debian ships it only inside the prometheus
+# package, whose installation would start a Prometheus server; so unless prometheus is installed
+# already, the package is downloaded and promtool alone extracted into .tools/ (git ignores it).
+install_promtool() {
+  command -v promtool >/dev/null && return 0
+  [ -x .tools/usr/bin/promtool ] && return 0
+  echo "==> extracting promtool from Debian's prometheus package into .tools/"
+  local download
+  download=$(mktemp -d)
+  chmod 755 "$download"  # apt hands the download to its own user
+  as_root apt-get update -qq
+  (cd "$download" && apt-get download -qq prometheus)
+  mkdir -p .tools
+  dpkg-deb --fsys-tarfile "$download"/prometheus_*.deb | tar -x -C .tools ./usr/bin/promtool
+  rm -rf "$download"
 }
 
 # The newest PostgreSQL server binaries Debian installed.
