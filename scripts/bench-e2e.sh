@@ -33,7 +33,7 @@ export HERALD_DATABASE_URL="dbname=herald_bench"
 port=$(scripts/lib/nginx-standin.sh start "$work/nginx")
 base="https://127.0.0.1:$port"
 
-swift build -c release --product herald >/dev/null
+swift build -c release --product herald --static-swift-stdlib >/dev/null
 herald=.build/release/herald
 # Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
 echo "Queue floor, on the same PostgreSQL:"

@@ -15,7 +15,7 @@ url="https://127.0.0.1:$port/v1/projects/bench/messages:send"
 body='{"message":{"token":"bench-token","data":{"title":"Hello","body":"A benchmark notification","notification_id":"123456"},"android":{"priority":"HIGH","ttl":"86400s"}}}'
 printf '%s' "$body" >"$dir/body.json"
 
-swift build -c release --product herald >/dev/null
+swift build -c release --product herald --static-swift-stdlib >/dev/null
 
 # This VM's speed drifts by a third between runs, so h2load and herald take turns, and the
 # median of the rounds' ratios is the figure.

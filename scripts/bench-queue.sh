@@ -12,5 +12,5 @@ trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
 start_postgres "$cluster" -c shared_buffers=256MB
 as_postgres "$(postgres_bin)/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres herald_bench
 
-swift build -c release --product herald
+swift build -c release --product herald --static-swift-stdlib
 HERALD_DATABASE_URL="dbname=herald_bench" .build/release/herald bench queue "$@"

@@ -14,6 +14,10 @@ trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
 # crashes PostgreSQL starts a cluster of its own, with fsync on.)
 start_postgres "$cluster" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300
 
+echo "==> building the Debian package and checking it"
+package=$(bash scripts/package.sh "$cluster/dist" | tail -n 1)
+bash scripts/check-package.sh "$package"
+
 echo "==> building"
 swift build --build-tests
 echo "==> testing"
