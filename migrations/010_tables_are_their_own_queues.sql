@@ -83,10 +83,16 @@ ALTER TABLE herald.deliveries DROP CONSTRAINT deliveries_device_id_fkey;
 DROP INDEX herald.deliveries_by_device;
 
 -- The dispatch worker's claim: leases up to `batch` deliveries due by `at`, oldest first, to
--- `worker` until `at + lease`, and returns them. The lease is run_at itself: a claimed delivery
--- is not due again until its lease ends, so one whose worker died is simply due again then, and
--- the next claim, by any daemon, rescues it (`abandoned_by` names the worker that let it lapse).
--- SKIP LOCKED lets concurrent claimers take disjoint rows. The claim counts as an attempt.
+-- `worker` until `at + lease`, and returns each with everything needed to send it: the
+-- notification's content, the device's token (and why it is disabled, if it is), the app's
+-- FCM project and credentials. The lease is run_at itself: a claimed delivery is not due
+-- again until its lease ends, so one whose worker died is simply due again then, and the next
+-- claim, by any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP
+-- LOCKED lets concurrent claimers take disjoint rows. The claim counts as an attempt.
+--
+-- One statement, so the rows it reads are as new as the rows it leases: a query around the
+-- function would read with its own, older snapshot, and could see a delivery's notification
+-- as it was before ingest (measured: no expiry yet, in about one run in five).
 --
 -- It must walk deliveries_due in order, stop after `batch` rows, and update just those rows
 -- through the primary key, whatever the planner believes. Its statistics lag a sudden backlog:
@@ -96,8 +102,12 @@ DROP INDEX herald.deliveries_by_device;
 -- table to join the picked rows (75 µs a delivery); the array condition keeps the update on
 -- the primary key.
 CREATE FUNCTION herald.claim_deliveries(at timestamptz, batch int, worker text, lease interval)
-RETURNS TABLE (delivery_id bigint, notification_id bigint, device_id bigint, payload_kind text, attempts int,
-               abandoned_by text)
+RETURNS TABLE (delivery_id bigint, notification_id bigint, payload_kind text, attempts int, abandoned_by text,
+               device_id bigint, push_token text, device_disabled_reason text,
+               app_id text, fcm_project_id text, credentials_file text, config_error_at timestamptz,
+               topic text, title text, body text, data text, image_url text, sound text, badge int,
+               android_channel_id text, ios_category text, ios_thread_id text, deep_link text,
+               priority text, expires_at timestamptz, collapse_key text, silent boolean, dry_run boolean)
 LANGUAGE sql SET enable_sort = off AS $$
     WITH picked AS (
         SELECT d.id, d.locked_by AS abandoned_by
@@ -106,12 +116,24 @@ LANGUAGE sql SET enable_sort = off AS $$
         ORDER BY d.run_at, d.id
         LIMIT batch
         FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE herald.deliveries AS d
+        SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
+        FROM picked
+        WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = picked.id
+        RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by
     )
-    UPDATE herald.deliveries AS d
-    SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
-    FROM picked
-    WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = picked.id
-    RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by;
+    SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
+           c.device_id, dev.push_token,
+           CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
+           n.app_id, a.fcm_project_id, a.credentials_file, a.config_error_at,
+           n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
+           n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
+           n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
+    FROM claimed c
+    JOIN herald.notifications n ON n.id = c.notification_id
+    JOIN herald.apps a ON a.app_id = n.app_id
+    LEFT JOIN herald.devices dev ON dev.id = c.device_id;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_deliveries(timestamptz, int, text, interval) FROM PUBLIC;
 

@@ -1,22 +1,8 @@
 extension DispatchWorker {
     enum SQL {
-        /// Leases up to $2 deliveries due by $1 to worker $3 for $4 seconds
-        /// (`herald.claim_deliveries`, in migration 010, explains the lease), and reads
-        /// everything needed to send them, in one round trip.
-        static let claim = """
-            SELECT c.delivery_id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
-                   c.device_id, dev.push_token,
-                   CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END
-                       AS device_disabled_reason,
-                   n.app_id, a.fcm_project_id, a.credentials_file, a.config_error_at,
-                   n.topic, n.title, n.body, n.data::text AS data, n.image_url, n.sound, n.badge,
-                   n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
-                   n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
-            FROM herald.claim_deliveries($1, $2, $3, make_interval(secs => $4)) AS c
-            JOIN herald.notifications n ON n.id = c.notification_id
-            JOIN herald.apps a ON a.app_id = n.app_id
-            LEFT JOIN herald.devices dev ON dev.id = c.device_id
-            """
+        /// Leases up to $2 deliveries due by $1 to worker $3 for $4 seconds and reads everything
+        /// needed to send them, in one statement (`herald.claim_deliveries`, migration 010).
+        static let claim = "SELECT * FROM herald.claim_deliveries($1, $2, $3, make_interval(secs => $4))"
 
         /// Records a batch's outcomes in one statement, so in one transaction: the
         /// deliveries, with their leases released; devices whose token FCM declared dead; and

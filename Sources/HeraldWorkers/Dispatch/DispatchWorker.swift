@@ -295,8 +295,8 @@ public struct DispatchWorker: BatchWorker {
                 iosCategory: try row.decode("ios_category", as: String?.self),
                 iosThreadID: try row.decode("ios_thread_id", as: String?.self),
                 deepLink: try row.decode("deep_link", as: String?.self),
-                priority: try row.decode("priority", as: String?.self) ?? "high",
-                expiresAt: try row.decode("expires_at", as: Date?.self) ?? .distantFuture,
+                // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
+                priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
                 collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
                 dryRun: try row.decode("dry_run"), appConfigErrorAt: try row.decode("config_error_at", as: Date?.self))
         }
