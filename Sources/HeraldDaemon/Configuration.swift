@@ -55,7 +55,7 @@ public struct Configuration: Sendable {
         "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
     }
 
-    /// Every setting: its name, default and meaning. The README and `deploy/herald.env` list the same.
+    /// Every setting: its name, default and meaning. `docs/configuration.md` and `deploy/herald.env` list the same.
     public static let settings: [(name: String, defaultValue: String, meaning: String)] = [
         ("HERALD_DATABASE_URL", "(libpq defaults, PG* variables)", "libpq connection string or postgresql:// URL"),
         ("HERALD_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical"),

@@ -17,10 +17,28 @@ import Testing
         _ = try Configuration.load(environment: [:], file: file.path)
     }
 
-    @Test func readmeDocumentsEverySetting() throws {
-        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+    @Test func configurationGuideDocumentsEverySetting() throws {
+        let guide = try String(
+            contentsOf: packageRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         for setting in Configuration.settings {
-            #expect(readme.contains("`\(setting.name)`"), "README.md lacks \(setting.name)")
+            #expect(guide.contains("`\(setting.name)`"), "docs/configuration.md lacks \(setting.name)")
+        }
+    }
+
+    /// Every relative link in the README and docs/ names a file that exists.
+    @Test func documentationLinksResolve() throws {
+        let docs = packageRoot.appendingPathComponent("docs")
+        let pages = [packageRoot.appendingPathComponent("README.md")]
+            + (try FileManager.default.contentsOfDirectory(at: docs, includingPropertiesForKeys: nil))
+            .filter { $0.pathExtension == "md" }
+        for page in pages {
+            let text = try String(contentsOf: page, encoding: .utf8)
+            for link in text.matches(of: /\]\(([^)#:]+)(#[^)]*)?\)/) {
+                let target = page.deletingLastPathComponent().appendingPathComponent(String(link.1))
+                #expect(
+                    FileManager.default.fileExists(atPath: target.path),
+                    "\(page.lastPathComponent) links to \(link.1), which does not exist")
+            }
         }
     }
 
