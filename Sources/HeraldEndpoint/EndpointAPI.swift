@@ -79,7 +79,8 @@ final class EndpointAPI: Sendable {
                 return known
             }
             for app in apps {
-                Gauge(label: "herald_app_config_error", dimensions: [("app", app)]).record(failing.contains(app) ? 1 : 0)
+                Gauge(label: "herald_app_config_error", dimensions: [("app", app)]).record(
+                    failing.contains(app) ? 1 : 0)
             }
         }
         if let rows = try? await connection.query(SQL.queueDepth) {

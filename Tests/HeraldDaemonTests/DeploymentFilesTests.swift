@@ -28,7 +28,8 @@ import Testing
     /// Every relative link in the README and docs/ names a file that exists.
     @Test func documentationLinksResolve() throws {
         let docs = packageRoot.appendingPathComponent("docs")
-        let pages = [packageRoot.appendingPathComponent("README.md")]
+        let pages =
+            [packageRoot.appendingPathComponent("README.md")]
             + (try FileManager.default.contentsOfDirectory(at: docs, includingPropertiesForKeys: nil))
             .filter { $0.pathExtension == "md" }
         for page in pages {
@@ -90,7 +91,8 @@ import Testing
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains("SUCCESS: 6 rules found"), "\(check.output)")
         let test = try await runProgram(
-            promtool, ["test", "rules", packageRoot.appendingPathComponent("deploy/prometheus/herald-alerts.test.yml").path])
+            promtool,
+            ["test", "rules", packageRoot.appendingPathComponent("deploy/prometheus/herald-alerts.test.yml").path])
         #expect(test.status == 0, "\(test.output)")
         // Every alert has a unit test that expects it to fire.
         let tests = try String(

@@ -228,15 +228,20 @@ import Testing
         #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 1)
 
         // Within the minute: nothing goes out, and no attempt is spent.
-        try await f.db.execute("UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
-        let attemptsBefore = try await f.db.query("SELECT sum(attempts) FROM herald.deliveries")[0].decode(0, as: Int.self)
+        try await f.db.execute(
+            "UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
+        let attemptsBefore = try await f.db.query("SELECT sum(attempts) FROM herald.deliveries")[0].decode(
+            0, as: Int.self)
         try await f.dispatch()
         #expect(await f.emulator.sendRequests == afterFirst)
         #expect(
-            try await f.db.query("SELECT sum(attempts) FROM herald.deliveries")[0].decode(0, as: Int.self) == attemptsBefore)
+            try await f.db.query("SELECT sum(attempts) FROM herald.deliveries")[0].decode(0, as: Int.self)
+                == attemptsBefore)
         #expect(
-            try await f.db.query("SELECT min(run_at) > now() + interval '50 seconds' FROM herald.deliveries WHERE state = 'queued'")[0].decode(
-                0, as: Bool.self))
+            try await f.db.query(
+                "SELECT min(run_at) > now() + interval '50 seconds' FROM herald.deliveries WHERE state = 'queued'")[0]
+                .decode(
+                    0, as: Bool.self))
 
         // A minute later: one probe. It fails, so the others keep waiting.
         try await f.db.execute(
@@ -252,7 +257,8 @@ import Testing
         )
         try await f.dispatch()
         #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 0)
-        try await f.db.execute("UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
+        try await f.db.execute(
+            "UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")
         try await f.dispatch()
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(

@@ -71,7 +71,9 @@ import Testing
         #expect(try dead.decode(0, as: String.self) == "failed")
         #expect(try dead.decode(4, as: Bool.self))
         #expect(try dead.decode(5, as: String?.self) == "lease expired")
-        let jobs = try await db.query("SELECT kind FROM herald.jobs ORDER BY kind").map { try $0.decode(0, as: String.self) }
+        let jobs = try await db.query("SELECT kind FROM herald.jobs ORDER BY kind").map {
+            try $0.decode(0, as: String.self)
+        }
         #expect(jobs == ["sleep"])
         let waiting = try await db.query("SELECT count(*) FROM herald.notifications WHERE state = 'received'")
         #expect(try waiting[0].decode(0, as: Int.self) == 2)

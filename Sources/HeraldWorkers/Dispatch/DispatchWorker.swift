@@ -127,7 +127,8 @@ public struct DispatchWorker: BatchWorker {
         }
         for (worker, count) in rescued {
             context.logger.warning(
-                "took over deliveries whose lease ran out", metadata: ["abandoned_by": "\(worker)", "count": "\(count)"])
+                "took over deliveries whose lease ran out",
+                metadata: ["abandoned_by": "\(worker)", "count": "\(count)"])
         }
 
         // An app whose configuration is failing gets one probe a minute, not a send per message.
@@ -289,7 +290,8 @@ public struct DispatchWorker: BatchWorker {
                 topic: try row.decode("topic", as: String?.self), title: try row.decode("title", as: String?.self),
                 body: try row.decode("body", as: String?.self),
                 data: Self.stringPairs(try row.decode("data", as: String?.self)),
-                imageURL: try row.decode("image_url", as: String?.self), sound: try row.decode("sound", as: String?.self),
+                imageURL: try row.decode("image_url", as: String?.self),
+                sound: try row.decode("sound", as: String?.self),
                 badge: try row.decode("badge", as: Int?.self),
                 androidChannelID: try row.decode("android_channel_id", as: String?.self),
                 iosCategory: try row.decode("ios_category", as: String?.self),
