@@ -1,9 +1,10 @@
 import Foundation
 import HeraldHTTP
 
-/// Turns an FCM v1 response into an ``FCMOutcome``, following the error table in
-/// `PROTOCOLS.md`: the `google.firebase.fcm.v1.FcmError` detail's `errorCode` decides, never
-/// the generic top-level `status`.
+/// Turns an FCM v1 response into an ``FCMOutcome``, following the table of FCM's answers in
+/// `docs/architecture.md` (from Google's FCM v1 error reference): the
+/// `google.firebase.fcm.v1.FcmError` detail's `errorCode` decides, never the generic top-level
+/// `status`.
 public enum FCMErrorClassifier {
     /// The longest FCM asks a sender to wait after `QUOTA_EXCEEDED`, at the least.
     public static let quotaFloor: Duration = .seconds(60)
