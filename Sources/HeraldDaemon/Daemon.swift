@@ -50,13 +50,10 @@ public struct Daemon {
         var kinds: [String] = []
         for factory in factories {
             for _ in 0..<configuration.concurrency {
-                let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
                 let worker = factory(
-                    WorkerContext(
-                        connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
-                        lease: configuration.lease,
-                        backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
-                        senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile))
+                    context(
+                        on: PostgresConnection(conninfo: configuration.databaseURL, logger: logger),
+                        senders: senders))
                 if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
                     worker: worker,
@@ -79,7 +76,8 @@ public struct Daemon {
         }
         services.append(
             LeaseRescuer(
-                queue: queue(on: maintenance), hub: hub, interval: configuration.rescueInterval, logger: logger))
+                queue: context(on: maintenance).jobQueue, hub: hub, interval: configuration.rescueInterval,
+                logger: logger))
 
         let listener = PostgresListener(
             conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger,
@@ -118,13 +116,14 @@ public struct Daemon {
             }, logger: logger)
     }
 
-    private func queue(on connection: PostgresConnection) -> JobQueue {
-        JobQueue(
-            connection: connection,
-            workerID: configuration.workerID,
-            clock: clock,
+    /// What a worker (or lease rescue) works with on `connection`: the configured worker id,
+    /// lease and backoff, and the shared senders.
+    private func context(on connection: PostgresConnection, senders: FCMSenders? = nil) -> WorkerContext {
+        WorkerContext(
+            connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
+            lease: configuration.lease,
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
-            lease: configuration.lease)
+            senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile)
     }
 
     /// Refuses to start on a database that lacks migrations this binary needs, unless
