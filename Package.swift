@@ -35,14 +35,17 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
 
-        // The C shim over OpenSSL libcrypto: PEM keys, RS256 and ES256 signatures.
+        // The C shim over OpenSSL libcrypto: PEM and raw P-256 keys, RS256 and ES256 signatures,
+        // ECDH, HKDF, AES-128-GCM.
         .target(
             name: "CJWTCrypto",
             linkerSettings: [.linkedLibrary("crypto")]
         ),
 
-        // Clock and backoff, shared by the queue and the FCM client.
+        // Clock, backoff and what became of a send, shared by the queue and every provider.
         .target(name: "HeraldCore"),
+        // Keys, JWTs, JSON Herald writes itself and report references, over the C shim.
+        .target(name: "HeraldCrypto", dependencies: ["CJWTCrypto"]),
 
         // libpq in Swift: connections, parameters, rows, LISTEN/NOTIFY.
         .target(
@@ -72,16 +75,22 @@ let package = Package(
         .target(
             name: "HeraldFCM",
             dependencies: [
-                "CJWTCrypto", "HeraldCore", "HeraldHTTP",
+                "HeraldCrypto", "HeraldCore", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
-        // A local FCM v1 + OAuth stand-in, for tests, the demo and app developers.
+        // Web Push: subscriptions, RFC 8291 encryption, VAPID (RFC 8292), sending (RFC 8030).
+        .target(
+            name: "HeraldWebPush",
+            dependencies: ["HeraldCrypto", "HeraldCore", "HeraldHTTP"]
+        ),
+        // Local stand-ins for FCM v1 + OAuth and a Web Push service, for tests, the demo and app
+        // developers.
         .target(
             name: "HeraldEmulator",
             dependencies: [
-                "HeraldFCM",
+                "HeraldFCM", "HeraldWebPush", "HeraldCrypto",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -98,7 +107,8 @@ let package = Package(
         .target(
             name: "HeraldWorkers",
             dependencies: [
-                "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldFCM", "HeraldHTTP",
+                "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldCrypto", "HeraldFCM", "HeraldWebPush",
+                "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -139,6 +149,7 @@ let package = Package(
                 "HeraldDaemon",
                 "HeraldHTTP",
                 "HeraldWorkers",
+                "HeraldCrypto",
                 "HeraldQueue",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -152,7 +163,7 @@ let package = Package(
         .target(
             name: "HeraldTestSupport",
             dependencies: [
-                "HeraldPostgres", "HeraldQueue", "HeraldFCM", "HeraldEmulator",
+                "HeraldPostgres", "HeraldQueue", "HeraldCrypto", "HeraldFCM", "HeraldEmulator",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ]
         ),
@@ -167,6 +178,14 @@ let package = Package(
         .testTarget(
             name: "HeraldHTTPTests",
             dependencies: ["HeraldHTTP", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox")]
+        ),
+        .testTarget(
+            name: "HeraldCryptoTests",
+            dependencies: ["HeraldCrypto", "HeraldTestSupport"]
+        ),
+        .testTarget(
+            name: "HeraldWebPushTests",
+            dependencies: ["HeraldWebPush", "HeraldCrypto", "HeraldCore", "HeraldHTTP", "HeraldEmulator", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldFCMTests",

@@ -2,10 +2,13 @@
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/ecdsa.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <stdlib.h>
@@ -214,4 +217,172 @@ int herald_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *dat
         return -1;
     }
     return 0;
+}
+
+int herald_verify_es256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
+                        size_t signature_length, char *error, size_t error_size) {
+    if (herald_key_kind(key) != HERALD_KEY_EC_P256) {
+        set_error(error, error_size, "ES256 needs an EC P-256 key");
+        return -1;
+    }
+    if (signature_length != 64) return 0;
+    // JWS carries r||s; OpenSSL verifies DER.
+    ECDSA_SIG *parsed = ECDSA_SIG_new();
+    BIGNUM *r = BN_bin2bn(signature, 32, NULL), *s = BN_bin2bn(signature + 32, 32, NULL);
+    uint8_t *der = NULL;
+    int der_length = -1;
+    if (parsed != NULL && r != NULL && s != NULL && ECDSA_SIG_set0(parsed, r, s) == 1) {
+        r = s = NULL;  // owned by `parsed` now
+        der_length = i2d_ECDSA_SIG(parsed, &der);
+    }
+    BN_free(r);
+    BN_free(s);
+    ECDSA_SIG_free(parsed);
+    if (der_length <= 0) {
+        set_error(error, error_size, "cannot encode the ECDSA signature");
+        return -1;
+    }
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    int result = -1;
+    if (context != NULL && EVP_DigestVerifyInit(context, NULL, EVP_sha256(), NULL, key->pkey) == 1) {
+        result = EVP_DigestVerify(context, der, (size_t)der_length, data, length) == 1 ? 1 : 0;
+        ERR_clear_error();
+    } else {
+        set_error(error, error_size, "verification failed");
+    }
+    EVP_MD_CTX_free(context);
+    OPENSSL_free(der);
+    return result;
+}
+
+herald_key *herald_key_generate_p256(char *error, size_t error_size) {
+    EVP_PKEY *pkey = EVP_EC_gen("P-256");
+    if (pkey == NULL) {
+        set_error(error, error_size, "P-256 key generation failed");
+        return NULL;
+    }
+    return wrap(pkey);
+}
+
+herald_key *herald_key_from_raw_p256(const uint8_t *public_point, size_t public_length, const uint8_t *private_scalar,
+                                     size_t private_length, char *error, size_t error_size) {
+    if (public_length != 65 || public_point[0] != 0x04 || (private_scalar != NULL && private_length != 32)) {
+        set_error(error, error_size, "a P-256 key is a 65-byte uncompressed point and a 32-byte scalar");
+        return NULL;
+    }
+    OSSL_PARAM_BLD *builder = OSSL_PARAM_BLD_new();
+    BIGNUM *scalar = private_scalar != NULL ? BN_bin2bn(private_scalar, 32, NULL) : NULL;
+    OSSL_PARAM *params = NULL;
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    EVP_PKEY *pkey = NULL;
+    int ok = builder != NULL && context != NULL &&
+             OSSL_PARAM_BLD_push_utf8_string(builder, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) == 1 &&
+             OSSL_PARAM_BLD_push_octet_string(builder, OSSL_PKEY_PARAM_PUB_KEY, public_point, public_length) == 1 &&
+             (scalar == NULL || OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_PRIV_KEY, scalar) == 1) &&
+             (params = OSSL_PARAM_BLD_to_param(builder)) != NULL && EVP_PKEY_fromdata_init(context) == 1 &&
+             EVP_PKEY_fromdata(context, &pkey, scalar != NULL ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY, params) == 1;
+    // fromdata does not check that the point is on the curve; a peer's key must be.
+    if (ok) {
+        EVP_PKEY_CTX *check = EVP_PKEY_CTX_new_from_pkey(NULL, pkey, NULL);
+        ok = check != NULL && EVP_PKEY_public_check(check) == 1;
+        EVP_PKEY_CTX_free(check);
+    }
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(builder);
+    BN_clear_free(scalar);
+    EVP_PKEY_CTX_free(context);
+    if (!ok) {
+        EVP_PKEY_free(pkey);
+        set_error(error, error_size, "not a valid P-256 key");
+        return NULL;
+    }
+    return wrap(pkey);
+}
+
+long herald_key_public_raw(const herald_key *key, uint8_t *out, size_t out_size, char *error, size_t error_size) {
+    if (herald_key_kind(key) != HERALD_KEY_EC_P256) {
+        set_error(error, error_size, "not a P-256 key");
+        return -1;
+    }
+    size_t length = 0;
+    if (EVP_PKEY_set_utf8_string_param(key->pkey, OSSL_PKEY_PARAM_EC_POINT_CONVERSION_FORMAT, "uncompressed") != 1 ||
+        EVP_PKEY_get_octet_string_param(key->pkey, OSSL_PKEY_PARAM_PUB_KEY, out, out_size, &length) != 1 ||
+        length != 65) {
+        set_error(error, error_size, "cannot write the public point");
+        return -1;
+    }
+    return (long)length;
+}
+
+long herald_ecdh(const herald_key *key, const herald_key *peer, uint8_t *out, size_t out_size, char *error,
+                 size_t error_size) {
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new(key->pkey, NULL);
+    size_t length = out_size;
+    long result = -1;
+    if (context != NULL && EVP_PKEY_derive_init(context) == 1 && EVP_PKEY_derive_set_peer(context, peer->pkey) == 1 &&
+        EVP_PKEY_derive(context, out, &length) == 1) {
+        result = (long)length;
+    } else {
+        set_error(error, error_size, "ECDH failed");
+    }
+    EVP_PKEY_CTX_free(context);
+    return result;
+}
+
+int herald_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *ikm, size_t ikm_length,
+                       const uint8_t *info, size_t info_length, uint8_t *out, size_t out_length, char *error,
+                       size_t error_size) {
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+    size_t length = out_length;
+    int ok = context != NULL && EVP_PKEY_derive_init(context) == 1 &&
+             EVP_PKEY_CTX_set_hkdf_md(context, EVP_sha256()) == 1 &&
+             EVP_PKEY_CTX_set1_hkdf_salt(context, salt, (int)salt_length) == 1 &&
+             EVP_PKEY_CTX_set1_hkdf_key(context, ikm, (int)ikm_length) == 1 &&
+             EVP_PKEY_CTX_add1_hkdf_info(context, info, (int)info_length) == 1 &&
+             EVP_PKEY_derive(context, out, &length) == 1 && length == out_length;
+    EVP_PKEY_CTX_free(context);
+    if (!ok) {
+        set_error(error, error_size, "HKDF failed");
+        return -1;
+    }
+    return 0;
+}
+
+// One AES-128-GCM operation; `encrypt` 1 seals (appending the tag), 0 opens (checking it).
+static long aes128gcm(int encrypt, const uint8_t *key, const uint8_t *nonce, const uint8_t *input, size_t length,
+                      uint8_t *out, size_t out_size, char *error, size_t error_size) {
+    size_t text_length = encrypt ? length : length - 16;
+    if ((!encrypt && length < 16) || out_size < (encrypt ? length + 16 : text_length) || length > INT32_MAX) {
+        set_error(error, error_size, encrypt ? "output buffer too small" : "ciphertext shorter than its tag");
+        return -1;
+    }
+    EVP_CIPHER_CTX *context = EVP_CIPHER_CTX_new();
+    int written = 0, final_length = 0;
+    int ok = context != NULL && EVP_CipherInit_ex(context, EVP_aes_128_gcm(), NULL, NULL, NULL, encrypt) == 1 &&
+             EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) == 1 &&
+             EVP_CipherInit_ex(context, NULL, NULL, key, nonce, encrypt) == 1;
+    if (ok && !encrypt) {
+        ok = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, 16, (void *)(input + text_length)) == 1;
+    }
+    ok = ok && EVP_CipherUpdate(context, out, &written, input, (int)text_length) == 1 &&
+         EVP_CipherFinal_ex(context, out + written, &final_length) == 1;
+    if (ok && encrypt) {
+        ok = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, 16, out + written + final_length) == 1;
+    }
+    EVP_CIPHER_CTX_free(context);
+    if (!ok) {
+        set_error(error, error_size, encrypt ? "AES-128-GCM encryption failed" : "AES-128-GCM tag does not match");
+        return -1;
+    }
+    return (long)(written + final_length) + (encrypt ? 16 : 0);
+}
+
+long herald_aes128gcm_encrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *plaintext, size_t length,
+                              uint8_t *out, size_t out_size, char *error, size_t error_size) {
+    return aes128gcm(1, key, nonce, plaintext, length, out, out_size, error, error_size);
+}
+
+long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *ciphertext, size_t length,
+                              uint8_t *out, size_t out_size, char *error, size_t error_size) {
+    return aes128gcm(0, key, nonce, ciphertext, length, out, out_size, error, error_size);
 }

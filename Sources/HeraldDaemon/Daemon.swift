@@ -39,11 +39,11 @@ public struct Daemon {
         // One HTTP/2 client and one FCM sender per app, shared by every sending worker.
         var http = HTTPClient.Configuration()
         http.caBundle = configuration.fcmCABundle
-        var fcm = FCMSenders.Configuration()
+        var fcm = Senders.Configuration()
         fcm.endpoint = configuration.fcmEndpoint
         fcm.defaultCredentialsFile = configuration.defaultCredentialsFile
         fcm.ratePerSecond = configuration.fcmRateLimit
-        let senders = FCMSenders(
+        let senders = Senders(
             http: HTTPClient(configuration: http, logger: logger), configuration: fcm, logger: logger)
         var services: [any Service] = []
         var heartbeats: [Heartbeat] = []
@@ -118,7 +118,7 @@ public struct Daemon {
 
     /// What a worker (or lease rescue) works with on `connection`: the configured worker id,
     /// lease and backoff, and the shared senders.
-    private func context(on connection: PostgresConnection, senders: FCMSenders? = nil) -> WorkerContext {
+    private func context(on connection: PostgresConnection, senders: Senders? = nil) -> WorkerContext {
         WorkerContext(
             connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
             lease: configuration.lease,

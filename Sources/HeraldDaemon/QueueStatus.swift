@@ -19,14 +19,21 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var kinds: [Kind]
-    /// Apps whose credentials or APNs setup fail now (`herald.app_problems`), by app.
-    public var appProblems: [String: String] = [:]
+    /// A configuration of an app that fails now (a row of `herald.app_problems`).
+    public struct AppProblem: Sendable, Codable, Equatable {
+        public var app: String
+        /// What waits because of it: "every delivery through FCM", "deliveries to browsers", …
+        public var waiting: String
+        public var problem: String
+    }
+
+    public var appProblems: [AppProblem] = []
 
     public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
         var status = try await loadQueues(connection)
-        for row in try await connection.query("SELECT app_id, config_error FROM herald.app_problems ORDER BY app_id") {
-            status.appProblems[try row.decode(0)] = try row.decode(1, as: String.self)
-        }
+        status.appProblems = try await connection.query(
+            "SELECT app_id, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
+        ).map { row in AppProblem(app: try row.decode(0), waiting: try row.decode(1), problem: try row.decode(2)) }
         return status
     }
 
@@ -48,9 +55,13 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     /// Things an operator should look at; empty when all is well.
     public func problems(maximumReadyAge: Double) -> [String] {
-        var problems = appProblems.keys.sorted().map { "app \($0) cannot send: \(appProblems[$0]!)" }
+        var problems = appProblems.map { "app \($0.app): \($0.waiting) waits: \($0.problem)" }
         for kind in kinds {
-            if kind.dead > 0 { problems.append("\(kind.dead) dead \(kind.kind) job(s)") }
+            if kind.dead > 0 {
+                problems.append(
+                    kind.kind == "dispatch"
+                        ? "\(kind.dead) dead deliveries (herald.dead_jobs)" : "\(kind.dead) dead \(kind.kind) job(s)")
+            }
             if let age = kind.oldestReadySeconds, age > maximumReadyAge {
                 problems.append("\(kind.kind) backlog: oldest ready job waited \(Int(age))s")
             }

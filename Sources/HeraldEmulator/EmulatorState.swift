@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCrypto
 import HeraldFCM
 
 /// Everything the emulator knows: trusted accounts, issued tokens, received messages and
@@ -7,7 +8,7 @@ actor EmulatorState {
     struct Account {
         var project: String
         var keyID: String
-        var publicKey: SigningKey
+        var publicKey: CryptoKey
     }
 
     struct Answer {
@@ -26,7 +27,7 @@ actor EmulatorState {
     private(set) var tokenRequests = 0
     private(set) var sendRequests = 0
 
-    func register(email: String, project: String, keyID: String, publicKey: SigningKey) {
+    func register(email: String, project: String, keyID: String, publicKey: CryptoKey) {
         accounts[email] = Account(project: project, keyID: keyID, publicKey: publicKey)
     }
 

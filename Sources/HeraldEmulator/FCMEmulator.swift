@@ -1,5 +1,6 @@
 import FlyingFox
 import Foundation
+import HeraldCrypto
 import HeraldFCM
 import Logging
 
@@ -68,7 +69,7 @@ public final class FCMEmulator: Sendable {
     public func register(_ account: ServiceAccount) async throws {
         await state.register(
             email: account.clientEmail, project: account.projectID, keyID: account.privateKeyID,
-            publicKey: try SigningKey(publicKeyPEM: try account.key.publicKeyPEM()))
+            publicKey: try CryptoKey(publicKeyPEM: try account.key.publicKeyPEM()))
     }
 
     /// A new service account whose `token_uri` is this emulator, already registered.

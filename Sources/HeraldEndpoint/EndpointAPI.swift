@@ -23,7 +23,7 @@ final class EndpointAPI: Sendable {
                    coalesce(extract(epoch FROM oldest_ready_age), 0)::float8
             FROM herald.queue_depth
             """
-        static let appProblems = "SELECT app_id FROM herald.app_problems"
+        static let appProblems = "SELECT app_id, scope FROM herald.app_problems"
         static let report = "SELECT accepted, outcome, message FROM herald.report_delivery($1, $2, $3)"
         static let pending = """
             SELECT json_build_object('notifications', coalesce(json_agg(json_build_object(
@@ -66,21 +66,26 @@ final class EndpointAPI: Sendable {
     /// Kinds whose queue gauges were set, so a kind whose jobs are all gone drops to zero.
     private let gaugedKinds = Mutex<Set<String>>(["ingest", "dispatch", "reconcile"])
 
-    /// Apps whose problem gauge was set, so an app that recovers drops to zero.
-    private let gaugedApps = Mutex<Set<String>>([])
+    /// Apps and scopes whose problem gauge was set, so one that recovers drops to zero.
+    private let gaugedApps = Mutex<Set<[String]>>([])
 
     /// Prometheus's text format. Queue gauges are read from `herald.queue_depth`, and app
     /// problems from `herald.app_problems`, at each scrape.
     func metrics(_ registry: PrometheusCollectorRegistry) async -> Response {
         if let rows = try? await connection.query(SQL.appProblems) {
-            let failing = Set(rows.compactMap { try? $0.decode(0, as: String.self) })
-            let apps = gaugedApps.withLock { known in
+            let failing = Set(
+                rows.compactMap { row in
+                    (try? row.decode(0, as: String.self)).flatMap { app in
+                        (try? row.decode(1, as: String.self)).map { [app, $0] }
+                    }
+                })
+            let gauged = gaugedApps.withLock { known in
                 known.formUnion(failing)
                 return known
             }
-            for app in apps {
-                Gauge(label: "herald_app_config_error", dimensions: [("app", app)]).record(
-                    failing.contains(app) ? 1 : 0)
+            for key in gauged {
+                Gauge(label: "herald_app_config_error", dimensions: [("app", key[0]), ("scope", key[1])]).record(
+                    failing.contains(key) ? 1 : 0)
             }
         }
         if let rows = try? await connection.query(SQL.queueDepth) {

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldCrypto
 import HeraldHTTP
 import Logging
 import Metrics

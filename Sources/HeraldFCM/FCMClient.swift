@@ -47,24 +47,24 @@ public struct FCMClient: Sendable {
     }
 
     /// Sends one message.
-    public func send(_ message: FCMMessage, validateOnly: Bool = false) async -> FCMOutcome {
+    public func send(_ message: FCMMessage, validateOnly: Bool = false) async -> PushOutcome {
         await send([message], validateOnly: validateOnly)[0]
     }
 
     /// Sends messages concurrently; outcomes come in the same order. `validateOnly` asks FCM to
     /// check them without delivering (a dry run).
-    public func send(_ messages: [FCMMessage], validateOnly: Bool = false) async -> [FCMOutcome] {
+    public func send(_ messages: [FCMMessage], validateOnly: Bool = false) async -> [PushOutcome] {
         let bodies = messages.map { $0.sendRequestBody(validateOnly: validateOnly) }
-        var outcomes = [FCMOutcome?](repeating: nil, count: messages.count)
+        var outcomes = [PushOutcome?](repeating: nil, count: messages.count)
         var pending = Array(messages.indices)
         for round in 0..<3 where !pending.isEmpty {
             let token: String
             do {
                 token = try await tokens.token()
             } catch let error as AccessTokenError {
-                let outcome: FCMOutcome
+                let outcome: PushOutcome
                 switch error {
-                case .configuration(let reason): outcome = .configurationError(reason: reason)
+                case .configuration(let reason): outcome = .configurationError(reason: reason, scope: .fcm)
                 case .unavailable(let reason): outcome = .retry(after: nil, reason: reason)
                 }
                 pending.forEach { outcomes[$0] = outcome }
@@ -89,7 +89,8 @@ public struct FCMClient: Sendable {
                     if tokenRefused && round < 2 {
                         refused.append(index)
                     } else if tokenRefused {
-                        outcomes[index] = .configurationError(reason: "FCM refused fresh access tokens: \(outcome)")
+                        outcomes[index] = .configurationError(
+                            reason: "FCM refused fresh access tokens: \(outcome)", scope: .fcm)
                     } else {
                         outcomes[index] = outcome
                     }

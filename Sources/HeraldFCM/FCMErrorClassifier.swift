@@ -1,7 +1,8 @@
 import Foundation
+import HeraldCore
 import HeraldHTTP
 
-/// Turns an FCM v1 response into an ``FCMOutcome``, following the table of FCM's answers in
+/// Turns an FCM v1 response into an ``PushOutcome``, following the table of FCM's answers in
 /// `docs/architecture.md` (from Google's FCM v1 error reference): the
 /// `google.firebase.fcm.v1.FcmError` detail's `errorCode` decides, never the generic top-level
 /// `status`.
@@ -21,14 +22,14 @@ public enum FCMErrorClassifier {
 
     /// Classifies a response; `accessTokenRejected` is true for a 401 that only means the access
     /// token was refused (the caller refreshes and retries before giving up).
-    public static func classify(_ response: HTTPResponse, now: Date) -> (outcome: FCMOutcome, accessTokenRejected: Bool)
+    public static func classify(_ response: HTTPResponse, now: Date) -> (outcome: PushOutcome, accessTokenRejected: Bool)
     {
         if response.status == 200 {
             let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
             return (.sent(messageName: object?["name"] as? String ?? ""), false)
         }
         let error = parseError(response.body)
-        let retryAfter = response.header("retry-after").flatMap { parseRetryAfter($0, now: now) }
+        let retryAfter = response.retryAfter(now: now)
         let code = error.errorCode
         let reason = describe(status: response.status, error)
         switch response.status {
@@ -36,15 +37,16 @@ public enum FCMErrorClassifier {
             if names(token: error) { return (.tokenInvalid(reason: reason), false) }
             return (.permanentFailure(reason: reason), false)
         case 401:
-            if code == "THIRD_PARTY_AUTH_ERROR" { return (.configurationError(reason: reason), false) }
-            return (.configurationError(reason: reason), true)
+            // The app's APNs key or certificate in Firebase: only iOS sends are refused.
+            if code == "THIRD_PARTY_AUTH_ERROR" { return (.configurationError(reason: reason, scope: .fcmAPNs), false) }
+            return (.configurationError(reason: reason, scope: .fcm), true)
         case 403:
             if code == "SENDER_ID_MISMATCH" { return (.tokenInvalid(reason: reason), false) }
-            return (.configurationError(reason: reason), false)
+            return (.configurationError(reason: reason, scope: .fcm), false)
         case 404:
             if code == "UNREGISTERED" { return (.tokenInvalid(reason: reason), false) }
             // A 404 without UNREGISTERED is a wrong project or URL: the sender's fault.
-            return (.configurationError(reason: reason), false)
+            return (.configurationError(reason: reason, scope: .fcm), false)
         case 429:
             return (.retry(after: max(retryAfter ?? .zero, quotaFloor), reason: reason), false)
         case 500...599:
@@ -91,30 +93,5 @@ public enum FCMErrorClassifier {
         return ErrorBody(
             status: error["status"] as? String, message: error["message"] as? String ?? "", errorCode: errorCode,
             fieldViolations: violations)
-    }
-
-    /// `Retry-After` as seconds (`120`) or an HTTP-date (`Wed, 21 Oct 2015 07:28:00 GMT`).
-    public static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
-        let text = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Int(text) { return seconds >= 0 ? .seconds(seconds) : nil }
-        guard let date = parseHTTPDate(text) else { return nil }
-        return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
-    }
-
-    /// IMF-fixdate, the form RFC 9110 requires senders to use.
-    static func parseHTTPDate(_ text: String) -> Date? {
-        let parts = text.split(separator: " ")
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]),
-            let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
-        else { return nil }
-        let time = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard time.count == 3 else { return nil }
-        var components = DateComponents()
-        (components.year, components.month, components.day) = (year, month + 1, day)
-        (components.hour, components.minute, components.second) = (time[0], time[1], time[2])
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "GMT")!
-        return calendar.date(from: components)
     }
 }

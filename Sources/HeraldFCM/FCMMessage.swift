@@ -1,3 +1,4 @@
+import HeraldCrypto
 /// An FCM HTTP v1 message (`projects.messages`), with the fields Herald sends.
 public struct FCMMessage: Sendable, Equatable {
     public enum Target: Sendable, Equatable {
@@ -122,9 +123,7 @@ public struct FCMMessage: Sendable, Equatable {
 
     /// The body of a `messages:send` request.
     public func sendRequestBody(validateOnly: Bool) -> [UInt8] {
-        var writer = JSONWriter()
-        writer.write(.object([("message", json), ("validate_only", .bool(validateOnly))]))
-        return writer.bytes
+        JSONValue.object([("message", json), ("validate_only", .bool(validateOnly))]).encodedBytes
     }
 
     /// A protobuf Duration in JSON form: whole seconds as `"3600s"`, fractions as `"3.5s"`.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCrypto
 
 #if canImport(Glibc)
     import Glibc
@@ -15,11 +16,11 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
     /// Where token requests go. Google's libraries honour the file's `token_uri`, and so does
     /// Herald, so a local stand-in can take them.
     public var tokenURI: String
-    public let key: SigningKey
+    public let key: CryptoKey
 
     public static let defaultTokenURI = "https://oauth2.googleapis.com/token"
 
-    public init(clientEmail: String, privateKeyID: String, projectID: String, tokenURI: String, key: SigningKey) {
+    public init(clientEmail: String, privateKeyID: String, projectID: String, tokenURI: String, key: CryptoKey) {
         self.clientEmail = clientEmail
         self.privateKeyID = privateKeyID
         self.projectID = projectID
@@ -50,9 +51,9 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
         if let type = object["type"] as? String, type != "service_account" {
             throw ServiceAccountError("\(source) is a \"\(type)\" credential, not a service account")
         }
-        let key: SigningKey
+        let key: CryptoKey
         do {
-            key = try SigningKey(privateKeyPEM: try field("private_key"))
+            key = try CryptoKey(privateKeyPEM: try field("private_key"))
         } catch let error as CryptoError {
             throw ServiceAccountError("the private_key in \(source) cannot be loaded (\(error.message))")
         }
@@ -96,7 +97,7 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
         ServiceAccount(
             clientEmail: "herald@\(projectID).iam.gserviceaccount.com",
             privateKeyID: UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""),
-            projectID: projectID, tokenURI: tokenURI, key: try SigningKey.generateRSA())
+            projectID: projectID, tokenURI: tokenURI, key: try CryptoKey.generateRSA())
     }
 
     public var description: String { "ServiceAccount(\(clientEmail), project \(projectID), key id \(privateKeyID))" }
@@ -106,4 +107,32 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
 public struct ServiceAccountError: Error, CustomStringConvertible {
     public var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The JWT a service account trades for an OAuth access token.
+extension JWT {
+    /// The OAuth scope for FCM sends.
+    public static let messagingScope = "https://www.googleapis.com/auth/firebase.messaging"
+    /// The audience Google's libraries put in a service account's assertion.
+    public static let tokenAudience = "https://oauth2.googleapis.com/token"
+
+    /// The assertion a service account trades for an access token (RFC 7523), valid for `lifetime`
+    /// (at most an hour).
+    public static func serviceAccountAssertion(
+        for account: ServiceAccount, scope: String = messagingScope, issuedAt: Date, lifetime: TimeInterval = 3600
+    ) throws -> String {
+        let issued = Int(issuedAt.timeIntervalSince1970)
+        return try signRS256(
+            header: .object([
+                ("alg", .string("RS256")), ("typ", .string("JWT")), ("kid", .string(account.privateKeyID)),
+            ]),
+            claims: .object([
+                ("iss", .string(account.clientEmail)),
+                ("scope", .string(scope)),
+                ("aud", .string(tokenAudience)),
+                ("iat", .int(issued)),
+                ("exp", .int(issued + Int(min(lifetime, 3600)))),
+            ]),
+            key: account.key)
+    }
 }

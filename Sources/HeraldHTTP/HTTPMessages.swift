@@ -66,6 +66,36 @@ public struct HTTPResponse: Sendable {
     }
 
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    /// How long the server asked to wait (`Retry-After`), if it did.
+    public func retryAfter(now: Date) -> Duration? {
+        header("retry-after").flatMap { Self.parseRetryAfter($0, now: now) }
+    }
+
+    /// `Retry-After` as seconds (`120`) or an HTTP-date (`Wed, 21 Oct 2015 07:28:00 GMT`).
+    public static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int(text) { return seconds >= 0 ? .seconds(seconds) : nil }
+        guard let date = parseHTTPDate(text) else { return nil }
+        return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
+    }
+
+    /// IMF-fixdate, the form RFC 9110 requires senders to use.
+    static func parseHTTPDate(_ text: String) -> Date? {
+        let parts = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]),
+            let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
+        else { return nil }
+        let time = parts[4].split(separator: ":").compactMap { Int($0) }
+        guard time.count == 3 else { return nil }
+        var components = DateComponents()
+        (components.year, components.month, components.day) = (year, month + 1, day)
+        (components.hour, components.minute, components.second) = (time[0], time[1], time[2])
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "GMT")!
+        return calendar.date(from: components)
+    }
 }
 
 /// A request that got no HTTP response: it could not connect, timed out, or the client stopped.

@@ -16,7 +16,7 @@ public struct WorkerContext: Sendable {
     public var lease: Duration
     /// The delay before a failed attempt is tried again.
     public var backoff: Backoff
-    public var senders: FCMSenders?
+    public var senders: Senders?
     /// The public base URL of Herald's HTTP endpoint (`HERALD_PUBLIC_URL`): payloads carry a
     /// report URL under it. Nil: payloads carry the reference only.
     public var publicURL: String?
@@ -24,7 +24,7 @@ public struct WorkerContext: Sendable {
 
     public init(
         connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
-        lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: FCMSenders? = nil,
+        lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
         publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init()
     ) {
         self.connection = connection

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldCrypto
 import HeraldEmulator
 import HeraldFCM
 import HeraldHTTP
@@ -75,7 +76,7 @@ import Testing
         // Same email and key id, different key: what a leaked-email forgery looks like.
         let forged = ServiceAccount(
             clientEmail: trusted.clientEmail, privateKeyID: trusted.privateKeyID, projectID: "p",
-            tokenURI: emulator.tokenURI, key: try SigningKey.generateRSA())
+            tokenURI: emulator.tokenURI, key: try CryptoKey.generateRSA())
         let source = AccessTokenSource(account: forged, http: HTTPClient(), configuration: fastRetries())
         await #expect { try await source.token() } throws: { "\($0)".contains("Invalid JWT Signature") }
     }

@@ -135,16 +135,16 @@ import Testing
     let now = Date(timeIntervalSince1970: 1_445_412_400)  // Wed, 21 Oct 2015 07:26:40 GMT
 
     @Test func secondsAndHTTPDatesParse() {
-        #expect(FCMErrorClassifier.parseRetryAfter("120", now: now) == .seconds(120))
-        #expect(FCMErrorClassifier.parseRetryAfter(" 0 ", now: now) == .zero)
-        #expect(FCMErrorClassifier.parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == .seconds(80))
-        #expect(FCMErrorClassifier.parseRetryAfter("Wed, 21 Oct 2015 07:00:00 GMT", now: now) == .zero)
-        #expect(FCMErrorClassifier.parseRetryAfter("soon", now: now) == nil)
-        #expect(FCMErrorClassifier.parseRetryAfter("-5", now: now) == nil)
+        #expect(HTTPResponse.parseRetryAfter("120", now: now) == .seconds(120))
+        #expect(HTTPResponse.parseRetryAfter(" 0 ", now: now) == .zero)
+        #expect(HTTPResponse.parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == .seconds(80))
+        #expect(HTTPResponse.parseRetryAfter("Wed, 21 Oct 2015 07:00:00 GMT", now: now) == .zero)
+        #expect(HTTPResponse.parseRetryAfter("soon", now: now) == nil)
+        #expect(HTTPResponse.parseRetryAfter("-5", now: now) == nil)
     }
 
     @Test func a400NamesTheTokenOnlyWhenItSaysSo() {
-        func classify(_ json: String) -> FCMOutcome {
+        func classify(_ json: String) -> PushOutcome {
             FCMErrorClassifier.classify(HTTPResponse(status: 400, body: Array(json.utf8)), now: now).outcome
         }
         let badToken =

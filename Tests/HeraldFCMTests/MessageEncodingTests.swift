@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCrypto
 import HeraldFCM
 import Testing
 

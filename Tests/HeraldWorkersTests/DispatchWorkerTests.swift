@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCrypto
 import HeraldEmulator
 import HeraldFCM
 import HeraldHTTP

@@ -80,11 +80,11 @@ import Testing
 
         // The new workers carry on: everything due is ingested and sent; the leased and the
         // backing-off deliveries wait their time; the dead one waits for a redrive.
-        var fcm = FCMSenders.Configuration()
+        var fcm = Senders.Configuration()
         fcm.endpoint = emulator.baseURL
         let context = WorkerContext(
             connection: db, clock: SystemClock(), logger: Logger(label: "test"),
-            senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
+            senders: Senders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
         try await IngestWorker(context: context).drain()
         try await DispatchWorker(context: context).drain()
         let sent = Set(await emulator.received.map(\.target))

@@ -28,11 +28,11 @@ struct WorkerFixture {
         try await db.query(
             "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
             [accountFile.path])
-        var fcm = FCMSenders.Configuration()
+        var fcm = Senders.Configuration()
         fcm.endpoint = emulator.baseURL
         let context = WorkerContext(
             connection: db, clock: clock, logger: Logger(label: "test"),
-            senders: FCMSenders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
+            senders: Senders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))
         return WorkerFixture(
             emulator: emulator, db: db, database: database, context: context,
             queue: JobQueue(connection: db, workerID: "test", clock: clock), accountFile: accountFile)

@@ -1,6 +1,7 @@
-// A small C surface over OpenSSL libcrypto for JWT signatures: load a PEM key once, sign
-// RS256 (RSASSA-PKCS1-v1_5 with SHA-256) or ES256 (ECDSA P-256 with SHA-256, raw r||s),
-// and verify RS256 (for the FCM emulator). Errors come back as OpenSSL's reason text.
+// A small C surface over OpenSSL libcrypto: load a PEM key once, sign RS256 (RSASSA-PKCS1-v1_5
+// with SHA-256) or ES256 (ECDSA P-256 with SHA-256, raw r||s) and verify both (for the
+// emulators); and the pieces of Web Push encryption (RFC 8291): P-256 keys as raw points,
+// ECDH, HKDF-SHA-256 and AES-128-GCM. Errors come back as OpenSSL's reason text.
 #ifndef HERALD_CRYPTO_H
 #define HERALD_CRYPTO_H
 
@@ -46,5 +47,37 @@ long herald_key_private_pem(const herald_key *key, char *out, size_t out_size, c
 
 // HMAC-SHA256 of `data` with `key`, written as 32 bytes into `out`. Returns 0, or -1.
 int herald_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length, uint8_t *out);
+
+// ES256 verification of a 64-byte r||s signature: 1 valid, 0 invalid, -1 error.
+int herald_verify_es256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
+                        size_t signature_length, char *error, size_t error_size);
+
+// Generates a P-256 key (VAPID keys, Web Push's per-message keys, test APNs keys).
+herald_key *herald_key_generate_p256(char *error, size_t error_size);
+
+// A P-256 key from raw bytes: the 65-byte uncompressed public point, and optionally the 32-byte
+// private scalar (NULL for a public key alone).
+herald_key *herald_key_from_raw_p256(const uint8_t *public_point, size_t public_length, const uint8_t *private_scalar,
+                                     size_t private_length, char *error, size_t error_size);
+
+// Writes a P-256 key's public half as the 65-byte uncompressed point (0x04 || x || y).
+long herald_key_public_raw(const herald_key *key, uint8_t *out, size_t out_size, char *error, size_t error_size);
+
+// ECDH: the 32-byte shared secret of `key` (with its private half) and `peer` (a public key).
+long herald_ecdh(const herald_key *key, const herald_key *peer, uint8_t *out, size_t out_size, char *error,
+                 size_t error_size);
+
+// HKDF-SHA-256 (RFC 5869), extract and expand: writes `out_length` bytes (at most 255 * 32).
+int herald_hkdf_sha256(const uint8_t *salt, size_t salt_length, const uint8_t *ikm, size_t ikm_length,
+                       const uint8_t *info, size_t info_length, uint8_t *out, size_t out_length, char *error,
+                       size_t error_size);
+
+// AES-128-GCM with a 16-byte key and a 12-byte nonce, no associated data. Encryption writes the
+// ciphertext followed by the 16-byte tag (`length + 16` bytes); decryption takes that and writes
+// the plaintext (`length - 16` bytes), or returns -1 when the tag does not match.
+long herald_aes128gcm_encrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *plaintext, size_t length,
+                              uint8_t *out, size_t out_size, char *error, size_t error_size);
+long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *ciphertext, size_t length,
+                              uint8_t *out, size_t out_size, char *error, size_t error_size);
 
 #endif

@@ -5,10 +5,10 @@ extension DispatchWorker {
         static let claim = "SELECT * FROM herald.claim_deliveries($1, $2, $3, make_interval(secs => $4))"
 
         /// Records a batch's outcomes in one statement, so in one transaction: the
-        /// deliveries, with their leases released; devices whose token FCM declared dead; and
-        /// each app's configuration problem.
+        /// deliveries, with their leases released; devices whose token or subscription the
+        /// provider declared dead; and the configuration problems found or cleared.
         ///
-        /// Deliveries: $1 ids, $2 new states, $3 FCM message names, $4 errors, $5 when FCM
+        /// Deliveries: $1 ids, $2 new states, $3 the provider's message ids, $4 errors, $5 when FCM
         /// answered, $6 when a delivery still queued is due again (times as Unix seconds: a
         /// number binds without formatting a timestamp per delivery), $7 whether the claim is
         /// given back (postponed: not an attempt), $8 whether it ran out of attempts (dead).
@@ -18,7 +18,9 @@ extension DispatchWorker {
         /// Devices: $10 device ids, $11 the tokens that were sent to, $12 reasons, soft-disabled
         /// at $13 (now); one that registered a new token since is left alone.
         ///
-        /// Apps: $14 app ids, $15 each one's problem, or NULL to clear it (at $13).
+        /// Configurations: $14 app ids, $15 scopes, $16 each one's problem, or NULL when it works
+        /// again. A problem found again is confirmed at $13 (now), so the next probe waits a
+        /// minute from this one; `since` changes only when the problem does.
         static let record = """
             WITH outcome AS (
                 SELECT id, state, name, error, to_timestamp(answered) AS answered_at,
@@ -48,12 +50,18 @@ extension DispatchWorker {
                 SET disabled_at = $13::timestamptz, disabled_cause = 'token_invalid', disabled_reason = u.reason
                 FROM unnest($10::bigint[], $11::text[], $12::text[]) AS u(id, token, reason)
                 WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
-            ), app_status AS (
-                UPDATE herald.apps AS a
-                SET config_error = u.error,
-                    config_error_at = CASE WHEN u.error IS NULL THEN NULL ELSE $13::timestamptz END
-                FROM unnest($14::text[], $15::text[]) AS u(app, error)
-                WHERE a.app_id = u.app AND a.config_error IS DISTINCT FROM u.error
+            ), found AS (
+                INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
+                SELECT u.app, u.scope, u.problem, $13, $13
+                FROM unnest($14::text[], $15::text[], $16::text[]) AS u(app, scope, problem)
+                WHERE u.problem IS NOT NULL
+                ON CONFLICT (app_id, scope) DO UPDATE
+                SET problem = excluded.problem, failed_at = excluded.failed_at,
+                    since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
+            ), cleared AS (
+                DELETE FROM herald.app_config_problems AS p
+                USING unnest($14::text[], $15::text[], $16::text[]) AS u(app, scope, problem)
+                WHERE u.problem IS NULL AND p.app_id = u.app AND p.scope = u.scope
             )
             SELECT 1
             """

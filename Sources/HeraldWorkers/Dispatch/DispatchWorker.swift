@@ -1,4 +1,6 @@
 import Foundation
+import HeraldCore
+import HeraldCrypto
 import HeraldFCM
 import HeraldPostgres
 import HeraldQueue
@@ -65,7 +67,7 @@ public struct DispatchWorker: BatchWorker {
         claimDuration.record(duration: ContinuousClock.now - claimedAt)
         guard !claimed.isEmpty else { return 0 }
 
-        let (results, appErrors) = await send(claimed, builder: builder, now: now)
+        let (results, problems) = await send(claimed, builder: builder, now: now)
         var sendsByOutcome: [String: Int] = [:]
         var finished: [String: Int] = [:]
         for result in results.values {
@@ -82,12 +84,12 @@ public struct DispatchWorker: BatchWorker {
         let recorded = await recordWithinLease(
             until: claimedAt.advanced(by: context.lease), logger: context.logger, items: claimed.count
         ) {
-            try await record(results, disabled: disabled, appErrors: appErrors, now: now)
+            try await record(results, disabled: disabled, problems: problems, now: now)
         }
         if recorded {
             for device in disabled {
                 context.logger.notice(
-                    "disabled a device whose push token FCM rejected",
+                    "disabled a device whose push token its provider rejected",
                     metadata: [
                         "device": "\(device.id)", "token": "\(tokenHint(device.token))", "reason": "\(device.reason)",
                     ])
@@ -97,13 +99,14 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// Decides every claimed delivery: those that cannot or need not be sent end here, the rest
-    /// are sent app by app. Returns a result per delivery and each sending app's configuration
-    /// problem (nil: none).
+    /// are sent by route (an app's FCM Android and topic sends, its iOS sends through FCM, its
+    /// browsers), each route with its own configuration. Returns a result per delivery and the
+    /// configuration problems found (nil: the scope works again).
     func send(_ claimed: [OutgoingDelivery], builder: PayloadBuilder, now: Date) async -> (
-        [Int64: DeliveryResult], [String: String?]
+        [Int64: DeliveryResult], [ProblemKey: String?]
     ) {
         var results: [Int64: DeliveryResult] = [:]
-        var sendable: [String: [OutgoingDelivery]] = [:]
+        var sendable: [RouteKey: [OutgoingDelivery]] = [:]
         var rescued: [String: Int] = [:]
         for delivery in claimed {
             let id = delivery.deliveryID
@@ -122,7 +125,7 @@ public struct DispatchWorker: BatchWorker {
             } else if delivery.payloadKind != .topic && delivery.pushToken == nil {
                 results[id] = DeliveryResult(state: "cancelled", error: "the device has no push token")
             } else {
-                sendable[delivery.appID, default: []].append(delivery)
+                sendable[RouteKey(app: delivery.appID, route: delivery.route), default: []].append(delivery)
             }
         }
         for (worker, count) in rescued {
@@ -131,31 +134,55 @@ public struct DispatchWorker: BatchWorker {
                 metadata: ["abandoned_by": "\(worker)", "count": "\(count)"])
         }
 
-        // An app whose configuration is failing gets one probe a minute, not a send per message.
-        for (app, batch) in sendable {
-            guard let failedAt = batch[0].appConfigErrorAt else { continue }
+        // A route whose configuration is failing gets one probe a minute, not a send per message;
+        // the app's other routes go on at full speed.
+        for (key, batch) in sendable {
+            guard let failedAt = batch[0].configurationFailedAt else { continue }
             let waited = now.timeIntervalSince(failedAt)
             let retry = Self.configurationRetry.components.seconds
             if waited < Double(retry) {
                 let wait = Duration.seconds(max(1, Double(retry) - waited))
-                for delivery in batch { results[delivery.deliveryID] = Self.postponed(app: app, by: wait) }
-                sendable[app] = nil
+                for delivery in batch { results[delivery.deliveryID] = Self.postponed(key, by: wait) }
+                sendable[key] = nil
             } else {
                 for delivery in batch.dropFirst() {
-                    results[delivery.deliveryID] = Self.postponed(app: app, by: .seconds(5))
+                    results[delivery.deliveryID] = Self.postponed(key, by: .seconds(5))
                 }
-                sendable[app] = [batch[0]]
+                sendable[key] = [batch[0]]
             }
         }
 
-        var appErrors: [String: String?] = [:]
-        await withTaskGroup(of: ([(Int64, DeliveryResult)], String, String?).self) { group in
-            for (app, batch) in sendable {
-                group.addTask { await send(batch, app: app, builder: builder, now: now) }
+        var problems: [ProblemKey: String?] = [:]
+        await withTaskGroup(of: ([(Int64, DeliveryResult)], RouteKey, [ConfigurationScope: String]).self) { group in
+            for (key, batch) in sendable {
+                group.addTask {
+                    let (sent, found) =
+                        switch key.route {
+                        case .fcm, .fcmAPNs: await sendFCM(batch, app: key.app, builder: builder, now: now)
+                        case .web: await sendWebPush(batch, app: key.app, builder: builder, now: now)
+                        }
+                    return (sent, key, found)
+                }
             }
-            for await (sent, app, problem) in group {
+            for await (sent, key, found) in group {
                 for (id, result) in sent { results[id] = result }
-                appErrors[app] = problem
+                // A route that sent clears the problems of the scopes it depends on, unless it
+                // found one; a problem found by any route wins over another's all-clear.
+                for scope in key.route.scopes {
+                    let problemKey = ProblemKey(app: key.app, scope: scope)
+                    if let problem = found[scope] {
+                        problems[problemKey] = .some(problem)
+                    } else if problems[problemKey] == nil {
+                        problems[problemKey] = .some(nil)
+                    }
+                }
+            }
+        }
+        for (key, problem) in problems {
+            if let problem, await context.senders?.shouldLog(app: key.app, scope: key.scope, problem: problem) ?? true {
+                context.logger.error(
+                    "the app's configuration is refused",
+                    metadata: ["app": "\(key.app)", "scope": "\(key.scope.rawValue)", "error": "\(problem)"])
             }
         }
 
@@ -178,53 +205,39 @@ public struct DispatchWorker: BatchWorker {
             }
             results[delivery.deliveryID] = result
         }
-        return (results, appErrors)
+        return (results, problems)
     }
 
-    /// Sends one app's deliveries; returns their results and the app's configuration problem (nil if none).
-    func send(_ batch: [OutgoingDelivery], app: String, builder: PayloadBuilder, now: Date) async -> (
-        [(Int64, DeliveryResult)], String, String?
+    /// One route of one app: what is sent together, and waits together while its
+    /// configuration fails.
+    struct RouteKey: Hashable {
+        var app: String
+        var route: OutgoingDelivery.Route
+    }
+
+    /// One configuration of one app (a row of `herald.app_config_problems`).
+    struct ProblemKey: Hashable {
+        var app: String
+        var scope: ConfigurationScope
+    }
+
+    /// Results for a batch that could not be sent because its sender could not be made.
+    func unsendable(_ batch: [OutgoingDelivery], _ problem: String, scope: ConfigurationScope) -> (
+        [(Int64, DeliveryResult)], [ConfigurationScope: String]
     ) {
-        guard let senders = context.senders else {
-            return (
-                batch.map { ($0.deliveryID, Self.configurationResult("no FCM senders configured")) }, app,
-                "no FCM senders configured"
-            )
-        }
-        let first = batch[0]
-        switch await senders.sender(app: app, project: first.fcmProjectID, credentialsFile: first.credentialsFile) {
-        case .failure(let problem):
-            if await senders.shouldLog(app: app, problem: problem.description) {
-                context.logger.error("cannot send for app", metadata: ["app": "\(app)", "error": "\(problem)"])
-            }
-            return (
-                batch.map { ($0.deliveryID, Self.configurationResult(problem.description)) }, app, problem.description
-            )
-        case .success(let sender):
-            var results: [(Int64, DeliveryResult)] = []
-            var problem: String?
-            for dryRun in [false, true] {
-                let part = batch.filter { $0.dryRun == dryRun }
-                if part.isEmpty { continue }
-                await sender.limiter.acquire(part.count)
-                let started = ContinuousClock.now
-                let outcomes = await sender.client.send(
-                    part.map { builder.message(for: $0, now: now) }, validateOnly: dryRun)
-                Metrics.Timer(label: "herald_send_batch_duration_seconds").record(
-                    duration: ContinuousClock.now - started)
-                let answeredAt = context.clock.now()
-                for (delivery, outcome) in zip(part, outcomes) {
-                    var result = Self.result(outcome, dryRun: dryRun)
-                    result.answeredAt = answeredAt
-                    if case .configurationError(let reason) = outcome { problem = reason }
-                    results.append((delivery.deliveryID, result))
-                }
-            }
-            if let problem, await senders.shouldLog(app: app, problem: problem) {
-                context.logger.error(
-                    "FCM refused the app's configuration", metadata: ["app": "\(app)", "error": "\(problem)"])
-            }
-            return (results, app, problem)
+        (batch.map { ($0.deliveryID, Self.configurationResult(problem)) }, [scope: problem])
+    }
+
+    /// The results of sends the provider answered, with the configuration problems they show.
+    func results(
+        _ part: [OutgoingDelivery], _ outcomes: [PushOutcome], dryRun: Bool, answeredAt: Date,
+        problems: inout [ConfigurationScope: String]
+    ) -> [(Int64, DeliveryResult)] {
+        zip(part, outcomes).map { delivery, outcome in
+            var result = Self.result(outcome, dryRun: dryRun)
+            result.answeredAt = answeredAt
+            if case .configurationError(let reason, let scope) = outcome { problems[scope] = reason }
+            return (delivery.deliveryID, result)
         }
     }
 
@@ -246,9 +259,11 @@ public struct DispatchWorker: BatchWorker {
         }
     }
 
-    static func postponed(app: String, by wait: Duration) -> DeliveryResult {
+    static func postponed(_ key: RouteKey, by wait: Duration) -> DeliveryResult {
         DeliveryResult(
-            state: "queued", error: "waiting: the configuration of app \(app) is failing (see herald.app_problems)",
+            state: "queued",
+            error: "waiting: the configuration of app \(key.app) for \(key.route.description) is failing"
+                + " (see herald.app_problems)",
             retry: .postpone(wait))
     }
 
@@ -258,7 +273,7 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// What an FCM outcome means for the delivery.
-    static func result(_ outcome: FCMOutcome, dryRun: Bool) -> DeliveryResult {
+    static func result(_ outcome: PushOutcome, dryRun: Bool) -> DeliveryResult {
         switch outcome {
         case .sent(let name):
             return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name)
@@ -266,7 +281,7 @@ public struct DispatchWorker: BatchWorker {
             return DeliveryResult(state: "token_invalid", error: reason)
         case .retry(let after, let reason):
             return DeliveryResult(state: "queued", error: reason, retry: .backoff(notBefore: after))
-        case .configurationError(let reason):
+        case .configurationError(let reason, _):
             return configurationResult(reason)
         case .permanentFailure(let reason):
             return DeliveryResult(state: "failed", error: reason)
@@ -300,7 +315,12 @@ public struct DispatchWorker: BatchWorker {
                 // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
                 priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
                 collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
-                dryRun: try row.decode("dry_run"), appConfigErrorAt: try row.decode("config_error_at", as: Date?.self))
+                dryRun: try row.decode("dry_run"),
+                webP256dh: try row.decode("web_p256dh", as: Data?.self).map { [UInt8]($0) },
+                webAuth: try row.decode("web_auth", as: Data?.self).map { [UInt8]($0) },
+                vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
+                vapidSubject: try row.decode("vapid_subject", as: String?.self),
+                configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
         }
     }
 
@@ -324,13 +344,14 @@ public struct DispatchWorker: BatchWorker {
             guard result.state == "token_invalid", let delivery = deliveries[id], let device = delivery.deviceRowID,
                 let token = delivery.pushToken
             else { return nil }
-            return DeadToken(id: device, token: token, reason: "FCM: \(result.error ?? "token invalid")")
+            return DeadToken(
+                id: device, token: token, reason: "\(delivery.route.provider): \(result.error ?? "token invalid")")
         }
     }
 
     /// Records the outcomes and releases the leases, in one statement (``SQL/record``).
     func record(
-        _ results: [Int64: DeliveryResult], disabled: [DeadToken], appErrors: [String: String?], now: Date
+        _ results: [Int64: DeliveryResult], disabled: [DeadToken], problems: [ProblemKey: String?], now: Date
     ) async throws {
         var ids: [Int64] = []
         var states: [String] = []
@@ -351,13 +372,13 @@ public struct DispatchWorker: BatchWorker {
             if case .postpone = result.retry { givenBack.append(true) } else { givenBack.append(false) }
             dead.append(result.dead)
         }
-        let apps = Array(appErrors.keys)
+        let scopes = Array(problems.keys)
         try await context.connection.query(
             SQL.record,
             [
                 ids, states, names, errors, answered, nextRun, givenBack, dead, context.workerID,
                 disabled.map(\.id), disabled.map(\.token), disabled.map(\.reason), now,
-                apps, apps.map { appErrors[$0] ?? nil },
+                scopes.map(\.app), scopes.map(\.scope.rawValue), scopes.map { problems[$0] ?? nil },
             ])
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
+import HeraldCore
 
 /// One delivery as the dispatch worker claims it: the notification's content and options,
-/// the device's token and the app's FCM project.
+/// the device's token (and a browser's keys) and the app's provider settings.
 public struct OutgoingDelivery: Sendable {
     public enum PayloadKind: String, Sendable {
         case androidData = "android_data"
@@ -10,6 +11,46 @@ public struct OutgoingDelivery: Sendable {
         /// Herald's own background push to an iOS device that missed notifications.
         case iosWakeup = "ios_wakeup"
         case topic
+        /// A browser, through its push service (Web Push).
+        case web
+    }
+
+    /// How a delivery goes out, and so which of the app's configurations it depends on.
+    public enum Route: Hashable, Sendable, CustomStringConvertible {
+        /// Android and topic sends through FCM.
+        case fcm
+        /// iOS sends through FCM, which also need the app's APNs setup in Firebase.
+        case fcmAPNs
+        /// Browsers, through their push services.
+        case web
+
+        /// The configurations a send on this route needs.
+        public var scopes: [ConfigurationScope] {
+            switch self {
+            case .fcm: [.fcm]
+            case .fcmAPNs: [.fcm, .fcmAPNs]
+            case .web: [.web]
+            }
+        }
+
+        /// Who answers for it, as reasons name it.
+        public var provider: String { self == .web ? "Web Push" : "FCM" }
+
+        public var description: String {
+            switch self {
+            case .fcm: "FCM"
+            case .fcmAPNs: "iOS through FCM"
+            case .web: "browsers (Web Push)"
+            }
+        }
+    }
+
+    public var route: Route {
+        switch payloadKind {
+        case .androidData, .topic: .fcm
+        case .iosAlert, .iosBackground, .iosWakeup: .fcmAPNs
+        case .web: .web
+        }
     }
 
     public var deliveryID: Int64
@@ -44,6 +85,12 @@ public struct OutgoingDelivery: Sendable {
     public var collapseKey: String?
     public var silent: Bool
     public var dryRun: Bool
-    /// When the app's credentials or APNs setup last failed, if they still do.
-    public var appConfigErrorAt: Date? = nil
+    /// A browser's subscription keys (`web` only): its P-256 public key and auth secret.
+    public var webP256dh: [UInt8]? = nil
+    public var webAuth: [UInt8]? = nil
+    /// The app's VAPID key file and contact, for browsers.
+    public var vapidKeyFile: String? = nil
+    public var vapidSubject: String? = nil
+    /// When a configuration this delivery's route needs last failed, if it still does.
+    public var configurationFailedAt: Date? = nil
 }

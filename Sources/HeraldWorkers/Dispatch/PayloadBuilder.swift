@@ -1,5 +1,7 @@
 import Foundation
+import HeraldCrypto
 import HeraldFCM
+import HeraldWebPush
 
 /// Builds the FCM v1 message for a delivery, by the device's platform:
 ///
@@ -10,6 +12,8 @@ import HeraldFCM
 /// - iOS background (`silent`, and Herald's wake-ups): `aps` holds only `content-available: 1`,
 ///   push type `background`, priority 5.
 /// - Topic: a `notification` block, since there is no per-device platform.
+/// - Browser: a JSON document the service worker shows as it is (``webPush(for:now:)``),
+///   encrypted for the browser; `Topic` from the collapse key, `Urgency` from the priority.
 ///
 /// The keys Herald adds are listed in ``PayloadKeys``; where the producer's data uses one of
 /// them, Herald's value wins.
@@ -30,6 +34,7 @@ public struct PayloadBuilder: Sendable {
         case .iosAlert: return iosAlert(delivery)
         case .iosBackground, .iosWakeup: return iosBackground(delivery)
         case .topic: return topic(delivery, ttl: remaining)
+        case .web: preconditionFailure("a browser's delivery goes through webPush(for:now:)")
         }
     }
 
@@ -111,6 +116,34 @@ public struct PayloadBuilder: Sendable {
             android: .init(
                 priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
                 collapseKey: delivery.collapseKey))
+    }
+
+    /// The message for a browser. Its document: `title`, `body`, `image_url`, `deep_link`, the
+    /// producer's `data` as an object, `tag` (the collapse key, or the notification id, so that
+    /// a repeated send replaces the notification rather than adding one), `silent` when set,
+    /// and Herald's keys. Throws when the subscription is unusable or the document too large.
+    public func webPush(for delivery: OutgoingDelivery, now: Date) throws -> WebPushMessage {
+        var document: [(String, JSONValue)] = []
+        if let title = delivery.title { document.append((PayloadKeys.title, .string(title))) }
+        if let body = delivery.body { document.append((PayloadKeys.body, .string(body))) }
+        if let image = delivery.imageURL { document.append((PayloadKeys.imageURL, .string(image))) }
+        if let link = delivery.deepLink { document.append((PayloadKeys.deepLink, .string(link))) }
+        document.append(("data", .object(delivery.data.map { ($0.0, .string($0.1)) })))
+        document.append(("tag", .string(delivery.collapseKey ?? String(delivery.notificationID))))
+        if delivery.silent { document.append(("silent", .bool(true))) }
+        document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
+        let subscription = try WebPushSubscription(
+            endpoint: delivery.pushToken ?? "", p256dh: delivery.webP256dh ?? [], auth: delivery.webAuth ?? [])
+        let payload = JSONValue.object(document).encodedBytes
+        guard payload.count <= WebPushEncryption.maxPlaintextBytes else {
+            throw WebPushError(
+                "payload is \(payload.count) bytes, over Web Push's \(WebPushEncryption.maxPlaintextBytes) bytes of plaintext;"
+                    + " shorten the title, body or data")
+        }
+        return WebPushMessage(
+            subscription: subscription, payload: payload,
+            ttl: max(0, Int(delivery.expiresAt.timeIntervalSince(now))),
+            urgency: delivery.priority == "normal" ? .normal : .high, topic: delivery.collapseKey)
     }
 
     func payload(aps: [(String, JSONValue)], custom: [(String, String)]) -> JSONValue {

@@ -1,11 +1,12 @@
 import Foundation
+import HeraldCrypto
 import HeraldFCM
 import HeraldTestSupport
 import Testing
 
 /// Signatures checked by the `openssl` command line, against keys generated at run time.
 /// A class, so that each test's key directory is removed when the test ends.
-@Suite final class SigningKeyTests {
+@Suite final class CryptoKeyTests {
     let directory: URL
 
     init() throws {
@@ -35,7 +36,7 @@ import Testing
         let label = (format == "pkcs1" ? "RSA " : "") + "PRIVATE" + " KEY"
         #expect(pem.contains("BEGIN " + label))
 
-        let key = try SigningKey(privateKeyPEM: pem)
+        let key = try CryptoKey(privateKeyPEM: pem)
         #expect(key.kind == .rsa)
         let data = Array("header.claims with unicode ✓".utf8)
         let signature = try key.signRS256(data)
@@ -55,9 +56,9 @@ import Testing
                 "dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data"),
             ]).status != 0)
         // And the shim's own verification agrees.
-        #expect(try SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(data, signature: signature))
+        #expect(try CryptoKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(data, signature: signature))
         #expect(
-            try !SigningKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
+            try !CryptoKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
     }
 
     @Test func es256SignatureIsRawRSAndVerifiesWithOpenSSLAsDER() async throws {
@@ -65,7 +66,7 @@ import Testing
             "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem"),
         ])
         try await openssl(["pkey", "-in", path("ec.pem"), "-pubout", "-out", path("ec-public.pem")])
-        let key = try SigningKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
+        let key = try CryptoKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
         #expect(key.kind == .ecP256)
         let data = Array("apns provider token".utf8)
         let signature = try key.signES256(data)
@@ -82,14 +83,14 @@ import Testing
     @Test func badKeysFailWithOpenSSLsReason() async throws {
         let label = "PRIVATE" + " KEY"
         #expect {
-            try SigningKey(privateKeyPEM: "-----BEGIN \(label)-----\nnot base64\n-----END \(label)-----\n")
+            try CryptoKey(privateKeyPEM: "-----BEGIN \(label)-----\nnot base64\n-----END \(label)-----\n")
         } throws: {
             ($0 as? CryptoError)?.message.isEmpty == false
         }
         try await openssl([
             "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem"),
         ])
-        let ec = try SigningKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
+        let ec = try CryptoKey(privateKeyPEM: try String(contentsOfFile: path("ec.pem"), encoding: .utf8))
         #expect { try ec.signRS256([1, 2, 3]) } throws: { "\($0)".contains("RS256 needs an RSA key") }
     }
 

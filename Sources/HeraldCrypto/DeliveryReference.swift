@@ -1,4 +1,3 @@
-import CJWTCrypto
 import Foundation
 
 /// The opaque reference an app sends back to report a delivery: the delivery and device ids
@@ -33,10 +32,7 @@ public struct DeliveryReference: Sendable {
     }
 
     private func tag(_ body: [UInt8]) -> [UInt8] {
-        var mac = [UInt8](repeating: 0, count: 32)
-        let status = herald_hmac_sha256(secret, secret.count, body, body.count, &mac)
-        precondition(status == 0, "HMAC-SHA256 failed")
-        return Array(mac.prefix(Self.tagLength))
+        Array(HMAC.sha256(key: secret, body).prefix(Self.tagLength))
     }
 
     private static func bytes(_ value: Int64) -> [UInt8] {

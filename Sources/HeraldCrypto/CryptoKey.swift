@@ -1,9 +1,10 @@
 import CJWTCrypto
 import Foundation
 
-/// A private (or public) key loaded once into OpenSSL and kept there. Its PEM text is not
-/// kept in Swift, and nothing here logs or prints key material.
-public final class SigningKey: @unchecked Sendable {
+/// A private (or public) key loaded once into OpenSSL and kept there: RSA for service accounts,
+/// P-256 for ES256 signatures (APNs, VAPID) and Web Push's ECDH. Its PEM text is not kept in
+/// Swift, and nothing here logs or prints key material.
+public final class CryptoKey: @unchecked Sendable {
     // The EVP_PKEY is immutable after loading; OpenSSL allows concurrent signing with it.
     private let key: OpaquePointer
 
@@ -24,11 +25,36 @@ public final class SigningKey: @unchecked Sendable {
     }
 
     /// A new RSA key, for test and demo service accounts.
-    public static func generateRSA(bits: Int = 2048) throws -> SigningKey {
+    public static func generateRSA(bits: Int = 2048) throws -> CryptoKey {
         try withErrorBuffer { error in
             guard let key = herald_key_generate_rsa(Int32(bits), error, 256) else { throw CryptoError(error) }
-            return SigningKey(key)
+            return CryptoKey(key)
         }
+    }
+
+    /// A new P-256 key: a VAPID key pair, or Web Push's key for one message.
+    public static func generateP256() throws -> CryptoKey {
+        try withErrorBuffer { error in
+            guard let key = herald_key_generate_p256(error, 256) else { throw CryptoError(error) }
+            return CryptoKey(key)
+        }
+    }
+
+    /// A P-256 key from its raw form: the 65-byte uncompressed public point (as a browser's
+    /// `p256dh` key), and the 32-byte private scalar when there is one. The point is checked to
+    /// be on the curve.
+    public convenience init(p256PublicPoint point: [UInt8], privateScalar: [UInt8]? = nil) throws {
+        let key = try Self.withErrorBuffer { error in
+            let loaded: OpaquePointer? =
+                if let privateScalar {
+                    herald_key_from_raw_p256(point, point.count, privateScalar, privateScalar.count, error, 256)
+                } else {
+                    herald_key_from_raw_p256(point, point.count, nil, 0, error, 256)
+                }
+            guard let loaded else { throw CryptoError(error) }
+            return loaded
+        }
+        self.init(key)
     }
 
     public var kind: Kind {
@@ -50,6 +76,33 @@ public final class SigningKey: @unchecked Sendable {
 
     /// ECDSA P-256 with SHA-256, as the 64-byte r‖s that JWS requires.
     public func signES256(_ data: [UInt8]) throws -> [UInt8] { try sign(data, capacity: 64, herald_sign_es256) }
+
+    /// The public half of a P-256 key as the 65-byte uncompressed point (0x04 ‖ x ‖ y).
+    public func publicPoint() throws -> [UInt8] {
+        try Self.withErrorBuffer { error in
+            var point = [UInt8](repeating: 0, count: 65)
+            guard herald_key_public_raw(key, &point, point.count, error, 256) == 65 else { throw CryptoError(error) }
+            return point
+        }
+    }
+
+    /// ECDH on P-256: the 32-byte shared secret of this (private) key and `peer`'s public half.
+    public func sharedSecret(with peer: CryptoKey) throws -> [UInt8] {
+        try Self.withErrorBuffer { error in
+            var secret = [UInt8](repeating: 0, count: 32)
+            guard herald_ecdh(key, peer.key, &secret, secret.count, error, 256) == 32 else { throw CryptoError(error) }
+            return secret
+        }
+    }
+
+    /// Checks an ES256 signature (64 bytes, r ‖ s).
+    public func verifyES256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
+        try Self.withErrorBuffer { error in
+            let result = herald_verify_es256(key, data, data.count, signature, signature.count, error, 256)
+            if result < 0 { throw CryptoError(error) }
+            return result == 1
+        }
+    }
 
     /// Checks an RS256 signature.
     public func verifyRS256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
@@ -92,7 +145,7 @@ public final class SigningKey: @unchecked Sendable {
         }
     }
 
-    private static func withErrorBuffer<T>(_ body: (UnsafeMutablePointer<CChar>) throws -> T) throws -> T {
+    static func withErrorBuffer<T>(_ body: (UnsafeMutablePointer<CChar>) throws -> T) throws -> T {
         let error = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
         error.initialize(repeating: 0, count: 256)
         defer { error.deallocate() }
@@ -104,5 +157,6 @@ public final class SigningKey: @unchecked Sendable {
 public struct CryptoError: Error, CustomStringConvertible {
     public var message: String
     init(_ buffer: UnsafePointer<CChar>) { message = String(cString: buffer) }
+    init(message: String) { self.message = message }
     public var description: String { "OpenSSL: \(message)" }
 }

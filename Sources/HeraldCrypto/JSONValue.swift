@@ -14,10 +14,13 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     /// The value as compact JSON text.
-    public var encoded: String {
+    public var encoded: String { String(decoding: encodedBytes, as: UTF8.self) }
+
+    /// The value as compact JSON, UTF-8 bytes: a request body as it goes out.
+    public var encodedBytes: [UInt8] {
         var writer = JSONWriter()
         writer.write(self)
-        return writer.text
+        return writer.bytes
     }
 }
 
@@ -27,8 +30,6 @@ struct JSONWriter {
     var bytes: [UInt8] = []
 
     init(capacity: Int = 512) { bytes.reserveCapacity(capacity) }
-
-    var text: String { String(decoding: bytes, as: UTF8.self) }
 
     mutating func write(_ value: JSONValue) {
         switch value {

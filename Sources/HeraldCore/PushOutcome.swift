@@ -1,0 +1,42 @@
+/// What became of one send, as the workers need to know it, whatever the provider. The
+/// provider's client decides only this; what to do next (disable a device, back off, alert)
+/// is the workers' business.
+public enum PushOutcome: Sendable, Equatable {
+    /// The provider accepted the message; `messageName` is its id for it (FCM's
+    /// `projects/<p>/messages/<id>`, a Web Push message's `Location`).
+    case sent(messageName: String)
+    /// The token or subscription is dead or belongs elsewhere (FCM's 404 UNREGISTERED, 403
+    /// SENDER_ID_MISMATCH, a 400 that names the token; Web Push's 404 and 410). Stop using it.
+    case tokenInvalid(reason: String)
+    /// Try again later: after `after` when the server said so (or a quota's 60 s floor), otherwise
+    /// after the caller's own backoff.
+    case retry(after: Duration?, reason: String)
+    /// The sender's credentials or setup are wrong (403 permission denied, a refused token
+    /// request, 401 THIRD_PARTY_AUTH_ERROR, a refused VAPID token). Never the device's fault;
+    /// `scope` says what waits until it is fixed.
+    case configurationError(reason: String, scope: ConfigurationScope)
+    /// The provider rejected this message for good (a 400 about its content), in its words.
+    case permanentFailure(reason: String)
+}
+
+/// What a configuration problem is about, so that only what depends on it waits (the values
+/// are `herald.app_config_problems.scope`).
+public enum ConfigurationScope: String, Sendable, CaseIterable {
+    /// The app's FCM credentials: everything sent through FCM.
+    case fcm
+    /// The app's APNs key or certificate in Firebase: iOS deliveries through FCM.
+    case fcmAPNs = "fcm_apns"
+    /// The app's VAPID key or subject: deliveries to browsers.
+    case web
+}
+
+/// A push token as logs and operators' views show it: its first 8 characters; for a Web Push
+/// endpoint (a URL as secret as a token), its origin and the first 8 characters of its last
+/// path segment, as `herald.token_hint` shows them. Never log a whole token; it is enough to
+/// send to the device.
+public func tokenHint(_ token: String) -> String {
+    guard token.hasPrefix("https://") else { return String(token.prefix(8)) + "…" }
+    let authority = token.dropFirst(8).prefix { $0 != "/" }
+    let last = token.split(separator: "/", omittingEmptySubsequences: false).last ?? ""
+    return "https://\(authority)/…\(last.prefix(8))…"
+}

@@ -1,0 +1,45 @@
+import Foundation
+import HeraldCore
+import HeraldWebPush
+import Metrics
+
+extension DispatchWorker {
+    /// Sends one app's deliveries to browsers; returns their results and the configuration
+    /// problems the push services' answers show. A dry run is checked and encrypted but not
+    /// sent: Web Push has no validate-only request.
+    func sendWebPush(_ batch: [OutgoingDelivery], app: String, builder: PayloadBuilder, now: Date) async -> (
+        [(Int64, DeliveryResult)], [ConfigurationScope: String]
+    ) {
+        guard let senders = context.senders else { return unsendable(batch, "no senders configured", scope: .web) }
+        let first = batch[0]
+        let client: WebPushClient
+        switch await senders.webPush(app: app, keyFile: first.vapidKeyFile, subject: first.vapidSubject) {
+        case .failure(let problem): return unsendable(batch, problem.description, scope: .web)
+        case .success(let made): client = made
+        }
+        var results: [(Int64, DeliveryResult)] = []
+        var messages: [(OutgoingDelivery, WebPushMessage)] = []
+        for delivery in batch {
+            do {
+                let message = try builder.webPush(for: delivery, now: now)
+                if delivery.dryRun {
+                    _ = try WebPushEncryption.encrypt(message.payload, for: message.subscription)
+                    results.append((delivery.deliveryID, DeliveryResult(state: "validated")))
+                } else {
+                    messages.append((delivery, message))
+                }
+            } catch {
+                results.append((delivery.deliveryID, DeliveryResult(state: "failed", error: "\(error)")))
+            }
+        }
+        var problems: [ConfigurationScope: String] = [:]
+        if !messages.isEmpty {
+            let started = ContinuousClock.now
+            let outcomes = await client.send(messages.map(\.1))
+            Metrics.Timer(label: "herald_send_batch_duration_seconds").record(duration: ContinuousClock.now - started)
+            results += self.results(
+                messages.map(\.0), outcomes, dryRun: false, answeredAt: context.clock.now(), problems: &problems)
+        }
+        return (results, problems)
+    }
+}
