@@ -1,7 +1,12 @@
-/// An error the emulator answers for one device token, to exercise a sender's handling.
+/// An error the emulator answers for one device token or Web Push endpoint, to exercise a
+/// sender's handling. Each stand-in answers it in its own protocol's terms.
 public enum EmulatorBehaviour: Sendable, Equatable {
-    /// 404 UNREGISTERED: the app was uninstalled.
+    /// 404 UNREGISTERED: the app was uninstalled (Web Push: 404).
     case unregistered
+    /// Web Push: 410 Gone, the subscription expired or was unsubscribed (FCM: as unregistered).
+    case gone
+    /// Web Push: 413 (FCM: 400 about the message's size).
+    case payloadTooLarge
     /// 400 INVALID_ARGUMENT naming the token.
     case invalidToken
     /// 403 SENDER_ID_MISMATCH.
@@ -12,7 +17,7 @@ public enum EmulatorBehaviour: Sendable, Equatable {
     case unavailable(retryAfter: Int?)
     /// 500 INTERNAL.
     case internalError
-    /// 401 THIRD_PARTY_AUTH_ERROR: the app's APNs key is bad.
+    /// 401 THIRD_PARTY_AUTH_ERROR: the app's APNs key is bad (Web Push: 403, VAPID refused).
     case thirdPartyAuthError
     /// 400 INVALID_ARGUMENT about the message, not the token.
     case invalidMessage

@@ -167,8 +167,12 @@ actor EmulatorState {
 
     private func answer(for behaviour: EmulatorBehaviour) -> Answer {
         switch behaviour {
-        case .unregistered:
+        case .unregistered, .gone:
             return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED")
+        case .payloadTooLarge:
+            return fcmError(
+                400, "INVALID_ARGUMENT", "Request contains an invalid argument: message is too big",
+                errorCode: "INVALID_ARGUMENT")
         case .invalidToken:
             return fcmError(
                 400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token",

@@ -21,18 +21,24 @@ public struct ReceivedMessage: Sendable {
     }
 }
 
-/// A local stand-in for FCM HTTP v1 and Google's OAuth token endpoint, for tests, the demo
-/// and app developers (Firebase's emulator suite has no FCM).
+/// A local stand-in for FCM HTTP v1, Google's OAuth token endpoint and a Web Push service, for
+/// tests, the demo and app developers (Firebase's emulator suite has no FCM).
 ///
 /// - `POST /token` trades a service-account JWT for an access token. The JWT's RS256 signature
 ///   is checked against the registered account's public key, and its claims as Google does.
 /// - `POST /v1/projects/{project}/messages:send` checks the bearer token and the message (one
 ///   target, string-only data, reserved keys, TTL format, size, background-push rules),
 ///   records it, and answers like FCM, or with the error injected for its token.
-/// - `GET /emulator/messages` lists what was received; `POST /emulator/behaviours` injects an
-///   error for a token (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
+/// - `POST /push/{id}` is a browser subscription's endpoint (``WebPushService``). It is plain
+///   HTTP here: put a TLS proxy in front (`scripts/lib/nginx-standin.sh`), since subscriptions
+///   are https URLs. `POST /emulator/subscriptions` makes one (`{"base": "https://…",
+///   "application_server_key": "…"}`) and answers its `PushSubscription.toJSON()`.
+/// - `GET /emulator/messages` and `GET /emulator/web-pushes` list what was received;
+///   `POST /emulator/behaviours` injects an error for a token or endpoint
+///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class FCMEmulator: Sendable {
     private let state: EmulatorState
+    private let webPush: WebPushService
     private let server: HTTPServer
     private let task: Task<Void, Never>
     public let port: UInt16
@@ -50,14 +56,18 @@ public final class FCMEmulator: Sendable {
         guard case .ip4(_, let boundPort)? = await server.listeningAddress else {
             throw CocoaError(.featureUnsupported)
         }
-        return FCMEmulator(server: server, task: task, port: boundPort, state: emulator.state)
+        return FCMEmulator(
+            server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush)
     }
 
-    private init(server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState) {
+    private init(
+        server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService
+    ) {
         self.server = server
         self.task = task
         self.port = port
         self.state = state
+        self.webPush = webPush
     }
 
     public func stop() async {
@@ -79,10 +89,24 @@ public final class FCMEmulator: Sendable {
         return account
     }
 
-    /// Injects `behaviour` for sends to `token`, for the next `times` sends (nil: until changed).
+    /// Injects `behaviour` for sends to `token` (or to a Web Push endpoint), for the next `times`
+    /// sends (nil: until changed).
     public func setBehaviour(_ behaviour: EmulatorBehaviour?, forToken token: String, times: Int? = nil) async {
-        await state.setBehaviour(behaviour, token: token, times: times)
+        if token.hasPrefix("https://") {
+            await webPush.setBehaviour(behaviour, endpoint: token, times: times)
+        } else {
+            await state.setBehaviour(behaviour, token: token, times: times)
+        }
     }
+
+    /// A new browser subscription whose endpoint is under `base` (the https origin of the proxy
+    /// in front of this emulator), bound to a VAPID public key when one is given.
+    public func subscribe(base: String, applicationServerKey: String? = nil) async throws -> EmulatedSubscription {
+        try await webPush.subscribe(base: base, applicationServerKey: applicationServerKey)
+    }
+
+    public var webPushes: [ReceivedWebPush] { get async { await webPush.received } }
+    public var webPushRequests: Int { get async { await webPush.requests } }
 
     /// Answers the next `count` token requests with `status` (and an OAuth error body for 4xx).
     public func failTokenRequests(status: Int, count: Int, error: String = "temporarily_unavailable") async {
@@ -107,9 +131,39 @@ public final class FCMEmulator: Sendable {
 /// The request handlers, over the emulator's state.
 struct FCMEmulatorRoutes {
     let state = EmulatorState()
+    let webPush = WebPushService()
 
     func install(on server: HTTPServer) async {
         let state = self.state
+        let webPush = self.webPush
+        await server.appendRoute("POST /push/*") { request in
+            var headers: [String: String] = [:]
+            for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
+            let answer = await webPush.push(
+                id: String(request.path.split(separator: "/").last ?? ""), headers: headers,
+                body: [UInt8](try await request.bodyData))
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var response = HTTPResponse(
+                statusCode: HTTPStatusCode(answer.status, phrase: answer.status < 300 ? "Created" : "Error"),
+                headers: [.contentType: "text/plain; charset=UTF-8"], body: Data(answer.text.utf8))
+            for (name, value) in answer.headers { response.headers[HTTPHeader(name)] = value }
+            return response
+        }
+        await server.appendRoute("POST /emulator/subscriptions") { request in
+            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+            guard let base = object["base"] as? String, base.hasPrefix("https://") else {
+                return Self.json(400, #"{"error":"expected {\"base\": \"https://…\"}"}"#)
+            }
+            let subscription = try await webPush.subscribe(
+                base: base, applicationServerKey: object["application_server_key"] as? String)
+            return Self.json(200, subscription.json)
+        }
+        await server.appendRoute("GET /emulator/web-pushes") { _ in
+            let list = await webPush.received.map {
+                "{\"endpoint\":\(Self.quote($0.endpoint)),\"ttl\":\($0.ttl),\"urgency\":\(Self.quote($0.urgency ?? "")),\"topic\":\(Self.quote($0.topic ?? "")),\"payload\":\($0.payload)}"
+            }
+            return Self.json(200, "[" + list.joined(separator: ",") + "]")
+        }
         await server.appendRoute("POST /token") { request in
             let body = String(decoding: try await request.bodyData, as: UTF8.self)
             let (status, json) = await state.issueToken(form: body)
@@ -140,6 +194,8 @@ struct FCMEmulatorRoutes {
             let behaviour: EmulatorBehaviour?
             switch object["behaviour"] as? String {
             case "unregistered": behaviour = .unregistered
+            case "gone": behaviour = .gone
+            case "payload_too_large": behaviour = .payloadTooLarge
             case "invalid_token": behaviour = .invalidToken
             case "sender_id_mismatch": behaviour = .senderIDMismatch
             case "quota_exceeded": behaviour = .quotaExceeded(retryAfter: retryAfter)
@@ -151,7 +207,11 @@ struct FCMEmulatorRoutes {
             case nil, "none": behaviour = nil
             case let other?: return Self.json(400, "{\"error\":\(Self.quote("unknown behaviour \(other)"))}")
             }
-            await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+            if token.hasPrefix("https://") {
+                await webPush.setBehaviour(behaviour, endpoint: token, times: object["times"] as? Int)
+            } else {
+                await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+            }
             return Self.json(200, "{}")
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// nginx standing in for FCM over TLS and HTTP/2 (`scripts/lib/nginx-standin.sh`).
+/// nginx standing in for FCM over TLS and HTTP/2, or the TLS and HTTP/2 front of an emulator
+/// (`scripts/lib/nginx-standin.sh`).
 public final class NginxStandIn: Sendable {
     public let directory: URL
     public let port: Int
@@ -9,11 +10,13 @@ public final class NginxStandIn: Sendable {
     public var baseURL: String { "https://127.0.0.1:\(port)" }
 
     /// With `requestsPerConnection`, nginx ends each connection with a GOAWAY after that many
-    /// requests; without it, connections last the whole test.
-    public init(requestsPerConnection: Int? = nil) throws {
+    /// requests; without it, connections last the whole test. With `upstream`, every request is
+    /// passed on to that port on 127.0.0.1 (an emulator).
+    public init(requestsPerConnection: Int? = nil, upstream: UInt16? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let output = try Self.script(["start", directory.path] + (requestsPerConnection.map { ["\($0)"] } ?? []))
+        let output = try Self.script(
+            ["start", directory.path, "\(requestsPerConnection ?? 10_000_000)"] + (upstream.map { ["\($0)"] } ?? []))
         guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw CocoaError(
                 .executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])

@@ -80,6 +80,33 @@ import Testing
         #expect(verified.status == 0, "\(verified.output)")
     }
 
+    @Test func ecdhAgreesWithOpenSSLAndES256VerifiesBothWays() async throws {
+        for name in ["ours", "theirs"] {
+            try await openssl([
+                "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("\(name).pem"),
+            ])
+            try await openssl(["pkey", "-in", path("\(name).pem"), "-pubout", "-out", path("\(name)-public.pem")])
+        }
+        try await openssl([
+            "pkeyutl", "-derive", "-inkey", path("ours.pem"), "-peerkey", path("theirs-public.pem"), "-out",
+            path("secret"),
+        ])
+        let ours = try CryptoKey(privateKeyPEM: try String(contentsOfFile: path("ours.pem"), encoding: .utf8))
+        let theirs = try CryptoKey(privateKeyPEM: try String(contentsOfFile: path("theirs.pem"), encoding: .utf8))
+        // Their public half as a raw point, the form browsers give (p256dh).
+        let theirPoint = try CryptoKey(p256PublicPoint: try theirs.publicPoint())
+        let secret = try ours.sharedSecret(with: theirPoint)
+        #expect(secret.count == 32)
+        #expect(secret == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path("secret")))))
+
+        let data = Array("vapid signing input".utf8)
+        let signature = try ours.signES256(data)
+        let ourPoint = try CryptoKey(p256PublicPoint: try ours.publicPoint())
+        #expect(try ourPoint.verifyES256(data, signature: signature))
+        #expect(try !ourPoint.verifyES256(Array("other".utf8), signature: signature))
+        #expect(try !theirPoint.verifyES256(data, signature: signature))
+    }
+
     @Test func badKeysFailWithOpenSSLsReason() async throws {
         let label = "PRIVATE" + " KEY"
         #expect {

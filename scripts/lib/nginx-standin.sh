@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # An nginx standing in for FCM and its token endpoint: TLS with a self-signed certificate
 # made now, HTTP/2, and fixed FCM-like answers. For the HTTP client's tests and benchmarks.
+# With UPSTREAM (a port on 127.0.0.1), it is instead the TLS and HTTP/2 front of the emulator
+# there, as push services are https: every request is passed on to it.
 #
-#   nginx-standin.sh start DIR [REQUESTS]   # prints the port; DIR/cert.pem is the CA bundle to trust
+#   nginx-standin.sh start DIR [REQUESTS] [UPSTREAM]   # prints the port; DIR/cert.pem is the CA bundle to trust
 #   nginx-standin.sh stop DIR
 #
 # With REQUESTS, nginx ends each connection with a GOAWAY after that many requests, as Google's
@@ -14,6 +16,7 @@ set -euo pipefail
 command=${1:?start or stop}
 dir=${2:?a directory}
 requests=${3:-10000000}
+upstream=${4:-}
 
 case "$command" in
 start)
@@ -23,6 +26,20 @@ start)
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
     -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  if [ -n "$upstream" ]; then
+    locations="location / {
+            proxy_pass http://127.0.0.1:$upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }"
+  else
+    locations="location = /token {
+            return 200 '{\"access_token\":\"standin-access-token\",\"expires_in\":3599,\"token_type\":\"Bearer\"}';
+        }
+        location / {
+            return 200 '{\"name\":\"projects/standin/messages/0:1700000000000000%0\"}';
+        }"
+  fi
   cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 pid $dir/nginx.pid;
@@ -45,12 +62,7 @@ http {
         ssl_certificate $dir/cert.pem;
         ssl_certificate_key $dir/key.pem;
         default_type application/json;
-        location = /token {
-            return 200 '{"access_token":"standin-access-token","expires_in":3599,"token_type":"Bearer"}';
-        }
-        location / {
-            return 200 '{"name":"projects/standin/messages/0:1700000000000000%0"}';
-        }
+        $locations
     }
 }
 CONF
