@@ -143,7 +143,7 @@ actor WebPushService {
         guard let jwt = JWT.decode(token), jwt.header["alg"] as? String == "ES256",
             (try? key.verifyES256(jwt.signingInput, signature: jwt.signature)) == true
         else { return "the JWT is not ES256-signed by k=" }
-        let origin = subscription.endpoint.split(separator: "/").prefix(3).joined(separator: "/")
+        let origin = WebPushSubscription.origin(of: subscription.endpoint) ?? ""
         guard jwt.claims["aud"] as? String == origin else { return "aud must be \(origin)" }
         guard let expiry = jwt.claims["exp"] as? Int else { return "exp is required" }
         let now = Int(Date().timeIntervalSince1970)

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCrypto
 import HeraldFCM
 
 /// A generated service account's key file in the temporary directory, so test runs leave no
@@ -15,4 +16,22 @@ public final class ServiceAccountFile: Sendable {
     public func remove() { unlink(path) }
 
     deinit { remove() }
+}
+
+/// A fresh VAPID private key in a temporary PEM file (mode 0600), removed when released.
+public final class VAPIDKeyFile: Sendable {
+    public let path: String
+    /// The public key, base64url: what a web app subscribes with.
+    public let publicKey: String
+
+    public init() throws {
+        let key = try CryptoKey.generateP256()
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("vapid-\(UUID().uuidString).pem").path
+        guard FileManager.default.createFile(
+            atPath: path, contents: Data(try key.privateKeyPEM().utf8), attributes: [.posixPermissions: 0o600])
+        else { throw CocoaError(.fileWriteUnknown) }
+        publicKey = Base64URL.encode(try key.publicPoint())
+    }
+
+    deinit { unlink(path) }
 }

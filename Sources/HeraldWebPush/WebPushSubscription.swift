@@ -25,7 +25,7 @@ public struct WebPushSubscription: Sendable {
     /// The push service's origin (`https://host[:port]`): the VAPID token's audience.
     public var origin: String { Self.origin(of: endpoint)! }
 
-    static func origin(of url: String) -> String? {
+    public static func origin(of url: String) -> String? {
         guard url.hasPrefix("https://") else { return nil }
         let rest = url.dropFirst("https://".count)
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }

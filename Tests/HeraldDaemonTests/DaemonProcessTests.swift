@@ -152,11 +152,14 @@ import Testing
         #expect(output.problems == ["1 dead reconcile job(s)"])
 
         try await connection.execute(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at) VALUES ('shop', 'p', '401 THIRD_PARTY_AUTH_ERROR', now())"
-        )
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.app_config_problems (app_id, scope, problem, since, failed_at)
+            VALUES ('shop', 'fcm_apns', '401 THIRD_PARTY_AUTH_ERROR', now(), now());
+            """)
         let withApp = try await HeraldProcess.run(["status"], environment: environment(database))
         #expect(withApp.status == 1)
-        #expect(withApp.output.contains("app shop cannot send: 401 THIRD_PARTY_AUTH_ERROR"), "\(withApp.output)")
+        #expect(withApp.output.contains("app shop: iOS deliveries through FCM waits: 401 THIRD_PARTY_AUTH_ERROR"), "\(withApp.output)")
     }
 
     @Test func tellsSystemdItIsReadyAndWithholdsTheWatchdogWhileAWorkerIsStuck() async throws {

@@ -26,10 +26,11 @@ import Testing
         await emulator.setBehaviour(.unregistered, forToken: "token-pixel")
         try await db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await db.query("INSERT INTO herald.jobs (kind, run_at) VALUES ('later', now() + interval '1 hour')")
-        try await db.query(
+        try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at)
-            VALUES ('broken', 'broken-prod', '401 THIRD_PARTY_AUTH_ERROR', now())
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('broken', 'broken-prod');
+            INSERT INTO herald.app_config_problems (app_id, scope, problem, since, failed_at)
+            VALUES ('broken', 'fcm_apns', '401 THIRD_PARTY_AUTH_ERROR', now(), now());
             """)
 
         let daemon = try HeraldProcess(
@@ -68,7 +69,7 @@ import Testing
             #"herald_jobs_finished_total{kind="dispatch",outcome="completed"} 2"#,
             "herald_reports_applied_total 1",
             "herald_wakeups_total 0",
-            #"herald_app_config_error{app="broken"} 1"#,
+            #"herald_app_config_error{app="broken",scope="fcm_apns"} 1"#,
         ] {
             #expect(scrape.contains(expected), "missing \(expected) in:\n\(scrape)")
         }

@@ -28,7 +28,8 @@ import Testing
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications", "redrives",
+                "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications",
+                "redrives",
                 "schema_migrations", "secrets", "wakeups",
             ])
 

@@ -151,7 +151,7 @@ import Testing
         #expect(
             try await f.db.query("SELECT disabled_at IS NULL FROM herald.devices WHERE device_id = 'apns'")[0].decode(
                 0, as: Bool.self))
-        let appError = try await f.db.query("SELECT config_error FROM herald.apps WHERE app_id = 'shop'")[0]
+        let appError = try await f.db.query("SELECT config_error FROM herald.app_problems WHERE app_id = 'shop'")[0]
         #expect(try appError.decode(0, as: String?.self)?.contains("THIRD_PARTY_AUTH_ERROR") == true)
         // Only the dead token's device was disabled.
         #expect(
@@ -246,7 +246,7 @@ import Testing
 
         // A minute later: one probe. It fails, so the others keep waiting.
         try await f.db.execute(
-            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
+            "UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
         )
         try await f.dispatch()
         #expect(await f.emulator.sendRequests == afterFirst + 1)
@@ -254,7 +254,7 @@ import Testing
         // Fixed: the next probe succeeds, the problem clears, and the rest go out.
         for n in 1...20 { await f.emulator.setBehaviour(nil, forToken: "token-phone-\(n)") }
         try await f.db.execute(
-            "UPDATE herald.apps SET config_error_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
+            "UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
         )
         try await f.dispatch()
         #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 0)
@@ -329,7 +329,7 @@ import Testing
         let delivery = try await f.delivery(of: "pixel")
         #expect(delivery.state == "queued")
         #expect(delivery.error?.contains("cannot read the service-account file") == true)
-        #expect(try await f.db.query("SELECT config_error IS NOT NULL FROM herald.apps")[0].decode(0, as: Bool.self))
+        #expect(try await f.db.query("SELECT count(*) = 1 FROM herald.app_problems WHERE scope = 'fcm'")[0].decode(0, as: Bool.self))
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
                 0, as: Int.self) == 0)

@@ -183,7 +183,7 @@ import Testing
         #expect(try await register(f, "new-phone", "android", "tok-B") == "re-enabled")
 
         let error = await #expect(throws: PostgresError.self) { _ = try await register(f, "x", "windows", "tok-C") }
-        #expect(error?.message.contains("platform must be 'android' or 'ios'") == true)
+        #expect(error?.message.contains("platform must be 'android', 'ios' or 'web'") == true)
     }
 
     @Test func unicodeAndSQLMetacharactersArriveUnchanged() async throws {
