@@ -185,7 +185,9 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldWebPushTests",
-            dependencies: ["HeraldWebPush", "HeraldCrypto", "HeraldCore", "HeraldHTTP", "HeraldEmulator", "HeraldTestSupport"]
+            dependencies: [
+                "HeraldWebPush", "HeraldCrypto", "HeraldCore", "HeraldHTTP", "HeraldEmulator", "HeraldTestSupport",
+            ]
         ),
         .testTarget(
             name: "HeraldFCMTests",

@@ -61,7 +61,7 @@ busy_before=$(machine_busy)
 nginx_before=$(process_cpu "$nginx_worker")
 start=$(date +%s.%N)
 # Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
-env HERALD_FCM_ENDPOINT="$base" HERALD_FCM_CA_BUNDLE="$work/nginx/cert.pem" ${BATCH:+HERALD_BATCH_SIZE=$BATCH} \
+env HERALD_FCM_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" ${BATCH:+HERALD_BATCH_SIZE=$BATCH} \
   HERALD_FCM_RATE_LIMIT="${HERALD_FCM_RATE_LIMIT:-1000000}" HERALD_LOG_LEVEL=warning \
   $herald run >"$work/daemon.log" 2>&1 &
 daemon=$!

@@ -11,6 +11,14 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-ipad', 'ios', 'demo-tok
 SELECT * FROM herald.register_device('demo-shop', 'bob-iphone', 'ios', 'demo-token-bob-iphone', 'bob');
 SELECT herald.unregister_device('demo-shop', 'bob-iphone');
 
+-- Alice also allowed notifications in her browser: the app sends to it with its VAPID key, and
+-- the browser's PushSubscription.toJSON() is the token. (run-local.sh makes both.)
+\if :{?subscription}
+UPDATE herald.apps SET vapid_key_file = :'vapid_key_file', vapid_subject = 'mailto:push@demo-shop.example'
+WHERE app_id = 'demo-shop';
+SELECT * FROM herald.register_device('demo-shop', 'alice-browser', 'web', :'subscription', 'alice');
+\endif
+
 -- Notifications, each in the producer's own transaction.
 BEGIN;
 SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Your order shipped',

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs Herald against a local PostgreSQL and the
-# local FCM emulator: installs what is missing, starts a cluster in .herald-local/ (kept
-# between runs), builds herald, migrates, starts herald-fcm-emulator with a service account it
-# generates, registers demo devices and sends demo notifications with plain SQL
-# (scripts/demo.sql), then runs the daemon in the foreground until Ctrl-C.
+# local emulator: installs what is missing, starts a cluster in .herald-local/ (kept between
+# runs), builds herald, migrates, starts herald-fcm-emulator with a service account it
+# generates (FCM) and nginx in front of it as a browser push service (TLS, HTTP/2), makes a
+# VAPID key and a browser subscription, registers demo devices and sends demo notifications
+# with plain SQL (scripts/demo.sql), then runs the daemon in the foreground until Ctrl-C.
 #
 # With HERALD_DATABASE_URL set, it uses that database instead of starting one; with
 # HERALD_FCM_ENDPOINT set, that FCM instead of the emulator (the apps then need real
@@ -29,6 +30,7 @@ herald=.build/debug/herald
 
 "$herald" migrate
 
+demo_browser=()
 if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   mkdir -p .herald-local
   port=$(free_port)
@@ -40,12 +42,24 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   export HERALD_FCM_ENDPOINT="http://127.0.0.1:$port"
   export GOOGLE_APPLICATION_CREDENTIALS="$PWD/.herald-local/demo-service-account.json"
   echo "==> FCM emulator on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/messages)"
+
+  # Browsers' push services are https: nginx is the emulator's TLS and HTTP/2 front.
+  push_port=$(bash scripts/lib/nginx-standin.sh start "$PWD/.herald-local/push-service" 10000000 "$port")
+  trap 'bash scripts/lib/nginx-standin.sh stop "$PWD/.herald-local/push-service"; kill $emulator 2>/dev/null; stop_postgres "$PWD/.herald-local"' EXIT
+  export HERALD_CA_BUNDLE="$PWD/.herald-local/push-service/cert.pem"
+  [ -f .herald-local/vapid.pem ] || "$herald" vapid-key .herald-local/vapid.pem >/dev/null
+  vapid_public=$("$herald" vapid-key --show .herald-local/vapid.pem)
+  # What the web app's `pushManager.subscribe({applicationServerKey})` would hand its server.
+  subscription=$(curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/subscriptions" \
+    -d "{\"base\": \"https://127.0.0.1:$push_port\", \"application_server_key\": \"$vapid_public\"}")
+  demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription")
+  echo "==> Web Push service on https://127.0.0.1:$push_port (what it received, decrypted: curl $HERALD_FCM_ENDPOINT/emulator/web-pushes)"
 fi
 # The report endpoint, as the demo payloads name it (herald_report_url).
 export HERALD_HTTP_ADDRESS="${HERALD_HTTP_ADDRESS:-127.0.0.1:8480}"
 export HERALD_PUBLIC_URL="${HERALD_PUBLIC_URL:-http://$HERALD_HTTP_ADDRESS}"
 echo "==> registering demo devices and sending demo notifications (scripts/demo.sql)"
-psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/demo.sql >/dev/null
+psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 "${demo_browser[@]}" -q -f scripts/demo.sql >/dev/null
 
 # Show what became of each notification once the daemon has had a moment.
 (

@@ -33,8 +33,9 @@ public struct Configuration: Sendable {
     public var autoMigrate: Bool = false
     /// FCM's base URL; point it at the emulator for tests and demos.
     public var fcmEndpoint: String = "https://fcm.googleapis.com"
-    /// A CA bundle to trust for FCM and token requests (a TLS stand-in); nil: the system's.
-    public var fcmCABundle: String?
+    /// A CA bundle to trust for every provider request (FCM, OAuth tokens, Web Push services:
+    /// a TLS stand-in); nil: the system's.
+    public var caBundle: String?
     /// Sends per second per FCM project.
     public var fcmRateLimit: Double = 9_900
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
@@ -75,7 +76,11 @@ public struct Configuration: Sendable {
         ("HERALD_RETENTION", "168h", "how long finished notifications and deliveries are kept"),
         ("HERALD_AUTO_MIGRATE", "false", "apply missing migrations when the daemon starts"),
         ("HERALD_FCM_ENDPOINT", "https://fcm.googleapis.com", "FCM's base URL (the emulator's, for tests and demos)"),
-        ("HERALD_FCM_CA_BUNDLE", "(system CAs)", "PEM file of CAs to trust for FCM and token requests"),
+        (
+            "HERALD_CA_BUNDLE", "(system CAs)",
+            "PEM file of CAs to trust for FCM, token and Web Push requests (a TLS stand-in's)"
+        ),
+        ("HERALD_FCM_CA_BUNDLE", "(none)", "the former name of HERALD_CA_BUNDLE, still read"),
         ("HERALD_FCM_RATE_LIMIT", "9900", "sends per second per FCM project (FCM allows 600,000 a minute)"),
         (
             "HERALD_HTTP_ADDRESS", "127.0.0.1:8480",
@@ -135,7 +140,7 @@ public struct Configuration: Sendable {
         configuration.retention = try reader.duration("HERALD_RETENTION") ?? configuration.retention
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
-        configuration.fcmCABundle = reader.string("HERALD_FCM_CA_BUNDLE")
+        configuration.caBundle = reader.string("HERALD_CA_BUNDLE") ?? reader.string("HERALD_FCM_CA_BUNDLE")
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
             guard let value = Double(rate), value > 0 else {
                 throw ConfigurationError(

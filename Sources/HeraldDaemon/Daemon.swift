@@ -36,9 +36,9 @@ public struct Daemon {
         try await checkSchema(maintenance)
 
         let hub = WakeHub()
-        // One HTTP/2 client and one FCM sender per app, shared by every sending worker.
+        // One HTTP/2 client, and each app's FCM and Web Push clients, shared by every sending worker.
         var http = HTTPClient.Configuration()
-        http.caBundle = configuration.fcmCABundle
+        http.caBundle = configuration.caBundle
         var fcm = Senders.Configuration()
         fcm.endpoint = configuration.fcmEndpoint
         fcm.defaultCredentialsFile = configuration.defaultCredentialsFile

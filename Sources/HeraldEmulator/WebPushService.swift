@@ -60,7 +60,8 @@ actor WebPushService {
             (
                 "keys",
                 .object([
-                    ("p256dh", .string(Base64URL.encode(try key.publicPoint()))), ("auth", .string(Base64URL.encode(auth))),
+                    ("p256dh", .string(Base64URL.encode(try key.publicPoint()))),
+                    ("auth", .string(Base64URL.encode(auth))),
                 ])
             ),
         ]).encoded
@@ -104,7 +105,9 @@ actor WebPushService {
             return Answer(status: 400, text: "unknown Urgency \(urgency)")
         }
         let topic = headers["topic"]
-        if let topic, topic.count > 32 || topic.contains(where: { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+        if let topic,
+            topic.count > 32 || topic.contains(where: { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        {
             return Answer(status: 400, text: "a Topic is at most 32 characters of the URL-safe base64 alphabet")
         }
         guard body.count <= WebPushEncryption.maxBodyBytes else {
@@ -159,7 +162,8 @@ actor WebPushService {
         case .gone: return Answer(status: 410, text: "subscription expired or unsubscribed")
         case .payloadTooLarge: return Answer(status: 413, text: "payload too large")
         case .quotaExceeded(let after):
-            return Answer(status: 429, text: "too many requests", headers: after.map { [("Retry-After", "\($0)")] } ?? [])
+            return Answer(
+                status: 429, text: "too many requests", headers: after.map { [("Retry-After", "\($0)")] } ?? [])
         case .unavailable(let after):
             return Answer(
                 status: 503, text: "service unavailable", headers: after.map { [("Retry-After", "\($0)")] } ?? [])

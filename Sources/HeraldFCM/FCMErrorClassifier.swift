@@ -22,8 +22,9 @@ public enum FCMErrorClassifier {
 
     /// Classifies a response; `accessTokenRejected` is true for a 401 that only means the access
     /// token was refused (the caller refreshes and retries before giving up).
-    public static func classify(_ response: HTTPResponse, now: Date) -> (outcome: PushOutcome, accessTokenRejected: Bool)
-    {
+    public static func classify(_ response: HTTPResponse, now: Date) -> (
+        outcome: PushOutcome, accessTokenRejected: Bool
+    ) {
         if response.status == 200 {
             let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
             return (.sent(messageName: object?["name"] as? String ?? ""), false)

@@ -1,4 +1,5 @@
 import HeraldCrypto
+
 /// An FCM HTTP v1 message (`projects.messages`), with the fields Herald sends.
 public struct FCMMessage: Sendable, Equatable {
     public enum Target: Sendable, Equatable {

@@ -27,8 +27,9 @@ public final class VAPIDKeyFile: Sendable {
     public init() throws {
         let key = try CryptoKey.generateP256()
         path = FileManager.default.temporaryDirectory.appendingPathComponent("vapid-\(UUID().uuidString).pem").path
-        guard FileManager.default.createFile(
-            atPath: path, contents: Data(try key.privateKeyPEM().utf8), attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: path, contents: Data(try key.privateKeyPEM().utf8), attributes: [.posixPermissions: 0o600])
         else { throw CocoaError(.fileWriteUnknown) }
         publicKey = Base64URL.encode(try key.publicPoint())
     }

@@ -26,11 +26,14 @@ struct VAPIDKeyCommand: AsyncParsableCommand {
             key = try CryptoKey(privateKeyPEM: try String(contentsOfFile: file, encoding: .utf8))
         } else {
             guard !FileManager.default.fileExists(atPath: file) else {
-                throw ValidationError("\(file) exists; a new key would orphan every browser subscribed with the old one")
+                throw ValidationError(
+                    "\(file) exists; a new key would orphan every browser subscribed with the old one")
             }
             key = try CryptoKey.generateP256()
             let descriptor = open(file, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-            guard descriptor >= 0 else { throw ValidationError("cannot create \(file): \(String(cString: strerror(errno)))") }
+            guard descriptor >= 0 else {
+                throw ValidationError("cannot create \(file): \(String(cString: strerror(errno)))")
+            }
             let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             try handle.write(contentsOf: Data(try key.privateKeyPEM().utf8))
         }

@@ -159,7 +159,9 @@ import Testing
             """)
         let withApp = try await HeraldProcess.run(["status"], environment: environment(database))
         #expect(withApp.status == 1)
-        #expect(withApp.output.contains("app shop: iOS deliveries through FCM waits: 401 THIRD_PARTY_AUTH_ERROR"), "\(withApp.output)")
+        #expect(
+            withApp.output.contains("app shop: iOS deliveries through FCM waits: 401 THIRD_PARTY_AUTH_ERROR"),
+            "\(withApp.output)")
     }
 
     @Test func tellsSystemdItIsReadyAndWithholdsTheWatchdogWhileAWorkerIsStuck() async throws {

@@ -57,7 +57,8 @@ import Testing
         let signature = parts.signature
         #expect(signature.count == 64)
         let hex = { (bytes: ArraySlice<UInt8>) in bytes.map { String(format: "%02X", $0) }.joined() }
-        try "asn1=SEQUENCE:signature\n[signature]\nr=INTEGER:0x\(hex(signature[0..<32]))\ns=INTEGER:0x\(hex(signature[32...]))\n"
+        try
+            "asn1=SEQUENCE:signature\n[signature]\nr=INTEGER:0x\(hex(signature[0..<32]))\ns=INTEGER:0x\(hex(signature[32...]))\n"
             .write(toFile: path("signature.conf"), atomically: true, encoding: .utf8)
         try await openssl(["asn1parse", "-genconf", path("signature.conf"), "-out", path("signature.der")])
         try Data(parts.signingInput).write(to: URL(fileURLWithPath: path("input")))

@@ -21,7 +21,9 @@ import Testing
     )
 
     func subscription() throws -> WebPushSubscription {
-        try WebPushSubscription(endpoint: "https://push.example.net/push/JzLQ3raZJfFBR0aqvOMsLrt54w4rJUsV", p256dh: receiverPublic, auth: auth)
+        try WebPushSubscription(
+            endpoint: "https://push.example.net/push/JzLQ3raZJfFBR0aqvOMsLrt54w4rJUsV", p256dh: receiverPublic,
+            auth: auth)
     }
 
     @Test func everyIntermediateValueMatchesTheRFC() throws {
@@ -75,7 +77,8 @@ import Testing
     @Test func theLargestPayloadFillsExactly4096Bytes() throws {
         let browser = try CryptoKey.generateP256()
         let target = try WebPushSubscription(
-            endpoint: "https://push.example.net/push/1", p256dh: try browser.publicPoint(), auth: Array(repeating: 7, count: 16))
+            endpoint: "https://push.example.net/push/1", p256dh: try browser.publicPoint(),
+            auth: Array(repeating: 7, count: 16))
         let largest = [UInt8](repeating: 0x61, count: WebPushEncryption.maxPlaintextBytes)
         #expect(try WebPushEncryption.encrypt(largest, for: target).count == 4096)
         #expect(throws: WebPushError.self) { try WebPushEncryption.encrypt(largest + [0x61], for: target) }
@@ -86,7 +89,8 @@ import Testing
             try WebPushSubscription(endpoint: "http://push.example.net/x", p256dh: receiverPublic, auth: auth)
         }
         #expect(throws: WebPushError.self) {
-            try WebPushSubscription(endpoint: "https://push.example.net/x", p256dh: Array(receiverPublic.dropLast()), auth: auth)
+            try WebPushSubscription(
+                endpoint: "https://push.example.net/x", p256dh: Array(receiverPublic.dropLast()), auth: auth)
         }
         #expect(throws: WebPushError.self) {
             try WebPushSubscription(endpoint: "https://push.example.net/x", p256dh: receiverPublic, auth: [1, 2])

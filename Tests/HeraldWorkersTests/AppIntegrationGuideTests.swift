@@ -13,30 +13,40 @@ import Testing
     func documentedKeys() throws -> [String: Set<String>] {
         let guide = try String(
             contentsOf: packageRoot.appendingPathComponent("docs/app-integration.md"), encoding: .utf8)
-        let columns = ["android", "ios_alert", "ios_wakeup"]
+        let columns = ["android", "ios_alert", "ios_wakeup", "browser"]
         var keys: [String: Set<String>] = [:]
         for line in guide.split(separator: "\n") where line.hasPrefix("| `") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             let key = cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
-            for (column, cell) in zip(columns, cells[1...3]) where cell == "yes" {
+            for (column, cell) in zip(columns, cells[1...4]) where cell == "yes" {
                 keys[column, default: []].insert(key)
             }
         }
         return keys
     }
 
-    /// The keys Herald puts beside `aps` (iOS) or in `data` (Android), for a delivery using every option.
-    func emittedKeys() -> [String: Set<String>] {
+    /// The keys Herald puts beside `aps` (iOS), in `data` (Android) or in a browser's document,
+    /// for a delivery using every option.
+    func emittedKeys() throws -> [String: Set<String>] {
         let builder = PayloadBuilder(
             reference: DeliveryReference(secret: Array("a test secret, long enough".utf8)),
             reportBaseURL: "https://push.example.com")
+        let browserKey = try CryptoKey.generateP256().publicPoint()
         func delivery(_ kind: OutgoingDelivery.PayloadKind, silent: Bool = false) -> OutgoingDelivery {
             OutgoingDelivery(
                 deliveryID: 1, notificationID: 2, attempts: 1, payloadKind: kind, deviceRowID: 3,
                 pushToken: "token", appID: "shop", fcmProjectID: "shop-prod", title: "T", body: "B", data: [],
                 imageURL: "https://img/x.png", sound: "ding", badge: 1, androidChannelID: "orders",
                 iosCategory: "C", iosThreadID: "t", deepLink: "shop://x", priority: "high",
-                expiresAt: Date().addingTimeInterval(3600), silent: silent, dryRun: false)
+                expiresAt: Date().addingTimeInterval(3600), silent: silent, dryRun: false,
+                webP256dh: kind == .web ? browserKey : nil, webAuth: kind == .web ? Array(repeating: 1, count: 16) : nil
+            )
+        }
+        func document(silent: Bool) throws -> Set<String> {
+            var web = delivery(.web, silent: silent)
+            web.pushToken = "https://push.example.net/push/1"
+            let payload = try builder.webPush(for: web, now: Date()).payload
+            return Set((try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] ?? [:]).keys)
         }
         func custom(_ message: FCMMessage) -> Set<String> {
             guard case .object(let fields)? = message.apns?.payload else { return [] }
@@ -49,13 +59,14 @@ import Testing
             "android": Set(android + silentAndroid),
             "ios_alert": custom(builder.message(for: delivery(.iosAlert), now: now)),
             "ios_wakeup": custom(builder.message(for: delivery(.iosWakeup), now: now)),
+            "browser": try document(silent: false).union(try document(silent: true)),
         ]
     }
 
     @Test func theGuideListsExactlyTheKeysTheEncoderEmits() throws {
         let documented = try documentedKeys()
-        let emitted = emittedKeys()
-        #expect(documented.keys.sorted() == ["android", "ios_alert", "ios_wakeup"])
+        let emitted = try emittedKeys()
+        #expect(documented.keys.sorted() == ["android", "browser", "ios_alert", "ios_wakeup"])
         for platform in emitted.keys.sorted() {
             #expect(documented[platform] == emitted[platform], "\(platform)")
         }

@@ -329,7 +329,9 @@ import Testing
         let delivery = try await f.delivery(of: "pixel")
         #expect(delivery.state == "queued")
         #expect(delivery.error?.contains("cannot read the service-account file") == true)
-        #expect(try await f.db.query("SELECT count(*) = 1 FROM herald.app_problems WHERE scope = 'fcm'")[0].decode(0, as: Bool.self))
+        #expect(
+            try await f.db.query("SELECT count(*) = 1 FROM herald.app_problems WHERE scope = 'fcm'")[0].decode(
+                0, as: Bool.self))
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
                 0, as: Int.self) == 0)

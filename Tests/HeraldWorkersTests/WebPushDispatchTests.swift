@@ -40,7 +40,8 @@ import Testing
         #expect(document["herald_notification_id"] as? String == String(id))
         #expect((document["herald_report"] as? String)?.isEmpty == false)
         // The endpoint is as secret as a token: the views show a hint.
-        let hint = try await f.db.query("SELECT token_hint FROM herald.notification_journey")[0].decode(0, as: String.self)
+        let hint = try await f.db.query("SELECT token_hint FROM herald.notification_journey")[0].decode(
+            0, as: String.self)
         #expect(hint.hasPrefix("https://127.0.0.1:") && !hint.contains(endpoint.suffix(20)))
     }
 
@@ -49,7 +50,8 @@ import Testing
         try await f.register("pixel", "android")
         try await f.register("iphone", "ios")
         try await f.registerBrowser("chrome")
-        let id = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hello', body => 'everywhere')")[0]
+        let id = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'Hello', body => 'everywhere')")[0]
             .decode(0, as: Int64.self)
         try await f.ingest()
         try await f.dispatch()
@@ -83,7 +85,9 @@ import Testing
         let delivery = try await f.delivery(of: "edge")
         #expect(delivery.state == state, "\(delivery)")
         let device = try await f.db.query("SELECT disabled_cause, disabled_reason FROM herald.devices")[0]
-        let problems = try await f.db.query("SELECT scope FROM herald.app_problems").map { try $0.decode(0, as: String.self) }
+        let problems = try await f.db.query("SELECT scope FROM herald.app_problems").map {
+            try $0.decode(0, as: String.self)
+        }
         switch behaviour {
         case .gone, .unregistered:
             #expect(try device.decode(0, as: String?.self) == "token_invalid")
@@ -137,7 +141,9 @@ import Testing
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
         try await f.dispatch()
-        let scopes = try await f.db.query("SELECT scope FROM herald.app_problems").map { try $0.decode(0, as: String.self) }
+        let scopes = try await f.db.query("SELECT scope FROM herald.app_problems").map {
+            try $0.decode(0, as: String.self)
+        }
         #expect(scopes == ["fcm_apns"])
         let retryIn = try await f.db.query(
             """
@@ -163,7 +169,9 @@ import Testing
         #expect(delivery.state == "queued")
         #expect(delivery.error?.contains("vapid_key_file") == true, "\(delivery)")
         #expect(try await f.db.query("SELECT scope FROM herald.app_problems")[0].decode(0, as: String.self) == "web")
-        #expect(try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(0, as: Int.self) == 0)
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
+                0, as: Int.self) == 0)
     }
 
     @Test func aPayloadTooLargeForBrowsersFailsOnlyTheirDeliveries() async throws {

@@ -166,14 +166,13 @@ public struct DispatchWorker: BatchWorker {
             }
             for await (sent, key, found) in group {
                 for (id, result) in sent { results[id] = result }
-                // A route that sent clears the problems of the scopes it depends on, unless it
-                // found one; a problem found by any route wins over another's all-clear.
-                for scope in key.route.scopes {
-                    let problemKey = ProblemKey(app: key.app, scope: scope)
-                    if let problem = found[scope] {
-                        problems[problemKey] = .some(problem)
-                    } else if problems[problemKey] == nil {
-                        problems[problemKey] = .some(nil)
+                // A route that found no problem clears those of every scope it depends on (one
+                // that found a problem tells nothing of its other scopes); a problem found by
+                // any route wins over another's all-clear.
+                for (scope, problem) in found { problems[ProblemKey(app: key.app, scope: scope)] = .some(problem) }
+                if found.isEmpty {
+                    for scope in key.route.scopes where problems[ProblemKey(app: key.app, scope: scope)] == nil {
+                        problems[ProblemKey(app: key.app, scope: scope)] = .some(nil)
                     }
                 }
             }
