@@ -80,7 +80,6 @@ public struct Configuration: Sendable {
             "HERALD_CA_BUNDLE", "(system CAs)",
             "PEM file of CAs to trust for FCM, token and Web Push requests (a TLS stand-in's)"
         ),
-        ("HERALD_FCM_CA_BUNDLE", "(none)", "the former name of HERALD_CA_BUNDLE, still read"),
         ("HERALD_FCM_RATE_LIMIT", "9900", "sends per second per FCM project (FCM allows 600,000 a minute)"),
         (
             "HERALD_HTTP_ADDRESS", "127.0.0.1:8480",
@@ -96,6 +95,9 @@ public struct Configuration: Sendable {
         ("HERALD_WAKEUP_GRACE", "1m", "a delivery sent more recently than this does not count as missed yet"),
     ]
 
+    /// Settings renamed since, still read under their former names (the new name wins).
+    public static let formerNames = ["HERALD_FCM_CA_BUNDLE": "HERALD_CA_BUNDLE"]
+
     /// Reads the settings from `environment`, over the file named by `file` (or by
     /// `HERALD_CONFIG` in the environment) when there is one.
     public static func load(environment: [String: String], file: String? = nil) throws -> Configuration {
@@ -105,7 +107,10 @@ public struct Configuration: Sendable {
         }
         values.merge(environment.filter { $0.key.hasPrefix("HERALD_") }) { _, fromEnvironment in fromEnvironment }
 
-        let known = Set(settings.map(\.name) + ["HERALD_CONFIG"])
+        for (former, name) in formerNames where values[name] == nil {
+            values[name] = values[former]
+        }
+        let known = Set(settings.map(\.name) + formerNames.keys + ["HERALD_CONFIG"])
         if let unknown = values.keys.sorted().first(where: { !known.contains($0) && isHeraldSetting($0) }) {
             throw ConfigurationError(setting: unknown, message: "is not a Herald setting (see herald config)")
         }
@@ -140,7 +145,7 @@ public struct Configuration: Sendable {
         configuration.retention = try reader.duration("HERALD_RETENTION") ?? configuration.retention
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
-        configuration.caBundle = reader.string("HERALD_CA_BUNDLE") ?? reader.string("HERALD_FCM_CA_BUNDLE")
+        configuration.caBundle = reader.string("HERALD_CA_BUNDLE")
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
             guard let value = Double(rate), value > 0 else {
                 throw ConfigurationError(

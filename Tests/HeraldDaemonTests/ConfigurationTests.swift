@@ -12,6 +12,14 @@ import Testing
         #expect(configuration.workers == ["all"])
     }
 
+    @Test func aRenamedSettingIsStillReadUnderItsFormerName() throws {
+        let former = try Configuration.load(environment: ["HERALD_FCM_CA_BUNDLE": "/etc/ssl/old.pem"])
+        #expect(former.caBundle == "/etc/ssl/old.pem")
+        let both = try Configuration.load(
+            environment: ["HERALD_FCM_CA_BUNDLE": "/etc/ssl/old.pem", "HERALD_CA_BUNDLE": "/etc/ssl/new.pem"])
+        #expect(both.caBundle == "/etc/ssl/new.pem")
+    }
+
     @Test func environmentOverridesTheFile() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID()).env")
         try """

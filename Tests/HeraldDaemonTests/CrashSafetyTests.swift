@@ -94,8 +94,14 @@ import Testing
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(20)))
 
-        // Nothing FCM accepted is sent again.
-        let sends = try await load.checkNothingLost(after, notifications: count + later, window: 0)
+        // Nothing FCM accepted is sent again. The one exception is not the database's doing: a
+        // send whose answer never came (the emulator, on a loaded machine, answered after the
+        // client's timeout) is retried, at least once by design; such a send names its
+        // unreachable FCM in the delivery's error history.
+        let unanswered = try await after.query(
+            "SELECT count(*) FROM herald.deliveries WHERE array_to_string(error_history, ' ') LIKE '%FCM unreachable%'"
+        )[0].decode(0, as: Int.self)
+        let sends = try await load.checkNothingLost(after, notifications: count + later, window: unanswered)
         print(
             "PostgreSQL crash: \(count + later) deliveries, \(sends); \(kept) tries to record outcomes kept"
                 + " while it was away; all final \(String(format: "%.1f", drained.seconds)) s after the restart"

@@ -177,15 +177,16 @@ import Testing
         #expect(ready?.hasPrefix("READY=1") == true, "\(daemon.output)")
         #expect(await systemd.collect(for: .seconds(2)).filter { $0 == "WATCHDOG=1" }.count >= 3)
 
-        // A batch that holds the only loop for 5 s: the pings stop while it runs.
-        try await connection.query("INSERT INTO herald.jobs (kind, payload) VALUES ('sleep', '{\"ms\": 5000}')")
+        // A batch that holds the only loop for 10 s (long enough for a loaded machine to see it
+        // running first): the pings stop while it runs.
+        try await connection.query("INSERT INTO herald.jobs (kind, payload) VALUES ('sleep', '{\"ms\": 10000}')")
         #expect(try await eventually { try await count(connection, "state = 'running'") == 1 })
         try await Task.sleep(for: .milliseconds(500))
         _ = await systemd.collect(for: .milliseconds(10))
         #expect(await !systemd.collect(for: .seconds(1)).contains("WATCHDOG=1"), "pinged while a loop was stuck")
         #expect(daemon.output.contains("withholding the systemd watchdog ping"))
         // Once the loop comes round, they resume; SIGTERM says STOPPING=1.
-        #expect(await systemd.collect(for: .seconds(6)).contains("WATCHDOG=1"))
+        #expect(await systemd.collect(for: .seconds(11)).contains("WATCHDOG=1"))
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(20)))
         #expect(await systemd.collect(for: .milliseconds(200)).contains("STOPPING=1"))
