@@ -121,7 +121,7 @@ actor WebPushService {
         }
         // A message with the same topic replaces one still pending.
         if let topic { received.removeAll { $0.endpoint == subscription.endpoint && $0.topic == topic } }
-        let location = "/messages/\(requests)"
+        let location = "\(WebPushSubscription.origin(of: subscription.endpoint) ?? "")/messages/\(requests)"
         received.append(
             ReceivedWebPush(
                 endpoint: subscription.endpoint, payload: String(decoding: plaintext, as: UTF8.self), ttl: ttl,

@@ -186,6 +186,47 @@ import Testing
         #expect(error?.message.contains("platform must be 'android', 'ios' or 'web'") == true)
     }
 
+    @Test func aBrowserRegistersWithItsSubscriptionAndBadOnesAreExplained() async throws {
+        let f = try await fixture()
+        // RFC 8291's example keys, as PushSubscription.toJSON() writes them.
+        let p256dh = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
+        func subscription(
+            endpoint: String = "https://push.example.net/wpush/v2/gAAAAABkq", p256dh: String = p256dh,
+            auth: String = "BTBZMqHH6r4Tts7J_aSIgg"
+        ) -> String {
+            #"{"endpoint": "\#(endpoint)", "expirationTime": null, "keys": {"p256dh": "\#(p256dh)", "auth": "\#(auth)"}}"#
+        }
+        #expect(try await register(f, "browser", "web", subscription()) == "registered")
+        let row = try await f.herald.query(
+            "SELECT push_token, octet_length(web_p256dh), octet_length(web_auth), herald.token_hint(push_token) FROM herald.devices"
+        )[0]
+        #expect(try row.decode(0, as: String.self) == "https://push.example.net/wpush/v2/gAAAAABkq")
+        #expect(try row.decode(1, as: Int.self) == 65)
+        #expect(try row.decode(2, as: Int.self) == 16)
+        #expect(try row.decode(3, as: String.self) == "https://push.example.net/…gAAAAABk…")
+        // Padded base64url is taken too; a new subscription for the same browser replaces the old.
+        #expect(
+            try await register(
+                f, "browser", "web",
+                subscription(endpoint: "https://push.example.net/2", auth: "BTBZMqHH6r4Tts7J_aSIgg==")) == "registered")
+        // Moving to a phone drops the keys.
+        #expect(try await register(f, "browser", "android", "tok-android") == "registered")
+        #expect(try await f.herald.query("SELECT web_p256dh IS NULL FROM herald.devices")[0].decode(0, as: Bool.self))
+
+        for (token, message) in [
+            ("https://push.example.net/x", "is the browser's PushSubscription as JSON"),
+            (subscription(endpoint: "http://push.example.net/x"), "endpoint must be an https:// URL"),
+            (subscription(p256dh: String(p256dh.dropLast(4))), "keys.p256dh must be the browser's P-256 public key"),
+            (subscription(p256dh: "not base64!"), "keys.p256dh must be"),
+            (subscription(auth: "BTBZ"), "keys.auth must be the subscription's 16-byte secret"),
+            (#"{"keys": {}}"#, "(no endpoint)"),
+        ] {
+            let error = await #expect(throws: PostgresError.self) { _ = try await register(f, "bad", "web", token) }
+            #expect(error?.message.contains(message) == true, "\(token): \(error?.message ?? "")")
+        }
+        #expect(try await f.count("SELECT count(*) FROM herald.devices WHERE device_id = 'bad'") == 0)
+    }
+
     @Test func unicodeAndSQLMetacharactersArriveUnchanged() async throws {
         let f = try await fixture()
         let text = "Robert'); DROP TABLE herald.devices;-- 🚀 مرحبا עברית \\ \" %s $1"

@@ -94,3 +94,37 @@ import Testing
         #expect(Set(await emulator.received.map(\.target)) == ["token-1", "token-4", "token-5", "token-6"])
     }
 }
+
+/// Migration 011 moves each app's configuration problem to its scope, and devices keep
+/// registering and sending as before.
+@Suite struct WebPushMigrationTests {
+    @Test func configurationProblemsMoveToTheirScope() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let db = try await database.connect()
+        try await Migrator(migrations: Migration.embedded.filter { $0.version < 11 }).migrate(db)
+        try await db.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at) VALUES
+                ('ios-broken', 'p1', '401 THIRD_PARTY_AUTH_ERROR: Auth error from APNS', now() - interval '1 hour'),
+                ('fcm-broken', 'p2', 'app fcm-broken: cannot read the service-account file', now()),
+                ('fine', 'p3', NULL, NULL);
+            SELECT herald.register_device('fine', 'phone', 'android', 'token-1', 'alice');
+            SELECT herald.send('fine', user_ref => 'alice', title => 'queued before');
+            """)
+        try await Migrator().migrate(db)
+
+        let rows = try await db.query(
+            "SELECT app_id, scope, waiting, config_error_at = failed_at FROM herald.app_problems ORDER BY app_id")
+        #expect(try rows.map { try $0.decode(0, as: String.self) } == ["fcm-broken", "ios-broken"])
+        #expect(try rows.map { try $0.decode(1, as: String.self) } == ["fcm", "fcm_apns"])
+        #expect(try rows[1].decode(2, as: String.self) == "iOS deliveries through FCM")
+        #expect(try rows.allSatisfy { try $0.decode(3, as: Bool.self) })
+        // The notification queued before is ingested by the new function, and the old
+        // registration call still works.
+        #expect(try await db.query("SELECT deliveries FROM herald.ingest_next(10)")[0].decode(0, as: Int.self) == 1)
+        #expect(
+            try await db.query(
+                "SELECT status FROM herald.register_device('fine', 'phone', 'android', 'token-2', 'alice')")[0]
+                .decode(0, as: String.self) == "registered")
+    }
+}
