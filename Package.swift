@@ -80,6 +80,11 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // APNs' provider API: provider tokens, certificates, notifications, Apple's answers.
+        .target(
+            name: "HeraldAPNs",
+            dependencies: ["HeraldCrypto", "HeraldCore", "HeraldHTTP"]
+        ),
         // Web Push: subscriptions, RFC 8291 encryption, VAPID (RFC 8292), sending (RFC 8030).
         .target(
             name: "HeraldWebPush",
@@ -90,7 +95,7 @@ let package = Package(
         .target(
             name: "HeraldEmulator",
             dependencies: [
-                "HeraldFCM", "HeraldWebPush", "HeraldCrypto",
+                "HeraldFCM", "HeraldWebPush", "HeraldAPNs", "HeraldCrypto",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -108,7 +113,7 @@ let package = Package(
             name: "HeraldWorkers",
             dependencies: [
                 "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldCrypto", "HeraldFCM", "HeraldWebPush",
-                "HeraldHTTP",
+                "HeraldAPNs", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -182,6 +187,10 @@ let package = Package(
         .testTarget(
             name: "HeraldCryptoTests",
             dependencies: ["HeraldCrypto", "HeraldTestSupport"]
+        ),
+        .testTarget(
+            name: "HeraldAPNsTests",
+            dependencies: ["HeraldAPNs", "HeraldCrypto", "HeraldCore", "HeraldHTTP", "HeraldEmulator", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldWebPushTests",

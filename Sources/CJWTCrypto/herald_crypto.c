@@ -10,6 +10,8 @@
 #include <openssl/kdf.h>
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
+#include <openssl/x509.h>
 #include <openssl/rsa.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,4 +387,34 @@ long herald_aes128gcm_encrypt(const uint8_t *key, const uint8_t *nonce, const ui
 long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *ciphertext, size_t length,
                               uint8_t *out, size_t out_size, char *error, size_t error_size) {
     return aes128gcm(0, key, nonce, ciphertext, length, out, out_size, error, error_size);
+}
+
+int herald_certificate_not_after(const uint8_t *data, size_t length, const char *password, int64_t *not_after,
+                                 char *error, size_t error_size) {
+    BIO *bio = BIO_new_mem_buf(data, (int)length);
+    X509 *certificate = bio != NULL ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    if (certificate == NULL && bio != NULL) {
+        // Not PEM: a PKCS#12 bundle (.p12), as Apple's Keychain exports it.
+        ERR_clear_error();
+        (void)BIO_reset(bio);
+        PKCS12 *bundle = d2i_PKCS12_bio(bio, NULL);
+        EVP_PKEY *key = NULL;
+        if (bundle != NULL) PKCS12_parse(bundle, password != NULL ? password : "", &key, &certificate, NULL);
+        EVP_PKEY_free(key);
+        PKCS12_free(bundle);
+    }
+    BIO_free(bio);
+    if (certificate == NULL) {
+        set_error(error, error_size, "neither a PEM certificate nor a PKCS#12 bundle (or a wrong password)");
+        return -1;
+    }
+    struct tm time = {0};
+    int ok = ASN1_TIME_to_tm(X509_get0_notAfter(certificate), &time) == 1;
+    X509_free(certificate);
+    if (!ok) {
+        set_error(error, error_size, "the certificate's notAfter cannot be read");
+        return -1;
+    }
+    *not_after = (int64_t)timegm(&time);
+    return 0;
 }

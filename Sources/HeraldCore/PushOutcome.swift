@@ -1,13 +1,18 @@
+import Foundation
+
 /// What became of one send, as the workers need to know it, whatever the provider. The
 /// provider's client decides only this; what to do next (disable a device, back off, alert)
 /// is the workers' business.
 public enum PushOutcome: Sendable, Equatable {
     /// The provider accepted the message; `messageName` is its id for it (FCM's
-    /// `projects/<p>/messages/<id>`, a Web Push message's `Location`).
-    case sent(messageName: String)
+    /// `projects/<p>/messages/<id>`, a Web Push message's `Location`, the `apns-id`), and
+    /// `uniqueID` APNs' `apns-unique-id` when it gives one (its development environment).
+    case sent(messageName: String, uniqueID: String? = nil)
     /// The token or subscription is dead or belongs elsewhere (FCM's 404 UNREGISTERED, 403
-    /// SENDER_ID_MISMATCH, a 400 that names the token; Web Push's 404 and 410). Stop using it.
-    case tokenInvalid(reason: String)
+    /// SENDER_ID_MISMATCH, a 400 that names the token; Web Push's 404 and 410; APNs' 400
+    /// BadDeviceToken and 410 Unregistered). Stop using it; when `since` is given (APNs' 410
+    /// timestamp), only if the device registered the token before then.
+    case tokenInvalid(reason: String, since: Date? = nil)
     /// Try again later: after `after` when the server said so (or a quota's 60 s floor), otherwise
     /// after the caller's own backoff.
     case retry(after: Duration?, reason: String)
@@ -28,6 +33,8 @@ public enum ConfigurationScope: String, Sendable, CaseIterable {
     case fcmAPNs = "fcm_apns"
     /// The app's VAPID key or subject: deliveries to browsers.
     case web
+    /// The app's own APNs key or certificate, bundle id or environment: iOS sent straight to APNs.
+    case apns
 }
 
 /// A push token as logs and operators' views show it: its first 8 characters; for a Web Push

@@ -153,6 +153,22 @@ public final class CryptoKey: @unchecked Sendable {
     }
 }
 
+/// What Herald reads of a TLS client certificate.
+public enum Certificate {
+    /// When the certificate in `file` (PEM, or a PKCS#12 bundle opened with `password`) expires.
+    public static func expiry(file: String, password: String? = nil) throws -> Date {
+        let data = try Data(contentsOf: URL(fileURLWithPath: file))
+        return try CryptoKey.withErrorBuffer { error in
+            var notAfter: Int64 = 0
+            let status = [UInt8](data).withUnsafeBufferPointer { bytes in
+                herald_certificate_not_after(bytes.baseAddress, bytes.count, password, &notAfter, error, 256)
+            }
+            guard status == 0 else { throw CryptoError(error) }
+            return Date(timeIntervalSince1970: TimeInterval(notAfter))
+        }
+    }
+}
+
 /// OpenSSL refused a key or an operation; the message is OpenSSL's reason text.
 public struct CryptoError: Error, CustomStringConvertible {
     public var message: String

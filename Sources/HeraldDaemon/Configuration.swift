@@ -36,6 +36,8 @@ public struct Configuration: Sendable {
     /// A CA bundle to trust for every provider request (FCM, OAuth tokens, Web Push services:
     /// a TLS stand-in); nil: the system's.
     public var caBundle: String?
+    /// APNs' base URL for every app (a local stand-in); nil: each app's environment decides.
+    public var apnsEndpoint: String?
     /// Sends per second per FCM project.
     public var fcmRateLimit: Double = 9_900
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
@@ -79,6 +81,10 @@ public struct Configuration: Sendable {
         (
             "HERALD_CA_BUNDLE", "(system CAs)",
             "PEM file of CAs to trust for FCM, token and Web Push requests (a TLS stand-in's)"
+        ),
+        (
+            "HERALD_APNS_ENDPOINT", "(Apple's)",
+            "APNs' base URL for every app (the emulator's, for tests and demos); unset: each app's apns_environment"
         ),
         ("HERALD_FCM_RATE_LIMIT", "9900", "sends per second per FCM project (FCM allows 600,000 a minute)"),
         (
@@ -146,6 +152,7 @@ public struct Configuration: Sendable {
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
         configuration.caBundle = reader.string("HERALD_CA_BUNDLE")
+        configuration.apnsEndpoint = reader.string("HERALD_APNS_ENDPOINT")
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
             guard let value = Double(rate), value > 0 else {
                 throw ConfigurationError(

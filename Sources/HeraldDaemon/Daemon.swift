@@ -43,6 +43,7 @@ public struct Daemon {
         fcm.endpoint = configuration.fcmEndpoint
         fcm.defaultCredentialsFile = configuration.defaultCredentialsFile
         fcm.ratePerSecond = configuration.fcmRateLimit
+        fcm.apnsEndpoint = configuration.apnsEndpoint
         let senders = Senders(
             http: HTTPClient(configuration: http, logger: logger), configuration: fcm, logger: logger)
         var services: [any Service] = []

@@ -1,9 +1,16 @@
+import Foundation
+
 /// An error the emulator answers for one device token or Web Push endpoint, to exercise a
 /// sender's handling. Each stand-in answers it in its own protocol's terms.
 public enum EmulatorBehaviour: Sendable, Equatable {
-    /// 404 UNREGISTERED: the app was uninstalled (Web Push: 404).
+    /// 404 UNREGISTERED: the app was uninstalled (Web Push: 404; APNs: 410 Unregistered).
     case unregistered
-    /// Web Push: 410 Gone, the subscription expired or was unsubscribed (FCM: as unregistered).
+    /// APNs: 410 Unregistered with this `timestamp` (the others: as unregistered).
+    case unregisteredSince(Date)
+    /// APNs: 403 ExpiredProviderToken (FCM: as a third-party auth error; Web Push: 403).
+    case expiredProviderToken
+    /// Web Push: 410 Gone, the subscription expired or was unsubscribed (APNs: 410
+    /// ExpiredToken; FCM: as unregistered).
     case gone
     /// Web Push: 413 (FCM: 400 about the message's size).
     case payloadTooLarge

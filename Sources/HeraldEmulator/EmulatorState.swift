@@ -167,7 +167,7 @@ actor EmulatorState {
 
     private func answer(for behaviour: EmulatorBehaviour) -> Answer {
         switch behaviour {
-        case .unregistered, .gone:
+        case .unregistered, .unregisteredSince, .gone:
             return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED")
         case .payloadTooLarge:
             return fcmError(
@@ -189,7 +189,7 @@ actor EmulatorState {
             return answer
         case .internalError:
             return fcmError(500, "INTERNAL", "Internal error encountered.", errorCode: "INTERNAL")
-        case .thirdPartyAuthError:
+        case .thirdPartyAuthError, .expiredProviderToken:
             return fcmError(
                 401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
         case .invalidMessage:

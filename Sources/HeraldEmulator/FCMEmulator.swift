@@ -21,8 +21,9 @@ public struct ReceivedMessage: Sendable {
     }
 }
 
-/// A local stand-in for FCM HTTP v1, Google's OAuth token endpoint and a Web Push service, for
-/// tests, the demo and app developers (Firebase's emulator suite has no FCM).
+/// A local stand-in for FCM HTTP v1, Google's OAuth token endpoint, APNs' provider API and a
+/// Web Push service, for tests, the demo and app developers (Firebase's emulator suite has no
+/// FCM, and Apple offers no APNs emulator).
 ///
 /// - `POST /token` trades a service-account JWT for an access token. The JWT's RS256 signature
 ///   is checked against the registered account's public key, and its claims as Google does.
@@ -33,12 +34,17 @@ public struct ReceivedMessage: Sendable {
 ///   HTTP here: put a TLS proxy in front (`scripts/lib/nginx-standin.sh`), since subscriptions
 ///   are https URLs. `POST /emulator/subscriptions` makes one (`{"base": "https://…",
 ///   "application_server_key": "…"}`) and answers its `PushSubscription.toJSON()`.
-/// - `GET /emulator/messages` and `GET /emulator/web-pushes` list what was received;
+/// - `POST /3/device/{token}` is APNs (``APNsService``), behind the same TLS front: HTTP/2 as
+///   Apple requires. `POST /emulator/apns-keys` makes a signing key for a team and its bundle
+///   ids (`{"team_id": "…", "key_id": "…", "topics": ["com.example.app"]}`) and answers its
+///   private key as PEM, as Apple's .p8 download.
+/// - `GET /emulator/messages`, `GET /emulator/web-pushes` and `GET /emulator/apns` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class FCMEmulator: Sendable {
     private let state: EmulatorState
     private let webPush: WebPushService
+    private let apns: APNsService
     private let server: HTTPServer
     private let task: Task<Void, Never>
     public let port: UInt16
@@ -57,17 +63,20 @@ public final class FCMEmulator: Sendable {
             throw CocoaError(.featureUnsupported)
         }
         return FCMEmulator(
-            server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush)
+            server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush,
+            apns: emulator.apns)
     }
 
     private init(
-        server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService
+        server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService,
+        apns: APNsService
     ) {
         self.server = server
         self.task = task
         self.port = port
         self.state = state
         self.webPush = webPush
+        self.apns = apns
     }
 
     public func stop() async {
@@ -96,8 +105,23 @@ public final class FCMEmulator: Sendable {
             await webPush.setBehaviour(behaviour, endpoint: token, times: times)
         } else {
             await state.setBehaviour(behaviour, token: token, times: times)
+            await apns.setBehaviour(behaviour, token: token, times: times)
         }
     }
+
+    /// A new APNs signing key for `teamID`, trusted for `topics` (bundle ids): its private key
+    /// as PEM, as Apple's .p8 file.
+    public func makeAPNsKey(teamID: String, keyID: String, topics: Set<String>) async throws -> String {
+        try await apns.makeKey(keyID: keyID, teamID: teamID, topics: topics)
+    }
+
+    /// Accepts client certificates the TLS front verified for pushes to `topic`.
+    public func allowAPNsCertificate(topic: String) async { await apns.allowCertificate(topic: topic) }
+
+    public var apnsReceived: [ReceivedAPNsNotification] { get async { await apns.received } }
+    public var apnsRequests: Int { get async { await apns.requests } }
+    /// The provider tokens APNs was sent, each once, in order of first use.
+    public var apnsProviderTokens: [String] { get async { await apns.providerTokens } }
 
     /// A new browser subscription whose endpoint is under `base` (the https origin of the proxy
     /// in front of this emulator), bound to a VAPID public key when one is given.
@@ -132,10 +156,43 @@ public final class FCMEmulator: Sendable {
 struct FCMEmulatorRoutes {
     let state = EmulatorState()
     let webPush = WebPushService()
+    let apns = APNsService()
 
     func install(on server: HTTPServer) async {
         let state = self.state
         let webPush = self.webPush
+        let apns = self.apns
+        await server.appendRoute("POST /3/device/*") { request in
+            var headers: [String: String] = [:]
+            for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
+            let answer = await apns.push(
+                token: String(request.path.split(separator: "/").last ?? ""), headers: headers,
+                body: [UInt8](try await request.bodyData))
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var body: [String: Any] = [:]
+            if let reason = answer.reason { body["reason"] = reason }
+            if let timestamp = answer.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+            var response = HTTPResponse(
+                statusCode: HTTPStatusCode(answer.status, phrase: answer.status == 200 ? "OK" : "Error"),
+                headers: [.contentType: "application/json"],
+                body: body.isEmpty ? Data() : try JSONSerialization.data(withJSONObject: body))
+            for (name, value) in answer.headers { response.headers[HTTPHeader(name)] = value }
+            return response
+        }
+        await server.appendRoute("POST /emulator/apns-keys") { request in
+            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+            guard let team = object["team_id"] as? String, let keyID = object["key_id"] as? String,
+                let topics = object["topics"] as? [String]
+            else { return Self.json(400, #"{"error":"expected {\"team_id\", \"key_id\", \"topics\": [...]}"}"#) }
+            let pem = try await apns.makeKey(keyID: keyID, teamID: team, topics: Set(topics))
+            return HTTPResponse(statusCode: .ok, headers: [.contentType: "application/x-pem-file"], body: Data(pem.utf8))
+        }
+        await server.appendRoute("GET /emulator/apns") { _ in
+            let list = await apns.received.map {
+                "{\"device_token\":\(Self.quote($0.deviceToken)),\"apns_id\":\(Self.quote($0.apnsID)),\"headers\":\(String(decoding: try! JSONSerialization.data(withJSONObject: $0.headers, options: [.sortedKeys]), as: UTF8.self)),\"payload\":\($0.payload)}"
+            }
+            return Self.json(200, "[" + list.joined(separator: ",") + "]")
+        }
         await server.appendRoute("POST /push/*") { request in
             var headers: [String: String] = [:]
             for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
@@ -196,6 +253,7 @@ struct FCMEmulatorRoutes {
             case "unregistered": behaviour = .unregistered
             case "gone": behaviour = .gone
             case "payload_too_large": behaviour = .payloadTooLarge
+            case "expired_provider_token": behaviour = .expiredProviderToken
             case "invalid_token": behaviour = .invalidToken
             case "sender_id_mismatch": behaviour = .senderIDMismatch
             case "quota_exceeded": behaviour = .quotaExceeded(retryAfter: retryAfter)
@@ -211,6 +269,7 @@ struct FCMEmulatorRoutes {
                 await webPush.setBehaviour(behaviour, endpoint: token, times: object["times"] as? Int)
             } else {
                 await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+                await apns.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
             }
             return Self.json(200, "{}")
         }

@@ -158,7 +158,7 @@ actor WebPushService {
 
     private func answer(for behaviour: EmulatorBehaviour) -> Answer {
         switch behaviour {
-        case .unregistered: return Answer(status: 404, text: "subscription not found")
+        case .unregistered, .unregisteredSince: return Answer(status: 404, text: "subscription not found")
         case .gone: return Answer(status: 410, text: "subscription expired or unsubscribed")
         case .payloadTooLarge: return Answer(status: 413, text: "payload too large")
         case .quotaExceeded(let after):
@@ -168,7 +168,8 @@ actor WebPushService {
             return Answer(
                 status: 503, text: "service unavailable", headers: after.map { [("Retry-After", "\($0)")] } ?? [])
         case .internalError: return Answer(status: 500, text: "internal error")
-        case .thirdPartyAuthError: return Answer(status: 403, text: "VAPID authorization refused: injected")
+        case .thirdPartyAuthError, .expiredProviderToken:
+            return Answer(status: 403, text: "VAPID authorization refused: injected")
         case .invalidToken, .senderIDMismatch, .invalidMessage: return Answer(status: 400, text: "bad request")
         case .slow: return Answer(status: 201, text: "")
         }

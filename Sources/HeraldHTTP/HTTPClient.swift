@@ -287,6 +287,12 @@ final class TransferLoop: @unchecked Sendable {
         herald_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
         herald_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, pointer)
         herald_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, pointer)
+        // Handles are reused: a request without a certificate clears the last one's.
+        let certificate = request.clientCertificate
+        herald_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate?.file)
+        herald_easy_setopt_string(easy, CURLOPT_SSLCERTTYPE, certificate?.format.rawValue)
+        herald_easy_setopt_string(easy, CURLOPT_SSLKEY, certificate?.format == .pem ? certificate?.file : nil)
+        herald_easy_setopt_string(easy, CURLOPT_KEYPASSWD, certificate?.password)
 
         switch request.method {
         case "GET":

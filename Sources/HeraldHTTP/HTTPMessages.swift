@@ -1,5 +1,21 @@
 import Foundation
 
+/// A TLS client certificate and its private key, in one file (APNs' certificate-based
+/// authentication). libcurl opens a connection of its own for each certificate.
+public struct ClientCertificate: Sendable, Equatable {
+    public enum Format: String, Sendable { case pem = "PEM", p12 = "P12" }
+    public var file: String
+    public var format: Format
+    /// The file's passphrase, if it has one. Never logged.
+    public var password: String?
+
+    public init(file: String, format: Format, password: String? = nil) {
+        self.file = file
+        self.format = format
+        self.password = password
+    }
+}
+
 /// A request for ``HTTPClient``.
 public struct HTTPRequest: Sendable {
     public var method: String
@@ -8,16 +24,19 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     /// The whole exchange's time limit; nil means the client's default.
     public var timeout: Duration?
+    /// The certificate to present to the server, if it asks for one.
+    public var clientCertificate: ClientCertificate?
 
     public init(
         method: String = "POST", url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
-        timeout: Duration? = nil
+        timeout: Duration? = nil, clientCertificate: ClientCertificate? = nil
     ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.clientCertificate = clientCertificate
     }
 }
 

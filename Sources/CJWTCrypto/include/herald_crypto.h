@@ -80,4 +80,9 @@ long herald_aes128gcm_encrypt(const uint8_t *key, const uint8_t *nonce, const ui
 long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *ciphertext, size_t length,
                               uint8_t *out, size_t out_size, char *error, size_t error_size);
 
+// The expiry (notAfter, Unix seconds) of the first certificate in a PEM file's bytes, or of a
+// PKCS#12 bundle's certificate (`password` may be NULL). Returns 0, or -1 with `error` filled.
+int herald_certificate_not_after(const uint8_t *data, size_t length, const char *password, int64_t *not_after,
+                                 char *error, size_t error_size);
+
 #endif

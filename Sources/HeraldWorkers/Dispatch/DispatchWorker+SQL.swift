@@ -18,20 +18,25 @@ extension DispatchWorker {
         /// Devices: $10 device ids, $11 the tokens that were sent to, $12 reasons, soft-disabled
         /// at $13 (now); one that registered a new token since is left alone.
         ///
+        /// $17: APNs' apns-unique-id per delivery, beside $3. $18: per device of $10, the time from
+        /// which the provider knew its token dead (APNs' 410 timestamp, Unix seconds), or NULL;
+        /// a device that registered its token after that time is left alone.
+        ///
         /// Configurations: $14 app ids, $15 scopes, $16 each one's problem, or NULL when it works
         /// again. A problem found again is confirmed at $13 (now), so the next probe waits a
         /// minute from this one; `since` changes only when the problem does.
         static let record = """
             WITH outcome AS (
-                SELECT id, state, name, error, to_timestamp(answered) AS answered_at,
+                SELECT id, state, name, unique_id, error, to_timestamp(answered) AS answered_at,
                        to_timestamp(next_run) AS next_run, given_back, dead
                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
-                            $7::bool[], $8::bool[])
-                     AS u(id, state, name, error, answered, next_run, given_back, dead)
+                            $7::bool[], $8::bool[], $17::text[])
+                     AS u(id, state, name, error, answered, next_run, given_back, dead, unique_id)
             ), recorded AS (
                 UPDATE herald.deliveries AS d
                 SET state = o.state,
                     provider_message_id = coalesce(o.name, d.provider_message_id),
+                    provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
                     last_error = coalesce(o.error, d.last_error),
                     error_history = CASE WHEN o.error IS NULL THEN d.error_history
                                          ELSE d.error_history
@@ -48,8 +53,9 @@ extension DispatchWorker {
             ), disabled AS (
                 UPDATE herald.devices AS dev
                 SET disabled_at = $13::timestamptz, disabled_cause = 'token_invalid', disabled_reason = u.reason
-                FROM unnest($10::bigint[], $11::text[], $12::text[]) AS u(id, token, reason)
+                FROM unnest($10::bigint[], $11::text[], $12::text[], $18::float8[]) AS u(id, token, reason, since)
                 WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
+                  AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
             ), found AS (
                 INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
                 SELECT u.app, u.scope, u.problem, $13, $13
@@ -67,5 +73,11 @@ extension DispatchWorker {
             """
 
         static let secret = "SELECT value FROM herald.secrets WHERE name = 'report_hmac'"
+
+        /// $1 app, $2 when its APNs certificate expires, as read from the file.
+        static let recordCertificateExpiry = """
+            UPDATE herald.apps SET apns_certificate_expires_at = $2
+            WHERE app_id = $1 AND apns_certificate_expires_at IS DISTINCT FROM $2
+            """
     }
 }

@@ -48,7 +48,11 @@ public struct DispatchWorker: BatchWorker {
 
         var state: String
         var messageName: String? = nil
+        /// APNs' `apns-unique-id`, when it gives one.
+        var uniqueID: String? = nil
         var error: String? = nil
+        /// For a dead token: when the provider says it died (APNs' 410 timestamp).
+        var invalidSince: Date? = nil
         var retry: Retry? = nil
         /// Ran out of attempts: `failed`, and listed as dead until redriven.
         var dead = false
@@ -160,6 +164,7 @@ public struct DispatchWorker: BatchWorker {
                         switch key.route {
                         case .fcm, .fcmAPNs: await sendFCM(batch, app: key.app, builder: builder, now: now)
                         case .web: await sendWebPush(batch, app: key.app, builder: builder, now: now)
+                        case .apns: await sendAPNs(batch, app: key.app, builder: builder, now: now)
                         }
                     return (sent, key, found)
                 }
@@ -271,13 +276,13 @@ public struct DispatchWorker: BatchWorker {
             state: "queued", error: "configuration: \(reason)", retry: .backoff(notBefore: configurationRetry))
     }
 
-    /// What an FCM outcome means for the delivery.
+    /// What a provider's outcome means for the delivery.
     static func result(_ outcome: PushOutcome, dryRun: Bool) -> DeliveryResult {
         switch outcome {
-        case .sent(let name):
-            return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name)
-        case .tokenInvalid(let reason):
-            return DeliveryResult(state: "token_invalid", error: reason)
+        case .sent(let name, let uniqueID):
+            return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name, uniqueID: uniqueID)
+        case .tokenInvalid(let reason, let since):
+            return DeliveryResult(state: "token_invalid", error: reason, invalidSince: since)
         case .retry(let after, let reason):
             return DeliveryResult(state: "queued", error: reason, retry: .backoff(notBefore: after))
         case .configurationError(let reason, _):
@@ -298,6 +303,8 @@ public struct DispatchWorker: BatchWorker {
                 payloadKind: OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData,
                 deviceRowID: try row.decode("device_id", as: Int64?.self),
                 pushToken: try row.decode("push_token", as: String?.self),
+                tokenKind: OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "")
+                    ?? .registrationToken,
                 deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
                 appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
                 credentialsFile: try row.decode("credentials_file", as: String?.self),
@@ -319,6 +326,12 @@ public struct DispatchWorker: BatchWorker {
                 webAuth: try row.decode("web_auth", as: Data?.self).map { [UInt8]($0) },
                 vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
                 vapidSubject: try row.decode("vapid_subject", as: String?.self),
+                apnsEnvironment: try row.decode("apns_environment"),
+                apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
+                apnsTeamID: try row.decode("apns_team_id", as: String?.self),
+                apnsKeyID: try row.decode("apns_key_id", as: String?.self),
+                apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
+                apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
                 configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
         }
     }
@@ -331,11 +344,13 @@ public struct DispatchWorker: BatchWorker {
         return object.keys.sorted().compactMap { key in (object[key] as? String).map { (key, $0) } }
     }
 
-    /// A device to soft-disable because FCM declared the token it was sent to dead.
+    /// A device to soft-disable because its provider declared the token it was sent to dead.
     struct DeadToken {
         var id: Int64
         var token: String
         var reason: String
+        /// Only if the device registered the token before this (APNs' 410 timestamp).
+        var since: Date?
     }
 
     static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> [DeadToken] {
@@ -344,7 +359,8 @@ public struct DispatchWorker: BatchWorker {
                 let token = delivery.pushToken
             else { return nil }
             return DeadToken(
-                id: device, token: token, reason: "\(delivery.route.provider): \(result.error ?? "token invalid")")
+                id: device, token: token, reason: "\(delivery.route.provider): \(result.error ?? "token invalid")",
+                since: result.invalidSince)
         }
     }
 
@@ -355,6 +371,7 @@ public struct DispatchWorker: BatchWorker {
         var ids: [Int64] = []
         var states: [String] = []
         var names: [String?] = []
+        var uniqueIDs: [String?] = []
         var errors: [String?] = []
         var answered: [Double] = []
         var nextRun: [Double?] = []
@@ -364,6 +381,7 @@ public struct DispatchWorker: BatchWorker {
             ids.append(id)
             states.append(result.state)
             names.append(result.messageName)
+            uniqueIDs.append(result.uniqueID)
             errors.append(result.error)
             let answeredAt = result.answeredAt ?? now
             answered.append(answeredAt.timeIntervalSince1970)
@@ -378,6 +396,7 @@ public struct DispatchWorker: BatchWorker {
                 ids, states, names, errors, answered, nextRun, givenBack, dead, context.workerID,
                 disabled.map(\.id), disabled.map(\.token), disabled.map(\.reason), now,
                 scopes.map(\.app), scopes.map(\.scope.rawValue), scopes.map { problems[$0] ?? nil },
+                uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
             ])
     }
 }

@@ -15,6 +15,15 @@ public struct OutgoingDelivery: Sendable {
         case web
     }
 
+    /// What the device's token is, which decides how it is sent.
+    public enum TokenKind: String, Sendable {
+        case registrationToken = "registration_token"
+        /// A Firebase Installation ID (FCM's `fid` target).
+        case installationID = "installation_id"
+        case apnsDeviceToken = "apns_device_token"
+        case webSubscription = "web_subscription"
+    }
+
     /// How a delivery goes out, and so which of the app's configurations it depends on.
     public enum Route: Hashable, Sendable, CustomStringConvertible {
         /// Android and topic sends through FCM.
@@ -23,6 +32,8 @@ public struct OutgoingDelivery: Sendable {
         case fcmAPNs
         /// Browsers, through their push services.
         case web
+        /// iOS devices with an APNs device token, straight to APNs.
+        case apns
 
         /// The configurations a send on this route needs.
         public var scopes: [ConfigurationScope] {
@@ -30,17 +41,25 @@ public struct OutgoingDelivery: Sendable {
             case .fcm: [.fcm]
             case .fcmAPNs: [.fcm, .fcmAPNs]
             case .web: [.web]
+            case .apns: [.apns]
             }
         }
 
         /// Who answers for it, as reasons name it.
-        public var provider: String { self == .web ? "Web Push" : "FCM" }
+        public var provider: String {
+            switch self {
+            case .fcm, .fcmAPNs: "FCM"
+            case .web: "Web Push"
+            case .apns: "APNs"
+            }
+        }
 
         public var description: String {
             switch self {
             case .fcm: "FCM"
             case .fcmAPNs: "iOS through FCM"
             case .web: "browsers (Web Push)"
+            case .apns: "iOS straight to APNs"
             }
         }
     }
@@ -48,7 +67,7 @@ public struct OutgoingDelivery: Sendable {
     public var route: Route {
         switch payloadKind {
         case .androidData, .topic: .fcm
-        case .iosAlert, .iosBackground, .iosWakeup: .fcmAPNs
+        case .iosAlert, .iosBackground, .iosWakeup: tokenKind == .apnsDeviceToken ? .apns : .fcmAPNs
         case .web: .web
         }
     }
@@ -62,6 +81,7 @@ public struct OutgoingDelivery: Sendable {
     public var payloadKind: PayloadKind
     public var deviceRowID: Int64?
     public var pushToken: String?
+    public var tokenKind: TokenKind = .registrationToken
     /// Why the device is disabled, when it is.
     public var deviceDisabledReason: String?
     public var appID: String
@@ -91,6 +111,13 @@ public struct OutgoingDelivery: Sendable {
     /// The app's VAPID key file and contact, for browsers.
     public var vapidKeyFile: String? = nil
     public var vapidSubject: String? = nil
+    /// The app's APNs setup, for iOS devices with APNs device tokens.
+    public var apnsEnvironment: String? = nil
+    public var apnsBundleID: String? = nil
+    public var apnsTeamID: String? = nil
+    public var apnsKeyID: String? = nil
+    public var apnsKeyFile: String? = nil
+    public var apnsCertificateFile: String? = nil
     /// When a configuration this delivery's route needs last failed, if it still does.
     public var configurationFailedAt: Date? = nil
 }

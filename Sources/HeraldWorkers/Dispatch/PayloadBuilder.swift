@@ -1,5 +1,7 @@
 import Foundation
 import HeraldCrypto
+import HeraldAPNs
+import HeraldCrypto
 import HeraldFCM
 import HeraldWebPush
 
@@ -10,7 +12,10 @@ import HeraldWebPush
 /// - iOS alert: `aps.alert` with `mutable-content: 1`, so the Notification Service Extension
 ///   runs and reports the delivery with `herald_report`.
 /// - iOS background (`silent`, and Herald's wake-ups): `aps` holds only `content-available: 1`,
-///   push type `background`, priority 5.
+///   push type `background`, priority 5; a wake-up expires within two minutes.
+/// - Every iOS push has an `apns-collapse-id` (the collapse key, or the notification id), so
+///   that a repeated send replaces rather than adds. The same push goes through FCM's `apns`
+///   block or straight to APNs (``apns(for:now:)``), by the device's token.
 /// - Topic: a `notification` block, since there is no per-device platform.
 /// - Browser: a JSON document the service worker shows as it is (``webPush(for:now:)``),
 ///   encrypted for the browser; `Topic` from the collapse key, `Urgency` from the priority.
@@ -31,8 +36,7 @@ public struct PayloadBuilder: Sendable {
         let remaining = max(0, Int(delivery.expiresAt.timeIntervalSince(now)))
         switch delivery.payloadKind {
         case .androidData: return android(delivery, ttl: remaining)
-        case .iosAlert: return iosAlert(delivery)
-        case .iosBackground, .iosWakeup: return iosBackground(delivery)
+        case .iosAlert, .iosBackground, .iosWakeup: return iosThroughFCM(delivery, now: now)
         case .topic: return topic(delivery, ttl: remaining)
         case .web: preconditionFailure("a browser's delivery goes through webPush(for:now:)")
         }
@@ -64,47 +68,92 @@ public struct PayloadBuilder: Sendable {
         if let sound = delivery.sound { shown.append((PayloadKeys.sound, sound)) }
         if delivery.silent { shown.append((PayloadKeys.silent, "1")) }
         return FCMMessage(
-            target: .token(delivery.pushToken ?? ""),
+            target: target(delivery),
             data: merged(delivery.data, shown + heraldKeys(delivery)),
             android: .init(
                 priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
                 collapseKey: delivery.collapseKey))
     }
 
-    func iosAlert(_ delivery: OutgoingDelivery) -> FCMMessage {
-        var alert: [(String, JSONValue)] = []
-        if let title = delivery.title { alert.append(("title", .string(title))) }
-        if let body = delivery.body { alert.append(("body", .string(body))) }
-        var aps: [(String, JSONValue)] = [("alert", .object(alert)), ("mutable-content", .int(1))]
-        if let badge = delivery.badge { aps.append(("badge", .int(badge))) }
-        if let sound = delivery.sound { aps.append(("sound", .string(sound))) }
-        if let category = delivery.iosCategory { aps.append(("category", .string(category))) }
-        if let thread = delivery.iosThreadID { aps.append(("thread-id", .string(thread))) }
-        var custom: [(String, String)] = []
-        if let image = delivery.imageURL { custom.append((PayloadKeys.imageURL, image)) }
-        if let link = delivery.deepLink { custom.append((PayloadKeys.deepLink, link)) }
-        var headers = [
-            ("apns-push-type", "alert"), ("apns-priority", delivery.priority == "normal" ? "5" : "10"),
-            ("apns-expiration", String(Int(delivery.expiresAt.timeIntervalSince1970))),
-        ]
-        if let collapse = delivery.collapseKey { headers.append(("apns-collapse-id", collapse)) }
-        return FCMMessage(
-            target: .token(delivery.pushToken ?? ""),
-            apns: .init(
-                headers: headers,
-                payload: payload(aps: aps, custom: merged(delivery.data, custom + heraldKeys(delivery)))))
+    /// An iOS notification as APNs takes it, whichever way it goes (FCM's `apns` block or APNs
+    /// directly): one home for its shape.
+    struct ApplePush {
+        var pushType: APNsNotification.PushType
+        var priority: Int
+        var expiration: Date
+        var collapseID: String
+        var payload: JSONValue
     }
 
-    func iosBackground(_ delivery: OutgoingDelivery) -> FCMMessage {
-        FCMMessage(
-            target: .token(delivery.pushToken ?? ""),
+    /// How long a wake-up may wait in APNs' one slot per offline device: a wake-up goes to a
+    /// device that has just reported, so it is normally online, and one that is not must never
+    /// take the slot of an alert sent since (notifo-io/notifo#173).
+    static let wakeupExpiration: TimeInterval = 120
+
+    func applePush(_ delivery: OutgoingDelivery, now: Date) -> ApplePush {
+        // A repeated send (at-least-once) replaces rather than adds: APNs keeps one stored
+        // notification per collapse id, and one per device anyway. 64 bytes at most.
+        let collapseID = Self.collapseID(delivery.collapseKey ?? String(delivery.notificationID))
+        switch delivery.payloadKind {
+        case .iosBackground, .iosWakeup:
+            let expiration =
+                delivery.payloadKind == .iosWakeup
+                ? min(delivery.expiresAt, now.addingTimeInterval(Self.wakeupExpiration)) : delivery.expiresAt
+            return ApplePush(
+                pushType: .background, priority: 5, expiration: expiration, collapseID: collapseID,
+                payload: payload(
+                    aps: [("content-available", .int(1))], custom: merged(delivery.data, heraldKeys(delivery))))
+        default:
+            var alert: [(String, JSONValue)] = []
+            if let title = delivery.title { alert.append(("title", .string(title))) }
+            if let body = delivery.body { alert.append(("body", .string(body))) }
+            var aps: [(String, JSONValue)] = [("alert", .object(alert)), ("mutable-content", .int(1))]
+            if let badge = delivery.badge { aps.append(("badge", .int(badge))) }
+            if let sound = delivery.sound { aps.append(("sound", .string(sound))) }
+            if let category = delivery.iosCategory { aps.append(("category", .string(category))) }
+            if let thread = delivery.iosThreadID { aps.append(("thread-id", .string(thread))) }
+            var custom: [(String, String)] = []
+            if let image = delivery.imageURL { custom.append((PayloadKeys.imageURL, image)) }
+            if let link = delivery.deepLink { custom.append((PayloadKeys.deepLink, link)) }
+            return ApplePush(
+                pushType: .alert, priority: delivery.priority == "normal" ? 5 : 10, expiration: delivery.expiresAt,
+                collapseID: collapseID,
+                payload: payload(aps: aps, custom: merged(delivery.data, custom + heraldKeys(delivery))))
+        }
+    }
+
+    /// A collapse key as an `apns-collapse-id`: itself when it fits APNs' 64 bytes, else a
+    /// digest of it, so that equal keys still replace each other.
+    static func collapseID(_ key: String) -> String {
+        key.utf8.count <= 64 ? key : Base64URL.encode(HMAC.sha256(key: Array("herald collapse".utf8), Array(key.utf8)))
+    }
+
+    /// An iOS message through FCM: the same push in FCM's `apns` block.
+    func iosThroughFCM(_ delivery: OutgoingDelivery, now: Date) -> FCMMessage {
+        let push = applePush(delivery, now: now)
+        return FCMMessage(
+            target: target(delivery),
             apns: .init(
                 headers: [
-                    ("apns-push-type", "background"), ("apns-priority", "5"),
-                    ("apns-expiration", String(Int(delivery.expiresAt.timeIntervalSince1970))),
+                    ("apns-push-type", push.pushType.rawValue), ("apns-priority", String(push.priority)),
+                    ("apns-expiration", String(Int(push.expiration.timeIntervalSince1970))),
+                    ("apns-collapse-id", push.collapseID),
                 ],
-                payload: payload(
-                    aps: [("content-available", .int(1))], custom: merged(delivery.data, heraldKeys(delivery)))))
+                payload: push.payload))
+    }
+
+    /// The notification for an iOS device whose token is an APNs device token.
+    public func apns(for delivery: OutgoingDelivery, now: Date) -> APNsNotification {
+        let push = applePush(delivery, now: now)
+        return APNsNotification(
+            deviceToken: delivery.pushToken ?? "", topic: delivery.apnsBundleID ?? "", pushType: push.pushType,
+            priority: push.priority, expiration: push.expiration, collapseID: push.collapseID,
+            payload: push.payload.encodedBytes)
+    }
+
+    /// An FCM token, or a Firebase Installation ID.
+    func target(_ delivery: OutgoingDelivery) -> FCMMessage.Target {
+        delivery.tokenKind == .installationID ? .fid(delivery.pushToken ?? "") : .token(delivery.pushToken ?? "")
     }
 
     func topic(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {

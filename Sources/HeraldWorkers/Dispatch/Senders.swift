@@ -1,5 +1,7 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
+import HeraldCrypto
 import HeraldFCM
 import HeraldHTTP
 import HeraldWebPush
@@ -7,12 +9,17 @@ import Logging
 
 /// Each app's clients, made on first use and shared by every sending worker over one HTTP/2
 /// client: an FCM client from the app's service-account file (or
-/// `GOOGLE_APPLICATION_CREDENTIALS`), and a Web Push client from its VAPID key.
+/// `GOOGLE_APPLICATION_CREDENTIALS`), a Web Push client from its VAPID key, and an APNs client
+/// from its APNs key (one provider token per key, shared by the apps that use it) or push
+/// certificate.
 public actor Senders {
     public struct Configuration: Sendable {
         public var endpoint: String = FCMClient.defaultEndpoint
         public var defaultCredentialsFile: String?
         public var ratePerSecond: Double = RateLimiter.defaultRate
+        /// APNs' base URL for every app, instead of Apple's production or development servers (a
+        /// local stand-in); nil: each app's environment decides.
+        public var apnsEndpoint: String?
         public init() {}
     }
 
@@ -27,6 +34,12 @@ public actor Senders {
     private var senders: [String: Sender] = [:]
     private var limiters: [String: RateLimiter] = [:]
     private var webPushClients: [String: (file: String, subject: String, client: WebPushClient)] = [:]
+    private var apnsClients: [String: (setup: APNsSetup, client: APNsClient)] = [:]
+    private var providerTokens: [String: APNsProviderTokens] = [:]
+    /// Certificates' expiry, by app, as read when loaded; `unrecorded` until the worker wrote it
+    /// to `herald.apps`.
+    private var certificateExpiry: [String: (expiry: Date, unrecorded: Bool)] = [:]
+    private var expiryWarned: [String: ContinuousClock.Instant] = [:]
 
     public init(http: HTTPClient, configuration: Configuration, logger: Logger) {
         self.http = http
@@ -83,6 +96,72 @@ public actor Senders {
         } catch {
             return .failure(ConfigurationProblem("app \(app): \(error)"))
         }
+    }
+
+    /// The APNs client for an app, or why there is none (a configuration error). A changed
+    /// setup in `herald.apps` takes effect at once.
+    func apns(app: String, setup: APNsSetup) -> Result<APNsClient, ConfigurationProblem> {
+        if let cached = apnsClients[app], cached.setup == setup { return .success(cached.client) }
+        guard setup.bundleID?.isEmpty == false else {
+            return .failure(ConfigurationProblem("app \(app) has APNs device tokens but no apns_bundle_id"))
+        }
+        let authentication: APNsAuthentication
+        if let file = setup.keyFile, let teamID = setup.teamID, let keyID = setup.keyID {
+            let name = "\(file) \(teamID) \(keyID)"
+            if let tokens = providerTokens[name] {
+                authentication = .token(tokens)
+            } else {
+                do {
+                    let tokens = try APNsProviderTokens.load(file: file, teamID: teamID, keyID: keyID)
+                    providerTokens[name] = tokens
+                    authentication = .token(tokens)
+                } catch {
+                    return .failure(ConfigurationProblem("app \(app): \(error)"))
+                }
+            }
+        } else if let file = setup.certificateFile {
+            let expiry: Date
+            do {
+                expiry = try Certificate.expiry(file: file)
+            } catch {
+                return .failure(ConfigurationProblem("app \(app): the APNs certificate \(file): \(error)"))
+            }
+            certificateExpiry[app] = (expiry, true)
+            authentication = .certificate(
+                ClientCertificate(file: file, format: file.lowercased().hasSuffix(".p12") ? .p12 : .pem))
+        } else {
+            return .failure(
+                ConfigurationProblem(
+                    "app \(app) has APNs device tokens but neither an APNs key (apns_key_file, apns_team_id,"
+                        + " apns_key_id) nor a certificate (apns_certificate_file)"))
+        }
+        let client = APNsClient(
+            authentication: authentication, environment: APNsEnvironment(rawValue: setup.environment) ?? .production,
+            baseURL: configuration.apnsEndpoint, http: http)
+        apnsClients[app] = (setup, client)
+        logger.info(
+            "loaded the APNs setup",
+            metadata: [
+                "app": "\(app)", "environment": "\(setup.environment)",
+                "authentication": "\(setup.keyFile != nil ? "key \(setup.keyID ?? "")" : "certificate")",
+            ])
+        return .success(client)
+    }
+
+    /// An app's certificate expiry: `record` once after each load (for `herald.apps`), and
+    /// `warn` at most once a day while it is less than 30 days away.
+    func certificateNews(app: String, now: Date) -> (expiry: Date, record: Bool, warn: Bool)? {
+        guard let entry = certificateExpiry[app] else { return nil }
+        certificateExpiry[app]?.unrecorded = false
+        var warn = false
+        if entry.expiry.timeIntervalSince(now) < 30 * 86_400 {
+            let instant = ContinuousClock.now
+            if expiryWarned[app].map({ instant - $0 >= .seconds(86_400) }) ?? true {
+                expiryWarned[app] = instant
+                warn = true
+            }
+        }
+        return (entry.expiry, entry.unrecorded, warn)
     }
 
     private var logged: [String: (problem: String, at: ContinuousClock.Instant)] = [:]

@@ -1,0 +1,88 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+import HeraldHTTP
+
+/// How a provider proves itself to APNs.
+public enum APNsAuthentication: Sendable {
+    /// Token-based: a JWT signed with the team's .p8 key, shared by every app that uses the key.
+    case token(APNsProviderTokens)
+    /// Certificate-based: the app's push certificate as the TLS client certificate.
+    case certificate(ClientCertificate)
+}
+
+/// The provider authentication tokens of one APNs signing key (.p8): an ES256 JWT with the key
+/// id (`kid`), the team id (`iss`) and when it was made (`iat`). One token serves every
+/// request and every app that uses the key. It is replaced after 50 minutes: APNs refuses a
+/// token older than an hour (403 ExpiredProviderToken) and one replaced more often than every
+/// 20 minutes (429 TooManyProviderTokenUpdates).
+public actor APNsProviderTokens {
+    public static let refreshAfter: TimeInterval = 50 * 60
+    /// The least age at which a token may be replaced early, on APNs' word that it expired.
+    public static let minimumAge: TimeInterval = 20 * 60
+
+    public let teamID: String
+    public let keyID: String
+    private let key: CryptoKey
+    private let clock: any WallClock
+    private var current: (token: String, issuedAt: Date)?
+    /// Tokens signed so far (for tests).
+    public private(set) var signed = 0
+
+    public init(teamID: String, keyID: String, key: CryptoKey, clock: any WallClock = SystemClock()) throws {
+        guard key.kind == .ecP256 else {
+            throw APNsError("the APNs key \(keyID) is not an EC P-256 private key (a .p8 from Apple is)")
+        }
+        self.teamID = teamID
+        self.keyID = keyID
+        self.key = key
+        self.clock = clock
+    }
+
+    /// Loads a .p8 file (PEM PKCS#8).
+    public static func load(file: String, teamID: String, keyID: String) throws -> APNsProviderTokens {
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw APNsError("cannot read the APNs key file \(file): \(error.localizedDescription)")
+        }
+        do {
+            return try APNsProviderTokens(teamID: teamID, keyID: keyID, key: try CryptoKey(privateKeyPEM: pem))
+        } catch let error as CryptoError {
+            throw APNsError("the APNs key file \(file) holds no usable private key: \(error)")
+        }
+    }
+
+    /// The token to send now.
+    public func token() throws -> String {
+        let now = clock.now()
+        if let current, now.timeIntervalSince(current.issuedAt) < Self.refreshAfter { return current.token }
+        return try sign(at: now)
+    }
+
+    /// APNs called `token` expired: a new one, unless `token` is no longer the current one
+    /// (another request already replaced it) or the current one is too young to replace.
+    public func expired(_ token: String) throws -> String {
+        guard let current, current.token == token,
+            clock.now().timeIntervalSince(current.issuedAt) >= Self.minimumAge
+        else { return try self.token() }
+        return try sign(at: clock.now())
+    }
+
+    private func sign(at now: Date) throws -> String {
+        let token = try JWT.signES256(
+            header: .object([("alg", .string("ES256")), ("kid", .string(keyID))]),
+            claims: .object([("iss", .string(teamID)), ("iat", .int(Int(now.timeIntervalSince1970)))]),
+            key: key)
+        current = (token, now)
+        signed += 1
+        return token
+    }
+}
+
+/// An APNs setup problem of the provider's own making (a key, certificate or bundle id).
+public struct APNsError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

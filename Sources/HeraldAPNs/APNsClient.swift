@@ -1,0 +1,118 @@
+import Foundation
+import HeraldCore
+import HeraldHTTP
+
+/// Sends notifications to APNs for one app (its bundle id, environment and authentication)
+/// over the shared HTTP/2 client, and reports a typed outcome for each, following Apple's
+/// "Handling notification responses from APNs". A 403 ExpiredProviderToken gets a new token
+/// and one more try.
+public struct APNsClient: Sendable {
+    public let authentication: APNsAuthentication
+    private let baseURL: String
+    private let http: HTTPClient
+    private let timeout: Duration
+    private let clock: any WallClock
+
+    /// `baseURL` overrides the environment's (a local stand-in).
+    public init(
+        authentication: APNsAuthentication, environment: APNsEnvironment, baseURL: String? = nil, http: HTTPClient,
+        timeout: Duration = .seconds(10), clock: any WallClock = SystemClock()
+    ) {
+        self.authentication = authentication
+        let base = baseURL ?? environment.baseURL
+        self.baseURL = base.hasSuffix("/") ? String(base.dropLast()) : base
+        self.http = http
+        self.timeout = timeout
+        self.clock = clock
+    }
+
+    /// Sends notifications concurrently; outcomes come in the same order.
+    public func send(_ notifications: [APNsNotification]) async -> [PushOutcome] {
+        var outcomes = [PushOutcome?](repeating: nil, count: notifications.count)
+        var pending = Array(notifications.indices)
+        for index in pending where notifications[index].payload.count > APNsNotification.maxPayloadBytes {
+            outcomes[index] = .permanentFailure(
+                reason: "payload is \(notifications[index].payload.count) bytes, over APNs' 4096")
+        }
+        pending.removeAll { outcomes[$0] != nil }
+        for round in 0..<2 where !pending.isEmpty {
+            var bearer: String?
+            if case .token(let tokens) = authentication {
+                do {
+                    bearer = try await tokens.token()
+                } catch {
+                    pending.forEach { outcomes[$0] = .configurationError(reason: "\(error)", scope: .apns) }
+                    break
+                }
+            }
+            let results = await http.send(pending.map { request(for: notifications[$0], bearer: bearer) })
+            let now = clock.now()
+            var expired: [Int] = []
+            for (index, result) in zip(pending, results) {
+                switch result {
+                case .failure(let error):
+                    outcomes[index] = .retry(after: nil, reason: "APNs unreachable: \(error.message)")
+                case .success(let response):
+                    let outcome = Self.classify(response, sent: notifications[index], now: now)
+                    if case .configurationError(let reason, _) = outcome, reason.contains("ExpiredProviderToken"),
+                        round == 0, bearer != nil
+                    {
+                        expired.append(index)
+                    } else {
+                        outcomes[index] = outcome
+                    }
+                }
+            }
+            if !expired.isEmpty, let bearer, case .token(let tokens) = authentication {
+                _ = try? await tokens.expired(bearer)
+            }
+            pending = expired
+        }
+        return outcomes.map { $0! }
+    }
+
+    func request(for notification: APNsNotification, bearer: String?) -> HTTPRequest {
+        var headers = notification.headers
+        if let bearer { headers.append(("authorization", "bearer \(bearer)")) }
+        headers.append(("content-type", "application/json"))
+        var certificate: ClientCertificate?
+        if case .certificate(let configured) = authentication { certificate = configured }
+        return HTTPRequest(
+            url: "\(baseURL)/3/device/\(notification.deviceToken)", headers: headers, body: notification.payload,
+            timeout: timeout, clientCertificate: certificate)
+    }
+
+    /// What APNs' answer means. Reasons are Apple's (`{"reason": "BadDeviceToken"}`).
+    public static func classify(_ response: HTTPResponse, sent notification: APNsNotification, now: Date) -> PushOutcome
+    {
+        if response.status == 200 {
+            return .sent(
+                messageName: response.header("apns-id") ?? notification.id.uuidString.lowercased(),
+                uniqueID: response.header("apns-unique-id"))
+        }
+        let body = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        let reason = body?["reason"] as? String ?? ""
+        let described = "APNs answered \(response.status) \(reason.isEmpty ? response.bodyText.prefix(100) : reason[...])"
+        switch (response.status, reason) {
+        case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
+            return .tokenInvalid(reason: described)
+        case (410, _):
+            // Unregistered or ExpiredToken; the timestamp (ms) is when APNs knew it invalid.
+            let milliseconds = (body?["timestamp"] as? NSNumber)?.doubleValue
+            return .tokenInvalid(
+                reason: described, since: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) })
+        case (403, _), (400, "BadTopic"), (400, "MissingTopic"), (400, "TopicDisallowed"):
+            // ExpiredProviderToken (refreshed by the caller first), InvalidProviderToken,
+            // BadCertificate, BadCertificateEnvironment, TopicDisallowed, MissingProviderToken…
+            return .configurationError(reason: described, scope: .apns)
+        case (413, _):
+            return .permanentFailure(reason: described)
+        case (429, _), (500..<600, _):
+            // TooManyRequests (this device), TooManyProviderTokenUpdates, InternalServerError,
+            // ServiceUnavailable, Shutdown.
+            return .retry(after: response.retryAfter(now: now), reason: described)
+        default:
+            return .permanentFailure(reason: described)
+        }
+    }
+}
