@@ -19,9 +19,12 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var kinds: [Kind]
-    /// A configuration of an app that fails now (a row of `herald.app_problems`).
+    /// A configuration of an app that fails now, or a certificate about to expire (a row of
+    /// `herald.app_problems`).
     public struct AppProblem: Sendable, Codable, Equatable {
         public var app: String
+        /// `fcm`, `fcm_apns`, `web`, `apns`, or `apns_certificate` for an expiry warning.
+        public var scope: String
         /// What waits because of it: "every delivery through FCM", "deliveries to browsers", …
         public var waiting: String
         public var problem: String
@@ -32,8 +35,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
         var status = try await loadQueues(connection)
         status.appProblems = try await connection.query(
-            "SELECT app_id, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
-        ).map { row in AppProblem(app: try row.decode(0), waiting: try row.decode(1), problem: try row.decode(2)) }
+            "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
+        ).map { row in
+            AppProblem(app: try row.decode(0), scope: try row.decode(1), waiting: try row.decode(2), problem: try row.decode(3))
+        }
         return status
     }
 
@@ -55,7 +60,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     /// Things an operator should look at; empty when all is well.
     public func problems(maximumReadyAge: Double) -> [String] {
-        var problems = appProblems.map { "app \($0.app): \($0.waiting) waits: \($0.problem)" }
+        var problems = appProblems.map { "app \($0.app), \($0.scope): \($0.problem) (waiting: \($0.waiting))" }
         for kind in kinds {
             if kind.dead > 0 {
                 problems.append(

@@ -2250,7 +2250,7 @@ SELECT a.app_id, a.fcm_project_id,
                         ceil(extract(epoch FROM a.apns_certificate_expires_at - now()) / 86400))
        END,
        a.apns_certificate_expires_at - interval '30 days', 'apns_certificate', NULL,
-       'nothing yet: a warning'
+       'nothing yet'
 FROM herald.apps a
 WHERE a.apns_certificate_file IS NOT NULL AND a.apns_certificate_expires_at < now() + interval '30 days';
 

@@ -11,12 +11,14 @@ public final class NginxStandIn: Sendable {
 
     /// With `requestsPerConnection`, nginx ends each connection with a GOAWAY after that many
     /// requests; without it, connections last the whole test. With `upstream`, every request is
-    /// passed on to that port on 127.0.0.1 (an emulator).
-    public init(requestsPerConnection: Int? = nil, upstream: UInt16? = nil) throws {
+    /// passed on to that port on 127.0.0.1 (an emulator); with `clientCA` too, client
+    /// certificates it signed are verified, and the verdict passed on in `X-Client-Verify`.
+    public init(requestsPerConnection: Int? = nil, upstream: UInt16? = nil, clientCA: String? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let output = try Self.script(
-            ["start", directory.path, "\(requestsPerConnection ?? 10_000_000)"] + (upstream.map { ["\($0)"] } ?? []))
+            ["start", directory.path, "\(requestsPerConnection ?? 10_000_000)"] + (upstream.map { ["\($0)"] } ?? [])
+                + (clientCA.map { [$0] } ?? []))
         guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw CocoaError(
                 .executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])

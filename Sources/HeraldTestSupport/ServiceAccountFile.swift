@@ -20,18 +20,29 @@ public final class ServiceAccountFile: Sendable {
 
 /// A fresh VAPID private key in a temporary PEM file (mode 0600), removed when released.
 public final class VAPIDKeyFile: Sendable {
-    public let path: String
+    private let file: SecretFile
+    public var path: String { file.path }
     /// The public key, base64url: what a web app subscribes with.
     public let publicKey: String
 
     public init() throws {
         let key = try CryptoKey.generateP256()
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("vapid-\(UUID().uuidString).pem").path
+        file = try SecretFile(contents: try key.privateKeyPEM(), suffix: ".pem")
+        publicKey = Base64URL.encode(try key.publicPoint())
+    }
+}
+
+/// A file of secret contents (a key, a certificate) in the temporary directory, mode 0600,
+/// removed when released.
+public final class SecretFile: Sendable {
+    public let path: String
+
+    public init(contents: String, suffix: String = "") throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)\(suffix)").path
         guard
             FileManager.default.createFile(
-                atPath: path, contents: Data(try key.privateKeyPEM().utf8), attributes: [.posixPermissions: 0o600])
+                atPath: path, contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])
         else { throw CocoaError(.fileWriteUnknown) }
-        publicKey = Base64URL.encode(try key.publicPoint())
     }
 
     deinit { unlink(path) }

@@ -160,7 +160,8 @@ import Testing
         let withApp = try await HeraldProcess.run(["status"], environment: environment(database))
         #expect(withApp.status == 1)
         #expect(
-            withApp.output.contains("app shop: iOS deliveries through FCM waits: 401 THIRD_PARTY_AUTH_ERROR"),
+            withApp.output.contains(
+                "app shop, fcm_apns: 401 THIRD_PARTY_AUTH_ERROR (waiting: iOS deliveries through FCM)"),
             "\(withApp.output)")
     }
 

@@ -112,7 +112,7 @@ import Testing
         let outcome = WebPushClient.classify(
             HTTPResponse(status: status, headers: headers, body: Array(body.utf8)), now: Date())
         switch (outcome, expected) {
-        case (.sent(let location), "sent"): #expect(location == "https://push.example.net/m/1")
+        case (.sent(let location, _), "sent"): #expect(location == "https://push.example.net/m/1")
         case (.tokenInvalid, "token"), (.permanentFailure, "permanent"): break
         case (.retry(let after, _), "retry"): #expect(after == (status == 429 ? .seconds(30) : nil))
         case (.configurationError(_, let scope), "configuration"): #expect(scope == .web)

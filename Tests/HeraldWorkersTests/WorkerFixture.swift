@@ -10,8 +10,11 @@ import Logging
 import Testing
 
 /// A migrated database with app `shop`, the emulator holding its service account, and the
-/// workers' context, for tests that send. With `webPush`, the emulator's push service is
-/// reachable over TLS and HTTP/2 through nginx, and `shop` has a VAPID key.
+/// workers' context, for tests that send. With `webPush` or `apns`, the emulator's push
+/// service and APNs are reachable over TLS and HTTP/2 through nginx; with `webPush`, `shop`
+/// has a VAPID key; with `apns`, it sends iOS straight to APNs with a key of team
+/// `TEAM123456` for bundle `com.example.shop` (or, with `apnsCertificate`, that push
+/// certificate, which the front checks).
 struct WorkerFixture {
     let emulator: FCMEmulator
     let db: PostgresConnection
@@ -23,8 +26,14 @@ struct WorkerFixture {
     /// The push service's TLS front, and the app's VAPID key, when made `webPush`.
     let pushService: NginxStandIn?
     let vapid: VAPIDKeyFile?
+    let apnsKey: SecretFile?
 
-    static func make(clock: any WallClock = SystemClock(), webPush: Bool = false) async throws -> WorkerFixture {
+    static let bundleID = "com.example.shop"
+
+    static func make(
+        clock: any WallClock = SystemClock(), webPush: Bool = false, apns: Bool = false,
+        apnsCertificate: SecretFile? = nil
+    ) async throws -> WorkerFixture {
         let emulator = try await FCMEmulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
         let accountFile = try ServiceAccountFile(account)
@@ -36,23 +45,60 @@ struct WorkerFixture {
         var http = HTTPClient.Configuration()
         var pushService: NginxStandIn?
         var vapid: VAPIDKeyFile?
+        var apnsKey: SecretFile?
+        var fcm = Senders.Configuration()
+        fcm.endpoint = emulator.baseURL
+        if webPush || apns || apnsCertificate != nil {
+            let front = try NginxStandIn(upstream: emulator.port, clientCA: apnsCertificate?.path)
+            http.caBundle = front.caBundle
+            fcm.apnsEndpoint = front.baseURL
+            pushService = front
+        }
         if webPush {
-            let front = try NginxStandIn(upstream: emulator.port)
             let key = try VAPIDKeyFile()
             try await db.query(
                 "UPDATE herald.apps SET vapid_key_file = $1, vapid_subject = 'mailto:push@shop.example'", [key.path])
-            http.caBundle = front.caBundle
-            (pushService, vapid) = (front, key)
+            vapid = key
         }
-        var fcm = Senders.Configuration()
-        fcm.endpoint = emulator.baseURL
+        if let apnsCertificate {
+            await emulator.allowAPNsCertificate(topic: bundleID)
+            try await db.query(
+                """
+                UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development', apns_bundle_id = $1,
+                                       apns_certificate_file = $2
+                """, [bundleID, apnsCertificate.path])
+        } else if apns {
+            let key = try SecretFile(
+                contents: try await emulator.makeAPNsKey(teamID: "TEAM123456", keyID: "KEY1234567", topics: [bundleID]),
+                suffix: ".p8")
+            try await db.query(
+                """
+                UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development', apns_bundle_id = $1,
+                                       apns_team_id = 'TEAM123456', apns_key_id = 'KEY1234567', apns_key_file = $2
+                """, [bundleID, key.path])
+            apnsKey = key
+        }
         let context = WorkerContext(
             connection: db, clock: clock, logger: Logger(label: "test"),
             senders: Senders(http: HTTPClient(configuration: http), configuration: fcm, logger: Logger(label: "test")))
         return WorkerFixture(
             emulator: emulator, db: db, database: database, context: context,
             queue: JobQueue(connection: db, workerID: "test", clock: clock), accountFile: accountFile,
-            pushService: pushService, vapid: vapid)
+            pushService: pushService, vapid: vapid, apnsKey: apnsKey)
+    }
+
+    /// An APNs device token for `device`: 64 hex digits.
+    static func apnsToken(_ device: String) -> String {
+        let hex = Array(device.utf8).map { String(format: "%02x", $0) }.joined()
+        return String((hex + String(repeating: "0", count: 64)).prefix(64))
+    }
+
+    /// Registers an iPhone with its APNs device token; returns the token.
+    @discardableResult
+    func registerIPhone(_ device: String, user: String = "alice") async throws -> String {
+        let token = Self.apnsToken(device)
+        _ = try await db.query("SELECT herald.register_device('shop', $1, 'ios', $2, $3)", [device, token, user])
+        return token
     }
 
     /// Subscribes a browser at the emulator's push service, bound to the app's VAPID key, and

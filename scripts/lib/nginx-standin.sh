@@ -2,9 +2,11 @@
 # An nginx standing in for FCM and its token endpoint: TLS with a self-signed certificate
 # made now, HTTP/2, and fixed FCM-like answers. For the HTTP client's tests and benchmarks.
 # With UPSTREAM (a port on 127.0.0.1), it is instead the TLS and HTTP/2 front of the emulator
-# there, as push services are https: every request is passed on to it.
+# there, as push services are https: every request is passed on to it. With CLIENT_CA (a PEM
+# file), it also asks for a client certificate signed by it, as APNs does, and tells the
+# emulator the verdict in X-Client-Verify (SUCCESS, FAILED:… or NONE).
 #
-#   nginx-standin.sh start DIR [REQUESTS] [UPSTREAM]   # prints the port; DIR/cert.pem is the CA bundle to trust
+#   nginx-standin.sh start DIR [REQUESTS] [UPSTREAM] [CLIENT_CA]   # prints the port; DIR/cert.pem is the CA bundle to trust
 #   nginx-standin.sh stop DIR
 #
 # With REQUESTS, nginx ends each connection with a GOAWAY after that many requests, as Google's
@@ -17,6 +19,7 @@ command=${1:?start or stop}
 dir=${2:?a directory}
 requests=${3:-10000000}
 upstream=${4:-}
+client_ca=${5:-}
 
 case "$command" in
 start)
@@ -31,6 +34,7 @@ start)
             proxy_pass http://127.0.0.1:$upstream;
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
+            proxy_set_header X-Client-Verify \$ssl_client_verify;
         }"
   else
     locations="location = /token {
@@ -61,6 +65,7 @@ http {
         listen 127.0.0.1:$port ssl http2;
         ssl_certificate $dir/cert.pem;
         ssl_certificate_key $dir/key.pem;
+        ${client_ca:+ssl_client_certificate $client_ca; ssl_verify_client optional;}
         default_type application/json;
         $locations
     }

@@ -1,0 +1,128 @@
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import HeraldCrypto
+import HeraldHTTP
+import HeraldTestSupport
+import Testing
+
+/// Provider tokens, Apple's answers as outcomes, and push certificates' expiry.
+@Suite final class APNsClientTests {
+    let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-apns-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    @Test func theProviderTokenNamesKeyAndTeamAndIsReusedFor50Minutes() async throws {
+        let key = try CryptoKey.generateP256()
+        let clock = ManualClock()
+        let tokens = try APNsProviderTokens(teamID: "TEAM123456", keyID: "KEY1234567", key: key, clock: clock)
+        let first = try await tokens.token()
+        let parts = try #require(JWT.decode(first))
+        #expect(parts.header["alg"] as? String == "ES256")
+        #expect(parts.header["kid"] as? String == "KEY1234567")
+        #expect(parts.claims["iss"] as? String == "TEAM123456")
+        #expect(parts.claims["iat"] as? Int == Int(clock.now().timeIntervalSince1970))
+        #expect(parts.claims.count == 2, "iss and iat only")
+        let publicKey = try CryptoKey(p256PublicPoint: try key.publicPoint())
+        #expect(try publicKey.verifyES256(parts.signingInput, signature: parts.signature))
+
+        clock.advance(by: .seconds(49 * 60))
+        #expect(try await tokens.token() == first)
+        clock.advance(by: .seconds(2 * 60))
+        let second = try await tokens.token()
+        #expect(second != first, "replaced after 50 minutes, before APNs' hour")
+        // APNs refuses tokens replaced more often than every 20 minutes.
+        #expect(try await tokens.expired(second) == second, "a fresh token is not replaced on APNs' word")
+        clock.advance(by: .seconds(21 * 60))
+        let third = try await tokens.expired(second)
+        #expect(third != second, "APNs' word replaces a token 20 minutes old")
+        #expect(try await tokens.expired(second) == third, "a stale report does not replace the new one")
+        #expect(await tokens.signed == 3)
+    }
+
+    @Test func aKeyThatIsNotP256IsRefused() async throws {
+        #expect(throws: APNsError.self) {
+            try APNsProviderTokens(teamID: "T", keyID: "K", key: try CryptoKey.generateRSA(bits: 1024))
+        }
+        #expect(throws: APNsError.self) { try APNsProviderTokens.load(file: path("missing.p8"), teamID: "T", keyID: "K") }
+    }
+
+    static let notification = APNsNotification(
+        deviceToken: String(repeating: "ab", count: 32), topic: "com.example.shop", pushType: .alert, priority: 10,
+        expiration: Date(timeIntervalSince1970: 1_900_000_000), collapseID: "42",
+        id: UUID(uuidString: "6A1E2F1C-64D2-4C9E-9A1B-0F4E6A0C5B11")!, payload: Array(#"{"aps":{"alert":"Hi"}}"#.utf8))
+
+    @Test func theRequestCarriesApplesHeaders() {
+        let headers = Dictionary(uniqueKeysWithValues: Self.notification.headers.map { ($0.name, $0.value) })
+        #expect(headers["apns-topic"] == "com.example.shop")
+        #expect(headers["apns-push-type"] == "alert")
+        #expect(headers["apns-priority"] == "10")
+        #expect(headers["apns-expiration"] == "1900000000")
+        #expect(headers["apns-collapse-id"] == "42")
+        #expect(headers["apns-id"] == "6a1e2f1c-64d2-4c9e-9a1b-0f4e6a0c5b11")
+    }
+
+    @Test(arguments: [
+        (200, #""#, "sent"), (400, #"{"reason":"BadDeviceToken"}"#, "token"),
+        (400, #"{"reason":"DeviceTokenNotForTopic"}"#, "token"),
+        (410, #"{"reason":"Unregistered","timestamp":1800000000000}"#, "token since"),
+        (410, #"{"reason":"ExpiredToken"}"#, "token"),
+        (403, #"{"reason":"InvalidProviderToken"}"#, "configuration"),
+        (403, #"{"reason":"BadCertificateEnvironment"}"#, "configuration"),
+        (400, #"{"reason":"TopicDisallowed"}"#, "configuration"), (400, #"{"reason":"BadTopic"}"#, "configuration"),
+        (400, #"{"reason":"MissingTopic"}"#, "configuration"),
+        (413, #"{"reason":"PayloadTooLarge"}"#, "permanent"), (400, #"{"reason":"BadCollapseId"}"#, "permanent"),
+        (429, #"{"reason":"TooManyRequests"}"#, "retry"), (429, #"{"reason":"TooManyProviderTokenUpdates"}"#, "retry"),
+        (500, #"{"reason":"InternalServerError"}"#, "retry"), (503, #"{"reason":"ServiceUnavailable"}"#, "retry"),
+        (503, #"{"reason":"Shutdown"}"#, "retry"),
+    ])
+    func answersBecomeOutcomes(status: Int, body: String, expected: String) {
+        let headers = status == 200 ? [("apns-id", "6a1e2f1c-64d2-4c9e-9a1b-0f4e6a0c5b11"), ("apns-unique-id", "u-1")] : []
+        let outcome = APNsClient.classify(
+            HTTPResponse(status: status, headers: headers, body: Array(body.utf8)), sent: Self.notification, now: Date())
+        switch (outcome, expected) {
+        case (.sent(let id, let unique), "sent"):
+            #expect(id == "6a1e2f1c-64d2-4c9e-9a1b-0f4e6a0c5b11")
+            #expect(unique == "u-1")
+        case (.tokenInvalid(_, let since), "token"): #expect(since == nil || status == 410)
+        case (.tokenInvalid(_, let since), "token since"): #expect(since == Date(timeIntervalSince1970: 1_800_000_000))
+        case (.configurationError(_, let scope), "configuration"): #expect(scope == .apns)
+        case (.permanentFailure, "permanent"), (.retry, "retry"): break
+        default: Issue.record("\(status) \(body): \(outcome), expected \(expected)")
+        }
+    }
+
+    @Test(arguments: ["pem", "p12"])
+    func aCertificatesExpiryIsRead(format: String) async throws {
+        let made = try await runProgram(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "10",
+                "-subj", "/UID=com.example.shop/CN=Apple Development IOS Push Services: com.example.shop",
+                "-keyout", path("key.pem"), "-out", path("cert.pem"),
+            ])
+        try #require(made.status == 0, "\(made.output)")
+        var file = path("cert.pem")
+        if format == "p12" {
+            let exported = try await runProgram(
+                "/usr/bin/openssl",
+                [
+                    "pkcs12", "-export", "-in", path("cert.pem"), "-inkey", path("key.pem"), "-passout", "pass:",
+                    "-out", path("cert.p12"),
+                ])
+            try #require(exported.status == 0, "\(exported.output)")
+            file = path("cert.p12")
+        }
+        let expiry = try Certificate.expiry(file: file)
+        #expect(abs(expiry.timeIntervalSinceNow - 10 * 86_400) < 120)
+        try Data("not a certificate".utf8).write(to: URL(fileURLWithPath: path("bad.pem")))
+        #expect(throws: CryptoError.self) { try Certificate.expiry(file: path("bad.pem")) }
+    }
+}
