@@ -5,11 +5,25 @@
 INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('demo-shop', 'herald-demo')
 ON CONFLICT (app_id) DO NOTHING;
 
--- Alice has a phone and a tablet; Bob has a phone he logged out of.
+-- Alice has a phone and a tablet; Bob has a phone he logged out of. Their iOS apps talk to FCM
+-- (the token is an FCM registration token).
 SELECT * FROM herald.register_device('demo-shop', 'alice-pixel', 'android', 'demo-token-alice-pixel', 'alice');
-SELECT * FROM herald.register_device('demo-shop', 'alice-ipad', 'ios', 'demo-token-alice-ipad', 'alice');
-SELECT * FROM herald.register_device('demo-shop', 'bob-iphone', 'ios', 'demo-token-bob-iphone', 'bob');
+SELECT * FROM herald.register_device('demo-shop', 'alice-ipad', 'ios', 'demo-token-alice-ipad', 'alice',
+                                     token_kind => 'registration_token');
+SELECT * FROM herald.register_device('demo-shop', 'bob-iphone', 'ios', 'demo-token-bob-iphone', 'bob',
+                                     token_kind => 'registration_token');
 SELECT herald.unregister_device('demo-shop', 'bob-iphone');
+
+-- The shop's newer iOS app talks to Apple directly, with the team's APNs key: Alice's iPhone
+-- registers its APNs device token (hex). (run-local.sh makes the key at the emulator.)
+\if :{?apns_key_file}
+UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development',
+                       apns_bundle_id = 'com.example.demoshop', apns_team_id = 'DEMOTEAM01',
+                       apns_key_id = 'DEMOKEY001', apns_key_file = :'apns_key_file'
+WHERE app_id = 'demo-shop';
+SELECT * FROM herald.register_device('demo-shop', 'alice-iphone', 'ios',
+                                     'a11ce0000000000000000000000000000000000000000000000000000000f00d', 'alice');
+\endif
 
 -- Alice also allowed notifications in her browser: the app sends to it with its VAPID key, and
 -- the browser's PushSubscription.toJSON() is the token. (run-local.sh makes both.)

@@ -2,9 +2,10 @@
 # Sets everything up on a fresh machine and runs Herald against a local PostgreSQL and the
 # local emulator: installs what is missing, starts a cluster in .herald-local/ (kept between
 # runs), builds herald, migrates, starts herald-fcm-emulator with a service account it
-# generates (FCM) and nginx in front of it as a browser push service (TLS, HTTP/2), makes a
-# VAPID key and a browser subscription, registers demo devices and sends demo notifications
-# with plain SQL (scripts/demo.sql), then runs the daemon in the foreground until Ctrl-C.
+# generates (FCM) and nginx in front of it as APNs and a browser push service (TLS, HTTP/2),
+# makes an APNs key, a VAPID key and a browser subscription, registers demo devices and sends
+# demo notifications with plain SQL (scripts/demo.sql), then runs the daemon in the foreground
+# until Ctrl-C.
 #
 # With HERALD_DATABASE_URL set, it uses that database instead of starting one; with
 # HERALD_FCM_ENDPOINT set, that FCM instead of the emulator (the apps then need real
@@ -43,17 +44,25 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   export GOOGLE_APPLICATION_CREDENTIALS="$PWD/.herald-local/demo-service-account.json"
   echo "==> FCM emulator on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/messages)"
 
-  # Browsers' push services are https: nginx is the emulator's TLS and HTTP/2 front.
+  # APNs and browsers' push services are https: nginx is the emulator's TLS and HTTP/2 front.
   push_port=$(bash scripts/lib/nginx-standin.sh start "$PWD/.herald-local/push-service" 10000000 "$port")
   trap 'bash scripts/lib/nginx-standin.sh stop "$PWD/.herald-local/push-service"; kill $emulator 2>/dev/null; stop_postgres "$PWD/.herald-local"' EXIT
   export HERALD_CA_BUNDLE="$PWD/.herald-local/push-service/cert.pem"
+  export HERALD_APNS_ENDPOINT="https://127.0.0.1:$push_port"
+  # The app's APNs signing key, as Apple's .p8 download (the emulator trusts it for the bundle).
+  curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/apns-keys" \
+    -d '{"team_id": "DEMOTEAM01", "key_id": "DEMOKEY001", "topics": ["com.example.demoshop"]}' \
+    >.herald-local/apns-key.p8
+  chmod 600 .herald-local/apns-key.p8
   [ -f .herald-local/vapid.pem ] || "$herald" vapid-key .herald-local/vapid.pem >/dev/null
   vapid_public=$("$herald" vapid-key --show .herald-local/vapid.pem)
   # What the web app's `pushManager.subscribe({applicationServerKey})` would hand its server.
   subscription=$(curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/subscriptions" \
     -d "{\"base\": \"https://127.0.0.1:$push_port\", \"application_server_key\": \"$vapid_public\"}")
-  demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription")
-  echo "==> Web Push service on https://127.0.0.1:$push_port (what it received, decrypted: curl $HERALD_FCM_ENDPOINT/emulator/web-pushes)"
+  demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription"
+    -v "apns_key_file=$PWD/.herald-local/apns-key.p8")
+  echo "==> APNs and a Web Push service on https://127.0.0.1:$push_port (what they received:"
+  echo "    curl $HERALD_FCM_ENDPOINT/emulator/apns and $HERALD_FCM_ENDPOINT/emulator/web-pushes, decrypted)"
 fi
 # The report endpoint, as the demo payloads name it (herald_report_url).
 export HERALD_HTTP_ADDRESS="${HERALD_HTTP_ADDRESS:-127.0.0.1:8480}"
