@@ -190,7 +190,9 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldAPNsTests",
-            dependencies: ["HeraldAPNs", "HeraldCrypto", "HeraldCore", "HeraldHTTP", "HeraldEmulator", "HeraldTestSupport"]
+            dependencies: [
+                "HeraldAPNs", "HeraldCrypto", "HeraldCore", "HeraldHTTP", "HeraldEmulator", "HeraldTestSupport",
+            ]
         ),
         .testTarget(
             name: "HeraldWebPushTests",

@@ -92,7 +92,8 @@ public struct APNsClient: Sendable {
         }
         let body = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         let reason = body?["reason"] as? String ?? ""
-        let described = "APNs answered \(response.status) \(reason.isEmpty ? response.bodyText.prefix(100) : reason[...])"
+        let described =
+            "APNs answered \(response.status) \(reason.isEmpty ? response.bodyText.prefix(100) : reason[...])"
         switch (response.status, reason) {
         case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
             return .tokenInvalid(reason: described)

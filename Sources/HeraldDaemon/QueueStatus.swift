@@ -37,7 +37,9 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         status.appProblems = try await connection.query(
             "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
         ).map { row in
-            AppProblem(app: try row.decode(0), scope: try row.decode(1), waiting: try row.decode(2), problem: try row.decode(3))
+            AppProblem(
+                app: try row.decode(0), scope: try row.decode(1), waiting: try row.decode(2), problem: try row.decode(3)
+            )
         }
         return status
     }

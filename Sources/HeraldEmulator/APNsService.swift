@@ -70,14 +70,18 @@ actor APNsService {
         requests += 1
         let authentication: String
         if let bearer = headers["authorization"] {
-            guard bearer.lowercased().hasPrefix("bearer ") else { return Answer(status: 403, reason: "MissingProviderToken") }
+            guard bearer.lowercased().hasPrefix("bearer ") else {
+                return Answer(status: 403, reason: "MissingProviderToken")
+            }
             let jwt = String(bearer.dropFirst(7))
             if !providerTokens.contains(jwt) { providerTokens.append(jwt) }
             if let refusal = checkProviderToken(jwt, topic: headers["apns-topic"]) { return refusal }
             authentication = "token"
         } else {
             // The TLS front verified the client certificate, if one was presented.
-            guard headers["x-client-verify"] == "SUCCESS" else { return Answer(status: 403, reason: "MissingProviderToken") }
+            guard headers["x-client-verify"] == "SUCCESS" else {
+                return Answer(status: 403, reason: "MissingProviderToken")
+            }
             guard let topic = headers["apns-topic"], certificateTopics.contains(topic) else {
                 return Answer(status: 400, reason: headers["apns-topic"] == nil ? "MissingTopic" : "TopicDisallowed")
             }
@@ -102,7 +106,8 @@ actor APNsService {
                 deviceToken: token, headers: headers.filter { $0.key.hasPrefix("apns-") },
                 payload: String(decoding: body, as: UTF8.self), apnsID: apnsID, uniqueID: uniqueID,
                 authentication: authentication))
-        return Answer(status: 200, reason: nil, headers: [("apns-id", apnsID), ("apns-unique-id", uniqueID)], delay: delay)
+        return Answer(
+            status: 200, reason: nil, headers: [("apns-id", apnsID), ("apns-unique-id", uniqueID)], delay: delay)
     }
 
     private func checkProviderToken(_ jwt: String, topic: String?) -> Answer? {
@@ -111,8 +116,12 @@ actor APNsService {
             parts.claims["iss"] as? String == key.teamID,
             (try? key.publicKey.verifyES256(parts.signingInput, signature: parts.signature)) == true
         else { return Answer(status: 403, reason: "InvalidProviderToken") }
-        guard let issued = parts.claims["iat"] as? Int else { return Answer(status: 403, reason: "InvalidProviderToken") }
-        if Date().timeIntervalSince1970 - Double(issued) > 3600 { return Answer(status: 403, reason: "ExpiredProviderToken") }
+        guard let issued = parts.claims["iat"] as? Int else {
+            return Answer(status: 403, reason: "InvalidProviderToken")
+        }
+        if Date().timeIntervalSince1970 - Double(issued) > 3600 {
+            return Answer(status: 403, reason: "ExpiredProviderToken")
+        }
         guard let topic else { return Answer(status: 400, reason: "MissingTopic") }
         guard key.topics.contains(topic) else { return Answer(status: 400, reason: "TopicDisallowed") }
         return nil
@@ -134,7 +143,9 @@ actor APNsService {
         if let collapse = headers["apns-collapse-id"], collapse.utf8.count > 64 {
             return Answer(status: 400, reason: "BadCollapseId")
         }
-        if let id = headers["apns-id"], UUID(uuidString: id) == nil { return Answer(status: 400, reason: "BadMessageId") }
+        if let id = headers["apns-id"], UUID(uuidString: id) == nil {
+            return Answer(status: 400, reason: "BadMessageId")
+        }
         switch headers["apns-push-type"] {
         case "background":
             // Apple: a background push has priority 5 and content-available, and nothing to show.

@@ -185,7 +185,8 @@ struct FCMEmulatorRoutes {
                 let topics = object["topics"] as? [String]
             else { return Self.json(400, #"{"error":"expected {\"team_id\", \"key_id\", \"topics\": [...]}"}"#) }
             let pem = try await apns.makeKey(keyID: keyID, teamID: team, topics: Set(topics))
-            return HTTPResponse(statusCode: .ok, headers: [.contentType: "application/x-pem-file"], body: Data(pem.utf8))
+            return HTTPResponse(
+                statusCode: .ok, headers: [.contentType: "application/x-pem-file"], body: Data(pem.utf8))
         }
         await server.appendRoute("GET /emulator/apns") { _ in
             let list = await apns.received.map {

@@ -38,7 +38,8 @@ public final class SecretFile: Sendable {
     public let path: String
 
     public init(contents: String, suffix: String = "") throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)\(suffix)").path
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)\(suffix)").path
         guard
             FileManager.default.createFile(
                 atPath: path, contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])

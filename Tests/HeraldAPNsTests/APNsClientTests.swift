@@ -51,7 +51,9 @@ import Testing
         #expect(throws: APNsError.self) {
             try APNsProviderTokens(teamID: "T", keyID: "K", key: try CryptoKey.generateRSA(bits: 1024))
         }
-        #expect(throws: APNsError.self) { try APNsProviderTokens.load(file: path("missing.p8"), teamID: "T", keyID: "K") }
+        #expect(throws: APNsError.self) {
+            try APNsProviderTokens.load(file: path("missing.p8"), teamID: "T", keyID: "K")
+        }
     }
 
     static let notification = APNsNotification(
@@ -84,9 +86,11 @@ import Testing
         (503, #"{"reason":"Shutdown"}"#, "retry"),
     ])
     func answersBecomeOutcomes(status: Int, body: String, expected: String) {
-        let headers = status == 200 ? [("apns-id", "6a1e2f1c-64d2-4c9e-9a1b-0f4e6a0c5b11"), ("apns-unique-id", "u-1")] : []
+        let headers =
+            status == 200 ? [("apns-id", "6a1e2f1c-64d2-4c9e-9a1b-0f4e6a0c5b11"), ("apns-unique-id", "u-1")] : []
         let outcome = APNsClient.classify(
-            HTTPResponse(status: status, headers: headers, body: Array(body.utf8)), sent: Self.notification, now: Date())
+            HTTPResponse(status: status, headers: headers, body: Array(body.utf8)), sent: Self.notification, now: Date()
+        )
         switch (outcome, expected) {
         case (.sent(let id, let unique), "sent"):
             #expect(id == "6a1e2f1c-64d2-4c9e-9a1b-0f4e6a0c5b11")

@@ -50,7 +50,8 @@ import Testing
     @Test func silentPushesAndWakeUpsAreBackgroundPushesThatDoNotLinger() async throws {
         let f = try await WorkerFixture.make(apns: true)
         try await f.registerIPhone("iphone")
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', silent => true, data => '{\"sync\": \"1\"}')")
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', silent => true, data => '{\"sync\": \"1\"}')")
         try await f.ingest()
         try await f.dispatch()
         let push = try #require(await f.emulator.apnsReceived.first)
@@ -96,7 +97,9 @@ import Testing
         if disabled {
             #expect(try device.decode(1, as: String?.self)?.hasPrefix("APNs: APNs answered 4") == true)
         }
-        let scopes = try await f.db.query("SELECT scope FROM herald.app_problems").map { try $0.decode(0, as: String.self) }
+        let scopes = try await f.db.query("SELECT scope FROM herald.app_problems").map {
+            try $0.decode(0, as: String.self)
+        }
         #expect(scopes == (behaviour == .thirdPartyAuthError ? ["apns"] : []))
     }
 
@@ -118,7 +121,9 @@ import Testing
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Again')")
         try await f.ingest()
         try await f.dispatch()
-        #expect(try await f.db.query("SELECT disabled_cause FROM herald.devices")[0].decode(0, as: String?.self) == "token_invalid")
+        #expect(
+            try await f.db.query("SELECT disabled_cause FROM herald.devices")[0].decode(0, as: String?.self)
+                == "token_invalid")
     }
 
     @Test func oneProviderTokenServesEveryRequestAndAnExpiredOneIsRetriedOnce() async throws {
@@ -175,11 +180,14 @@ import Testing
         try await f.dispatch()
         #expect(try await f.delivery(of: "old-iphone").state == "sent")
         #expect(await f.message(to: "token-old-iphone") != nil, "through FCM, as its token is FCM's")
-        let kinds = try await f.db.query("SELECT token_kind FROM herald.devices").map { try $0.decode(0, as: String.self) }
+        let kinds = try await f.db.query("SELECT token_kind FROM herald.devices").map {
+            try $0.decode(0, as: String.self)
+        }
         #expect(kinds == ["registration_token"])
         // A new registration is an APNs device token now, and must look like one.
         let refused = await #expect(throws: PostgresError.self) {
-            _ = try await f.db.query("SELECT herald.register_device('shop', 'new-iphone', 'ios', 'fcm-token-x', 'alice')")
+            _ = try await f.db.query(
+                "SELECT herald.register_device('shop', 'new-iphone', 'ios', 'fcm-token-x', 'alice')")
         }
         #expect(refused?.message.contains("an APNs device token is 64 or more hexadecimal digits") == true)
         _ = try await f.db.query(
@@ -197,7 +205,8 @@ import Testing
             "/usr/bin/openssl",
             [
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "20",
-                "-subj", "/UID=\(WorkerFixture.bundleID)/CN=Apple Development IOS Push Services: \(WorkerFixture.bundleID)",
+                "-subj",
+                "/UID=\(WorkerFixture.bundleID)/CN=Apple Development IOS Push Services: \(WorkerFixture.bundleID)",
                 "-keyout", directory.appendingPathComponent("key.pem").path,
                 "-out", directory.appendingPathComponent("cert.pem").path,
             ])
@@ -227,7 +236,8 @@ import Testing
     @Test func anInstallationIDIsSentAsFCMsFidTarget() async throws {
         let f = try await WorkerFixture.make()
         _ = try await f.db.query(
-            "SELECT herald.register_device('shop', 'pixel', 'android', 'fid-pixel-1', 'alice', token_kind => 'installation_id')")
+            "SELECT herald.register_device('shop', 'pixel', 'android', 'fid-pixel-1', 'alice', token_kind => 'installation_id')"
+        )
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
         try await f.dispatch()

@@ -48,7 +48,8 @@ extension DispatchWorker {
         if news.warn {
             let days = Int((news.expiry.timeIntervalSince(now) / 86_400).rounded(.up))
             context.logger.warning(
-                days > 0 ? "the app's APNs certificate expires soon: renew it" : "the app's APNs certificate has expired",
+                days > 0
+                    ? "the app's APNs certificate expires soon: renew it" : "the app's APNs certificate has expired",
                 metadata: ["app": "\(app)", "expires_at": "\(news.expiry)", "days_left": "\(max(0, days))"])
         }
     }

@@ -1,5 +1,4 @@
 import Foundation
-import HeraldCrypto
 import HeraldAPNs
 import HeraldCrypto
 import HeraldFCM
