@@ -9,26 +9,42 @@ public final class NginxStandIn: Sendable {
     public var caBundle: String { directory.appendingPathComponent("cert.pem").path }
     public var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    /// With `requestsPerConnection`, nginx ends each connection with a GOAWAY after that many
-    /// requests; without it, connections last the whole test. With `upstream`, every request is
-    /// passed on to that port on 127.0.0.1 (an emulator); with `clientCA` too, client
+    /// Starts one. With `requestsPerConnection`, nginx ends each connection with a GOAWAY after
+    /// that many requests; without it, connections last the whole test. With `upstream`, every
+    /// request is passed on to that port on 127.0.0.1 (an emulator); with `clientCA` too, client
     /// certificates it signed are verified, and the verdict passed on in `X-Client-Verify`.
-    public init(requestsPerConnection: Int? = nil, upstream: UInt16? = nil, clientCA: String? = nil) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-nginx-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let output = try Self.script(
-            ["start", directory.path, "\(requestsPerConnection ?? 10_000_000)"] + (upstream.map { ["\($0)"] } ?? [])
-                + (clientCA.map { [$0] } ?? []))
-        guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw CocoaError(
-                .executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])
+    /// Starting (a key, a certificate, nginx) blocks, so it runs on a thread of its own, never on
+    /// the two threads every test shares.
+    public static func start(requestsPerConnection: Int? = nil, upstream: UInt16? = nil, clientCA: String? = nil)
+        async throws -> NginxStandIn
+    {
+        try await onOwnThread {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "herald-nginx-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let output = try script(
+                ["start", directory.path, "\(requestsPerConnection ?? 10_000_000)"] + (upstream.map { ["\($0)"] } ?? [])
+                    + (clientCA.map { [$0] } ?? []))
+            guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw CocoaError(
+                    .executableLoad, userInfo: [NSLocalizedDescriptionKey: "nginx stand-in did not start: \(output)"])
+            }
+            return NginxStandIn(directory: directory, port: port)
         }
+    }
+
+    private init(directory: URL, port: Int) {
+        self.directory = directory
         self.port = port
     }
 
     deinit {
-        _ = try? Self.script(["stop", directory.path])
-        try? FileManager.default.removeItem(at: directory)
+        // Stopping waits for nginx to exit: not on the threads the tests share either.
+        let directory = directory
+        Thread {
+            _ = try? Self.script(["stop", directory.path])
+            try? FileManager.default.removeItem(at: directory)
+        }.start()
     }
 
     /// The access log's lines as (connection serial, request number on it, protocol).

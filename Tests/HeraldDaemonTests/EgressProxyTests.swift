@@ -11,7 +11,7 @@ import Testing
 /// variables never reach the other tests.
 @Suite struct EgressProxyTests {
     @Test func requestsTunnelThroughHTTPSProxyUnlessTheHostIsInNoProxy() async throws {
-        let nginx = try NginxStandIn()
+        let nginx = try await NginxStandIn.start()
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("proxy-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: log) }
         let proxy = try await ConnectProxy.start(log: log.path)

@@ -11,7 +11,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
 
 @Suite struct HTTPClientTests {
     @Test func requestsAreMultiplexedAsHTTP2StreamsOverFewConnections() async throws {
-        let nginx = try NginxStandIn()
+        let nginx = try await NginxStandIn.start()
         var configuration = HTTPClient.Configuration()
         configuration.caBundle = nginx.caBundle
         configuration.maxConnectionsPerHost = 2
@@ -43,7 +43,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
     /// server had not taken are retried on a new connection (libcurl does this): none fails,
     /// and none reaches the server twice.
     @Test func connectionsEndedByGOAWAYLoseNoRequest() async throws {
-        let nginx = try NginxStandIn(requestsPerConnection: 500)
+        let nginx = try await NginxStandIn.start(requestsPerConnection: 500)
         let (outcomes, log) = try await sendConcurrently(2000, to: nginx)
         #expect(outcomes.filter { $0 != .success(200) }.isEmpty, "\(outcomes.filter { $0 != .success(200) })")
         #expect(log.count == 2000)
@@ -55,7 +55,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
     /// waiting: a stream refused five times in a row fails as a connection error, which the
     /// dispatch worker retries with backoff. Such a request never reached the server.
     @Test func streamsRefusedTooOftenFailAsRetryableAndWereNeverProcessed() async throws {
-        let nginx = try NginxStandIn(requestsPerConnection: 50)
+        let nginx = try await NginxStandIn.start(requestsPerConnection: 50)
         let (outcomes, log) = try await sendConcurrently(2000, to: nginx)
         let failures = outcomes.filter { $0 != .success(200) }
         #expect(failures.allSatisfy { $0 == .failure(.connection) }, "\(failures)")
@@ -93,7 +93,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
     }
 
     @Test func untrustedCertificateIsAConnectionError() async throws {
-        let nginx = try NginxStandIn()
+        let nginx = try await NginxStandIn.start()
         let client = HTTPClient()
         let error = await #expect(throws: HTTPClientError.self) {
             _ = try await client.send(HTTPRequest(url: nginx.baseURL + "/"))

@@ -49,7 +49,7 @@ struct WorkerFixture {
         var fcm = Senders.Configuration()
         fcm.endpoint = emulator.baseURL
         if webPush || apns || apnsCertificate != nil {
-            let front = try NginxStandIn(upstream: emulator.port, clientCA: apnsCertificate?.path)
+            let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
             http.caBundle = front.caBundle
             fcm.apnsEndpoint = front.baseURL
             pushService = front

@@ -25,7 +25,7 @@ case "$command" in
 start)
   mkdir -p "$dir/tmp"
   chmod 777 "$dir/tmp"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
     -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
