@@ -19,7 +19,8 @@ import Testing
         let count = 3000
         let database = try await TestDatabase.create()
         let db = try await database.connect()
-        let load = try await CrashLoad.start(db, notifications: count)
+        // Half the devices are iPhones whose app sends straight to APNs.
+        let load = try await CrashLoad.start(db, notifications: count, iPhonesOnAPNs: true)
         defer { load.accountFile.remove() }
         let environment = load.daemonEnvironment(database.conninfo, lease: "2s", rescueInterval: "200ms")
         func sent() async throws -> Int {
@@ -47,7 +48,11 @@ import Testing
 
         let sends = try await load.checkNothingLost(
             db, notifications: count, window: kills * Self.batch * Self.concurrency)
-        print("crash safety: \(kills) kills, \(count) deliveries, \(sends)")
+        let throughAPNs = await load.emulator.apnsReceived.count
+        print(
+            "crash safety: \(kills) kills, \(count) deliveries (half straight to APNs), \(sends); \(throughAPNs) to APNs"
+        )
+        #expect(throughAPNs >= count / 2)
     }
 
     /// PostgreSQL is killed outright (every server process, SIGKILL) while the daemon sends, and
@@ -109,35 +114,61 @@ import Testing
     }
 }
 
-/// The crash tests' load: app `crash` on the FCM emulator, one Android device per user, and a
-/// notification for each.
+/// The crash tests' load: app `crash` on the emulator, one device per user (Android, or with
+/// `iPhonesOnAPNs` every even one an iPhone with an APNs device token, sent straight to APNs
+/// through the emulator's TLS front), and a notification for each.
 struct CrashLoad {
     let emulator: FCMEmulator
     let accountFile: ServiceAccountFile
+    let apnsFront: NginxStandIn?
+    let apnsKey: SecretFile?
 
-    static func start(_ db: PostgresConnection, notifications count: Int) async throws -> CrashLoad {
+    static func start(_ db: PostgresConnection, notifications count: Int, iPhonesOnAPNs: Bool = false) async throws
+        -> CrashLoad
+    {
         let emulator = try await FCMEmulator.start()
         let accountFile = try ServiceAccountFile(try await emulator.makeServiceAccount(projectID: "crash"))
         try await db.query(
             "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('crash', 'crash', $1)",
             [accountFile.path])
+        var front: NginxStandIn?
+        var key: SecretFile?
+        if iPhonesOnAPNs {
+            front = try await NginxStandIn.start(upstream: emulator.port)
+            let pem = try await emulator.makeAPNsKey(
+                teamID: "CRASHTEAM1", keyID: "CRASHKEY01", topics: ["com.example.crash"])
+            key = try SecretFile(contents: pem, suffix: ".p8")
+            try await db.query(
+                """
+                UPDATE herald.apps SET ios_transport = 'apns', apns_bundle_id = 'com.example.crash',
+                                       apns_team_id = 'CRASHTEAM1', apns_key_id = 'CRASHKEY01', apns_key_file = $1
+                """, [key!.path])
+        }
         try await db.query(
             """
-            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
-            SELECT 'crash', 'd' || n, 'android', 'token-' || n, 'u' || n FROM generate_series(1, $1) n
-            """, [count])
+            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind)
+            SELECT 'crash', 'd' || n, CASE WHEN $2 AND n % 2 = 0 THEN 'ios' ELSE 'android' END,
+                   CASE WHEN $2 AND n % 2 = 0 THEN lpad(to_hex(n), 64, '0') ELSE 'token-' || n END, 'u' || n,
+                   CASE WHEN $2 AND n % 2 = 0 THEN 'apns_device_token' ELSE 'registration_token' END
+            FROM generate_series(1, $1) n
+            """, [count, iPhonesOnAPNs])
         try await db.query(
             "INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'crash', 'u' || n, 'hi' FROM generate_series(1, $1) n",
             [count])
-        return CrashLoad(emulator: emulator, accountFile: accountFile)
+        return CrashLoad(emulator: emulator, accountFile: accountFile, apnsFront: front, apnsKey: key)
     }
 
     func daemonEnvironment(_ conninfo: String, lease: String, rescueInterval: String) -> [String: String] {
-        [
+        var environment = [
             "HERALD_DATABASE_URL": conninfo, "HERALD_WORKERS": "all", "HERALD_FCM_ENDPOINT": emulator.baseURL,
             "HERALD_BATCH_SIZE": "\(CrashSafetyTests.batch)", "HERALD_CONCURRENCY": "\(CrashSafetyTests.concurrency)",
             "HERALD_LEASE": lease, "HERALD_RESCUE_INTERVAL": rescueInterval, "HERALD_POLL_INTERVAL": "200ms",
         ]
+        if let apnsFront {
+            environment["HERALD_APNS_ENDPOINT"] = apnsFront.baseURL
+            environment["HERALD_CA_BUNDLE"] = apnsFront.caBundle
+        }
+        return environment
     }
 
     /// Waits until no notification waits for ingest and no delivery is queued.
@@ -166,12 +197,16 @@ struct CrashLoad {
         #expect(unsent.isEmpty, "deliveries not sent: \(unsent) \(detail)")
         #expect(try await number("SELECT count(*) FROM herald.jobs") == 0)
 
-        let received = await emulator.received
-        let distinct = Set(
-            received.map { message in
+        // Every send each device got, through FCM or straight to APNs.
+        let received =
+            await emulator.received.map { message in
                 let data = message.message["data"] as? [String: Any]
                 return "\(message.target) \(data?["herald_notification_id"] as? String ?? "?")"
+            }
+            + (await emulator.apnsReceived.map {
+                "\($0.deviceToken) \($0.document["herald_notification_id"] as? String ?? "?")"
             })
+        let distinct = Set(received)
         let duplicates = received.count - distinct.count
         #expect(distinct.count == count)
         #expect(duplicates <= window, "\(duplicates) duplicates, window \(window)")
