@@ -182,6 +182,16 @@ LANGUAGE sql SET enable_sort = off AS $$
         ORDER BY d.run_at, d.id
         LIMIT batch
         FOR UPDATE SKIP LOCKED
+    ), problems AS (
+        -- Each app's failing configurations, once per claim (there are usually none), rather
+        -- than a lookup per delivery (6 µs a delivery, measured).
+        SELECT p.app_id,
+               max(p.failed_at) FILTER (WHERE p.scope = 'fcm') AS fcm,
+               max(p.failed_at) FILTER (WHERE p.scope = 'fcm_apns') AS fcm_apns,
+               max(p.failed_at) FILTER (WHERE p.scope = 'apns') AS apns,
+               max(p.failed_at) FILTER (WHERE p.scope = 'web') AS web
+        FROM herald.app_config_problems p
+        GROUP BY p.app_id
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -196,18 +206,17 @@ LANGUAGE sql SET enable_sort = off AS $$
            n.app_id, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
            a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
            a.apns_certificate_file,
-           (SELECT max(p.failed_at) FROM herald.app_config_problems p
-            WHERE p.app_id = n.app_id
-              AND p.scope = ANY (CASE WHEN c.payload_kind = 'web' THEN '{web}'::text[]
-                                      WHEN dev.token_kind = 'apns_device_token' THEN '{apns}'::text[]
-                                      WHEN c.payload_kind LIKE 'ios%' THEN '{fcm,fcm_apns}'::text[]
-                                      ELSE '{fcm}'::text[] END)),
+           CASE WHEN c.payload_kind = 'web' THEN p.web
+                WHEN dev.token_kind = 'apns_device_token' THEN p.apns
+                WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
+                ELSE p.fcm END,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
            n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
            n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
     FROM claimed c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
-    LEFT JOIN herald.devices dev ON dev.id = c.device_id;
+    LEFT JOIN herald.devices dev ON dev.id = c.device_id
+    LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_deliveries(timestamptz, int, text, interval) FROM PUBLIC;
