@@ -155,6 +155,7 @@ let package = Package(
                 "HeraldHTTP",
                 "HeraldWorkers",
                 "HeraldCrypto",
+                "HeraldWebPush",
                 "HeraldQueue",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

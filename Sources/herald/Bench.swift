@@ -11,7 +11,7 @@ import Logging
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks that print figures.",
-        subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self])
+        subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self, CryptoBench.self])
 }
 
 /// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete

@@ -63,7 +63,8 @@ herald_key *herald_key_from_raw_p256(const uint8_t *public_point, size_t public_
 // Writes a P-256 key's public half as the 65-byte uncompressed point (0x04 || x || y).
 long herald_key_public_raw(const herald_key *key, uint8_t *out, size_t out_size, char *error, size_t error_size);
 
-// ECDH: the 32-byte shared secret of `key` (with its private half) and `peer` (a public key).
+// ECDH: the 32-byte shared secret of `key` (with its private half) and `peer` (a public key loaded
+// by herald_key_from_raw_p256 or from PEM, so already known to be on the curve).
 long herald_ecdh(const herald_key *key, const herald_key *peer, uint8_t *out, size_t out_size, char *error,
                  size_t error_size);
 
