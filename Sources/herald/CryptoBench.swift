@@ -31,6 +31,7 @@ struct CryptoBench: AsyncParsableCommand {
     }
 
     static func micro(_ duration: Duration) -> String {
-        String(format: "%.1f", Double(duration.components.attoseconds) / 1e12 + Double(duration.components.seconds) * 1e6)
+        String(
+            format: "%.1f", Double(duration.components.attoseconds) / 1e12 + Double(duration.components.seconds) * 1e6)
     }
 }
