@@ -36,16 +36,17 @@ public struct Daemon {
         try await checkSchema(maintenance)
 
         let hub = WakeHub()
-        // One HTTP/2 client, and each app's FCM and Web Push clients, shared by every sending worker.
+        // One HTTP/2 client, and each app's FCM, APNs and Web Push clients, shared by every
+        // sending worker.
         var http = HTTPClient.Configuration()
         http.caBundle = configuration.caBundle
-        var fcm = Senders.Configuration()
-        fcm.endpoint = configuration.fcmEndpoint
-        fcm.defaultCredentialsFile = configuration.defaultCredentialsFile
-        fcm.ratePerSecond = configuration.fcmRateLimit
-        fcm.apnsEndpoint = configuration.apnsEndpoint
+        var providers = Senders.Configuration()
+        providers.fcmEndpoint = configuration.fcmEndpoint
+        providers.defaultCredentialsFile = configuration.defaultCredentialsFile
+        providers.ratePerSecond = configuration.fcmRateLimit
+        providers.apnsEndpoint = configuration.apnsEndpoint
         let senders = Senders(
-            http: HTTPClient(configuration: http, logger: logger), configuration: fcm, logger: logger)
+            http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger)
         var services: [any Service] = []
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []

@@ -46,12 +46,12 @@ struct WorkerFixture {
         var pushService: NginxStandIn?
         var vapid: VAPIDKeyFile?
         var apnsKey: SecretFile?
-        var fcm = Senders.Configuration()
-        fcm.endpoint = emulator.baseURL
+        var providers = Senders.Configuration()
+        providers.fcmEndpoint = emulator.baseURL
         if webPush || apns || apnsCertificate != nil {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
             http.caBundle = front.caBundle
-            fcm.apnsEndpoint = front.baseURL
+            providers.apnsEndpoint = front.baseURL
             pushService = front
         }
         if webPush {
@@ -80,7 +80,7 @@ struct WorkerFixture {
         }
         let context = WorkerContext(
             connection: db, clock: clock, logger: Logger(label: "test"),
-            senders: Senders(http: HTTPClient(configuration: http), configuration: fcm, logger: Logger(label: "test")))
+            senders: Senders(http: HTTPClient(configuration: http), configuration: providers, logger: Logger(label: "test")))
         return WorkerFixture(
             emulator: emulator, db: db, database: database, context: context,
             queue: JobQueue(connection: db, workerID: "test", clock: clock), accountFile: accountFile,

@@ -14,7 +14,7 @@ import Logging
 /// certificate.
 public actor Senders {
     public struct Configuration: Sendable {
-        public var endpoint: String = FCMClient.defaultEndpoint
+        public var fcmEndpoint: String = FCMClient.defaultEndpoint
         public var defaultCredentialsFile: String?
         public var ratePerSecond: Double = RateLimiter.defaultRate
         /// APNs' base URL for every app, instead of Apple's production or development servers (a
@@ -65,7 +65,7 @@ public actor Senders {
         limiters[project] = limiter
         let client = FCMClient(
             projectID: project, tokens: AccessTokenSource(account: account, http: http, logger: logger), http: http,
-            configuration: .init(endpoint: configuration.endpoint))
+            configuration: .init(endpoint: configuration.fcmEndpoint))
         let sender = Sender(client: client, limiter: limiter)
         senders[app] = sender
         logger.info(
