@@ -19,8 +19,16 @@ import Testing
         }
         try await f.ingest()
         try await f.dispatch()
+        // Sends of one batch go out concurrently and arrive in any order: oldest first is by
+        // notification id.
         let sent = await f.messages(to: "token-\(device)").dropFirst(before)
-        return sent.compactMap(Self.reference(in:))
+        return sent.sorted { Self.notificationID(in: $0) < Self.notificationID(in: $1) }.compactMap(Self.reference(in:))
+    }
+
+    static func notificationID(in message: [String: Any]) -> Int {
+        let data = message["data"] as? [String: String]
+        let payload = (message["apns"] as? [String: Any])?["payload"] as? [String: Any]
+        return Int(data?["herald_notification_id"] ?? payload?["herald_notification_id"] as? String ?? "") ?? 0
     }
 
     static func reference(in message: [String: Any]) -> String? {
