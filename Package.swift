@@ -10,7 +10,7 @@ let package = Package(
         .library(name: "HeraldQueue", targets: ["HeraldQueue"]),
         .library(name: "HeraldFCM", targets: ["HeraldFCM"]),
         .library(name: "HeraldEmulator", targets: ["HeraldEmulator"]),
-        .executable(name: "herald-fcm-emulator", targets: ["herald-fcm-emulator"]),
+        .executable(name: "herald-emulator", targets: ["herald-emulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -101,7 +101,7 @@ let package = Package(
             ]
         ),
         .executableTarget(
-            name: "herald-fcm-emulator",
+            name: "herald-emulator",
             dependencies: [
                 "HeraldEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

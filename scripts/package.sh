@@ -3,7 +3,7 @@
 # the Swift runtime linked in statically, so hosts need no Swift), the systemd unit, the
 # environment file as a conffile, and the documentation. Depends: lists exactly the shared
 # libraries the binary links, as dpkg-shlibdeps finds them. The emulator is not packaged: it
-# is for tests and demos (`swift run herald-fcm-emulator`).
+# is for tests and demos (`swift run herald-emulator`).
 #   scripts/package.sh [output directory, default dist]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs Herald against a local PostgreSQL and the
 # local emulator: installs what is missing, starts a cluster in .herald-local/ (kept between
-# runs), builds herald, migrates, starts herald-fcm-emulator with a service account it
+# runs), builds herald, migrates, starts herald-emulator with a service account it
 # generates (FCM) and nginx in front of it as APNs and a browser push service (TLS, HTTP/2),
 # makes an APNs key, a VAPID key and a browser subscription, registers demo devices and sends
 # demo notifications with plain SQL (scripts/demo.sql), then runs the daemon in the foreground
@@ -15,18 +15,32 @@ cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 install_herald_dependencies
 
+# What this script started, stopped however it ends: Ctrl-C, SIGTERM or an error.
+started_postgres= emulator= push_front= daemon=
+cleanup() {
+  set +e  # a step that fails (the daemon's exit status, say) must not skip the others
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  [ -n "$push_front" ] && bash scripts/lib/nginx-standin.sh stop "$push_front"
+  [ -n "$emulator" ] && kill "$emulator" 2>/dev/null
+  [ -n "$started_postgres" ] && stop_postgres "$started_postgres"
+  return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 if [ -z "${HERALD_DATABASE_URL:-}" ]; then
   start_postgres "$PWD/.herald-local"
   as_postgres "$(postgres_bin)/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = 'herald'" | grep -q 1 ||
     as_postgres "$(postgres_bin)/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres herald
   export HERALD_DATABASE_URL="host=127.0.0.1 port=$PGPORT user=postgres dbname=herald"
-  trap 'stop_postgres "$PWD/.herald-local"' EXIT
+  started_postgres="$PWD/.herald-local"
 fi
 
 echo "==> building herald"
 swift build --product herald
-swift build --product herald-fcm-emulator
+swift build --product herald-emulator
 herald=.build/debug/herald
 
 "$herald" migrate
@@ -35,10 +49,9 @@ demo_browser=()
 if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   mkdir -p .herald-local
   port=$(free_port)
-  .build/debug/herald-fcm-emulator --port "$port" --project herald-demo \
+  .build/debug/herald-emulator --port "$port" --project herald-demo \
     --write-service-account .herald-local/demo-service-account.json >.herald-local/emulator.log 2>&1 &
   emulator=$!
-  trap 'kill $emulator 2>/dev/null; stop_postgres "$PWD/.herald-local"' EXIT
   for _ in $(seq 100); do grep -q "listening" .herald-local/emulator.log && break; sleep 0.1; done
   export HERALD_FCM_ENDPOINT="http://127.0.0.1:$port"
   export GOOGLE_APPLICATION_CREDENTIALS="$PWD/.herald-local/demo-service-account.json"
@@ -46,7 +59,7 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
 
   # APNs and browsers' push services are https: nginx is the emulator's TLS and HTTP/2 front.
   push_port=$(bash scripts/lib/nginx-standin.sh start "$PWD/.herald-local/push-service" 10000000 "$port")
-  trap 'bash scripts/lib/nginx-standin.sh stop "$PWD/.herald-local/push-service"; kill $emulator 2>/dev/null; stop_postgres "$PWD/.herald-local"' EXIT
+  push_front="$PWD/.herald-local/push-service"
   export HERALD_CA_BUNDLE="$PWD/.herald-local/push-service/cert.pem"
   export HERALD_APNS_ENDPOINT="https://127.0.0.1:$push_port"
   # The app's APNs signing key, as Apple's .p8 download (the emulator trusts it for the bundle).
@@ -91,4 +104,7 @@ psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 "${demo_browser[@]}" -q -f script
 ) &
 
 echo "==> running herald (Ctrl-C to stop)"
-"$herald" run
+# In the background, so that a signal to this script is handled at once, not after herald exits.
+"$herald" run &
+daemon=$!
+wait "$daemon"

@@ -10,7 +10,7 @@ public final class HeraldProcess: @unchecked Sendable {
     public let process = Process()
     private let logFile: URL
 
-    /// Starts `herald` (or another product built beside it, such as `herald-fcm-emulator`)
+    /// Starts `herald` (or another product built beside it, such as `herald-emulator`)
     /// with `arguments`; `environment` is added to this process's own.
     public init(_ arguments: [String], environment: [String: String] = [:], executable: String = "herald") throws {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString).log")

@@ -118,7 +118,7 @@ import Testing
 /// `iPhonesOnAPNs` every even one an iPhone with an APNs device token, sent straight to APNs
 /// through the emulator's TLS front), and a notification for each.
 struct CrashLoad {
-    let emulator: FCMEmulator
+    let emulator: Emulator
     let accountFile: ServiceAccountFile
     let apnsFront: NginxStandIn?
     let apnsKey: SecretFile?
@@ -126,7 +126,7 @@ struct CrashLoad {
     static func start(_ db: PostgresConnection, notifications count: Int, iPhonesOnAPNs: Bool = false) async throws
         -> CrashLoad
     {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let accountFile = try ServiceAccountFile(try await emulator.makeServiceAccount(projectID: "crash"))
         try await db.query(
             "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('crash', 'crash', $1)",

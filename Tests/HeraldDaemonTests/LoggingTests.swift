@@ -14,7 +14,7 @@ import Testing
     /// The whole pipeline at trace level, with a dead token and an app whose credentials file
     /// holds a bare private key: no log line carries a key, an access token or a whole push token.
     @Test func secretsNeverReachTheLogs() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
         let contents = try account.fileContents()
         let privateKey = try #require(

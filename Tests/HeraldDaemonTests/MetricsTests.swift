@@ -12,7 +12,7 @@ import Testing
     /// Prometheus scrapes a running daemon: sends by outcome, queue depth, claim and send
     /// latency, token refreshes, reports and wake-ups.
     @Test func prometheusSeesWhatTheDaemonDid() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
         let file = try ServiceAccountFile(account)
         defer { file.remove() }

@@ -15,7 +15,7 @@ import Testing
     }
 
     @Test func manyConcurrentCallersShareOneTokenRequest() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "p")
         let source = AccessTokenSource(account: account, http: HTTPClient())
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
@@ -28,7 +28,7 @@ import Testing
     }
 
     @Test func refreshesBeforeExpiry() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         await emulator.setTokenLifetime(seconds: 300)
         let account = try await emulator.makeServiceAccount(projectID: "p")
         // Start in the past: the emulator checks the JWT's iat against the real time.
@@ -45,7 +45,7 @@ import Testing
     }
 
     @Test func transientTokenEndpointErrorsAreRetried() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "p")
         await emulator.failTokenRequests(status: 503, count: 2)
         let source = AccessTokenSource(account: account, http: HTTPClient(), configuration: fastRetries())
@@ -54,7 +54,7 @@ import Testing
     }
 
     @Test func invalidGrantIsAConfigurationErrorAndIsNotRetriedInALoop() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         // An account the emulator does not trust: its signature cannot verify.
         let stranger = try ServiceAccount.generate(projectID: "p", tokenURI: emulator.tokenURI)
         let source = AccessTokenSource(account: stranger, http: HTTPClient(), configuration: fastRetries())
@@ -71,7 +71,7 @@ import Testing
     }
 
     @Test func tamperedSignatureIsRefused() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let trusted = try await emulator.makeServiceAccount(projectID: "p")
         // Same email and key id, different key: what a leaked-email forgery looks like.
         let forged = ServiceAccount(

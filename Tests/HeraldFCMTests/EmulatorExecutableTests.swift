@@ -15,7 +15,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: accountFile) }
         let emulator = try HeraldProcess(
             ["--port", "0", "--write-service-account", accountFile, "--project", "smoke"],
-            executable: "herald-fcm-emulator")
+            executable: "herald-emulator")
         defer { emulator.send(SIGTERM) }
         #expect(
             try await eventually { emulator.output.contains("listening on http://127.0.0.1:") }, "\(emulator.output)")

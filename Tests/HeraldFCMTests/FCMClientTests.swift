@@ -8,12 +8,12 @@ import Testing
 
 @Suite struct FCMClientTests {
     struct Fixture {
-        let emulator: FCMEmulator
+        let emulator: Emulator
         let client: FCMClient
     }
 
     func fixture(project: String = "herald-test") async throws -> Fixture {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: project)
         let http = HTTPClient()
         let client = FCMClient(
@@ -119,7 +119,7 @@ import Testing
     }
 
     @Test func unreachableFCMIsARetry() async throws {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "p")
         let http = HTTPClient()
         let client = FCMClient(

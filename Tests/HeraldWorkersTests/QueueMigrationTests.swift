@@ -16,7 +16,7 @@ import Testing
         let db = try await database.connect()
         try await Migrator(migrations: Migration.embedded.filter { $0.version < 10 }).migrate(db)
 
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let accountFile = try ServiceAccountFile(try await emulator.makeServiceAccount(projectID: "shop-prod"))
         defer { accountFile.remove() }
         try await db.query(

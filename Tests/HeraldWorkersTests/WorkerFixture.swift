@@ -16,7 +16,7 @@ import Testing
 /// `TEAM123456` for bundle `com.example.shop` (or, with `apnsCertificate`, that push
 /// certificate, which the front checks).
 struct WorkerFixture {
-    let emulator: FCMEmulator
+    let emulator: Emulator
     let db: PostgresConnection
     let database: TestDatabase
     let context: WorkerContext
@@ -34,7 +34,7 @@ struct WorkerFixture {
         clock: any WallClock = SystemClock(), webPush: Bool = false, apns: Bool = false,
         apnsCertificate: SecretFile? = nil
     ) async throws -> WorkerFixture {
-        let emulator = try await FCMEmulator.start()
+        let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
         let accountFile = try ServiceAccountFile(account)
         let database = try await TestDatabase.create()
@@ -80,7 +80,8 @@ struct WorkerFixture {
         }
         let context = WorkerContext(
             connection: db, clock: clock, logger: Logger(label: "test"),
-            senders: Senders(http: HTTPClient(configuration: http), configuration: providers, logger: Logger(label: "test")))
+            senders: Senders(
+                http: HTTPClient(configuration: http), configuration: providers, logger: Logger(label: "test")))
         return WorkerFixture(
             emulator: emulator, db: db, database: database, context: context,
             queue: JobQueue(connection: db, workerID: "test", clock: clock), accountFile: accountFile,

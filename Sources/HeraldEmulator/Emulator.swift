@@ -41,7 +41,7 @@ public struct ReceivedMessage: Sendable {
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes` and `GET /emulator/apns` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
-public final class FCMEmulator: Sendable {
+public final class Emulator: Sendable {
     private let state: EmulatorState
     private let webPush: WebPushService
     private let apns: APNsService
@@ -53,16 +53,16 @@ public final class FCMEmulator: Sendable {
     public var tokenURI: String { baseURL + "/token" }
 
     /// Starts the emulator on `port` (0 picks a free one) on the loopback interface.
-    public static func start(port: UInt16 = 0, host: String = "127.0.0.1") async throws -> FCMEmulator {
+    public static func start(port: UInt16 = 0, host: String = "127.0.0.1") async throws -> Emulator {
         let server = HTTPServer(address: try .inet(ip4: host, port: port), timeout: 30, logger: .disabled)
-        let emulator = FCMEmulatorRoutes()
+        let emulator = EmulatorRoutes()
         await emulator.install(on: server)
         let task = Task { _ = try? await server.run() }
         try await server.waitUntilListening()
         guard case .ip4(_, let boundPort)? = await server.listeningAddress else {
             throw CocoaError(.featureUnsupported)
         }
-        return FCMEmulator(
+        return Emulator(
             server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush,
             apns: emulator.apns)
     }
@@ -153,7 +153,7 @@ public final class FCMEmulator: Sendable {
 }
 
 /// The request handlers, over the emulator's state.
-struct FCMEmulatorRoutes {
+struct EmulatorRoutes {
     let state = EmulatorState()
     let webPush = WebPushService()
     let apns = APNsService()
