@@ -186,6 +186,10 @@ let package = Package(
             dependencies: ["HeraldHTTP", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox")]
         ),
         .testTarget(
+            name: "HeraldCoreTests",
+            dependencies: ["HeraldCore"]
+        ),
+        .testTarget(
             name: "HeraldCryptoTests",
             dependencies: ["HeraldCrypto", "HeraldTestSupport"]
         ),
