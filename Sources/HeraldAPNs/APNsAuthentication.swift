@@ -41,16 +41,11 @@ public actor APNsProviderTokens {
 
     /// Loads a .p8 file (PEM PKCS#8).
     public static func load(file: String, teamID: String, keyID: String) throws -> APNsProviderTokens {
-        let pem: String
         do {
-            pem = try String(contentsOfFile: file, encoding: .utf8)
-        } catch {
-            throw APNsError("cannot read the APNs key file \(file): \(error.localizedDescription)")
-        }
-        do {
-            return try APNsProviderTokens(teamID: teamID, keyID: keyID, key: try CryptoKey(privateKeyPEM: pem))
+            return try APNsProviderTokens(
+                teamID: teamID, keyID: keyID, key: try CryptoKey(privateKeyFile: file, what: "APNs key"))
         } catch let error as CryptoError {
-            throw APNsError("the APNs key file \(file) holds no usable private key: \(error)")
+            throw APNsError(error.description)
         }
     }
 

@@ -19,6 +19,22 @@ public final class CryptoKey: @unchecked Sendable {
         self.init(try Self.load(pem, herald_key_load_private_pem))
     }
 
+    /// Loads the PEM private key in `file` (a VAPID key, an APNs .p8), naming `what` it is in
+    /// the error: the file cannot be read, or holds no usable key.
+    public convenience init(privateKeyFile file: String, what: String) throws {
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw CryptoError(message: "cannot read the \(what) file \(file): \(error.localizedDescription)")
+        }
+        do {
+            try self.init(privateKeyPEM: pem)
+        } catch let error as CryptoError {
+            throw CryptoError(message: "the \(what) file \(file) holds no usable private key: \(error)")
+        }
+    }
+
     /// Loads a PEM public key (`PUBLIC KEY`), for verifying.
     public convenience init(publicKeyPEM pem: String) throws {
         self.init(try Self.load(pem, herald_key_load_public_pem))
@@ -169,10 +185,19 @@ public enum Certificate {
     }
 }
 
-/// OpenSSL refused a key or an operation; the message is OpenSSL's reason text.
+/// OpenSSL refused a key or an operation (the message is then OpenSSL's reason text), or a key
+/// file could not be read or used.
 public struct CryptoError: Error, CustomStringConvertible {
     public var message: String
-    init(_ buffer: UnsafePointer<CChar>) { message = String(cString: buffer) }
-    init(message: String) { self.message = message }
-    public var description: String { "OpenSSL: \(message)" }
+    /// Whether the message is OpenSSL's own reason text.
+    let fromOpenSSL: Bool
+    init(_ buffer: UnsafePointer<CChar>) {
+        message = String(cString: buffer)
+        fromOpenSSL = true
+    }
+    init(message: String) {
+        self.message = message
+        fromOpenSSL = false
+    }
+    public var description: String { fromOpenSSL ? "OpenSSL: \(message)" : message }
 }

@@ -25,16 +25,10 @@ public struct VAPIDKey: Sendable {
 
     /// Loads the PEM private key in `file` (as `herald vapid-key` writes it).
     public static func load(file: String, subject: String) throws -> VAPIDKey {
-        let pem: String
         do {
-            pem = try String(contentsOfFile: file, encoding: .utf8)
-        } catch {
-            throw WebPushError("cannot read the VAPID key file \(file): \(error.localizedDescription)")
-        }
-        do {
-            return try VAPIDKey(key: try CryptoKey(privateKeyPEM: pem), subject: subject)
+            return try VAPIDKey(key: try CryptoKey(privateKeyFile: file, what: "VAPID key"), subject: subject)
         } catch let error as CryptoError {
-            throw WebPushError("the VAPID key file \(file) holds no usable private key: \(error)")
+            throw WebPushError(error.description)
         }
     }
 

@@ -23,7 +23,7 @@ struct VAPIDKeyCommand: AsyncParsableCommand {
     func run() throws {
         let key: CryptoKey
         if show {
-            key = try CryptoKey(privateKeyPEM: try String(contentsOfFile: file, encoding: .utf8))
+            key = try CryptoKey(privateKeyFile: file, what: "VAPID key")
         } else {
             guard !FileManager.default.fileExists(atPath: file) else {
                 throw ValidationError(
