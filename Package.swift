@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldPostgres", targets: ["HeraldPostgres"]),
         .library(name: "HeraldQueue", targets: ["HeraldQueue"]),
+        .library(name: "HeraldSchema", targets: ["HeraldSchema"]),
         .library(name: "HeraldFCM", targets: ["HeraldFCM"]),
         .library(name: "HeraldEmulator", targets: ["HeraldEmulator"]),
         .executable(name: "herald-emulator", targets: ["herald-emulator"]),
@@ -55,7 +56,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The durable job queue: claim, batched completion, backoff, rescue, wake-up, migrations.
+        // The schema: migrations/*.sql, embedded at build time by the plugin below, and the
+        // migrator that applies them.
+        .executableTarget(name: "herald-embed-migrations"),
+        .plugin(
+            name: "EmbedMigrations",
+            capability: .buildTool(),
+            dependencies: ["herald-embed-migrations"],
+            path: "Sources/EmbedMigrationsPlugin"
+        ),
+        .target(
+            name: "HeraldSchema",
+            dependencies: ["HeraldPostgres", .product(name: "Logging", package: "swift-log")],
+            plugins: ["EmbedMigrations"]
+        ),
+        // The durable job queue: claim, batched completion, backoff, rescue, wake-up.
         .target(
             name: "HeraldQueue",
             dependencies: [
@@ -140,6 +155,7 @@ let package = Package(
             dependencies: [
                 "HeraldWorkers",
                 "HeraldEndpoint",
+                "HeraldSchema",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 "HeraldHTTP",
                 "HeraldPostgres",
@@ -152,6 +168,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldDaemon",
+                "HeraldSchema",
                 "HeraldHTTP",
                 "HeraldWorkers",
                 "HeraldCrypto",
@@ -169,13 +186,17 @@ let package = Package(
         .target(
             name: "HeraldTestSupport",
             dependencies: [
-                "HeraldPostgres", "HeraldQueue", "HeraldCrypto", "HeraldFCM", "HeraldEmulator",
+                "HeraldPostgres", "HeraldQueue", "HeraldSchema", "HeraldCrypto", "HeraldFCM", "HeraldEmulator",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ]
         ),
         .testTarget(
             name: "HeraldPostgresTests",
             dependencies: ["HeraldPostgres", "HeraldTestSupport"]
+        ),
+        .testTarget(
+            name: "HeraldSchemaTests",
+            dependencies: ["HeraldSchema", "HeraldPostgres", "HeraldQueue", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldQueueTests",

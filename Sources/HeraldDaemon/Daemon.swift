@@ -3,6 +3,7 @@ import HeraldEndpoint
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
+import HeraldSchema
 import HeraldWorkers
 import Logging
 import Prometheus

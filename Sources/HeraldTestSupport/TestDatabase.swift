@@ -1,6 +1,7 @@
 import Foundation
 import HeraldPostgres
 import HeraldQueue
+import HeraldSchema
 
 /// A database of its own for one test, in the cluster that `scripts/test.sh` started
 /// (found through the standard `PGHOST`, `PGPORT` and `PGUSER` variables).

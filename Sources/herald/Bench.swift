@@ -5,6 +5,7 @@ import HeraldFCM
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
+import HeraldSchema
 import HeraldWorkers
 import Logging
 

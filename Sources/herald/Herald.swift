@@ -3,6 +3,7 @@ import Foundation
 import HeraldDaemon
 import HeraldPostgres
 import HeraldQueue
+import HeraldSchema
 import Logging
 import Metrics
 import Prometheus

@@ -3,6 +3,7 @@ import HeraldEmulator
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
+import HeraldSchema
 import HeraldTestSupport
 import HeraldWorkers
 import Logging

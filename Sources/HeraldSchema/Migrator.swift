@@ -15,7 +15,7 @@ public struct Migration: Sendable {
 }
 
 /// Applies migrations in order, each in its own transaction, and records them in
-/// `herald.schema_migrations`.
+/// `herald.schema_migrations` (created by migration 0).
 ///
 /// A session-level advisory lock serializes migrators, so two hosts that migrate at once
 /// are safe: the second waits, then finds nothing left to do. Running it again is a no-op.
@@ -39,16 +39,9 @@ public struct Migrator: Sendable {
         return try await connection.withSession { session in
             try session.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
             defer { _ = try? session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey]) }
-            try session.execute(
-                """
-                CREATE SCHEMA IF NOT EXISTS herald;
-                CREATE TABLE IF NOT EXISTS herald.schema_migrations (
-                    version     int PRIMARY KEY,
-                    name        text NOT NULL,
-                    checksum    text NOT NULL,
-                    applied_at  timestamptz NOT NULL DEFAULT now()
-                );
-                """)
+            // Migration 0 creates the table the others are recorded in; it changes nothing
+            // once the table exists, so it runs first every time.
+            if let bootstrap = migrations.first(where: { $0.version == 0 }) { try session.execute(bootstrap.sql) }
             var applied: [Int: String] = [:]
             for row in try session.query("SELECT version, checksum FROM herald.schema_migrations") {
                 applied[try row.decode(0, as: Int.self)] = try row.decode(1, as: String.self)

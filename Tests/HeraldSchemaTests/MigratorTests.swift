@@ -1,6 +1,7 @@
 import Foundation
 import HeraldPostgres
 import HeraldQueue
+import HeraldSchema
 import HeraldTestSupport
 import Testing
 
@@ -62,7 +63,7 @@ import Testing
             let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
             #expect(
                 text.trimmingCharacters(in: .newlines) == migration.sql.trimmingCharacters(in: .newlines),
-                "\(file) changed: run scripts/embed-migrations.sh")
+                "\(file) differs from what the EmbedMigrations plugin embedded")
         }
     }
 }
