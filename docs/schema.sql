@@ -134,6 +134,39 @@ $$;
 
 
 --
+-- Name: end_hopeless_retries(timestamp with time zone, integer); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) RETURNS TABLE(state text, deliveries bigint)
+    LANGUAGE sql
+    AS $$
+    WITH hopeless AS (
+        SELECT d.id,
+               CASE WHEN n.expires_at <= at THEN 'expired' ELSE 'cancelled' END AS state,
+               CASE WHEN n.expires_at <= at
+                    THEN format('expired at %s while waiting to be retried', n.expires_at)
+                    ELSE format('device disabled while waiting to be retried: %s', dev.disabled_reason)
+               END AS reason
+        FROM herald.deliveries AS d
+        JOIN herald.notifications AS n ON n.id = d.notification_id
+        LEFT JOIN herald.devices AS dev ON dev.id = d.device_id
+        WHERE d.state = 'queued' AND d.locked_by IS NULL AND d.attempts > 0
+          AND (n.expires_at <= at OR dev.disabled_at IS NOT NULL)
+        LIMIT batch
+        FOR UPDATE OF d SKIP LOCKED
+    ), ended AS (
+        UPDATE herald.deliveries AS d
+        SET state = h.state, last_error = h.reason, finished_at = at, run_at = NULL,
+            error_history = d.error_history || format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), h.reason)
+        FROM hopeless AS h
+        WHERE d.id = h.id
+        RETURNING d.state
+    )
+    SELECT ended.state, count(*) FROM ended GROUP BY ended.state;
+$$;
+
+
+--
 -- Name: enqueue_reconcile(); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -146,6 +179,15 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+
+--
+-- Name: fetch_window(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.fetch_window() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT interval '3 days' $$;
 
 
 --
@@ -1591,6 +1633,13 @@ CREATE UNIQUE INDEX deliveries_one_pending_wakeup ON herald.deliveries USING btr
 
 
 --
+-- Name: deliveries_retrying; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_retrying ON herald.deliveries USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
+
+
+--
 -- Name: deliveries_unreported; Type: INDEX; Schema: herald; Owner: -
 --
 
@@ -1757,11 +1806,27 @@ GRANT ALL ON FUNCTION herald.enable_device(app text, device text) TO herald_daem
 
 
 --
+-- Name: FUNCTION end_hopeless_retries(at timestamp with time zone, batch integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION enqueue_reconcile(); Type: ACL; Schema: herald; Owner: -
 --
 
 REVOKE ALL ON FUNCTION herald.enqueue_reconcile() FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION fetch_window(); Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT ALL ON FUNCTION herald.fetch_window() TO herald_daemon;
+GRANT ALL ON FUNCTION herald.fetch_window() TO herald_producer;
 
 
 --

@@ -24,7 +24,7 @@ public struct Configuration: Sendable {
     public var concurrency: Int = 2
     public var pollInterval: Duration = .seconds(2)
     public var lease: Duration = JobQueue.defaultLease
-    public var rescueInterval: Duration = LeaseRescuer.defaultInterval
+    public var rescueInterval: Duration = RetryWorker.defaultInterval
     public var backoffBase: Duration = Backoff.defaultBase
     public var backoffCap: Duration = Backoff.defaultCap
     /// How long finished notifications are kept.

@@ -9,10 +9,10 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 
-/// `herald run`: checks the schema, then runs the configured workers and the lease rescuer
+/// `herald run`: checks the schema, then runs the configured workers and the pruner
 /// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
 ///
-/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for lease rescue,
+/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for the schema check,
 /// one for pruning, one for LISTEN, two for the HTTP endpoint, one for metrics.
 public struct Daemon {
     let configuration: Configuration
@@ -33,8 +33,9 @@ public struct Daemon {
 
     public func run() async throws {
         let factories = try WorkerCatalog.factories(for: configuration.workers)
-        let maintenance = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-        try await checkSchema(maintenance)
+        let schemaCheck = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+        try await checkSchema(schemaCheck)
+        await schemaCheck.close()
 
         let hub = WakeHub()
         // One HTTP/2 client, and each app's FCM, APNs and Web Push clients, shared by every
@@ -77,10 +78,6 @@ public struct Daemon {
         if let address = configuration.metricsAddress, let metrics {
             services.append(endpoint(.metrics(metrics), at: address, connections: 1))
         }
-        services.append(
-            LeaseRescuer(
-                queue: context(on: maintenance).jobQueue, hub: hub, interval: configuration.rescueInterval,
-                logger: logger))
 
         let listener = PostgresListener(
             conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger,
@@ -126,7 +123,8 @@ public struct Daemon {
             connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
             lease: configuration.lease,
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
-            senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile)
+            senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
+            retryInterval: configuration.rescueInterval)
     }
 
     /// Refuses to start on a database that lacks migrations this binary needs, unless

@@ -6,11 +6,13 @@ public enum WorkerCatalog {
     public typealias Factory = @Sendable (WorkerContext) -> any BatchWorker
 
     /// Workers started by `HERALD_WORKERS=all`. Ingest and dispatch claim their own tables'
-    /// rows; the others claim `herald.jobs` rows of their kind.
+    /// rows; reconcile claims `herald.jobs` rows of its kind; retry makes a pass every
+    /// `HERALD_RESCUE_INTERVAL`.
     public static let production: [String: Factory] = [
         "ingest": { IngestWorker(context: $0) },
         "dispatch": { DispatchWorker(context: $0) },
         "reconcile": { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) },
+        "retry": { RetryWorker(context: $0) },
     ]
 
     /// Workers that run only when named.

@@ -30,7 +30,7 @@ final class EndpointAPI: Sendable {
                        'id', notification_id::text, 'reference', report_reference, 'title', title, 'body', body,
                        'data', data, 'image_url', image_url, 'deep_link', deep_link, 'sent_at', sent_at)
                        ORDER BY sent_at DESC, notification_id DESC), '[]'))::text
-            FROM herald.pending_notifications($1, coalesce($2::timestamptz, now() - interval '3 days'),
+            FROM herald.pending_notifications($1, coalesce($2::timestamptz, now() - herald.fetch_window()),
                                               coalesce($3::int, 20), $4)
             """
     }

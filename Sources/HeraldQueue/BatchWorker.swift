@@ -16,6 +16,14 @@ public protocol BatchWorker: Sendable {
     /// outcome is recorded even if the database goes away meanwhile: see ``recordWithinLease``.
     /// `isStopping` says whether a graceful shutdown has begun.
     func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int
+
+    /// The longest wait between batches when no NOTIFY arrives, if the worker has its own;
+    /// nil: `HERALD_POLL_INTERVAL`.
+    var pollInterval: Duration? { get }
+}
+
+extension BatchWorker {
+    public var pollInterval: Duration? { nil }
 }
 
 /// Records a batch's outcomes, trying again while the database is away: the work is done

@@ -65,7 +65,7 @@ public final class WorkerRunner: Service {
             }
             sizer.claimed(claimed)
             if claimed < limit {
-                await signal.wait(timeout: configuration.pollInterval)
+                await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }
         }
         logger.debug("worker stopped")

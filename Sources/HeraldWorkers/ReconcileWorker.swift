@@ -20,8 +20,6 @@ public struct ReconcileWorker: JobHandler {
         public var quietPeriod: Duration = .seconds(30 * 60)
         /// A delivery sent this recently is not yet missed: its report may still be on the way.
         public var grace: Duration = .seconds(60)
-        /// Older deliveries than this are not fetched (the fetch's default `since`), so they do not wake.
-        public var fetchWindow: Duration = .seconds(3 * 24 * 3600)
 
         public init() {}
     }
@@ -31,7 +29,7 @@ public struct ReconcileWorker: JobHandler {
     static let reconcile = """
         SELECT reports, delivered, wakeups
         FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4),
-                              make_interval(secs => $5))
+                              herald.fetch_window())
         """
 
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
@@ -43,7 +41,6 @@ public struct ReconcileWorker: JobHandler {
                 Self.reconcile,
                 [
                     ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds,
-                    settings.fetchWindow.seconds,
                 ])[0]
             let reports = try counts.decode(0, as: Int.self)
             let wakeups = try counts.decode(2, as: Int.self)

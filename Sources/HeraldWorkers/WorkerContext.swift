@@ -21,11 +21,14 @@ public struct WorkerContext: Sendable {
     /// report URL under it. Nil: payloads carry the reference only.
     public var publicURL: String?
     public var reconcile: ReconcileWorker.Settings
+    /// How often the retry worker makes a pass.
+    public var retryInterval: Duration
 
     public init(
         connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
         lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
-        publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init()
+        publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
+        retryInterval: Duration = RetryWorker.defaultInterval
     ) {
         self.connection = connection
         self.clock = clock
@@ -36,6 +39,7 @@ public struct WorkerContext: Sendable {
         self.senders = senders
         self.publicURL = publicURL
         self.reconcile = reconcile
+        self.retryInterval = retryInterval
     }
 
     /// `herald.jobs` on this context's connection, for workers whose work is job rows.

@@ -43,8 +43,8 @@ import Testing
     @Test func killedDaemonsJobsAreRescuedByAnotherDaemon() async throws {
         let database = try await TestDatabase.create()
         let connection = try await database.connect()
-        // The victim's jobs outlast the test and it never rescues its own expired leases, so on
-        // a loaded machine nothing but the kill can change them. Each of its two loops takes one
+        // The victim's jobs outlast the test and it runs no retry worker to rescue its own expired
+        // leases, so on a loaded machine nothing but the kill can change them. Each of its two loops takes one
         // first claim, of the smallest size, and sleeps on it.
         let jobs = 2 * BatchSizer.smallest
         try await connection.query(
@@ -53,7 +53,7 @@ import Testing
         let victim = try HeraldProcess(
             ["run"],
             environment: environment(
-                database, ["HERALD_CONCURRENCY": "2", "HERALD_LEASE": "2s", "HERALD_RESCUE_INTERVAL": "1h"]))
+                database, ["HERALD_CONCURRENCY": "2", "HERALD_LEASE": "2s"]))
         #expect(
             try await eventually(timeout: .seconds(30)) { try await count(connection, "state = 'running'") == jobs },
             "\(victim.output)")
@@ -63,7 +63,8 @@ import Testing
 
         try await connection.query("UPDATE herald.jobs SET payload = '{\"ms\": 10}'")
         let rescuer = try HeraldProcess(
-            ["run"], environment: environment(database, ["HERALD_RESCUE_INTERVAL": "200ms"]))
+            ["run"],
+            environment: environment(database, ["HERALD_WORKERS": "sleep,retry", "HERALD_RESCUE_INTERVAL": "200ms"]))
         #expect(
             try await eventually(timeout: .seconds(20)) { try await count(connection, "true") == 0 },
             "\(rescuer.output)")
@@ -109,7 +110,7 @@ import Testing
 
         let first = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(first.status == 0, "\(first.output)")
-        #expect(first.output.contains("applied migrations: 1, 2, 3, 4, 5, 6"))
+        #expect(first.output.contains("applied migrations: 0, 1, 2, 3, 4, 5, 6"), "\(first.output)")
         let second = try await HeraldProcess.run(["migrate"], environment: environment(database))
         #expect(second.status == 0)
         #expect(second.output.contains("schema is up to date"))

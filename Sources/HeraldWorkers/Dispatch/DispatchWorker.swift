@@ -28,12 +28,6 @@ public struct DispatchWorker: BatchWorker {
     private let claimDuration = Metrics.Timer(
         label: "herald_claim_duration_seconds", dimensions: [("kind", "dispatch")])
 
-    /// While an app's configuration fails, its deliveries wait (without spending attempts) and
-    /// one probe goes out this often, so a broken credential costs a probe a minute, not a storm.
-    public static let configurationRetry: Duration = .seconds(60)
-    /// Claims a delivery gets before it is given up: retries, and leases that ran out.
-    public static let maxAttempts = 25
-
     public init(context: WorkerContext) { self.context = context }
 
     /// The outcome to record for one delivery.
@@ -115,12 +109,8 @@ public struct DispatchWorker: BatchWorker {
         for delivery in claimed {
             let id = delivery.deliveryID
             if let worker = delivery.abandonedBy { rescued[worker, default: 0] += 1 }
-            if delivery.attempts > Self.maxAttempts {
-                results[id] = DeliveryResult(
-                    state: "failed",
-                    error: "gave up after \(Self.maxAttempts) attempts: the last lease ran out"
-                        + " (\(delivery.abandonedBy ?? "a worker") stopped before finishing)",
-                    dead: true)
+            if let given = RetryWorker.abandoned(after: delivery.attempts, by: delivery.abandonedBy) {
+                results[id] = given
             } else if delivery.expiresAt <= now {
                 results[id] = DeliveryResult(
                     state: "expired", error: "expired at \(delivery.expiresAt) before it was sent")
@@ -142,10 +132,7 @@ public struct DispatchWorker: BatchWorker {
         // the app's other routes go on at full speed.
         for (key, batch) in sendable {
             guard let failedAt = batch[0].configurationFailedAt else { continue }
-            let waited = now.timeIntervalSince(failedAt)
-            let retry = Self.configurationRetry.components.seconds
-            if waited < Double(retry) {
-                let wait = Duration.seconds(max(1, Double(retry) - waited))
+            if let wait = RetryWorker.configurationWait(failedAt: failedAt, now: now) {
                 for delivery in batch { results[delivery.deliveryID] = Self.postponed(key, by: wait) }
                 sendable[key] = nil
             } else {
@@ -190,24 +177,11 @@ public struct DispatchWorker: BatchWorker {
             }
         }
 
-        // When each delivery left queued is due again; the last attempt's failure is final.
+        // Every delivery left queued goes to the retry policy: when it is due again, or dead.
         for delivery in claimed {
-            guard var result = results[delivery.deliveryID] else { continue }
-            switch result.retry {
-            case .backoff where delivery.attempts >= Self.maxAttempts:
-                result.state = "failed"
-                result.error = "gave up after \(delivery.attempts) attempts: \(result.error ?? "no error recorded")"
-                result.retry = nil
-                result.dead = true
-            case .backoff(let notBefore):
-                let delay = context.backoff.delay(afterAttempts: delivery.attempts, atLeast: notBefore ?? .zero)
-                result.dueAgain = (result.answeredAt ?? now).addingTimeInterval(delay.seconds)
-            case .postpone(let wait):
-                result.dueAgain = now.addingTimeInterval(wait.seconds)
-            case nil:
-                continue
-            }
-            results[delivery.deliveryID] = result
+            guard let result = results[delivery.deliveryID], result.retry != nil else { continue }
+            results[delivery.deliveryID] = RetryWorker.schedule(
+                result, attempts: delivery.attempts, now: now, backoff: context.backoff)
         }
         return (results, problems)
     }
@@ -273,7 +247,7 @@ public struct DispatchWorker: BatchWorker {
 
     static func configurationResult(_ reason: String) -> DeliveryResult {
         DeliveryResult(
-            state: "queued", error: "configuration: \(reason)", retry: .backoff(notBefore: configurationRetry))
+            state: "queued", error: "configuration: \(reason)", retry: .backoff(notBefore: RetryWorker.configurationRetry))
     }
 
     /// What a provider's outcome means for the delivery.

@@ -1,0 +1,131 @@
+import Foundation
+import HeraldCore
+import HeraldQueue
+import Logging
+
+/// What follows a failed or abandoned attempt, in one place.
+///
+/// As a worker (`retry` in `HERALD_WORKERS`), every `HERALD_RESCUE_INTERVAL` it:
+/// - returns `herald.jobs` rows whose lease ran out (their process died or hung) to the queue,
+///   with the attempt counted, or dead when it was the last one, and wakes their workers;
+/// - ends deliveries waiting for a retry that can no longer be sent: `expired` once their
+///   notification's expiry passes, `cancelled` once their device is disabled (a dead token
+///   found by another delivery), instead of leaving them queued until their next claim.
+///
+/// Dispatch hands it every delivery that did not end in a send (``schedule(_:attempts:now:backoff:)``):
+/// back off and try again, wait without spending an attempt, or give up and list it as dead.
+/// Deliveries whose lease ran out need no rescue pass: they are due again when the lease ends,
+/// and the next claim takes them over (``abandoned(after:by:)`` when that was their last attempt).
+/// Dead items stay queryable in `herald.dead_jobs` until `herald.redrive` queues them again.
+public struct RetryWorker: BatchWorker {
+    public let kind = "retry"
+    let context: WorkerContext
+
+    /// Claims a delivery gets before it is given up: retries, and leases that ran out.
+    public static let maxAttempts = 25
+    /// While an app's configuration fails, its deliveries wait (without spending attempts) and
+    /// one probe goes out this often, so a broken credential costs a probe a minute, not a storm.
+    public static let configurationRetry: Duration = .seconds(60)
+    /// How often a pass runs (`HERALD_RESCUE_INTERVAL`). Default 5 s.
+    public static let defaultInterval: Duration = .seconds(5)
+    /// Rows per statement; a pass repeats until a statement finds fewer.
+    static let batchSize = 1000
+
+    public init(context: WorkerContext) { self.context = context }
+
+    public var pollInterval: Duration? { context.retryInterval }
+
+    /// One pass: every expired job lease, then every hopeless wait. Returns 0, so the runner
+    /// waits `pollInterval` (or a NOTIFY for `retry`) before the next pass.
+    public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+        try await rescueJobLeases(isStopping: isStopping)
+        try await endHopelessRetries(isStopping: isStopping)
+        return 0
+    }
+
+    func rescueJobLeases(isStopping: @Sendable () -> Bool) async throws {
+        let queue = context.jobQueue
+        while !isStopping() {
+            let report = try await queue.rescueExpiredLeases(limit: Self.batchSize)
+            for (kind, count) in report.rescued {
+                context.logger.warning(
+                    "rescued jobs whose lease expired", metadata: ["job_kind": "\(kind)", "count": "\(count)"])
+                // Every host's workers of that kind, not only this one's.
+                try await context.connection.query(SQL.wake, [kind])
+            }
+            for (kind, count) in report.dead {
+                context.logger.error(
+                    "jobs ran out of attempts after their lease expired; they are dead",
+                    metadata: ["job_kind": "\(kind)", "count": "\(count)"])
+            }
+            if report.rescued.values.reduce(0, +) + report.dead.values.reduce(0, +) < Self.batchSize { return }
+        }
+    }
+
+    func endHopelessRetries(isStopping: @Sendable () -> Bool) async throws {
+        while !isStopping() {
+            let rows = try await context.connection.query(SQL.endHopelessRetries, [context.clock.now(), Self.batchSize])
+            var ended = 0
+            for row in rows {
+                let state: String = try row.decode("state")
+                let count: Int = try row.decode("deliveries")
+                ended += count
+                context.logger.info(
+                    "ended deliveries waiting for a retry that could no longer be sent",
+                    metadata: ["state": "\(state)", "count": "\(count)"])
+                countFinished(kind: "dispatch", ["completed": count])
+            }
+            if ended < Self.batchSize { return }
+        }
+    }
+
+    /// Decides what becomes of a delivery that stays queued after an attempt: due again after
+    /// the backoff (at least `notBefore`, a provider's `Retry-After`), or after a postponement
+    /// (not an attempt); given up and dead once its last attempt failed.
+    static func schedule(
+        _ result: DispatchWorker.DeliveryResult, attempts: Int, now: Date, backoff: Backoff
+    ) -> DispatchWorker.DeliveryResult {
+        var result = result
+        switch result.retry {
+        case .backoff where attempts >= maxAttempts:
+            result.state = "failed"
+            result.error = "gave up after \(attempts) attempts: \(result.error ?? "no error recorded")"
+            result.retry = nil
+            result.dead = true
+        case .backoff(let notBefore):
+            let delay = backoff.delay(afterAttempts: attempts, atLeast: notBefore ?? .zero)
+            result.dueAgain = (result.answeredAt ?? now).addingTimeInterval(delay.seconds)
+        case .postpone(let wait):
+            result.dueAgain = now.addingTimeInterval(wait.seconds)
+        case nil:
+            break
+        }
+        return result
+    }
+
+    /// A delivery claimed again after its lease ran out, when that lease was its last attempt.
+    static func abandoned(after attempts: Int, by worker: String?) -> DispatchWorker.DeliveryResult? {
+        guard attempts > maxAttempts else { return nil }
+        return DispatchWorker.DeliveryResult(
+            state: "failed",
+            error: "gave up after \(maxAttempts) attempts: the last lease ran out"
+                + " (\(worker ?? "a worker") stopped before finishing)",
+            dead: true)
+    }
+
+    /// A route whose configuration is failing waits, without spending attempts, until a probe
+    /// is due (``configurationRetry`` after the last failure).
+    static func configurationWait(failedAt: Date, now: Date) -> Duration? {
+        let waited = now.timeIntervalSince(failedAt)
+        let retry = Double(configurationRetry.components.seconds)
+        return waited < retry ? .seconds(max(1, retry - waited)) : nil
+    }
+
+    enum SQL {
+        /// Ends up to $2 deliveries waiting for a retry that can no longer be sent, at $1
+        /// (`herald.end_hopeless_retries`, migration 013), and counts them by state.
+        static let endHopelessRetries = "SELECT state, deliveries FROM herald.end_hopeless_retries($1, $2)"
+        /// Wakes the workers of kind $1 on every host (`WakeHub.channel`).
+        static let wake = "SELECT pg_notify('\(WakeHub.channel)', $1)"
+    }
+}
