@@ -156,6 +156,7 @@ let package = Package(
                 "HeraldWorkers",
                 "HeraldEndpoint",
                 "HeraldSchema",
+                "HeraldFCM",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 "HeraldHTTP",
                 "HeraldPostgres",

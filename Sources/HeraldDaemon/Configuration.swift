@@ -1,4 +1,6 @@
 import Foundation
+import HeraldEndpoint
+import HeraldFCM
 import HeraldQueue
 import HeraldWorkers
 import Logging
@@ -28,18 +30,18 @@ public struct Configuration: Sendable {
     public var backoffBase: Duration = Backoff.defaultBase
     public var backoffCap: Duration = Backoff.defaultCap
     /// How long finished notifications are kept.
-    public var retention: Duration = .seconds(7 * 24 * 3600)
+    public var retention: Duration = Pruner.defaultRetention
     /// Apply missing migrations at startup instead of refusing to start.
     public var autoMigrate: Bool = false
     /// FCM's base URL; point it at the emulator for tests and demos.
-    public var fcmEndpoint: String = "https://fcm.googleapis.com"
+    public var fcmEndpoint: String = FCMClient.defaultEndpoint
     /// A CA bundle to trust for every provider request (FCM, OAuth tokens, Web Push services:
     /// a TLS stand-in); nil: the system's.
     public var caBundle: String?
     /// APNs' base URL for every app (a local stand-in); nil: each app's environment decides.
     public var apnsEndpoint: String?
     /// Sends per second per FCM project.
-    public var fcmRateLimit: Double = 9_900
+    public var fcmRateLimit: Double = RateLimiter.defaultRate
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
     public var httpAddress: (host: String, port: Int)? = ("127.0.0.1", 8480)
     /// Where Prometheus scrapes `/metrics`; nil: turned off.
@@ -47,7 +49,7 @@ public struct Configuration: Sendable {
     /// The endpoint's public base URL, for the report URL in payloads; nil: no URL in payloads.
     public var publicURL: String?
     /// How long a client may take to send a request to the endpoint.
-    public var httpTimeout: Duration = .seconds(10)
+    public var httpTimeout: Duration = Endpoint.Settings(host: "", port: 0).timeout
     public var reconcile = ReconcileWorker.Settings()
     /// The service-account file for apps without their own (`GOOGLE_APPLICATION_CREDENTIALS`).
     public var defaultCredentialsFile: String?
@@ -58,48 +60,78 @@ public struct Configuration: Sendable {
         "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
     }
 
-    /// Every setting: its name, default and meaning. `docs/configuration.md` and `deploy/herald.env` list the same.
-    public static let settings: [(name: String, defaultValue: String, meaning: String)] = [
-        ("HERALD_DATABASE_URL", "(libpq defaults, PG* variables)", "libpq connection string or postgresql:// URL"),
-        ("HERALD_LOG_LEVEL", "info", "trace, debug, info, notice, warning, error or critical"),
-        ("HERALD_LOG_FORMAT", "text", "text (journald-friendly) or json, one line per event"),
-        ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in herald.jobs.locked_by"),
-        ("HERALD_WORKERS", "all", "workers to run: all, or a comma-separated list"),
-        (
-            "HERALD_BATCH_SIZE", "\(BatchSizer.defaultCap)",
-            "the largest claim (1 to 10000); claims start at 10 and double while the queue keeps them full"
-        ),
-        ("HERALD_CONCURRENCY", "2", "loops per worker, each with its own connection (1 to 64)"),
-        ("HERALD_POLL_INTERVAL", "2s", "longest wait between claims without a NOTIFY"),
-        ("HERALD_LEASE", "60s", "how long a claimed job stays leased"),
-        ("HERALD_RESCUE_INTERVAL", "5s", "how often expired leases are rescued"),
-        ("HERALD_BACKOFF_BASE", "1s", "ceiling of the first retry's delay (full jitter)"),
-        ("HERALD_BACKOFF_CAP", "1h", "largest retry delay"),
-        ("HERALD_RETENTION", "168h", "how long finished notifications and deliveries are kept"),
-        ("HERALD_AUTO_MIGRATE", "false", "apply missing migrations when the daemon starts"),
-        ("HERALD_FCM_ENDPOINT", "https://fcm.googleapis.com", "FCM's base URL (the emulator's, for tests and demos)"),
-        (
-            "HERALD_CA_BUNDLE", "(system CAs)",
-            "PEM file of CAs to trust for FCM, token and Web Push requests (a TLS stand-in's)"
-        ),
-        (
-            "HERALD_APNS_ENDPOINT", "(Apple's)",
-            "APNs' base URL for every app (the emulator's, for tests and demos); unset: each app's apns_environment"
-        ),
-        ("HERALD_FCM_RATE_LIMIT", "9900", "sends per second per FCM project (FCM allows 600,000 a minute)"),
-        (
-            "HERALD_HTTP_ADDRESS", "127.0.0.1:8480",
-            "host:port of the report, pending-fetch and health endpoint; off to turn it off"
-        ),
-        ("HERALD_METRICS_ADDRESS", "127.0.0.1:9480", "host:port serving /metrics for Prometheus; off to turn it off"),
-        ("HERALD_PUBLIC_URL", "(none)", "the endpoint's public base URL; payloads then carry herald_report_url"),
-        (
-            "HERALD_HTTP_TIMEOUT", "10s",
-            "how long a request body may take to arrive; idle connections close after twice this"
-        ),
-        ("HERALD_WAKEUP_INTERVAL", "30m", "least time between two wake-ups of one iOS device"),
-        ("HERALD_WAKEUP_GRACE", "1m", "a delivery sent more recently than this does not count as missed yet"),
-    ]
+    /// Every setting: its name, default and meaning. Each default is the value a fresh
+    /// `Configuration` holds, printed as the setting is written; `herald config`,
+    /// `docs/configuration.md` and `deploy/herald.env` show the same (a test compares them).
+    public static let settings: [(name: String, defaultValue: String, meaning: String)] = {
+        let defaults = Configuration()
+        let duration = SettingReader.format
+        func address(_ address: (host: String, port: Int)?) -> String {
+            address.map { "\($0.host):\($0.port)" } ?? "off"
+        }
+        return [
+            ("HERALD_DATABASE_URL", "(libpq defaults, PG* variables)", "libpq connection string or postgresql:// URL"),
+            ("HERALD_LOG_LEVEL", defaults.logLevel.rawValue, "trace, debug, info, notice, warning, error or critical"),
+            ("HERALD_LOG_FORMAT", defaults.logFormat.rawValue, "text (journald-friendly) or json, one line per event"),
+            ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in locked_by"),
+            (
+                "HERALD_WORKERS", defaults.workers.joined(separator: ","),
+                "workers to run: all, or a comma-separated list (ingest, dispatch, reconcile, retry)"
+            ),
+            (
+                "HERALD_BATCH_SIZE", "\(defaults.batchSize)",
+                "the largest claim (1 to 10000); claims start at 10 and double while the queue keeps them full"
+            ),
+            ("HERALD_CONCURRENCY", "\(defaults.concurrency)", "loops per worker, each with its own connection (1 to 64)"),
+            ("HERALD_POLL_INTERVAL", duration(defaults.pollInterval), "longest wait between claims without a NOTIFY"),
+            ("HERALD_LEASE", duration(defaults.lease), "how long a claim stays leased"),
+            (
+                "HERALD_RESCUE_INTERVAL", duration(defaults.rescueInterval),
+                "how often the retry worker rescues expired job leases and ends hopeless retries"
+            ),
+            ("HERALD_BACKOFF_BASE", duration(defaults.backoffBase), "ceiling of the first retry's delay (full jitter)"),
+            ("HERALD_BACKOFF_CAP", duration(defaults.backoffCap), "largest retry delay"),
+            (
+                "HERALD_RETENTION", duration(defaults.retention),
+                "how long finished notifications and deliveries are kept"
+            ),
+            ("HERALD_AUTO_MIGRATE", "\(defaults.autoMigrate)", "apply missing migrations when the daemon starts"),
+            ("HERALD_FCM_ENDPOINT", defaults.fcmEndpoint, "FCM's base URL (the emulator's, for tests and demos)"),
+            (
+                "HERALD_CA_BUNDLE", "(system CAs)",
+                "PEM file of CAs to trust for FCM, token and Web Push requests (a TLS stand-in's)"
+            ),
+            (
+                "HERALD_APNS_ENDPOINT", "(Apple's)",
+                "APNs' base URL for every app (the emulator's, for tests and demos); unset: each app's apns_environment"
+            ),
+            (
+                "HERALD_FCM_RATE_LIMIT", "\(Int(defaults.fcmRateLimit))",
+                "sends per second per FCM project (FCM allows 600,000 a minute)"
+            ),
+            (
+                "HERALD_HTTP_ADDRESS", address(defaults.httpAddress),
+                "host:port of the report, pending-fetch and health endpoint; off to turn it off"
+            ),
+            (
+                "HERALD_METRICS_ADDRESS", address(defaults.metricsAddress),
+                "host:port serving /metrics for Prometheus; off to turn it off"
+            ),
+            ("HERALD_PUBLIC_URL", "(none)", "the endpoint's public base URL; payloads then carry herald_report_url"),
+            (
+                "HERALD_HTTP_TIMEOUT", duration(defaults.httpTimeout),
+                "how long a request body may take to arrive; idle connections close after twice this"
+            ),
+            (
+                "HERALD_WAKEUP_INTERVAL", duration(defaults.reconcile.quietPeriod),
+                "least time between two wake-ups of one iOS device"
+            ),
+            (
+                "HERALD_WAKEUP_GRACE", duration(defaults.reconcile.grace),
+                "a delivery sent more recently than this does not count as missed yet"
+            ),
+        ]
+    }()
 
     /// Settings renamed since, still read under their former names (the new name wins).
     public static let formerNames = ["HERALD_FCM_CA_BUNDLE": "HERALD_CA_BUNDLE"]
@@ -267,6 +299,16 @@ struct SettingReader {
                 setting: name, message: "\"\(text)\" is not a duration such as 500ms, 2s, 5m or 1h")
         }
         return duration
+    }
+
+    /// A duration as a setting would say it, in the largest unit that keeps it whole.
+    static func format(_ duration: Duration) -> String {
+        let milliseconds = Int64(duration.seconds * 1000)
+        for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000), ("s", 1000)]
+        where milliseconds >= size && milliseconds % size == 0 {
+            return "\(milliseconds / size)\(unit)"
+        }
+        return "\(milliseconds)ms"
     }
 
     static func parseDuration(_ text: String) -> Duration? {

@@ -7,7 +7,14 @@ import Testing
     @Test func environmentExampleListsEverySettingWithItsDefault() throws {
         let text = try String(contentsOf: packageRoot.appendingPathComponent("deploy/herald.env"), encoding: .utf8)
         for setting in Configuration.settings {
-            #expect(text.contains("#\(setting.name)="), "deploy/herald.env lacks \(setting.name)")
+            let line = text.split(separator: "\n").first { $0.hasPrefix("#\(setting.name)=") }
+            #expect(line != nil, "deploy/herald.env lacks \(setting.name)")
+            // A default that is a value (not a description in parentheses) is the one written.
+            if let line, !setting.defaultValue.hasPrefix("("), !setting.defaultValue.hasPrefix("<") {
+                #expect(
+                    line == "#\(setting.name)=\(setting.defaultValue)",
+                    "deploy/herald.env says \(line), the default is \(setting.defaultValue)")
+            }
         }
         // The example's uncommented form must itself be a valid configuration.
         let values = text.split(separator: "\n").filter { $0.hasPrefix("#HERALD_") }.map { $0.dropFirst() }
@@ -21,7 +28,14 @@ import Testing
         let guide = try String(
             contentsOf: packageRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         for setting in Configuration.settings {
-            #expect(guide.contains("`\(setting.name)`"), "docs/configuration.md lacks \(setting.name)")
+            let row = guide.split(separator: "\n").first { $0.hasPrefix("| `\(setting.name)` |") }
+            #expect(row != nil, "docs/configuration.md lacks \(setting.name)")
+            if let row, !setting.defaultValue.hasPrefix("("), !setting.defaultValue.hasPrefix("<") {
+                let column = row.split(separator: "|")[1].trimmingCharacters(in: .whitespaces)
+                #expect(
+                    column.hasPrefix("`\(setting.defaultValue)`"),
+                    "docs/configuration.md gives \(setting.name) the default \(column), not \(setting.defaultValue)")
+            }
         }
     }
 
