@@ -139,7 +139,7 @@ let package = Package(
         .target(
             name: "HeraldEndpoint",
             dependencies: [
-                "HeraldCore", "HeraldPostgres",
+                "HeraldCore", "HeraldPostgres", "HeraldQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),

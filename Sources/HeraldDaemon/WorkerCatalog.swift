@@ -5,15 +5,20 @@ import HeraldWorkers
 public enum WorkerCatalog {
     public typealias Factory = @Sendable (WorkerContext) -> any BatchWorker
 
-    /// Workers started by `HERALD_WORKERS=all`. Ingest and dispatch claim their own tables'
-    /// rows; reconcile claims `herald.jobs` rows of its kind; retry makes a pass every
-    /// `HERALD_RESCUE_INTERVAL`.
-    public static let production: [String: Factory] = [
-        "ingest": { IngestWorker(context: $0) },
-        "dispatch": { DispatchWorker(context: $0) },
-        "reconcile": { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) },
-        "retry": { RetryWorker(context: $0) },
-    ]
+    /// Workers started by `HERALD_WORKERS=all`: one per ``WorkerKind``. Ingest and dispatch
+    /// claim their own tables' rows; reconcile claims `herald.jobs` rows of its kind; retry
+    /// makes a pass every `HERALD_RESCUE_INTERVAL`.
+    public static let production: [String: Factory] = Dictionary(
+        uniqueKeysWithValues: WorkerKind.allCases.map { ($0.rawValue, factory($0)) })
+
+    static func factory(_ kind: WorkerKind) -> Factory {
+        switch kind {
+        case .ingest: { IngestWorker(context: $0) }
+        case .dispatch: { DispatchWorker(context: $0) }
+        case .reconcile: { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) }
+        case .retry: { RetryWorker(context: $0) }
+        }
+    }
 
     /// Workers that run only when named.
     public static let diagnostic: [String: Factory] = [

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldPostgres
+import HeraldQueue
 import Hummingbird
 import Metrics
 import NIOCore
@@ -18,11 +19,6 @@ final class EndpointAPI: Sendable {
     }
 
     enum SQL {
-        static let queueDepth = """
-            SELECT kind, ready::float8, scheduled::float8, running::float8, lease_expired::float8, dead::float8,
-                   coalesce(extract(epoch FROM oldest_ready_age), 0)::float8
-            FROM herald.queue_depth
-            """
         static let appProblems = "SELECT app_id, scope FROM herald.app_problems"
         static let report = "SELECT accepted, outcome, message FROM herald.report_delivery($1, $2, $3)"
         static let pending = """
@@ -64,7 +60,7 @@ final class EndpointAPI: Sendable {
     }
 
     /// Kinds whose queue gauges were set, so a kind whose jobs are all gone drops to zero.
-    private let gaugedKinds = Mutex<Set<String>>(["ingest", "dispatch", "reconcile"])
+    private let gaugedKinds = Mutex<Set<String>>(Set(WorkerKind.allCases.filter(\.isQueued).map(\.rawValue)))
 
     /// Apps and scopes whose problem gauge was set, so one that recovers drops to zero.
     private let gaugedApps = Mutex<Set<[String]>>([])
@@ -88,28 +84,22 @@ final class EndpointAPI: Sendable {
                     failing.contains(key) ? 1 : 0)
             }
         }
-        if let rows = try? await connection.query(SQL.queueDepth) {
-            var depth: [String: [String: Double]] = [:]
-            for row in rows {
-                guard let kind = try? row.decode(0, as: String.self) else { continue }
-                for (index, state) in [
-                    "ready", "scheduled", "running", "lease_expired", "dead", "oldest_ready_seconds",
-                ]
-                .enumerated() {
-                    depth[kind, default: [:]][state] = (try? row.decode(index + 1, as: Double.self)) ?? 0
-                }
-            }
+        if let status = try? await QueueStatus.loadQueues(connection) {
+            let depth = Dictionary(uniqueKeysWithValues: status.kinds.map { ($0.kind, $0) })
             let kinds = gaugedKinds.withLock { known in
                 known.formUnion(depth.keys)
                 return known
             }
             for kind in kinds {
-                for state in ["ready", "scheduled", "running", "lease_expired", "dead"] {
-                    Gauge(label: "herald_queue_jobs", dimensions: [("kind", kind), ("state", state)])
-                        .record(depth[kind]?[state] ?? 0)
+                let queue = depth[kind]
+                for (state, count) in [
+                    ("ready", queue?.ready), ("scheduled", queue?.scheduled), ("running", queue?.running),
+                    ("lease_expired", queue?.leaseExpired), ("dead", queue?.dead),
+                ] {
+                    Gauge(label: "herald_queue_jobs", dimensions: [("kind", kind), ("state", state)]).record(count ?? 0)
                 }
                 Gauge(label: "herald_queue_oldest_ready_seconds", dimensions: [("kind", kind)])
-                    .record(depth[kind]?["oldest_ready_seconds"] ?? 0)
+                    .record(queue?.oldestReadySeconds ?? 0)
             }
         }
         var headers = HTTPFields()

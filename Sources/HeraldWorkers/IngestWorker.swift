@@ -12,9 +12,9 @@ import Metrics
 /// The notifications are the queue: no job rows, and no lease, since a crash rolls the whole
 /// step back and leaves them `received`.
 public struct IngestWorker: BatchWorker {
-    public let kind = "ingest"
+    public let kind = WorkerKind.ingest.rawValue
     let context: WorkerContext
-    private let claimDuration = Metrics.Timer(label: "herald_claim_duration_seconds", dimensions: [("kind", "ingest")])
+    private let claimDuration = Metrics.Timer(label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.ingest.rawValue)])
 
     public init(context: WorkerContext) { self.context = context }
 

@@ -11,7 +11,7 @@ import Metrics
 ///
 /// Reports already applied are skipped, so a batch repeated after a crash changes nothing.
 public struct ReconcileWorker: JobHandler {
-    public let kind = "reconcile"
+    public let kind = WorkerKind.reconcile.rawValue
     let context: WorkerContext
 
     /// When wake-ups are sent.

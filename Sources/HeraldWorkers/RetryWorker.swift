@@ -18,7 +18,7 @@ import Logging
 /// and the next claim takes them over (``abandoned(after:by:)`` when that was their last attempt).
 /// Dead items stay queryable in `herald.dead_jobs` until `herald.redrive` queues them again.
 public struct RetryWorker: BatchWorker {
-    public let kind = "retry"
+    public let kind = WorkerKind.retry.rawValue
     let context: WorkerContext
 
     /// Claims a delivery gets before it is given up: retries, and leases that ran out.
@@ -73,7 +73,7 @@ public struct RetryWorker: BatchWorker {
                 context.logger.info(
                     "ended deliveries waiting for a retry that could no longer be sent",
                     metadata: ["state": "\(state)", "count": "\(count)"])
-                countFinished(kind: "dispatch", ["completed": count])
+                countFinished(kind: WorkerKind.dispatch.rawValue, ["completed": count])
             }
             if ended < Self.batchSize { return }
         }
@@ -88,7 +88,7 @@ public struct RetryWorker: BatchWorker {
         var result = result
         switch result.retry {
         case .backoff where attempts >= maxAttempts:
-            result.state = "failed"
+            result.state = .failed
             result.error = "gave up after \(attempts) attempts: \(result.error ?? "no error recorded")"
             result.retry = nil
             result.dead = true
@@ -107,7 +107,7 @@ public struct RetryWorker: BatchWorker {
     static func abandoned(after attempts: Int, by worker: String?) -> DispatchWorker.DeliveryResult? {
         guard attempts > maxAttempts else { return nil }
         return DispatchWorker.DeliveryResult(
-            state: "failed",
+            state: .failed,
             error: "gave up after \(maxAttempts) attempts: the last lease ran out"
                 + " (\(worker ?? "a worker") stopped before finishing)",
             dead: true)

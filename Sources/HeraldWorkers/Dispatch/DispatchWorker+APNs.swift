@@ -18,7 +18,7 @@ extension DispatchWorker {
         await noteCertificate(of: app, senders: senders, now: now)
         // APNs has no validate-only request: a dry run is built, not sent.
         var results: [(Int64, DeliveryResult)] = batch.filter(\.dryRun).map {
-            ($0.deliveryID, DeliveryResult(state: "validated"))
+            ($0.deliveryID, DeliveryResult(state: .validated))
         }
         let live = batch.filter { !$0.dryRun }
         var problems: [ConfigurationScope: String] = [:]

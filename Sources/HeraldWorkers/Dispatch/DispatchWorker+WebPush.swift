@@ -24,12 +24,12 @@ extension DispatchWorker {
                 let message = try builder.webPush(for: delivery, now: now)
                 if delivery.dryRun {
                     _ = try WebPushEncryption.encrypt(message.payload, for: message.subscription)
-                    results.append((delivery.deliveryID, DeliveryResult(state: "validated")))
+                    results.append((delivery.deliveryID, DeliveryResult(state: .validated)))
                 } else {
                     messages.append((delivery, message))
                 }
             } catch {
-                results.append((delivery.deliveryID, DeliveryResult(state: "failed", error: "\(error)")))
+                results.append((delivery.deliveryID, DeliveryResult(state: .failed, error: "\(error)")))
             }
         }
         var problems: [ConfigurationScope: String] = [:]

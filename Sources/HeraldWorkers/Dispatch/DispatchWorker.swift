@@ -22,11 +22,11 @@ import Metrics
 /// leaves the delivery leased; when the lease ends it is due again and sent again
 /// (at-least-once): the duplicate window is the batches in flight.
 public struct DispatchWorker: BatchWorker {
-    public let kind = "dispatch"
+    public let kind = WorkerKind.dispatch.rawValue
     let context: WorkerContext
     let secret = SecretCache()
     private let claimDuration = Metrics.Timer(
-        label: "herald_claim_duration_seconds", dimensions: [("kind", "dispatch")])
+        label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.dispatch.rawValue)])
 
     public init(context: WorkerContext) { self.context = context }
 
@@ -40,7 +40,7 @@ public struct DispatchWorker: BatchWorker {
             case postpone(Duration)
         }
 
-        var state: String
+        var state: DeliveryState
         var messageName: String? = nil
         /// APNs' `apns-unique-id`, when it gives one.
         var uniqueID: String? = nil
@@ -113,11 +113,11 @@ public struct DispatchWorker: BatchWorker {
                 results[id] = given
             } else if delivery.expiresAt <= now {
                 results[id] = DeliveryResult(
-                    state: "expired", error: "expired at \(delivery.expiresAt) before it was sent")
+                    state: .expired, error: "expired at \(delivery.expiresAt) before it was sent")
             } else if let reason = delivery.deviceDisabledReason {
-                results[id] = DeliveryResult(state: "cancelled", error: "device disabled since ingest: \(reason)")
+                results[id] = DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
             } else if delivery.payloadKind != .topic && delivery.pushToken == nil {
-                results[id] = DeliveryResult(state: "cancelled", error: "the device has no push token")
+                results[id] = DeliveryResult(state: .cancelled, error: "the device has no push token")
             } else {
                 sendable[RouteKey(app: delivery.appID, route: delivery.route), default: []].append(delivery)
             }
@@ -224,7 +224,7 @@ public struct DispatchWorker: BatchWorker {
         switch result.retry {
         case .backoff: return "retry"
         case .postpone: return "postponed"
-        case nil: return result.state
+        case nil: return result.state.rawValue
         }
     }
 
@@ -239,7 +239,7 @@ public struct DispatchWorker: BatchWorker {
 
     static func postponed(_ key: RouteKey, by wait: Duration) -> DeliveryResult {
         DeliveryResult(
-            state: "queued",
+            state: .queued,
             error: "waiting: the configuration of app \(key.app) for \(key.route.description) is failing"
                 + " (see herald.app_problems)",
             retry: .postpone(wait))
@@ -247,22 +247,22 @@ public struct DispatchWorker: BatchWorker {
 
     static func configurationResult(_ reason: String) -> DeliveryResult {
         DeliveryResult(
-            state: "queued", error: "configuration: \(reason)", retry: .backoff(notBefore: RetryWorker.configurationRetry))
+            state: .queued, error: "configuration: \(reason)", retry: .backoff(notBefore: RetryWorker.configurationRetry))
     }
 
     /// What a provider's outcome means for the delivery.
     static func result(_ outcome: PushOutcome, dryRun: Bool) -> DeliveryResult {
         switch outcome {
         case .sent(let name, let uniqueID):
-            return DeliveryResult(state: dryRun ? "validated" : "sent", messageName: name, uniqueID: uniqueID)
+            return DeliveryResult(state: dryRun ? .validated : .sent, messageName: name, uniqueID: uniqueID)
         case .tokenInvalid(let reason, let since):
-            return DeliveryResult(state: "token_invalid", error: reason, invalidSince: since)
+            return DeliveryResult(state: .tokenInvalid, error: reason, invalidSince: since)
         case .retry(let after, let reason):
-            return DeliveryResult(state: "queued", error: reason, retry: .backoff(notBefore: after))
+            return DeliveryResult(state: .queued, error: reason, retry: .backoff(notBefore: after))
         case .configurationError(let reason, _):
             return configurationResult(reason)
         case .permanentFailure(let reason):
-            return DeliveryResult(state: "failed", error: reason)
+            return DeliveryResult(state: .failed, error: reason)
         }
     }
 
@@ -329,7 +329,7 @@ public struct DispatchWorker: BatchWorker {
 
     static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> [DeadToken] {
         results.compactMap { id, result in
-            guard result.state == "token_invalid", let delivery = deliveries[id], let device = delivery.deviceRowID,
+            guard result.state == .tokenInvalid, let delivery = deliveries[id], let device = delivery.deviceRowID,
                 let token = delivery.pushToken
             else { return nil }
             return DeadToken(
@@ -353,7 +353,7 @@ public struct DispatchWorker: BatchWorker {
         var dead: [Bool] = []
         for (id, result) in results {
             ids.append(id)
-            states.append(result.state)
+            states.append(result.state.rawValue)
             names.append(result.messageName)
             uniqueIDs.append(result.uniqueID)
             errors.append(result.error)

@@ -1,10 +1,27 @@
 import Foundation
 import HeraldCore
 
+/// What became of a delivery (`herald.deliveries.state`); a test checks these against the
+/// table's CHECK constraint.
+public enum DeliveryState: String, Sendable, CaseIterable {
+    /// Waiting to be sent: due, leased, backing off, or scheduled.
+    case queued
+    case sent
+    /// A dry run the provider accepted without sending.
+    case validated
+    /// The device reported it.
+    case delivered
+    case expired
+    case cancelled
+    /// The provider declared the device's token dead; the device is soft-disabled.
+    case tokenInvalid = "token_invalid"
+    case failed
+}
+
 /// One delivery as the dispatch worker claims it: the notification's content and options,
 /// the device's token (and a browser's keys) and the app's provider settings.
 public struct OutgoingDelivery: Sendable {
-    public enum PayloadKind: String, Sendable {
+    public enum PayloadKind: String, Sendable, CaseIterable {
         case androidData = "android_data"
         case iosAlert = "ios_alert"
         case iosBackground = "ios_background"
@@ -16,7 +33,7 @@ public struct OutgoingDelivery: Sendable {
     }
 
     /// What the device's token is, which decides how it is sent.
-    public enum TokenKind: String, Sendable {
+    public enum TokenKind: String, Sendable, CaseIterable {
         case registrationToken = "registration_token"
         /// A Firebase Installation ID (FCM's `fid` target).
         case installationID = "installation_id"

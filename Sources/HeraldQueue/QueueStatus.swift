@@ -44,7 +44,8 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         return status
     }
 
-    static func loadQueues(_ connection: PostgresConnection) async throws -> QueueStatus {
+    /// The queues alone (`herald.queue_depth`), as `herald status` and the metrics read them.
+    public static func loadQueues(_ connection: PostgresConnection) async throws -> QueueStatus {
         let result = try await connection.query(
             """
             SELECT kind, ready, scheduled, running, lease_expired, dead,
@@ -66,7 +67,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         for kind in kinds {
             if kind.dead > 0 {
                 problems.append(
-                    kind.kind == "dispatch"
+                    kind.kind == WorkerKind.dispatch.rawValue
                         ? "\(kind.dead) dead deliveries (herald.dead_jobs)" : "\(kind.dead) dead \(kind.kind) job(s)")
             }
             if let age = kind.oldestReadySeconds, age > maximumReadyAge {

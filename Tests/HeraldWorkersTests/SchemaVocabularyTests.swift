@@ -1,0 +1,58 @@
+import Foundation
+import HeraldCore
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Testing
+
+/// The Swift enums that name states, kinds and scopes say exactly what the schema's CHECK
+/// constraints allow, so a value added on one side only fails here, not in production.
+@Suite struct SchemaVocabularyTests {
+    /// The values a single-column CHECK constraint (`column IN (…)`) allows, sorted.
+    func allowed(_ db: PostgresConnection, _ table: String, _ column: String) async throws -> [String] {
+        let definitions = try await db.query(
+            """
+            SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+            JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+            WHERE c.conrelid = $1::regclass AND c.contype = 'c' AND a.attname = $2 AND cardinality(c.conkey) = 1
+              AND pg_get_constraintdef(c.oid) LIKE '%ANY%'
+            """, [table, column]
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(definitions.count == 1, "\(table).\(column): \(definitions)")
+        return (definitions.first ?? "").matches(of: /'([a-z_]+)'::text/).map { String($0.1) }.sorted()
+    }
+
+    @Test func enumsMatchTheCheckConstraints() async throws {
+        let db = try await TestDatabase.create().connect()
+        #expect(
+            try await allowed(db, "herald.deliveries", "state") == DeliveryState.allCases.map(\.rawValue).sorted())
+        #expect(
+            try await allowed(db, "herald.deliveries", "payload_kind")
+                == OutgoingDelivery.PayloadKind.allCases.map(\.rawValue).sorted())
+        #expect(
+            try await allowed(db, "herald.devices", "token_kind")
+                == OutgoingDelivery.TokenKind.allCases.map(\.rawValue).sorted())
+        #expect(
+            try await allowed(db, "herald.app_config_problems", "scope")
+                == ConfigurationScope.allCases.map(\.rawValue).sorted())
+    }
+
+    /// The schema's triggers make work for workers by kind: `notify_worker` wakes the kind
+    /// named in its argument, and a trigger that inserts `herald.jobs` rows names their kind.
+    /// Those are exactly the ``WorkerKind``s that have a queue.
+    @Test func triggersMakeWorkForTheWorkerKinds() async throws {
+        let db = try await TestDatabase.create().connect()
+        let kinds = try await db.query(
+            #"""
+            SELECT rtrim(encode(t.tgargs, 'escape'), '\000') FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+            WHERE p.proname = 'notify_worker' AND NOT t.tgisinternal
+            UNION
+            SELECT m[1] FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+            CROSS JOIN LATERAL regexp_matches(p.prosrc, 'INSERT INTO herald\.jobs \(kind[^)]*\) SELECT ''([a-z_]+)''', 'g') AS m
+            WHERE NOT t.tgisinternal
+            """#
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(Set(kinds) == Set(WorkerKind.allCases.filter(\.isQueued).map(\.rawValue)), "\(kinds)")
+    }
+}
