@@ -183,6 +183,17 @@ let package = Package(
             ]
         ),
 
+        // Benchmarks that print figures (scripts/bench-*.sh run them beside their floors).
+        .executableTarget(
+            name: "herald-bench",
+            dependencies: [
+                "HeraldDaemon", "HeraldSchema", "HeraldQueue", "HeraldWorkers", "HeraldPostgres", "HeraldHTTP",
+                "HeraldFCM", "HeraldCrypto", "HeraldWebPush",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // Test doubles and the throwaway-database helper, shared by every test target.
         .target(
             name: "HeraldTestSupport",
@@ -237,6 +248,17 @@ let package = Package(
                 "HeraldWorkers", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM", "HeraldEmulator",
                 "HeraldHTTP",
             ]
+        ),
+        .testTarget(
+            name: "HeraldEndpointTests",
+            dependencies: [
+                "HeraldEndpoint", "HeraldPostgres", "HeraldCrypto", "HeraldHTTP", "HeraldTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "HeraldEmulatorTests",
+            dependencies: ["HeraldEmulator", "HeraldFCM", "HeraldCrypto", "HeraldHTTP", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldDaemonTests",

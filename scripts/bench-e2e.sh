@@ -4,7 +4,7 @@
 # FCM and its token endpoint (TLS, HTTP/2, fixed 200 answers). Prints notifications/s, the
 # daemon's peak RSS and the machine's CPU time per notification (Herald, nginx, the rest:
 # PostgreSQL), beside the HTTP floor (h2load against the same nginx) and the queue floor
-# (`herald bench queue` on the same PostgreSQL) in the same run; then the latency from the
+# (`herald-bench queue` on the same PostgreSQL) in the same run; then the latency from the
 # producer's commit to FCM's answer at a steady 1,000 notifications/s (RATE=…).
 #   N=100000 scripts/bench-e2e.sh
 #
@@ -34,11 +34,13 @@ port=$(scripts/lib/nginx-standin.sh start "$work/nginx")
 base="https://127.0.0.1:$port"
 
 swift build -c release --product herald --static-swift-stdlib >/dev/null
+swift build -c release --product herald-bench --static-swift-stdlib >/dev/null
 herald=.build/release/herald
+bench=.build/release/herald-bench
 # Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
 echo "Queue floor, on the same PostgreSQL:"
-$herald bench queue --jobs 100000 --batch "${BATCH:-500}" --events 0 | grep -E "floor|engine \("
-$herald bench prepare-e2e --notifications "$n" --token-uri "$base/token" --credentials-out "$work/sa.json"
+$bench queue --jobs 100000 --batch "${BATCH:-500}" --events 0 | grep -E "floor|engine \("
+$bench prepare-e2e --notifications "$n" --token-uri "$base/token" --credentials-out "$work/sa.json"
 
 printf '%s' '{"message":{"token":"t","data":{"title":"Hello"}}}' >"$work/body.json"
 echo "HTTP floor, h2load against the same nginx:"
@@ -101,4 +103,4 @@ print(f"database per notification: {writes / n:.2f} row writes, {wal / n:.0f} by
 PY
 
 # The same daemon, now idle: latency from the producer's commit to FCM's answer at a steady rate.
-$herald bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"
+$bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"

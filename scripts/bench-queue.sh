@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Queue engine benchmark: prints the engine's jobs/s beside the raw-SQL floor, measured in
 # the same run on a private PostgreSQL with default durability (fsync on).
-# Extra arguments go to `herald bench queue` (--jobs, --batch, --concurrency).
+# Extra arguments go to `herald-bench queue` (--jobs, --batch, --concurrency).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -12,5 +12,5 @@ trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
 start_postgres "$cluster" -c shared_buffers=256MB
 as_postgres "$(postgres_bin)/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres herald_bench
 
-swift build -c release --product herald --static-swift-stdlib
-HERALD_DATABASE_URL="dbname=herald_bench" .build/release/herald bench queue "$@"
+swift build -c release --product herald-bench --static-swift-stdlib
+HERALD_DATABASE_URL="dbname=herald_bench" .build/release/herald-bench queue "$@"

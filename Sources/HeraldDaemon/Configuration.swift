@@ -82,7 +82,10 @@ public struct Configuration: Sendable {
                 "HERALD_BATCH_SIZE", "\(defaults.batchSize)",
                 "the largest claim (1 to 10000); claims start at 10 and double while the queue keeps them full"
             ),
-            ("HERALD_CONCURRENCY", "\(defaults.concurrency)", "loops per worker, each with its own connection (1 to 64)"),
+            (
+                "HERALD_CONCURRENCY", "\(defaults.concurrency)",
+                "loops per worker, each with its own connection (1 to 64)"
+            ),
             ("HERALD_POLL_INTERVAL", duration(defaults.pollInterval), "longest wait between claims without a NOTIFY"),
             ("HERALD_LEASE", duration(defaults.lease), "how long a claim stays leased"),
             (

@@ -135,9 +135,7 @@ public struct Daemon {
             try await migrator.migrate(connection)
             return
         }
-        let hasTable = try await connection.query("SELECT to_regclass('herald.schema_migrations') IS NOT NULL")[0]
-            .decode(0, as: Bool.self)
-        let pending = hasTable ? try await migrator.pending(connection) : migrator.migrations
+        let pending = try await migrator.pending(connection)
         if !pending.isEmpty {
             throw DaemonError.schemaOutOfDate(pending: pending.map(\.name))
         }

@@ -19,6 +19,7 @@ final class EndpointAPI: Sendable {
     }
 
     enum SQL {
+        static let alive = "SELECT 1"
         static let appProblems = "SELECT app_id, scope FROM herald.app_problems"
         static let report = "SELECT accepted, outcome, message FROM herald.report_delivery($1, $2, $3)"
         static let pending = """
@@ -52,7 +53,7 @@ final class EndpointAPI: Sendable {
 
     func health() async -> Response {
         do {
-            _ = try await connection.query("SELECT 1")
+            _ = try await connection.query(SQL.alive)
             return Self.json(.ok, ["status": "ok"])
         } catch {
             return Self.json(.serviceUnavailable, ["status": "database unavailable"])

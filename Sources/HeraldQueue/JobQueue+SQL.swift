@@ -1,10 +1,11 @@
 /// The queue's statements, in one place, as an operator would read them.
 extension JobQueue {
-    enum SQL {
+    /// Public so that the benchmarks' floor runs the engine's own statements.
+    public enum SQL {
         /// Takes up to $3 ready jobs of kind $1 due by $2, oldest first, and leases them to
         /// worker $4 for $5 seconds. SKIP LOCKED lets concurrent claimers take disjoint rows;
         /// the subquery walks the partial index `jobs_claim` in its own order.
-        static let claim = """
+        public static let claim = """
             WITH picked AS (
                 SELECT id
                 FROM herald.jobs
@@ -28,7 +29,7 @@ extension JobQueue {
         /// dead when they gave up or used their last attempt. A postponed job gets its attempt
         /// back and never dies. Only while worker $7 still holds the lease, so a rescued and
         /// re-claimed job is not disturbed. $6 is now.
-        static let finish = """
+        public static let finish = """
             WITH completed AS (
                 DELETE FROM herald.jobs WHERE id = ANY($1::bigint[])
             )
@@ -48,10 +49,10 @@ extension JobQueue {
             """
 
         /// The common case of `finish`: every job of the batch completed.
-        static let complete = "DELETE FROM herald.jobs WHERE id = ANY($1::bigint[])"
+        public static let complete = "DELETE FROM herald.jobs WHERE id = ANY($1::bigint[])"
 
         /// Hands unfinished jobs back without counting the attempt (a graceful shutdown).
-        static let release = """
+        public static let release = """
             UPDATE herald.jobs
             SET state = 'ready', attempts = greatest(attempts - 1, 0), locked_by = NULL, locked_until = NULL
             WHERE id = ANY($1::bigint[]) AND state = 'running' AND locked_by = $2
@@ -59,7 +60,7 @@ extension JobQueue {
 
         /// Returns up to $2 jobs whose lease passed before $1 to ready (their process died),
         /// with the attempt counted; a job out of attempts goes dead instead.
-        static let rescue = """
+        public static let rescue = """
             WITH expired AS (
                 SELECT id
                 FROM herald.jobs
@@ -81,7 +82,7 @@ extension JobQueue {
             RETURNING j.kind, j.state
             """
 
-        static let enqueue = """
+        public static let enqueue = """
             INSERT INTO herald.jobs (kind, ref, payload, run_at, max_attempts)
             VALUES ($1, $2, $3::jsonb, coalesce($4::timestamptz, now()), coalesce($5::int, 25))
             RETURNING id

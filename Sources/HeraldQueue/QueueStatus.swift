@@ -34,9 +34,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
         var status = try await loadQueues(connection)
-        status.appProblems = try await connection.query(
-            "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
-        ).map { row in
+        status.appProblems = try await connection.query(SQL.appProblems).map { row in
             AppProblem(
                 app: try row.decode(0), scope: try row.decode(1), waiting: try row.decode(2), problem: try row.decode(3)
             )
@@ -46,12 +44,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     /// The queues alone (`herald.queue_depth`), as `herald status` and the metrics read them.
     public static func loadQueues(_ connection: PostgresConnection) async throws -> QueueStatus {
-        let result = try await connection.query(
-            """
-            SELECT kind, ready, scheduled, running, lease_expired, dead,
-                   extract(epoch FROM oldest_ready_age)::float8
-            FROM herald.queue_depth ORDER BY kind
-            """)
+        let result = try await connection.query(SQL.queueDepth)
         return QueueStatus(
             kinds: try result.map { row in
                 Kind(
@@ -96,5 +89,15 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
                 .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
         }.joined(separator: "\n")
+    }
+
+    enum SQL {
+        static let appProblems =
+            "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
+        static let queueDepth = """
+            SELECT kind, ready, scheduled, running, lease_expired, dead,
+                   extract(epoch FROM oldest_ready_age)::float8
+            FROM herald.queue_depth ORDER BY kind
+            """
     }
 }

@@ -37,19 +37,19 @@ public struct Migrator: Sendable {
         let migrations = self.migrations
         let logger = self.logger
         return try await connection.withSession { session in
-            try session.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
-            defer { _ = try? session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey]) }
+            try session.query(SQL.lock, [Self.lockKey])
+            defer { _ = try? session.query(SQL.unlock, [Self.lockKey]) }
             // Migration 0 creates the table the others are recorded in; it changes nothing
             // once the table exists, so it runs first every time.
             if let bootstrap = migrations.first(where: { $0.version == 0 }) { try session.execute(bootstrap.sql) }
             var applied: [Int: String] = [:]
-            for row in try session.query("SELECT version, checksum FROM herald.schema_migrations") {
+            for row in try session.query(SQL.applied) {
                 applied[try row.decode(0, as: Int.self)] = try row.decode(1, as: String.self)
             }
             var newlyApplied: [Int] = []
             for migration in migrations {
                 if let checksum = applied[migration.version] {
-                    let current = try session.query("SELECT md5($1)", [migration.sql])[0].decode(0, as: String.self)
+                    let current = try session.query(SQL.checksum, [migration.sql])[0].decode(0, as: String.self)
                     if current != checksum {
                         logger.warning(
                             "migration \(migration.name) changed after it was applied; the database keeps the old version"
@@ -59,9 +59,7 @@ public struct Migrator: Sendable {
                 }
                 try session.transaction { session in
                     try session.execute(migration.sql)
-                    try session.query(
-                        "INSERT INTO herald.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
-                        [migration.version, migration.name, migration.sql])
+                    try session.query(SQL.record, [migration.version, migration.name, migration.sql])
                 }
                 logger.info("applied migration \(migration.name)")
                 newlyApplied.append(migration.version)
@@ -70,11 +68,21 @@ public struct Migrator: Sendable {
         }
     }
 
-    /// The migrations this binary carries that the database has not applied.
+    /// The migrations this binary carries that the database has not applied (all of them on
+    /// a database never migrated).
     public func pending(_ connection: PostgresConnection) async throws -> [Migration] {
-        let known = try await connection.query(
-            "SELECT coalesce(array_agg(version), '{}') FROM herald.schema_migrations"
-        )[0].decode(0, as: [Int].self)
+        guard try await connection.query(SQL.hasTable)[0].decode(0, as: Bool.self) else { return migrations }
+        let known = try await connection.query(SQL.versions)[0].decode(0, as: [Int].self)
         return migrations.filter { !known.contains($0.version) }
+    }
+
+    enum SQL {
+        static let lock = "SELECT pg_advisory_lock($1)"
+        static let unlock = "SELECT pg_advisory_unlock($1)"
+        static let applied = "SELECT version, checksum FROM herald.schema_migrations"
+        static let checksum = "SELECT md5($1)"
+        static let record = "INSERT INTO herald.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))"
+        static let hasTable = "SELECT to_regclass('herald.schema_migrations') IS NOT NULL"
+        static let versions = "SELECT coalesce(array_agg(version), '{}') FROM herald.schema_migrations"
     }
 }

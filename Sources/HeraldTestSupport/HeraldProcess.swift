@@ -26,11 +26,12 @@ public final class HeraldProcess: @unchecked Sendable {
         try process.run()
     }
 
-    /// Runs `herald` to completion and returns its exit status and output.
+    /// Runs `herald` (or `executable`) to completion and returns its exit status and output.
     public static func run(
-        _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(60)
+        _ arguments: [String], environment: [String: String] = [:], executable: String = "herald",
+        timeout: Duration = .seconds(60)
     ) async throws -> (status: Int32, output: String) {
-        let child = try HeraldProcess(arguments, environment: environment)
+        let child = try HeraldProcess(arguments, environment: environment, executable: executable)
         guard await child.waitForExit(timeout: timeout) else {
             child.send(SIGKILL)
             throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "herald \(arguments) did not exit"])

@@ -14,7 +14,8 @@ import Metrics
 public struct IngestWorker: BatchWorker {
     public let kind = WorkerKind.ingest.rawValue
     let context: WorkerContext
-    private let claimDuration = Metrics.Timer(label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.ingest.rawValue)])
+    private let claimDuration = Metrics.Timer(
+        label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.ingest.rawValue)])
 
     public init(context: WorkerContext) { self.context = context }
 

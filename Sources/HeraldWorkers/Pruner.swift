@@ -40,12 +40,16 @@ public struct Pruner: Service {
         var total = 0
         let seconds = Int(retention.components.seconds)
         while !Task.isShuttingDownGracefully {
-            let deleted = try await connection.query(
-                "SELECT herald.prune(make_interval(secs => $1), $2)", [seconds, Self.batchSize]
-            )[0].decode(0, as: Int.self)
+            let deleted = try await connection.query(SQL.prune, [seconds, Self.batchSize])[0].decode(0, as: Int.self)
             total += deleted
             if deleted < Self.batchSize { break }
         }
         return total
+    }
+
+    enum SQL {
+        /// Deletes up to $2 finished notifications older than $1 seconds, with their deliveries
+        /// (`herald.prune`, migration 006); returns how many.
+        static let prune = "SELECT herald.prune(make_interval(secs => $1), $2)"
     }
 }

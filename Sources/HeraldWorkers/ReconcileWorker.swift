@@ -26,11 +26,15 @@ public struct ReconcileWorker: JobHandler {
 
     public init(context: WorkerContext) { self.context = context }
 
-    static let reconcile = """
-        SELECT reports, delivered, wakeups
-        FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4),
-                              herald.fetch_window())
-        """
+    enum SQL {
+        /// Reconciles reports $1 at $2, with the wake-up interval $3 and grace $4 in seconds
+        /// (`herald.reconcile`, migration 010).
+        static let reconcile = """
+            SELECT reports, delivered, wakeups
+            FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4),
+                                  herald.fetch_window())
+            """
+    }
 
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
         var (ids, outcomes) = jobs.refs(naming: "report")
@@ -38,7 +42,7 @@ public struct ReconcileWorker: JobHandler {
         let settings = context.reconcile
         do {
             let counts = try await context.connection.query(
-                Self.reconcile,
+                SQL.reconcile,
                 [
                     ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds,
                 ])[0]

@@ -64,7 +64,8 @@ public struct RetryWorker: BatchWorker {
 
     func endHopelessRetries(isStopping: @Sendable () -> Bool) async throws {
         while !isStopping() {
-            let rows = try await context.connection.query(SQL.endHopelessRetries, [context.clock.now(), Self.batchSize])
+            let rows = try await context.connection.query(
+                SQL.endHopelessRetries, [context.clock.now(), Self.batchSize])
             var ended = 0
             for row in rows {
                 let state: String = try row.decode("state")

@@ -15,7 +15,7 @@ struct Herald: AsyncParsableCommand {
         abstract: "Push-notification delivery daemon with a PostgreSQL job queue.",
         discussion: "Settings come from HERALD_* environment variables and an optional file; see `herald config`.",
         version: HeraldVersion.current,
-        subcommands: [Run.self, Migrate.self, Status.self, ConfigCommand.self, VAPIDKeyCommand.self, Bench.self]
+        subcommands: [Run.self, Migrate.self, Status.self, ConfigCommand.self, VAPIDKeyCommand.self]
     )
 }
 

@@ -7,7 +7,7 @@ import Testing
 #endif
 
 /// FCM and token requests go through an egress proxy given by `HTTPS_PROXY`, and straight to
-/// hosts named in `NO_PROXY`. The client runs in a child process (`herald bench http`), so the
+/// hosts named in `NO_PROXY`. The client runs in a child process (`herald-bench http`), so the
 /// variables never reach the other tests.
 @Suite struct EgressProxyTests {
     @Test func requestsTunnelThroughHTTPSProxyUnlessTheHostIsInNoProxy() async throws {
@@ -19,9 +19,9 @@ import Testing
         func send(_ environment: [String: String]) async throws -> String {
             let run = try await HeraldProcess.run(
                 [
-                    "bench", "http", "--url", nginx.baseURL + "/v1/projects/p/messages:send", "--ca-bundle",
+                    "http", "--url", nginx.baseURL + "/v1/projects/p/messages:send", "--ca-bundle",
                     nginx.caBundle, "--requests", "200", "--concurrency", "50", "--connections", "2",
-                ], environment: environment)
+                ], environment: environment, executable: "herald-bench")
             #expect(run.status == 0, "\(run.output)")
             #expect(run.output.contains("(200 ok, 0 failed)"), "\(run.output)")
             return (try? String(contentsOf: log, encoding: .utf8)) ?? ""

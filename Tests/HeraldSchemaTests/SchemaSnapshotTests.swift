@@ -29,7 +29,8 @@ import Testing
         let process = Process()
         let bundled = URL(fileURLWithPath: "/usr/lib/postgresql/15/bin/pg_dump")
         process.executableURL =
-            FileManager.default.isExecutableFile(atPath: bundled.path) ? bundled : URL(fileURLWithPath: "/usr/bin/pg_dump")
+            FileManager.default.isExecutableFile(atPath: bundled.path)
+            ? bundled : URL(fileURLWithPath: "/usr/bin/pg_dump")
         process.arguments = ["--schema-only", "--no-owner", "--schema=herald", database]
         let output = Pipe()
         process.standardOutput = output

@@ -247,7 +247,8 @@ public struct DispatchWorker: BatchWorker {
 
     static func configurationResult(_ reason: String) -> DeliveryResult {
         DeliveryResult(
-            state: .queued, error: "configuration: \(reason)", retry: .backoff(notBefore: RetryWorker.configurationRetry))
+            state: .queued, error: "configuration: \(reason)",
+            retry: .backoff(notBefore: RetryWorker.configurationRetry))
     }
 
     /// What a provider's outcome means for the delivery.

@@ -9,10 +9,24 @@ import HeraldSchema
 import HeraldWorkers
 import Logging
 
+/// `herald-bench`: benchmarks that print figures, using the daemon's own statements and
+/// clients. The scripts in `scripts/bench-*.sh` run them beside their floors.
+@main
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "herald-bench",
         abstract: "Benchmarks that print figures.",
         subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self, CryptoBench.self])
+}
+
+/// The settings file option, as `herald` reads it: the benchmarks connect where the daemon would.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: "A file of NAME=value settings (the environment wins over it).")
+    var config: String?
+
+    func load() throws -> Configuration {
+        try Configuration.load(environment: ProcessInfo.processInfo.environment, file: config)
+    }
 }
 
 /// Inserts jobs, then drains them twice: once with raw SQL (the floor: one claim-and-delete
@@ -51,7 +65,9 @@ struct QueueBench: AsyncParsableCommand {
         let floor = try await drain(connections) { connection in
             try await connection.withSession { session in
                 try session.execute(Self.floorProcedure)
-                return try session.query("CALL pg_temp.bench_floor($1, 0)", [batch])[0].decode(0, as: Int.self)
+                return try session.query(
+                    "CALL pg_temp.bench_floor($1, $2, $3, 0)", [JobQueue.SQL.claim, JobQueue.SQL.complete, batch]
+                )[0].decode(0, as: Int.self)
             }
         }
         // Floor 2, for reference: no lease at all, one claim-and-delete statement per batch.
@@ -95,30 +111,24 @@ struct QueueBench: AsyncParsableCommand {
         }
     }
 
-    /// The floor's loop: claim with the engine's statement, commit, delete, commit, until empty.
-    /// It returns how many jobs it finished through its INOUT parameter.
+    /// The floor's loop: the engine's own claim and completion statements (`JobQueue.SQL`),
+    /// each committed, run inside the server until the queue is empty. It returns how many jobs
+    /// it finished through its INOUT parameter.
     static let floorProcedure = """
-        CREATE OR REPLACE PROCEDURE pg_temp.bench_floor(batch int, INOUT done bigint)
+        CREATE OR REPLACE PROCEDURE pg_temp.bench_floor(claim text, complete text, batch int, INOUT done bigint)
         LANGUAGE plpgsql AS $$
         DECLARE
             ids bigint[];
+            claimed record;
         BEGIN
             LOOP
-                WITH picked AS (
-                    SELECT id FROM herald.jobs
-                    WHERE kind = 'bench' AND state = 'ready' AND run_at <= now()
-                    ORDER BY run_at, id LIMIT batch FOR UPDATE SKIP LOCKED
-                ), claimed AS (
-                    UPDATE herald.jobs AS j
-                    SET state = 'running', attempts = j.attempts + 1, locked_by = 'floor',
-                        locked_until = now() + interval '60 seconds'
-                    FROM picked WHERE j.id = picked.id
-                    RETURNING j.id
-                )
-                SELECT array_agg(id) INTO ids FROM claimed;
+                ids := '{}';
+                FOR claimed IN EXECUTE claim USING 'bench', now(), batch, 'floor', 60 LOOP
+                    ids := ids || claimed.id;
+                END LOOP;
                 COMMIT;
-                EXIT WHEN ids IS NULL;
-                DELETE FROM herald.jobs WHERE id = ANY(ids);
+                EXIT WHEN cardinality(ids) = 0;
+                EXECUTE complete USING ids;
                 COMMIT;
                 done := done + cardinality(ids);
             END LOOP;

@@ -3,7 +3,7 @@ import Foundation
 import HeraldCrypto
 import HeraldWebPush
 
-/// `herald bench crypto`: what a send's cryptography costs on this machine, per message: Web
+/// `herald-bench crypto`: what a send's cryptography costs on this machine, per message: Web
 /// Push's encryption (a P-256 key pair, ECDH, HKDF, AES-128-GCM) and one ES256 signature (a
 /// VAPID or APNs token, made once per origin or key and reused, so rare on the hot path).
 struct CryptoBench: AsyncParsableCommand {
