@@ -72,8 +72,8 @@ final class EndpointAPI: Sendable {
         if let rows = try? await connection.query(SQL.appProblems) {
             let failing = Set(
                 rows.compactMap { row in
-                    (try? row.decode(0, as: String.self)).flatMap { app in
-                        (try? row.decode(1, as: String.self)).map { [app, $0] }
+                    (try? row.decode("app_id", as: String.self)).flatMap { app in
+                        (try? row.decode("scope", as: String.self)).map { [app, $0] }
                     }
                 })
             let gauged = gaugedApps.withLock { known in
@@ -136,9 +136,9 @@ final class EndpointAPI: Sendable {
         do {
             let row = try await connection.query(
                 SQL.report, [reference, fields.kind ?? "delivered", fields.device_id])[0]
-            let outcome: String = try row.decode(1)
+            let outcome: String = try row.decode("outcome")
             return Self.json(
-                Self.status(of: outcome), ["outcome": outcome, "message": try row.decode(2, as: String.self)])
+                Self.status(of: outcome), ["outcome": outcome, "message": try row.decode("message", as: String.self)])
         } catch {
             return Self.json(
                 .serviceUnavailable, ["outcome": "unavailable", "message": "the database is unavailable; retry"])

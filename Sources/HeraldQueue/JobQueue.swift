@@ -45,12 +45,12 @@ public struct JobQueue: Sendable {
             SQL.claim, [kind, clock.now(), limit, workerID, lease.seconds])
         return try result.map { row in
             Job(
-                id: try row.decode(0, as: Int64.self),
+                id: try row.decode("id", as: Int64.self),
                 kind: kind,
-                ref: try row.decode(1, as: Int64?.self),
-                payload: try row.decode(2, as: String.self),
-                attempts: try row.decode(3, as: Int.self),
-                maxAttempts: try row.decode(4, as: Int.self))
+                ref: try row.decode("ref", as: Int64?.self),
+                payload: try row.decode("payload", as: String.self),
+                attempts: try row.decode("attempts", as: Int.self),
+                maxAttempts: try row.decode("max_attempts", as: Int.self))
         }
     }
 
@@ -109,8 +109,8 @@ public struct JobQueue: Sendable {
         let result = try await connection.query(SQL.rescue, [clock.now(), limit])
         var report = RescueReport()
         for row in result {
-            let kind = try row.decode(0, as: String.self)
-            if try row.decode(1, as: String.self) == "dead" {
+            let kind = try row.decode("kind", as: String.self)
+            if try row.decode("state", as: String.self) == "dead" {
                 report.dead[kind, default: 0] += 1
             } else {
                 report.rescued[kind, default: 0] += 1

@@ -36,7 +36,8 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         var status = try await loadQueues(connection)
         status.appProblems = try await connection.query(SQL.appProblems).map { row in
             AppProblem(
-                app: try row.decode(0), scope: try row.decode(1), waiting: try row.decode(2), problem: try row.decode(3)
+                app: try row.decode("app_id"), scope: try row.decode("scope"), waiting: try row.decode("waiting"),
+                problem: try row.decode("config_error")
             )
         }
         return status
@@ -48,9 +49,11 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         return QueueStatus(
             kinds: try result.map { row in
                 Kind(
-                    kind: try row.decode(0), ready: try row.decode(1), scheduled: try row.decode(2),
-                    running: try row.decode(3), leaseExpired: try row.decode(4), dead: try row.decode(5),
-                    oldestReadySeconds: try row.decode(6, as: Double?.self))
+                    kind: try row.decode("kind"), ready: try row.decode("ready"),
+                    scheduled: try row.decode("scheduled"),
+                    running: try row.decode("running"), leaseExpired: try row.decode("lease_expired"),
+                    dead: try row.decode("dead"),
+                    oldestReadySeconds: try row.decode("oldest_ready_seconds", as: Double?.self))
             })
     }
 
@@ -96,7 +99,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
         static let queueDepth = """
             SELECT kind, ready, scheduled, running, lease_expired, dead,
-                   extract(epoch FROM oldest_ready_age)::float8
+                   extract(epoch FROM oldest_ready_age)::float8 AS oldest_ready_seconds
             FROM herald.queue_depth ORDER BY kind
             """
     }

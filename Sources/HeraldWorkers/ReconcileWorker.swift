@@ -46,8 +46,8 @@ public struct ReconcileWorker: JobHandler {
                 [
                     ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds,
                 ])[0]
-            let reports = try counts.decode(0, as: Int.self)
-            let wakeups = try counts.decode(2, as: Int.self)
+            let reports = try counts.decode("reports", as: Int.self)
+            let wakeups = try counts.decode("wakeups", as: Int.self)
             context.logger.debug(
                 "applied delivery reports", metadata: ["reports": "\(reports)", "wakeups": "\(wakeups)"])
             Counter(label: "herald_reports_applied_total").increment(by: reports)
