@@ -516,6 +516,8 @@ BEGIN
         ORDER BY n.created_at
         LIMIT batch
         FOR UPDATE SKIP LOCKED
+    ), their_deliveries AS (
+        DELETE FROM herald.deliveries d USING old WHERE d.notification_id = old.id
     )
     DELETE FROM herald.notifications n USING old WHERE n.id = old.id;
     GET DIAGNOSTICS deleted = ROW_COUNT;
@@ -1722,14 +1724,6 @@ CREATE TRIGGER notifications_notify_ingest AFTER INSERT ON herald.notifications 
 
 ALTER TABLE ONLY herald.app_config_problems
     ADD CONSTRAINT app_config_problems_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
-
-
---
--- Name: deliveries deliveries_notification_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.deliveries
-    ADD CONSTRAINT deliveries_notification_id_fkey FOREIGN KEY (notification_id) REFERENCES herald.notifications(id) ON DELETE CASCADE;
 
 
 --
