@@ -49,7 +49,8 @@ import Testing
         #expect(twoTargets.bodyText.contains("Exactly one of token, topic, condition or fid"))
 
         let tooBig = String(repeating: "x", count: 5000)
-        let oversized = try await send(emulator, token: token, #"{"message": {"token": "t", "data": {"k": "\#(tooBig)"}}}"#)
+        let oversized = try await send(
+            emulator, token: token, #"{"message": {"token": "t", "data": {"k": "\#(tooBig)"}}}"#)
         #expect(oversized.status == 400)
         #expect(oversized.bodyText.contains("too big"))
         #expect(await emulator.received.isEmpty)

@@ -92,7 +92,8 @@ import Testing
         var forged = Array(reference)
         forged[forged.count - 2] = forged[forged.count - 2] == "A" ? "B" : "A"
 
-        let report = try await endpoint.request("POST", "/v1/reports/\(String(forged))", body: #"{"kind": "delivered"}"#)
+        let report = try await endpoint.request(
+            "POST", "/v1/reports/\(String(forged))", body: #"{"kind": "delivered"}"#)
         #expect(report.status == 403, "\(report.bodyText)")
         #expect(report.bodyText.contains("invalid_reference"))
         let fetch = try await endpoint.request("GET", "/v1/pending/\(String(forged))")
