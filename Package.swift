@@ -70,7 +70,8 @@ let package = Package(
             dependencies: ["HeraldPostgres", .product(name: "Logging", package: "swift-log")],
             plugins: ["EmbedMigrations"]
         ),
-        // The durable job queue: claim, batched completion, backoff, rescue, wake-up.
+        // The durable job queue: claim, batched completion, backoff, lease rescue, wake-up, the
+        // worker loop, queue status.
         .target(
             name: "HeraldQueue",
             dependencies: [
@@ -123,7 +124,7 @@ let package = Package(
             ]
         ),
 
-        // The workers: ingest (and dispatch, reconcile, retry as they come).
+        // The four workers (ingest, dispatch, reconcile, retry), one file each, and retention.
         .target(
             name: "HeraldWorkers",
             dependencies: [
