@@ -56,9 +56,6 @@ public struct Configuration: Sendable {
 
     public init() {}
 
-    /// The longest a worker loop may wait between batches: half the unit's WatchdogSec.
-    static let maximumIdleWait: Duration = .seconds(30)
-
     public static var defaultWorkerID: String {
         "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
     }
@@ -220,16 +217,6 @@ public struct Configuration: Sendable {
         }
         if configuration.lease < .seconds(1) {
             throw ConfigurationError(setting: "HERALD_LEASE", message: "must be at least 1s")
-        }
-        // Every worker loop comes round at least this often when idle, and the systemd watchdog
-        // (WatchdogSec=60s in deploy/herald.service) restarts a daemon whose loop has not.
-        for (setting, interval) in [
-            ("HERALD_POLL_INTERVAL", configuration.pollInterval),
-            ("HERALD_RESCUE_INTERVAL", configuration.rescueInterval),
-        ] where interval > maximumIdleWait {
-            throw ConfigurationError(
-                setting: setting,
-                message: "must be at most \(SettingReader.format(maximumIdleWait)) (the watchdog's half)")
         }
         return configuration
     }

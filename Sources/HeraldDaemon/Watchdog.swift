@@ -3,9 +3,9 @@ import Logging
 import ServiceLifecycle
 
 /// Tells systemd that the daemon is ready, and keeps its watchdog fed while every worker
-/// loop is alive: a loop that has not come round within the watchdog interval (stuck in a
-/// batch, or wedged) stops the pings, and systemd restarts the daemon. Its leased jobs are
-/// rescued by the next one.
+/// loop is alive: a loop that has been in one batch longer than the watchdog interval (stuck,
+/// or wedged) stops the pings, and systemd restarts the daemon. A loop waiting for work is
+/// alive however long it waits. Its leased work is taken over once its leases end.
 struct Watchdog: Service {
     let notifier: SystemdNotifier
     let heartbeats: [Heartbeat]

@@ -1,15 +1,21 @@
 import Synchronization
 
-/// When a worker loop last came round. The loop beats before each claim (and so at least
-/// once per poll interval when idle); a loop stuck in a batch stops beating, which the
-/// systemd watchdog notices.
+/// Whether a worker loop is stuck: how long it has been in the batch in hand. The loop beats
+/// as it starts each batch and says when it goes idle to wait for work, so a loop that waits
+/// for a long poll interval is not mistaken for one stuck in a batch, which stops beating and
+/// which the systemd watchdog notices.
 public final class Heartbeat: Sendable {
-    private let last = Mutex(ContinuousClock.now)
+    /// When the batch in hand began; nil while the loop waits for work.
+    private let busySince = Mutex<ContinuousClock.Instant?>(.now)
 
     public init() {}
 
-    public func beat() { last.withLock { $0 = .now } }
+    /// The loop starts a batch.
+    public func beat() { busySince.withLock { $0 = .now } }
 
-    /// How long ago the loop last beat.
-    public var age: Duration { .now - last.withLock { $0 } }
+    /// The loop waits for work (a NOTIFY, the poll interval, or a retry after an error).
+    public func idle() { busySince.withLock { $0 = nil } }
+
+    /// How long the loop has been in its batch; zero while it waits.
+    public var age: Duration { busySince.withLock { $0 }.map { .now - $0 } ?? .zero }
 }

@@ -60,11 +60,13 @@ public final class WorkerRunner: Service {
                 errorDelay.reset()
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
+                heartbeat.idle()
                 await signal.wait(timeout: errorDelay.next())
                 continue
             }
             sizer.claimed(claimed)
             if claimed < limit {
+                heartbeat.idle()
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }
         }

@@ -55,4 +55,34 @@ import Testing
         #expect(batches.allSatisfy { $0 <= 100 })
         #expect(batches.reduce(0, +) == 375)
     }
+
+    /// A loop waiting for work is not stuck, however long its poll interval: the watchdog
+    /// reads its heartbeat as fresh. One in a batch ages.
+    struct BlockingWorker: BatchWorker {
+        let kind = "blocking"
+        let block: Bool
+        func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+            if block { try await Task.sleep(for: .seconds(30)) }
+            return 0
+        }
+    }
+
+    @Test func aLoopWaitingForWorkIsNotStuckButOneInABatchAges() async throws {
+        let hub = WakeHub()
+        func runner(blocking: Bool) -> WorkerRunner {
+            WorkerRunner(
+                worker: BlockingWorker(block: blocking), signal: hub.register(kind: "blocking"),
+                configuration: .init(batchSize: 10, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
+        }
+        let waiting = runner(blocking: false)
+        let stuck = runner(blocking: true)
+        let group = ServiceGroup(services: [waiting, stuck], logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(waiting.heartbeat.age == .zero)
+            #expect(stuck.heartbeat.age >= .milliseconds(400))
+            tasks.cancelAll()
+        }
+    }
 }
