@@ -58,10 +58,13 @@ import Testing
 
     /// A loop waiting for work is not stuck, however long its poll interval: the watchdog
     /// reads its heartbeat as fresh. One in a batch ages.
-    struct BlockingWorker: BatchWorker {
+    final class BlockingWorker: BatchWorker {
         let kind = "blocking"
         let block: Bool
+        let batches = Atomic<Int>(0)
+        init(block: Bool) { self.block = block }
         func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+            batches.add(1, ordering: .sequentiallyConsistent)
             if block { try await Task.sleep(for: .seconds(30)) }
             return 0
         }
@@ -69,19 +72,30 @@ import Testing
 
     @Test func aLoopWaitingForWorkIsNotStuckButOneInABatchAges() async throws {
         let hub = WakeHub()
-        func runner(blocking: Bool) -> WorkerRunner {
+        let idleWorker = BlockingWorker(block: false)
+        let stuckWorker = BlockingWorker(block: true)
+        func runner(_ worker: BlockingWorker) -> WorkerRunner {
             WorkerRunner(
-                worker: BlockingWorker(block: blocking), signal: hub.register(kind: "blocking"),
+                worker: worker, signal: hub.register(kind: "blocking"),
                 configuration: .init(batchSize: 10, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
         }
-        let waiting = runner(blocking: false)
-        let stuck = runner(blocking: true)
+        let waiting = runner(idleWorker)
+        let stuck = runner(stuckWorker)
         let group = ServiceGroup(services: [waiting, stuck], logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            try await Task.sleep(for: .milliseconds(500))
+            // Both loops have begun their first batch; the idle one has finished it and waits.
+            #expect(
+                try await eventually {
+                    idleWorker.batches.load(ordering: .sequentiallyConsistent) == 1
+                        && stuckWorker.batches.load(ordering: .sequentiallyConsistent) == 1
+                })
+            // The waiting loop reads as fresh (it would age without end if waiting counted)…
+            #expect(await eventually { waiting.heartbeat.age == .zero })
+            // …while the stuck one's batch began before this sleep, so it is at least that old.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(stuck.heartbeat.age >= .milliseconds(300))
             #expect(waiting.heartbeat.age == .zero)
-            #expect(stuck.heartbeat.age >= .milliseconds(400))
             tasks.cancelAll()
         }
     }
