@@ -12,8 +12,8 @@ import ServiceLifecycle
 /// `herald run`: checks the schema, then runs the configured workers and the pruner
 /// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
 ///
-/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one for the schema check,
-/// one for pruning, one for LISTEN, two for the HTTP endpoint, one for metrics.
+/// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one briefly for the
+/// schema check, one for pruning, one for LISTEN, two for the HTTP endpoint, one for metrics.
 public struct Daemon {
     let configuration: Configuration
     let logger: Logger

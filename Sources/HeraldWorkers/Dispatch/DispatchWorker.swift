@@ -109,8 +109,8 @@ public struct DispatchWorker: BatchWorker {
         for delivery in claimed {
             let id = delivery.deliveryID
             if let worker = delivery.abandonedBy { rescued[worker, default: 0] += 1 }
-            if let given = RetryWorker.abandoned(after: delivery.attempts, by: delivery.abandonedBy) {
-                results[id] = given
+            if let givenUp = RetryWorker.abandoned(after: delivery.attempts, by: delivery.abandonedBy) {
+                results[id] = givenUp
             } else if delivery.expiresAt <= now {
                 results[id] = DeliveryResult(
                     state: .expired, error: "expired at \(delivery.expiresAt) before it was sent")
