@@ -1,7 +1,6 @@
 import Foundation
 import HeraldAPNs
 import HeraldCore
-import Metrics
 
 extension DispatchWorker {
     /// Sends one app's deliveries to iOS devices with APNs device tokens, straight to APNs;
@@ -23,10 +22,8 @@ extension DispatchWorker {
         let live = batch.filter { !$0.dryRun }
         var problems: [ConfigurationScope: String] = [:]
         if !live.isEmpty {
-            let started = ContinuousClock.now
-            var outcomes = await client.send(live.map { builder.apns(for: $0, now: now) })
-            Metrics.Timer(label: "herald_send_batch_duration_seconds").record(duration: ContinuousClock.now - started)
-            outcomes = Self.suspectingEnvironment(outcomes)
+            let outcomes = Self.suspectingEnvironment(
+                await timed { await client.send(live.map { builder.apns(for: $0, now: now) }) })
             results += self.results(live, outcomes, dryRun: false, answeredAt: context.clock.now(), problems: &problems)
         }
         return (results, problems)

@@ -1,7 +1,6 @@
 import Foundation
 import HeraldCore
 import HeraldFCM
-import Metrics
 
 extension DispatchWorker {
     /// Sends one app's deliveries of one FCM route; returns their results and the
@@ -22,10 +21,9 @@ extension DispatchWorker {
             let part = batch.filter { $0.dryRun == dryRun }
             if part.isEmpty { continue }
             await sender.limiter.acquire(part.count)
-            let started = ContinuousClock.now
-            let outcomes = await sender.client.send(
-                part.map { builder.message(for: $0, now: now) }, validateOnly: dryRun)
-            Metrics.Timer(label: "herald_send_batch_duration_seconds").record(duration: ContinuousClock.now - started)
+            let outcomes = await timed {
+                await sender.client.send(part.map { builder.message(for: $0, now: now) }, validateOnly: dryRun)
+            }
             results += self.results(
                 part, outcomes, dryRun: dryRun, answeredAt: context.clock.now(), problems: &problems)
         }

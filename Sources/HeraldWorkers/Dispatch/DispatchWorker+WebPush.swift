@@ -1,7 +1,6 @@
 import Foundation
 import HeraldCore
 import HeraldWebPush
-import Metrics
 
 extension DispatchWorker {
     /// Sends one app's deliveries to browsers; returns their results and the configuration
@@ -34,9 +33,7 @@ extension DispatchWorker {
         }
         var problems: [ConfigurationScope: String] = [:]
         if !messages.isEmpty {
-            let started = ContinuousClock.now
-            let outcomes = await client.send(messages.map(\.1))
-            Metrics.Timer(label: "herald_send_batch_duration_seconds").record(duration: ContinuousClock.now - started)
+            let outcomes = await timed { await client.send(messages.map(\.1)) }
             results += self.results(
                 messages.map(\.0), outcomes, dryRun: false, answeredAt: context.clock.now(), problems: &problems)
         }

@@ -27,6 +27,7 @@ public struct DispatchWorker: BatchWorker {
     let secret = SecretCache()
     private let claimDuration = Metrics.Timer(
         label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.dispatch.rawValue)])
+    private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
 
     public init(context: WorkerContext) { self.context = context }
 
@@ -197,6 +198,13 @@ public struct DispatchWorker: BatchWorker {
     struct ProblemKey: Hashable {
         var app: String
         var scope: ConfigurationScope
+    }
+
+    /// One batch's send to a provider, timed (`herald_send_batch_duration_seconds`).
+    func timed<Outcomes>(_ send: () async -> Outcomes) async -> Outcomes {
+        let started = ContinuousClock.now
+        defer { sendDuration.record(duration: ContinuousClock.now - started) }
+        return await send()
     }
 
     /// Results for a batch that could not be sent because its sender could not be made.
