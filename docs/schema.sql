@@ -25,6 +25,21 @@ CREATE SCHEMA herald;
 
 
 --
+-- Name: acts_for(text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.acts_for(app text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT NOT pg_has_role(session_user, 'herald_producer', 'MEMBER')
+        OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
+        OR EXISTS (SELECT 1 FROM herald.producer_apps g
+                   WHERE g.app_id = app AND pg_has_role(session_user, g.producer, 'MEMBER'));
+$$;
+
+
+--
 -- Name: base64url_decode(text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -43,10 +58,110 @@ $_$;
 
 
 --
+-- Name: check_acts_for(text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.check_acts_for(app text, caller text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NOT herald.acts_for(app) THEN
+        RAISE EXCEPTION '%: role % may not act for app %', caller, session_user, quote_literal(app)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = format('an operator grants it: INSERT INTO herald.producer_apps (producer, app_id) VALUES (%L, %L)',
+                                session_user, app);
+    END IF;
+END;
+$$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: apps; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.apps (
+    app_id text NOT NULL,
+    fcm_project_id text NOT NULL,
+    credentials_file text,
+    default_ttl interval DEFAULT '1 day'::interval NOT NULL,
+    default_priority text DEFAULT 'high'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    vapid_key_file text,
+    vapid_subject text,
+    ios_transport text DEFAULT 'fcm'::text NOT NULL,
+    apns_environment text DEFAULT 'production'::text NOT NULL,
+    apns_bundle_id text,
+    apns_team_id text,
+    apns_key_id text,
+    apns_key_file text,
+    apns_certificate_file text,
+    apns_certificate_expires_at timestamp with time zone,
+    web_push_hosts text[],
+    web_push_private_addresses boolean DEFAULT false NOT NULL,
+    CONSTRAINT apps_apns_environment_check CHECK ((apns_environment = ANY (ARRAY['production'::text, 'development'::text]))),
+    CONSTRAINT apps_app_id_check CHECK ((app_id <> ''::text)),
+    CONSTRAINT apps_default_priority_check CHECK ((default_priority = ANY (ARRAY['high'::text, 'normal'::text]))),
+    CONSTRAINT apps_default_ttl_check CHECK (((default_ttl >= '00:00:00'::interval) AND (default_ttl <= '28 days'::interval))),
+    CONSTRAINT apps_fcm_project_id_check CHECK ((fcm_project_id <> ''::text)),
+    CONSTRAINT apps_ios_transport_check CHECK ((ios_transport = ANY (ARRAY['fcm'::text, 'apns'::text]))),
+    CONSTRAINT apps_vapid_subject_check CHECK (((vapid_subject ~~ 'mailto:%'::text) OR (vapid_subject ~~ 'https://%'::text))),
+    CONSTRAINT "direct APNs needs a bundle id and a key or a certificate" CHECK (((ios_transport = 'fcm'::text) OR ((apns_bundle_id IS NOT NULL) AND (((apns_key_file IS NOT NULL) AND (apns_team_id IS NOT NULL) AND (apns_key_id IS NOT NULL)) OR (apns_certificate_file IS NOT NULL)))))
+);
+
+
+--
+-- Name: COLUMN apps.web_push_hosts; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON COLUMN herald.apps.web_push_hosts IS 'push service hosts the app''s browsers may name: host, *.domain or *; NULL: herald.default_web_push_hosts()';
+
+
+--
+-- Name: COLUMN apps.web_push_private_addresses; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON COLUMN herald.apps.web_push_private_addresses IS 'whether endpoints may be loopback, private or link-local addresses (a local emulator); checked again on connect';
+
+
+--
+-- Name: check_web_push_endpoint(text, herald.apps); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
+BEGIN
+    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]' THEN
+        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
+            quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT herald.web_push_host_allowed(host, coalesce(app.web_push_hosts, herald.default_web_push_hosts())) THEN
+        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'herald.apps.web_push_hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+    END IF;
+    IF NOT app.web_push_private_addresses AND herald.is_private_host(host) THEN
+        RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'only for a local push service: set herald.apps.web_push_private_addresses';
+    END IF;
+END;
+$_$;
+
+
+--
 -- Name: claim_deliveries(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
+CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, web_push_hosts text[], web_push_private_addresses boolean, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -81,6 +196,7 @@ CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integ
            n.app_id, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
            a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
            a.apns_certificate_file,
+           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
            CASE WHEN c.payload_kind = 'web' THEN p.web
                 WHEN dev.token_kind = 'apns_device_token' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
@@ -93,6 +209,45 @@ CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integ
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
+$$;
+
+
+--
+-- Name: clear_idle_config_problems(timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH cleared AS (
+        DELETE FROM herald.app_config_problems p
+        WHERE p.failed_at < at - interval '5 minutes'
+          AND NOT EXISTS (
+              SELECT 1
+              FROM herald.deliveries d
+              JOIN herald.notifications n ON n.id = d.notification_id
+              LEFT JOIN herald.devices dev ON dev.id = d.device_id
+              WHERE d.state = 'queued' AND n.app_id = p.app_id
+                AND CASE p.scope
+                        WHEN 'web' THEN d.payload_kind = 'web'
+                        WHEN 'apns' THEN dev.token_kind = 'apns_device_token' AND d.payload_kind LIKE 'ios%'
+                        WHEN 'fcm_apns' THEN d.payload_kind LIKE 'ios%' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                        ELSE d.payload_kind <> 'web' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                    END)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM cleared;
+$$;
+
+
+--
+-- Name: default_web_push_hosts(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.default_web_push_hosts() RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT ARRAY['fcm.googleapis.com', '*.push.services.mozilla.com', '*.push.apple.com', '*.notify.windows.com']
 $$;
 
 
@@ -213,7 +368,7 @@ $$;
 
 CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, deliveries integer)
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
 BEGIN
     -- Lock the batch in id order, so concurrent ingesters cannot deadlock.
     PERFORM 1 FROM herald.notifications n WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE;
@@ -223,7 +378,8 @@ BEGIN
         SELECT n.id, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
                -- The app's defaults; a ttl becomes the absolute expires_at it implies.
                coalesce(n.priority, a.default_priority) AS priority,
-               coalesce(n.expires_at, n.created_at + coalesce(n.ttl, a.default_ttl)) AS expires_at,
+               -- least(): created_at is Herald's, but a restored or hand-written row must not overflow.
+               coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, a.default_ttl)) AS expires_at,
                greatest(at, coalesce(n.send_at, at)) AS run_at,
                entries.data,
                -- A web device cannot take a payload this large; the others can.
@@ -234,6 +390,28 @@ BEGIN
                CASE
                    WHEN a.app_id IS NULL THEN
                        format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
+                   WHEN NOT isfinite(n.expires_at) OR NOT isfinite(n.send_at) THEN
+                       format('%s must be a finite time, not %s', CASE WHEN NOT isfinite(n.expires_at) THEN 'expires_at' ELSE 'send_at' END,
+                              CASE WHEN NOT isfinite(n.expires_at) THEN n.expires_at ELSE n.send_at END)
+                   WHEN n.send_at > at + herald.max_schedule() THEN
+                       format('send_at %s is more than %s ahead; schedule it nearer', n.send_at, herald.max_schedule())
+                   WHEN n.expires_at > greatest(at, coalesce(n.send_at, at)) + herald.max_ttl() THEN
+                       format('expires_at %s is more than %s after the notification is sent (%s), the longest FCM keeps a message; give an earlier expires_at or a ttl',
+                              n.expires_at, herald.max_ttl(), greatest(at, coalesce(n.send_at, at)))
+                   WHEN n.collapse_key ~ '[[:cntrl:]]' OR octet_length(n.collapse_key) > 64 THEN
+                       'collapse_key must be at most 64 bytes (APNs'' limit for apns-collapse-id) without control characters'
+                   WHEN n.topic !~ '^[A-Za-z0-9_.~%-]+$' OR length(n.topic) > 900 THEN
+                       format('topic %s is not an FCM topic name: 1 to 900 of the letters, digits and - _ . ~ %%', quote_literal(left(n.topic, 40)))
+                   WHEN concat(n.sound, n.android_channel_id, n.ios_category, n.ios_thread_id, n.image_url, n.deep_link,
+                               n.idempotency_key) ~ '[[:cntrl:]]' THEN
+                       format('%s contains a control character; remove it',
+                              CASE WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound'
+                                   WHEN n.android_channel_id ~ '[[:cntrl:]]' THEN 'android_channel_id'
+                                   WHEN n.ios_category ~ '[[:cntrl:]]' THEN 'ios_category'
+                                   WHEN n.ios_thread_id ~ '[[:cntrl:]]' THEN 'ios_thread_id'
+                                   WHEN n.image_url ~ '[[:cntrl:]]' THEN 'image_url'
+                                   WHEN n.deep_link ~ '[[:cntrl:]]' THEN 'deep_link'
+                                   ELSE 'idempotency_key' END)
                    WHEN NOT n.silent AND coalesce(n.title, '') = '' AND coalesce(n.body, '') = ''
                         AND (n.data IS NULL OR n.data = '{}'::jsonb) THEN
                        'nothing to send: give a title, a body or data (or set silent for a bare wake-up)'
@@ -245,7 +423,7 @@ BEGIN
                    WHEN n.device_ids IS NOT NULL AND cardinality(n.device_ids) = 0 THEN
                        'device_ids is empty: name at least one device'
                    WHEN size.bytes > size.limit_bytes THEN
-                       format('payload is about %s bytes once encoded, %s over FCM''s %s-byte limit; shorten the title, body or data',
+                       format('payload is about %s bytes once encoded, %s over the %s-byte limit of FCM and APNs; shorten the title, body, data or iOS fields',
                               size.bytes, size.bytes - size.limit_bytes, size.limit_bytes)
                END AS problem
         FROM herald.notifications n
@@ -279,7 +457,9 @@ BEGIN
             SELECT octet_length(
                        (coalesce(entries.data, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
                            'title', n.title, 'body', n.body, 'image_url', n.image_url, 'deep_link', n.deep_link,
-                           'sound', n.sound, 'channel_id', n.android_channel_id)))::text)
+                           'sound', n.sound, 'channel_id', n.android_channel_id,
+                           -- iOS's own fields: in the estimate too, since APNs counts them.
+                           'category', n.ios_category, 'thread-id', n.ios_thread_id)))::text)
                    + 160 AS bytes,  -- herald_notification_id, herald_report and their quoting
                    CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
                    3993 AS web_limit_bytes
@@ -363,7 +543,7 @@ BEGIN
            (SELECT count(*) FROM created)::int
     FROM written w;
 END;
-$$;
+$_$;
 
 
 --
@@ -389,6 +569,52 @@ $$;
 
 
 --
+-- Name: is_p256_point(bytea); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.is_p256_point(point bytea) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    p constant numeric := 115792089210356248762697446949407573530086143415290314195533631308867097853951;
+    b constant numeric := 41058363725152142129326129780047268409114441015993725554835256314039467401291;
+    x numeric := 0;
+    y numeric := 0;
+BEGIN
+    IF point IS NULL OR octet_length(point) <> 65 OR get_byte(point, 0) <> 4 THEN RETURN false; END IF;
+    FOR i IN 1..32 LOOP
+        x := x * 256 + get_byte(point, i);
+        y := y * 256 + get_byte(point, i + 32);
+    END LOOP;
+    RETURN x < p AND y < p AND mod(y * y - (x * x * x - 3 * x + b), p) = 0;
+END;
+$$;
+
+
+--
+-- Name: is_private_host(text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.is_private_host(host text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    address inet;
+BEGIN
+    IF lower(host) = 'localhost' OR lower(host) LIKE '%.localhost' THEN RETURN true; END IF;
+    BEGIN
+        address := btrim(host, '[]')::inet;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RETURN false;  -- a name
+    END;
+    RETURN address <<= ANY ('{0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12,
+                             192.168.0.0/16, 224.0.0.0/4, 240.0.0.0/4, ::/128, ::1/128, ::ffff:0.0.0.0/96,
+                             fc00::/7, fe80::/10, ff00::/8}'::inet[]);
+END;
+$$;
+
+
+--
 -- Name: is_reserved_data_key(text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -397,6 +623,24 @@ CREATE FUNCTION herald.is_reserved_data_key(key text) RETURNS boolean
     AS $$
     SELECT lower(key) IN ('from', 'message_type') OR lower(key) LIKE 'google.%' OR lower(key) LIKE 'gcm.%';
 $$;
+
+
+--
+-- Name: max_schedule(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.max_schedule() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT interval '1 year' $$;
+
+
+--
+-- Name: max_ttl(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.max_ttl() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT interval '28 days' $$;
 
 
 --
@@ -469,7 +713,8 @@ DECLARE
     opened record;
 BEGIN
     opened := herald.open_reference(reference);
-    IF opened.device_id IS NULL THEN
+    IF opened.device_id IS NULL OR NOT EXISTS (SELECT 1 FROM herald.devices dev
+                                               WHERE dev.id = opened.device_id AND herald.acts_for(dev.app_id)) THEN
         RAISE EXCEPTION 'herald.pending_notifications: the reference was not issued by this Herald'
             USING ERRCODE = 'invalid_authorization_specification',
                   HINT = 'pass herald_report from a payload this device received, unchanged';
@@ -648,7 +893,9 @@ BEGIN
         SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO revived_deliveries FROM revived;
     END IF;
     IF cardinality(revived_jobs) + cardinality(revived_deliveries) > 0 THEN
-        INSERT INTO herald.redrives (job_ids, delivery_ids, note) VALUES (revived_jobs, revived_deliveries, redrive.note);
+        -- session_user: inside this SECURITY DEFINER function current_user is the function's owner.
+        INSERT INTO herald.redrives (job_ids, delivery_ids, note, redriven_by)
+        VALUES (revived_jobs, revived_deliveries, redrive.note, session_user);
         PERFORM pg_notify('herald_jobs', k)
         FROM (SELECT DISTINCT j.kind AS k FROM herald.jobs j WHERE j.id = ANY(revived_jobs)) AS kinds;
         IF cardinality(revived_deliveries) > 0 THEN
@@ -676,7 +923,9 @@ DECLARE
     auth bytea;
     kind text := token_kind;
     transport text;
+    app_row herald.apps;
 BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.register_device');
     IF platform NOT IN ('android', 'ios', 'web') THEN
         RAISE EXCEPTION 'herald.register_device: platform must be ''android'', ''ios'' or ''web'', not %',
             quote_literal(platform) USING ERRCODE = 'check_violation';
@@ -684,13 +933,25 @@ BEGIN
     IF coalesce(push_token, '') = '' THEN
         RAISE EXCEPTION 'herald.register_device: push_token is empty' USING ERRCODE = 'check_violation';
     END IF;
+    IF coalesce(device, '') = '' OR device ~ '[[:cntrl:]]' OR octet_length(device) > 256 THEN
+        RAISE EXCEPTION 'herald.register_device: device must be 1 to 256 bytes without control characters'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF octet_length(push_token) > 8192 OR (platform <> 'web' AND push_token ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'herald.register_device: push_token must be the token as the platform gave it: at most 8192 bytes, without control characters'
+            USING ERRCODE = 'check_violation';
+    END IF;
     IF platform = 'web' THEN
         SELECT s.endpoint, s.p256dh, s.auth INTO token, p256dh, auth FROM herald.web_subscription(push_token) AS s;
     END IF;
-    SELECT a.ios_transport INTO transport FROM herald.apps a WHERE a.app_id = app;
+    SELECT * INTO app_row FROM herald.apps a WHERE a.app_id = app;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: unknown app %; add it to herald.apps first', quote_literal(app)
             USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    transport := app_row.ios_transport;
+    IF platform = 'web' THEN
+        PERFORM herald.check_web_push_endpoint(token, app_row);
     END IF;
     -- What the token is decides how it is sent. Unsaid: a browser's subscription; for iOS, an
     -- APNs device token when the app sends to APNs directly; otherwise an FCM registration token.
@@ -774,6 +1035,12 @@ BEGIN
         RETURN;
     END IF;
     SELECT dev.* INTO owner FROM herald.devices dev WHERE dev.id = opened.device_id;
+    IF owner.app_id IS NOT NULL AND NOT herald.acts_for(owner.app_id) THEN
+        -- Said exactly as for a forged reference: another app's devices are invisible.
+        outcome := 'invalid_reference';
+        message := 'the reference was not issued by this Herald: send herald_report from the payload unchanged';
+        RETURN;
+    END IF;
     IF device IS NOT NULL AND owner.device_id IS DISTINCT FROM device THEN
         outcome := 'wrong_device';
         message := format('the reference belongs to another device than %s', quote_literal(device));
@@ -812,6 +1079,7 @@ CREATE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_i
 DECLARE
     notification_id bigint;
 BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.send');
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge,
         android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key,
@@ -866,13 +1134,30 @@ $_$;
 --
 
 CREATE FUNCTION herald.unregister_device(app text, device text, reason text DEFAULT 'logged out'::text) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    UPDATE herald.devices
-    SET disabled_at = coalesce(disabled_at, now()), disabled_cause = 'logout', disabled_reason = reason
-    WHERE app_id = app AND device_id = device
-    RETURNING true;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.unregister_device');
+    UPDATE herald.devices d
+    SET disabled_at = coalesce(d.disabled_at, now()), disabled_cause = 'logout', disabled_reason = reason
+    WHERE d.app_id = app AND d.device_id = device;
+    RETURN FOUND;
+END;
+$$;
+
+
+--
+-- Name: web_push_host_allowed(text, text[]); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.web_push_host_allowed(host text, patterns text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest(patterns) AS p(pattern)
+                   WHERE p.pattern = '*' OR lower(p.pattern) = lower(host)
+                      OR (p.pattern LIKE '*.%' AND length(host) > length(p.pattern) - 1
+                          AND lower(right(host, length(p.pattern) - 1)) = lower(substr(p.pattern, 2))));
 $$;
 
 
@@ -908,6 +1193,10 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: keys.p256dh must be the browser''s P-256 public key, 65 bytes in base64url (87 characters)'
             USING ERRCODE = 'check_violation';
     END IF;
+    IF NOT herald.is_p256_point(p256dh) THEN
+        RAISE EXCEPTION 'herald.register_device: keys.p256dh is 65 bytes but not a point on P-256: send the browser''s key unchanged'
+            USING ERRCODE = 'check_violation';
+    END IF;
     IF auth IS NULL OR octet_length(auth) <> 16 THEN
         RAISE EXCEPTION 'herald.register_device: keys.auth must be the subscription''s 16-byte secret in base64url (22 characters)'
             USING ERRCODE = 'check_violation';
@@ -915,10 +1204,6 @@ BEGIN
 END;
 $$;
 
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
 
 --
 -- Name: app_config_problems; Type: TABLE; Schema: herald; Owner: -
@@ -931,38 +1216,6 @@ CREATE TABLE herald.app_config_problems (
     since timestamp with time zone NOT NULL,
     failed_at timestamp with time zone NOT NULL,
     CONSTRAINT app_config_problems_scope_check CHECK ((scope = ANY (ARRAY['fcm'::text, 'fcm_apns'::text, 'web'::text, 'apns'::text])))
-);
-
-
---
--- Name: apps; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.apps (
-    app_id text NOT NULL,
-    fcm_project_id text NOT NULL,
-    credentials_file text,
-    default_ttl interval DEFAULT '1 day'::interval NOT NULL,
-    default_priority text DEFAULT 'high'::text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    vapid_key_file text,
-    vapid_subject text,
-    ios_transport text DEFAULT 'fcm'::text NOT NULL,
-    apns_environment text DEFAULT 'production'::text NOT NULL,
-    apns_bundle_id text,
-    apns_team_id text,
-    apns_key_id text,
-    apns_key_file text,
-    apns_certificate_file text,
-    apns_certificate_expires_at timestamp with time zone,
-    CONSTRAINT apps_apns_environment_check CHECK ((apns_environment = ANY (ARRAY['production'::text, 'development'::text]))),
-    CONSTRAINT apps_app_id_check CHECK ((app_id <> ''::text)),
-    CONSTRAINT apps_default_priority_check CHECK ((default_priority = ANY (ARRAY['high'::text, 'normal'::text]))),
-    CONSTRAINT apps_default_ttl_check CHECK (((default_ttl >= '00:00:00'::interval) AND (default_ttl <= '28 days'::interval))),
-    CONSTRAINT apps_fcm_project_id_check CHECK ((fcm_project_id <> ''::text)),
-    CONSTRAINT apps_ios_transport_check CHECK ((ios_transport = ANY (ARRAY['fcm'::text, 'apns'::text]))),
-    CONSTRAINT apps_vapid_subject_check CHECK (((vapid_subject ~~ 'mailto:%'::text) OR (vapid_subject ~~ 'https://%'::text))),
-    CONSTRAINT "direct APNs needs a bundle id and a key or a certificate" CHECK (((ios_transport = 'fcm'::text) OR ((apns_bundle_id IS NOT NULL) AND (((apns_key_file IS NOT NULL) AND (apns_team_id IS NOT NULL) AND (apns_key_id IS NOT NULL)) OR (apns_certificate_file IS NOT NULL)))))
 );
 
 
@@ -1306,6 +1559,17 @@ ALTER TABLE herald.notifications ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTIT
 
 
 --
+-- Name: producer_apps; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.producer_apps (
+    producer regrole NOT NULL,
+    app_id text NOT NULL,
+    granted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
 -- Name: queue_depth; Type: VIEW; Schema: herald; Owner: -
 --
 
@@ -1543,6 +1807,14 @@ ALTER TABLE ONLY herald.devices
 
 
 --
+-- Name: notifications idempotency keys starting with herald- are Herald's own; Type: CHECK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.notifications
+    ADD CONSTRAINT "idempotency keys starting with herald- are Herald's own" CHECK (((origin <> 'producer'::text) OR (idempotency_key !~~ 'herald-%'::text))) NOT VALID;
+
+
+--
 -- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -1572,6 +1844,14 @@ ALTER TABLE ONLY herald.notifications
 
 ALTER TABLE ONLY herald.wakeups
     ADD CONSTRAINT "one wake-up per device per quiet period" EXCLUDE USING gist (int8range(device_id, device_id, '[]'::text) WITH &&, tstzrange(created_at, quiet_until) WITH &&);
+
+
+--
+-- Name: producer_apps producer_apps_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.producer_apps
+    ADD CONSTRAINT producer_apps_pkey PRIMARY KEY (producer, app_id);
 
 
 --
@@ -1743,6 +2023,14 @@ ALTER TABLE ONLY herald.devices
 
 
 --
+-- Name: producer_apps producer_apps_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.producer_apps
+    ADD CONSTRAINT producer_apps_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON DELETE CASCADE;
+
+
+--
 -- Name: wakeups wakeups_device_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -1759,12 +2047,48 @@ ALTER TABLE ONLY herald.wakeups
 
 
 --
+-- Name: notifications as privileges allow; Type: POLICY; Schema: herald; Owner: -
+--
+
+CREATE POLICY "as privileges allow" ON herald.notifications USING (true) WITH CHECK (true);
+
+
+--
+-- Name: notifications; Type: ROW SECURITY; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: notifications only apps granted in herald.producer_apps; Type: POLICY; Schema: herald; Owner: -
+--
+
+CREATE POLICY "only apps granted in herald.producer_apps" ON herald.notifications AS RESTRICTIVE FOR INSERT TO herald_producer WITH CHECK (herald.acts_for(app_id));
+
+
+--
+-- Name: notifications producers read their apps' rows only; Type: POLICY; Schema: herald; Owner: -
+--
+
+CREATE POLICY "producers read their apps' rows only" ON herald.notifications AS RESTRICTIVE FOR SELECT TO herald_producer USING (herald.acts_for(app_id));
+
+
+--
 -- Name: SCHEMA herald; Type: ACL; Schema: -; Owner: -
 --
 
 GRANT USAGE ON SCHEMA herald TO herald_producer;
 GRANT USAGE ON SCHEMA herald TO herald_operator;
 GRANT USAGE ON SCHEMA herald TO herald_daemon;
+
+
+--
+-- Name: FUNCTION acts_for(app text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.acts_for(app text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_daemon;
+GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_producer;
 
 
 --
@@ -1775,11 +2099,52 @@ GRANT ALL ON FUNCTION herald.base64url_decode(text text) TO herald_daemon;
 
 
 --
+-- Name: FUNCTION check_acts_for(app text, caller text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.check_acts_for(app text, caller text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.check_acts_for(app text, caller text) TO herald_daemon;
+
+
+--
+-- Name: TABLE apps; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.apps TO herald_daemon;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.apps TO herald_operator;
+
+
+--
+-- Name: FUNCTION check_web_push_endpoint(endpoint text, app herald.apps); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval); Type: ACL; Schema: herald; Owner: -
 --
 
 REVOKE ALL ON FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION clear_idle_config_problems(at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION default_web_push_hosts(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.default_web_push_hosts() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_daemon;
+GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_operator;
 
 
 --
@@ -1848,11 +2213,43 @@ GRANT ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time z
 
 
 --
+-- Name: FUNCTION is_p256_point(point bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.is_p256_point(point bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.is_p256_point(point bytea) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION is_private_host(host text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.is_private_host(host text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.is_private_host(host text) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION is_reserved_data_key(key text); Type: ACL; Schema: herald; Owner: -
 --
 
 REVOKE ALL ON FUNCTION herald.is_reserved_data_key(key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.is_reserved_data_key(key text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION max_schedule(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.max_schedule() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.max_schedule() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION max_ttl(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.max_ttl() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.max_ttl() TO herald_daemon;
 
 
 --
@@ -1966,6 +2363,14 @@ GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason tex
 
 
 --
+-- Name: FUNCTION web_push_host_allowed(host text, patterns text[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.web_push_host_allowed(host text, patterns text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.web_push_host_allowed(host text, patterns text[]) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -1978,13 +2383,6 @@ GRANT ALL ON FUNCTION herald.web_subscription(subscription text, OUT endpoint te
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_daemon;
-
-
---
--- Name: TABLE apps; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.apps TO herald_daemon;
 
 
 --
@@ -2071,8 +2469,182 @@ GRANT SELECT,USAGE ON SEQUENCE herald.jobs_id_seq TO herald_daemon;
 -- Name: TABLE notifications; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT INSERT ON TABLE herald.notifications TO herald_producer;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notifications TO herald_daemon;
+
+
+--
+-- Name: COLUMN notifications.id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(id) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.app_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(app_id),INSERT(app_id) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.idempotency_key; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(idempotency_key),INSERT(idempotency_key) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.user_ref; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(user_ref) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.device_ids; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(device_ids) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.topic; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(topic) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.title; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(title) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.body; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(body) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.data; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(data) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.image_url; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(image_url) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.sound; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(sound) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.badge; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(badge) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.android_channel_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(android_channel_id) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ios_category; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ios_category) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ios_thread_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ios_thread_id) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.deep_link; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(deep_link) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.priority; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(priority) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ttl; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ttl) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.expires_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(expires_at) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.collapse_key; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(collapse_key) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.send_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(send_at) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.silent; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(silent) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.dry_run; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(dry_run) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.state; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(state) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.reason; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(reason) ON TABLE herald.notifications TO herald_producer;
 
 
 --
@@ -2088,6 +2660,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notification_journey TO herald
 --
 
 GRANT SELECT,USAGE ON SEQUENCE herald.notifications_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE producer_apps; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.producer_apps TO herald_daemon;
+GRANT SELECT,INSERT,DELETE ON TABLE herald.producer_apps TO herald_operator;
 
 
 --

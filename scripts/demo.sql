@@ -28,7 +28,10 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-iphone', 'ios',
 -- Alice also allowed notifications in her browser: the app sends to it with its VAPID key, and
 -- the browser's PushSubscription.toJSON() is the token. (run-local.sh makes both.)
 \if :{?subscription}
-UPDATE herald.apps SET vapid_key_file = :'vapid_key_file', vapid_subject = 'mailto:push@demo-shop.example'
+-- The emulator's push service runs on this machine, so the app allows it by name and address
+-- (browsers of a real app name only the browsers' push services, the default).
+UPDATE herald.apps SET vapid_key_file = :'vapid_key_file', vapid_subject = 'mailto:push@demo-shop.example',
+                       web_push_hosts = '{localhost,127.0.0.1}', web_push_private_addresses = true
 WHERE app_id = 'demo-shop';
 SELECT * FROM herald.register_device('demo-shop', 'alice-browser', 'web', :'subscription', 'alice');
 \endif

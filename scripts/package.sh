@@ -68,8 +68,9 @@ Depends: $depends
 Section: net
 Priority: optional
 Description: push-notification delivery daemon with a PostgreSQL job queue
- Herald sends push notifications through FCM HTTP v1 from a queue that app
- backends fill with plain SQL inside their own transactions. It keeps an account
+ Herald sends push notifications through FCM HTTP v1, straight to APNs (keys
+ or certificates) and to browsers with Web Push (RFC 8291, VAPID), from a queue
+ that app backends fill with plain SQL inside their own transactions. It keeps an account
  of every delivery, soft-disables dead push tokens, and wakes iOS devices that
  missed notifications.
  .

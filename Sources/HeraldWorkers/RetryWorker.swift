@@ -10,7 +10,9 @@ import Logging
 ///   with the attempt counted, or dead when it was the last one, and wakes their workers;
 /// - ends deliveries waiting for a retry that can no longer be sent: `expired` once their
 ///   notification's expiry passes, `cancelled` once their device is disabled (a dead token
-///   found by another delivery), instead of leaving them queued until their next claim.
+///   found by another delivery), instead of leaving them queued until their next claim;
+/// - clears an app's configuration problem that nothing waits on any more, so
+///   `herald.app_problems` and `herald status` stop reporting it.
 ///
 /// Dispatch hands it every delivery that did not end in a send (``schedule(_:attempts:now:backoff:)``):
 /// back off and try again, wait without spending an attempt, or give up and list it as dead.
@@ -24,7 +26,8 @@ public struct RetryWorker: BatchWorker {
     /// Claims a delivery gets before it is given up: retries, and leases that ran out.
     public static let maxAttempts = 25
     /// While an app's configuration fails, its deliveries wait (without spending attempts) and
-    /// one probe goes out this often, so a broken credential costs a probe a minute, not a storm.
+    /// one of them goes out as a probe this often, so a broken credential costs a probe a
+    /// minute, not a storm. The probe is a real send, so it spends an attempt of its delivery.
     public static let configurationRetry: Duration = .seconds(60)
     /// How often a pass runs (`HERALD_RESCUE_INTERVAL`). Default 5 s.
     public static let defaultInterval: Duration = .seconds(5)
@@ -40,7 +43,17 @@ public struct RetryWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         try await rescueJobLeases(isStopping: isStopping)
         try await endHopelessRetries(isStopping: isStopping)
+        try await clearIdleConfigurationProblems()
         return 0
+    }
+
+    func clearIdleConfigurationProblems() async throws {
+        let cleared = try await context.connection.query(SQL.clearIdleProblems, [context.clock.now()])[0]
+            .decode(0, as: Int.self)
+        if cleared > 0 {
+            context.logger.info(
+                "cleared configuration problems that no delivery waits on any more", metadata: ["count": "\(cleared)"])
+        }
     }
 
     func rescueJobLeases(isStopping: @Sendable () -> Bool) async throws {
@@ -126,6 +139,9 @@ public struct RetryWorker: BatchWorker {
         /// Ends up to $2 deliveries waiting for a retry that can no longer be sent, at $1
         /// (`herald.end_hopeless_retries`, migration 013), and counts them by state.
         static let endHopelessRetries = "SELECT state, deliveries FROM herald.end_hopeless_retries($1, $2)"
+        /// Clears, at $1, the configuration problems nothing waits on (`herald.clear_idle_config_problems`,
+        /// migration 015).
+        static let clearIdleProblems = "SELECT herald.clear_idle_config_problems($1)"
         /// Wakes the workers of kind $1 on every host (`WakeHub.channel`).
         static let wake = "SELECT pg_notify('\(WakeHub.channel)', $1)"
     }

@@ -30,7 +30,7 @@ import Testing
         #expect(
             tables == [
                 "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications",
-                "redrives",
+                "producer_apps", "redrives",
                 "schema_migrations", "secrets", "wakeups",
             ])
 

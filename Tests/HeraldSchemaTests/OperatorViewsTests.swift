@@ -126,6 +126,18 @@ import Testing
             _ = try await op.query("SELECT * FROM herald.\(view)")
         }
         #expect(try await op.query("SELECT herald.redrive(kind => 'dispatch')")[0].decode(0, as: Int.self) == 0)
+        // The redrive log names the operator who ran it, not the function's owner.
+        try await admin.execute(
+            """
+            UPDATE herald.deliveries SET state = 'failed', dead_at = now(), run_at = NULL
+            WHERE id = (SELECT min(id) FROM herald.deliveries)
+            """)
+        #expect(try await op.query("SELECT herald.redrive(kind => 'dispatch')")[0].decode(0, as: Int.self) == 1)
+        let by = try await op.query("SELECT redriven_by FROM herald.redrives")[0].decode(0, as: String.self)
+        #expect(by == login)
+        // Operators add and configure apps.
+        try await op.execute("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('newapp', 'newapp-prod')")
+        try await op.execute("UPDATE herald.apps SET default_priority = 'normal' WHERE app_id = 'newapp'")
         for forbidden in [
             "SELECT push_token FROM herald.devices", "SELECT * FROM herald.notifications",
             "SELECT * FROM herald.secrets",

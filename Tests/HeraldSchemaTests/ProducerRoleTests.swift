@@ -12,6 +12,7 @@ import Testing
             """
             INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
             CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
+            INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
             """)
         let producer = try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
 
@@ -35,6 +36,9 @@ import Testing
         for forbidden in [
             "SELECT push_token FROM herald.devices",
             "SELECT * FROM herald.notifications",
+            "SELECT title FROM herald.notifications",
+            "SELECT * FROM herald.producer_apps",
+            "INSERT INTO herald.producer_apps (producer, app_id) VALUES ('herald_producer', 'shop')",
             "SELECT * FROM herald.jobs",
             "DELETE FROM herald.jobs",
             "UPDATE herald.devices SET disabled_at = NULL",
@@ -48,6 +52,78 @@ import Testing
                 try await producer.execute(forbidden)
             }
             #expect(error?.sqlState == "42501", "\(forbidden): \(error?.message ?? "")")
+        }
+    }
+
+    /// A producer acts only for the apps an operator granted it, through the functions or a
+    /// plain INSERT, and never writes Herald's own columns.
+    @Test func producersActOnlyForTheirAppsAndWriteOnlyContent() async throws {
+        let database = try await TestDatabase.create()
+        let admin = try await database.connect()
+        let login = "producer_\(database.name.suffix(8))"
+        let operatorLogin = "operator_\(database.name.suffix(8))"
+        try await admin.execute(
+            """
+            CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
+            CREATE ROLE \(operatorLogin) LOGIN IN ROLE herald_operator;
+            """)
+        // Operators add apps and grant them.
+        let op = try await PostgresConnection.connect("\(database.conninfo) user=\(operatorLogin)")
+        try await op.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod'), ('rival', 'rival-prod');
+            INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
+            """)
+        _ = try await admin.query("SELECT herald.register_device('rival', 'r1', 'android', 'rival-token', 'carol')")
+        let producer = try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
+
+        _ = try await producer.query("SELECT herald.register_device('shop', 'p1', 'android', 'token-1', 'alice')")
+        for forbidden in [
+            "SELECT herald.register_device('rival', 'p2', 'android', 'token-2', 'alice')",
+            "SELECT herald.register_device('rival', 'r1', 'android', 'stolen', 'mallory')",
+            "SELECT herald.unregister_device('rival', 'r1')",
+            "SELECT herald.send('rival', user_ref => 'carol', title => 'spoofed')",
+            "SELECT herald.send('nonexistent', user_ref => 'carol', title => 'probe')",
+            "INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('rival', 'carol', 'spoofed')",
+            // Herald's own columns.
+            "INSERT INTO herald.notifications (app_id, user_ref, title, state) VALUES ('shop', 'alice', 'x', 'accepted')",
+            "INSERT INTO herald.notifications (app_id, user_ref, title, origin) VALUES ('shop', 'alice', 'x', 'wakeup')",
+            "INSERT INTO herald.notifications (app_id, user_ref, title, reason) VALUES ('shop', 'alice', 'x', 'forged')",
+            "INSERT INTO herald.notifications (app_id, user_ref, title, created_at) VALUES ('shop', 'alice', 'x', '2000-01-01')",
+        ] {
+            let error = await #expect(throws: PostgresError.self, "\(forbidden)") { try await producer.execute(forbidden) }
+            #expect(error?.sqlState == "42501", "\(forbidden): \(error?.message ?? "")")
+        }
+        // The rival's device is untouched.
+        let rival = try await admin.query(
+            "SELECT push_token, disabled_at IS NULL FROM herald.devices WHERE device_id = 'r1'")[0]
+        #expect(try rival.decode(0, as: String.self) == "rival-token")
+        #expect(try rival.decode(1, as: Bool.self))
+
+        // The plain-SQL path the producers' guide gives works for its own app, and reads back
+        // only its own rows.
+        let insert = """
+            INSERT INTO herald.notifications (app_id, user_ref, title, idempotency_key)
+            VALUES ('shop', 'alice', 'plain', 'order-1') ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id
+            """
+        let first = try await producer.query(insert)
+        #expect(first.count == 1)
+        #expect(try await producer.query(insert).count == 0)
+        _ = try await admin.query("SELECT herald.send('rival', user_ref => 'carol', title => 'theirs')")
+        let visible = try await producer.query("SELECT app_id, state FROM herald.notifications")
+        #expect(try visible.map { try $0.decode(0, as: String.self) } == ["shop"])
+
+        // Reports and fetches with another app's reference say what a forged one says.
+        try await admin.execute("SELECT * FROM herald.ingest_next(10)")
+        let rivalDelivery = try await admin.query(
+            """
+            SELECT herald.delivery_reference(d.id, d.device_id) FROM herald.deliveries d
+            JOIN herald.devices dev ON dev.id = d.device_id WHERE dev.device_id = 'r1'
+            """)[0].decode(0, as: String.self)
+        let outcome = try await producer.query("SELECT outcome FROM herald.report_delivery($1)", [rivalDelivery])[0]
+        #expect(try outcome.decode(0, as: String.self) == "invalid_reference")
+        await #expect(throws: PostgresError.self) {
+            try await producer.query("SELECT * FROM herald.pending_notifications($1)", [rivalDelivery])
         }
     }
 }

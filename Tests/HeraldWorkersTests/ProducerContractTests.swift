@@ -88,7 +88,7 @@ import Testing
             ("user_ref => 'alice', data => '{\"message_type\": \"x\"}'", [], "data key 'message_type' is reserved"),
             ("user_ref => 'alice', data => '{\"google.sent\": \"x\"}'", [], "data key 'google.sent' is reserved"),
             ("user_ref => 'alice', data => '{\"GCM.x\": \"x\"}'", [], "data key 'GCM.x' is reserved"),
-            ("user_ref => 'alice', body => $1", [big], "over FCM's 4096-byte limit"),
+            ("user_ref => 'alice', body => $1", [big], "over the 4096-byte limit of FCM and APNs"),
             (
                 "user_ref => 'alice', title => 't', image_url => 'http://example.com/a.png'", [],
                 "image_url must be an https:// URL"
@@ -191,7 +191,7 @@ import Testing
         // RFC 8291's example keys, as PushSubscription.toJSON() writes them.
         let p256dh = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
         func subscription(
-            endpoint: String = "https://push.example.net/wpush/v2/gAAAAABkq", p256dh: String = p256dh,
+            endpoint: String = "https://updates.push.services.mozilla.com/wpush/v2/gAAAAABkq", p256dh: String = p256dh,
             auth: String = "BTBZMqHH6r4Tts7J_aSIgg"
         ) -> String {
             #"{"endpoint": "\#(endpoint)", "expirationTime": null, "keys": {"p256dh": "\#(p256dh)", "auth": "\#(auth)"}}"#
@@ -200,22 +200,22 @@ import Testing
         let row = try await f.herald.query(
             "SELECT push_token, octet_length(web_p256dh), octet_length(web_auth), herald.token_hint(push_token) FROM herald.devices"
         )[0]
-        #expect(try row.decode(0, as: String.self) == "https://push.example.net/wpush/v2/gAAAAABkq")
+        #expect(try row.decode(0, as: String.self) == "https://updates.push.services.mozilla.com/wpush/v2/gAAAAABkq")
         #expect(try row.decode(1, as: Int.self) == 65)
         #expect(try row.decode(2, as: Int.self) == 16)
-        #expect(try row.decode(3, as: String.self) == "https://push.example.net/…gAAAAABk…")
+        #expect(try row.decode(3, as: String.self) == "https://updates.push.services.mozilla.com/…gAAAAABk…")
         // Padded base64url is taken too; a new subscription for the same browser replaces the old.
         #expect(
             try await register(
                 f, "browser", "web",
-                subscription(endpoint: "https://push.example.net/2", auth: "BTBZMqHH6r4Tts7J_aSIgg==")) == "registered")
+                subscription(endpoint: "https://updates.push.services.mozilla.com/2", auth: "BTBZMqHH6r4Tts7J_aSIgg==")) == "registered")
         // Moving to a phone drops the keys.
         #expect(try await register(f, "browser", "android", "tok-android") == "registered")
         #expect(try await f.herald.query("SELECT web_p256dh IS NULL FROM herald.devices")[0].decode(0, as: Bool.self))
 
         for (token, message) in [
-            ("https://push.example.net/x", "is the browser's PushSubscription as JSON"),
-            (subscription(endpoint: "http://push.example.net/x"), "endpoint must be an https:// URL"),
+            ("https://updates.push.services.mozilla.com/x", "is the browser's PushSubscription as JSON"),
+            (subscription(endpoint: "http://updates.push.services.mozilla.com/x"), "endpoint must be an https:// URL"),
             (subscription(p256dh: String(p256dh.dropLast(4))), "keys.p256dh must be the browser's P-256 public key"),
             (subscription(p256dh: "not base64!"), "keys.p256dh must be"),
             (subscription(auth: "BTBZ"), "keys.auth must be the subscription's 16-byte secret"),
@@ -230,15 +230,17 @@ import Testing
     @Test func unicodeAndSQLMetacharactersArriveUnchanged() async throws {
         let f = try await fixture()
         let text = "Robert'); DROP TABLE herald.devices;-- 🚀 مرحبا עברית \\ \" %s $1"
+        // A collapse key becomes APNs' apns-collapse-id: 64 bytes at most.
+        let collapseKey = "'); -- 🚀 עב \\ \" %s $1"
         _ = try await f.producer.query(
             "SELECT herald.register_device('shop', $1, 'ios', $2, $3)", [text, text + "-token", text])
         let id = try await f.producer.query(
             """
             SELECT herald.send('shop', user_ref => $1::text, title => $1, body => $1,
                                data => jsonb_build_object($1::text, $1::text), sound => $1, android_channel_id => $1,
-                               ios_category => $1, ios_thread_id => $1, deep_link => $1, collapse_key => $1,
+                               ios_category => $1, ios_thread_id => $1, deep_link => $1, collapse_key => $2,
                                image_url => 'https://x/' || $1::text)
-            """, [text])[0].decode(0, as: Int64.self)
+            """, [text, collapseKey])[0].decode(0, as: Int64.self)
         try await f.ingestAll()
         #expect(try await f.notification(id).state == "accepted")
         let row = try await f.herald.query(
@@ -247,7 +249,8 @@ import Testing
                    deep_link, collapse_key, image_url
             FROM herald.notifications WHERE id = $1
             """, [id, text])[0]
-        for column in 0..<10 { #expect(try row.decode(column, as: String.self) == text, "column \(column)") }
+        for column in 0..<9 { #expect(try row.decode(column, as: String.self) == text, "column \(column)") }
+        #expect(try row.decode(9, as: String.self) == collapseKey)
         #expect(try row.decode(10, as: String.self) == "https://x/" + text)
         #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 1)
     }

@@ -57,7 +57,11 @@ struct WorkerFixture {
         if webPush {
             let key = try VAPIDKeyFile()
             try await db.query(
-                "UPDATE herald.apps SET vapid_key_file = $1, vapid_subject = 'mailto:push@shop.example'", [key.path])
+                // The stand-in push service is on this machine: allow it by name and address.
+                """
+                UPDATE herald.apps SET vapid_key_file = $1, vapid_subject = 'mailto:push@shop.example',
+                                       web_push_hosts = '{localhost,127.0.0.1}', web_push_private_addresses = true
+                """, [key.path])
             vapid = key
         }
         if let apnsCertificate {

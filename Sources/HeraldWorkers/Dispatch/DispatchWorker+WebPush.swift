@@ -12,7 +12,10 @@ extension DispatchWorker {
         guard let senders = context.senders else { return unsendable(batch, "no senders configured", scope: .web) }
         let first = batch[0]
         let client: WebPushClient
-        switch await senders.webPush(app: app, keyFile: first.vapidKeyFile, subject: first.vapidSubject) {
+        let policy = WebPushEndpointPolicy(hosts: first.webPushHosts, privateAddresses: first.webPushPrivateAddresses)
+        switch await senders.webPush(
+            app: app, keyFile: first.vapidKeyFile, subject: first.vapidSubject, policy: policy)
+        {
         case .failure(let problem): return unsendable(batch, problem.description, scope: .web)
         case .success(let made): client = made
         }
@@ -27,6 +30,8 @@ extension DispatchWorker {
                 } else {
                     messages.append((delivery, message))
                 }
+            } catch let error as UnusableSubscription {
+                results.append((delivery.deliveryID, DeliveryResult(state: .tokenInvalid, error: "\(error)")))
             } catch {
                 results.append((delivery.deliveryID, DeliveryResult(state: .failed, error: "\(error)")))
             }

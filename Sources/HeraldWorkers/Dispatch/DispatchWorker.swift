@@ -62,11 +62,12 @@ public struct DispatchWorker: BatchWorker {
         let builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
         let claimedAt = ContinuousClock.now
         let now = context.clock.now()
-        let claimed = try await claim(limit: limit, now: now)
+        let (claimed, unreadable) = try await claim(limit: limit, now: now)
         claimDuration.record(duration: ContinuousClock.now - claimedAt)
-        guard !claimed.isEmpty else { return 0 }
+        guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
 
-        let (results, problems) = await send(claimed, builder: builder, now: now)
+        var (results, problems) = await send(claimed, builder: builder, now: now)
+        results.merge(unreadable) { sent, _ in sent }
         var sendsByOutcome: [String: Int] = [:]
         var finished: [String: Int] = [:]
         for result in results.values {
@@ -81,7 +82,7 @@ public struct DispatchWorker: BatchWorker {
         let deliveries = Dictionary(uniqueKeysWithValues: claimed.map { ($0.deliveryID, $0) })
         let disabled = Self.deadTokens(results, deliveries)
         let recorded = await recordWithinLease(
-            until: claimedAt.advanced(by: context.lease), logger: context.logger, items: claimed.count
+            until: claimedAt.advanced(by: context.lease), logger: context.logger, items: results.count
         ) {
             try await record(results, disabled: disabled, problems: problems, now: now)
         }
@@ -94,7 +95,7 @@ public struct DispatchWorker: BatchWorker {
                     ])
             }
         }
-        return claimed.count
+        return results.count
     }
 
     /// Decides every claimed delivery: those that cannot or need not be sent end here, the rest
@@ -275,48 +276,74 @@ public struct DispatchWorker: BatchWorker {
         }
     }
 
-    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``).
-    func claim(limit: Int, now: Date) async throws -> [OutgoingDelivery] {
+    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``). A row that cannot be
+    /// read (whatever it holds: a value out of Swift's range, a column out of step) is not sent
+    /// and ends `failed` with the reason; the rest of the batch goes on.
+    func claim(limit: Int, now: Date) async throws -> (
+        readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult]
+    ) {
         let rows = try await context.connection.query(
             SQL.claim, [now, limit, context.workerID, context.lease.seconds])
-        return try rows.map { row in
-            OutgoingDelivery(
-                deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
-                attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
-                payloadKind: OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData,
-                deviceRowID: try row.decode("device_id", as: Int64?.self),
-                pushToken: try row.decode("push_token", as: String?.self),
-                tokenKind: OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "")
-                    ?? .registrationToken,
-                deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
-                appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
-                credentialsFile: try row.decode("credentials_file", as: String?.self),
-                topic: try row.decode("topic", as: String?.self), title: try row.decode("title", as: String?.self),
-                body: try row.decode("body", as: String?.self),
-                data: Self.stringPairs(try row.decode("data", as: String?.self)),
-                imageURL: try row.decode("image_url", as: String?.self),
-                sound: try row.decode("sound", as: String?.self),
-                badge: try row.decode("badge", as: Int?.self),
-                androidChannelID: try row.decode("android_channel_id", as: String?.self),
-                iosCategory: try row.decode("ios_category", as: String?.self),
-                iosThreadID: try row.decode("ios_thread_id", as: String?.self),
-                deepLink: try row.decode("deep_link", as: String?.self),
-                // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
-                priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
-                collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
-                dryRun: try row.decode("dry_run"),
-                webP256dh: try row.decode("web_p256dh", as: Data?.self).map { [UInt8]($0) },
-                webAuth: try row.decode("web_auth", as: Data?.self).map { [UInt8]($0) },
-                vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
-                vapidSubject: try row.decode("vapid_subject", as: String?.self),
-                apnsEnvironment: try row.decode("apns_environment"),
-                apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
-                apnsTeamID: try row.decode("apns_team_id", as: String?.self),
-                apnsKeyID: try row.decode("apns_key_id", as: String?.self),
-                apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
-                apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
-                configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
+        var readable: [OutgoingDelivery] = []
+        var unreadable: [Int64: DeliveryResult] = [:]
+        readable.reserveCapacity(rows.count)
+        for row in rows {
+            // The primary key: a bigint, never NULL, so always readable.
+            let id: Int64 = try row.decode("delivery_id")
+            do {
+                readable.append(try Self.delivery(from: row))
+            } catch {
+                unreadable[id] = DeliveryResult(
+                    state: .failed, error: "the delivery could not be read for sending, so it was not sent: \(error)")
+            }
         }
+        if !unreadable.isEmpty {
+            context.logger.error(
+                "failed deliveries whose rows could not be read; see herald.deliveries.last_error",
+                metadata: ["count": "\(unreadable.count)", "deliveries": "\(unreadable.keys.sorted().prefix(10))"])
+        }
+        return (readable, unreadable)
+    }
+
+    static func delivery(from row: PostgresRow) throws -> OutgoingDelivery {
+        return OutgoingDelivery(
+            deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
+            attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
+            payloadKind: OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData,
+            deviceRowID: try row.decode("device_id", as: Int64?.self),
+            pushToken: try row.decode("push_token", as: String?.self),
+            tokenKind: OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "")
+                ?? .registrationToken,
+            deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
+            appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
+            credentialsFile: try row.decode("credentials_file", as: String?.self),
+            topic: try row.decode("topic", as: String?.self), title: try row.decode("title", as: String?.self),
+            body: try row.decode("body", as: String?.self),
+            data: Self.stringPairs(try row.decode("data", as: String?.self)),
+            imageURL: try row.decode("image_url", as: String?.self),
+            sound: try row.decode("sound", as: String?.self),
+            badge: try row.decode("badge", as: Int?.self),
+            androidChannelID: try row.decode("android_channel_id", as: String?.self),
+            iosCategory: try row.decode("ios_category", as: String?.self),
+            iosThreadID: try row.decode("ios_thread_id", as: String?.self),
+            deepLink: try row.decode("deep_link", as: String?.self),
+            // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
+            priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
+            collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
+            dryRun: try row.decode("dry_run"),
+            webP256dh: try row.decode("web_p256dh", as: Data?.self).map { [UInt8]($0) },
+            webAuth: try row.decode("web_auth", as: Data?.self).map { [UInt8]($0) },
+            vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
+            vapidSubject: try row.decode("vapid_subject", as: String?.self),
+            apnsEnvironment: try row.decode("apns_environment"),
+            apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
+            apnsTeamID: try row.decode("apns_team_id", as: String?.self),
+            apnsKeyID: try row.decode("apns_key_id", as: String?.self),
+            apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
+            apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
+            webPushHosts: try row.decode("web_push_hosts", as: [String].self),
+            webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
+            configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
     }
 
     /// A JSON object of strings, in its keys' order.

@@ -135,6 +135,10 @@ public struct OutgoingDelivery: Sendable {
     public var apnsKeyID: String? = nil
     public var apnsKeyFile: String? = nil
     public var apnsCertificateFile: String? = nil
+    /// The push service hosts the app's browsers may name (`herald.apps.web_push_hosts`, or the
+    /// default), and whether they may be private addresses.
+    public var webPushHosts: [String] = []
+    public var webPushPrivateAddresses = false
     /// When a configuration this delivery's route needs last failed, if it still does.
     public var configurationFailedAt: Date? = nil
 }

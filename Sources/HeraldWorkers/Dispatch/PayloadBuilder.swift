@@ -31,8 +31,18 @@ public struct PayloadBuilder: Sendable {
         self.reportBaseURL = reportBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
     }
 
+    /// The longest a provider keeps a message: FCM refuses an `android.ttl` over 28 days
+    /// (`herald.max_ttl()`, which ingest holds producers to; this guards rows from before).
+    static let maxTTL = 28 * 86_400
+
+    /// Seconds until the delivery expires, within what providers accept.
+    static func ttl(_ delivery: OutgoingDelivery, now: Date) -> Int {
+        let remaining = delivery.expiresAt.timeIntervalSince(now)
+        return remaining.isFinite ? Int(max(0, min(remaining, Double(maxTTL)))) : maxTTL
+    }
+
     public func message(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
-        let remaining = max(0, Int(delivery.expiresAt.timeIntervalSince(now)))
+        let remaining = Self.ttl(delivery, now: now)
         switch delivery.payloadKind {
         case .androidData: return android(delivery, ttl: remaining)
         case .iosAlert, .iosBackground, .iosWakeup: return iosThroughFCM(delivery, now: now)
@@ -121,10 +131,12 @@ public struct PayloadBuilder: Sendable {
         }
     }
 
-    /// A collapse key as an `apns-collapse-id`: itself when it fits APNs' 64 bytes, else a
-    /// digest of it, so that equal keys still replace each other.
+    /// A collapse key as an `apns-collapse-id`: itself when it fits APNs' 64 bytes of printable
+    /// ASCII, else a digest of it, so that equal keys still replace each other. Ingest refuses
+    /// longer keys and control characters; this keeps the header safe whatever a row holds.
     static func collapseID(_ key: String) -> String {
-        key.utf8.count <= 64 ? key : Base64URL.encode(HMAC.sha256(key: Array("herald collapse".utf8), Array(key.utf8)))
+        let safe = key.utf8.count <= 64 && key.utf8.allSatisfy { (0x20...0x7E).contains($0) }
+        return safe ? key : Base64URL.encode(HMAC.sha256(key: Array("herald collapse".utf8), Array(key.utf8)))
     }
 
     /// An iOS message through FCM: the same push in FCM's `apns` block.
@@ -180,8 +192,13 @@ public struct PayloadBuilder: Sendable {
         document.append(("tag", .string(delivery.collapseKey ?? String(delivery.notificationID))))
         if delivery.silent { document.append(("silent", .bool(true))) }
         document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
-        let subscription = try WebPushSubscription(
-            endpoint: delivery.pushToken ?? "", p256dh: delivery.webP256dh ?? [], auth: delivery.webAuth ?? [])
+        let subscription: WebPushSubscription
+        do {
+            subscription = try WebPushSubscription(
+                endpoint: delivery.pushToken ?? "", p256dh: delivery.webP256dh ?? [], auth: delivery.webAuth ?? [])
+        } catch {
+            throw UnusableSubscription(reason: "\(error)")
+        }
         let payload = JSONValue.object(document).encodedBytes
         guard payload.count <= WebPushEncryption.maxPlaintextBytes else {
             throw WebPushError(
@@ -190,13 +207,20 @@ public struct PayloadBuilder: Sendable {
         }
         return WebPushMessage(
             subscription: subscription, payload: payload,
-            ttl: max(0, Int(delivery.expiresAt.timeIntervalSince(now))),
+            ttl: Self.ttl(delivery, now: now),
             urgency: delivery.priority == "normal" ? .normal : .high, topic: delivery.collapseKey)
     }
 
     func payload(aps: [(String, JSONValue)], custom: [(String, String)]) -> JSONValue {
         .object([("aps", .object(aps))] + custom.map { ($0.0, .string($0.1)) })
     }
+}
+
+/// A browser's subscription that no message can be sent to (registered before the checks that
+/// refuse it now): the device's fault, so the device is disabled, never the app's.
+struct UnusableSubscription: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { "unusable subscription: \(reason)" }
 }
 
 /// The payload keys Herald adds, for app developers (see `docs/app-integration.md`).

@@ -26,6 +26,9 @@ public actor Senders {
     struct Sender {
         var client: FCMClient
         var limiter: RateLimiter
+        /// What it was made from: a change in `herald.apps` makes a new one.
+        var project: String
+        var credentialsFile: String?
     }
 
     private let http: HTTPClient
@@ -33,7 +36,8 @@ public actor Senders {
     private let logger: Logger
     private var senders: [String: Sender] = [:]
     private var limiters: [String: RateLimiter] = [:]
-    private var webPushClients: [String: (file: String, subject: String, client: WebPushClient)] = [:]
+    private var webPushClients:
+        [String: (file: String, subject: String, policy: WebPushEndpointPolicy, client: WebPushClient)] = [:]
     private var apnsClients: [String: (setup: APNsSetup, client: APNsClient)] = [:]
     private var providerTokens: [String: APNsProviderTokens] = [:]
     /// Certificates' expiry, by app, as read when loaded; `unrecorded` until the worker wrote it
@@ -47,9 +51,12 @@ public actor Senders {
         self.logger = logger
     }
 
-    /// The sender for an app, or why there is none (a configuration error).
+    /// The sender for an app, or why there is none (a configuration error). A changed project or
+    /// credentials file in `herald.apps` takes effect at once.
     func sender(app: String, project: String, credentialsFile: String?) -> Result<Sender, ConfigurationProblem> {
-        if let sender = senders[app] { return .success(sender) }
+        if let sender = senders[app], sender.project == project, sender.credentialsFile == credentialsFile {
+            return .success(sender)
+        }
         guard let path = credentialsFile ?? configuration.defaultCredentialsFile else {
             return .failure(
                 ConfigurationProblem(
@@ -66,7 +73,7 @@ public actor Senders {
         let client = FCMClient(
             projectID: project, tokens: AccessTokenSource(account: account, http: http, logger: logger), http: http,
             configuration: .init(endpoint: configuration.fcmEndpoint))
-        let sender = Sender(client: client, limiter: limiter)
+        let sender = Sender(client: client, limiter: limiter, project: project, credentialsFile: credentialsFile)
         senders[app] = sender
         logger.info(
             "loaded FCM credentials",
@@ -75,21 +82,23 @@ public actor Senders {
     }
 
     /// The Web Push client for an app, or why there is none (a configuration error). A changed
-    /// key file or subject in `herald.apps` takes effect at once.
-    func webPush(app: String, keyFile: String?, subject: String?) -> Result<WebPushClient, ConfigurationProblem> {
+    /// key file, subject or endpoint policy in `herald.apps` takes effect at once.
+    func webPush(app: String, keyFile: String?, subject: String?, policy: WebPushEndpointPolicy) -> Result<
+        WebPushClient, ConfigurationProblem
+    > {
         guard let keyFile, let subject else {
             return .failure(
                 ConfigurationProblem(
                     "app \(app) sends to browsers but has no VAPID key: set herald.apps.vapid_key_file and vapid_subject"
                         + " (herald vapid-key makes a key)"))
         }
-        if let cached = webPushClients[app], cached.file == keyFile, cached.subject == subject {
+        if let cached = webPushClients[app], cached.file == keyFile, cached.subject == subject, cached.policy == policy {
             return .success(cached.client)
         }
         do {
             let key = try VAPIDKey.load(file: keyFile, subject: subject)
-            let client = WebPushClient(authorizations: VAPIDAuthorizations(key: key), http: http)
-            webPushClients[app] = (keyFile, subject, client)
+            let client = WebPushClient(authorizations: VAPIDAuthorizations(key: key), http: http)  // TEMP policy
+            webPushClients[app] = (keyFile, subject, policy, client)
             logger.info(
                 "loaded the VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
             return .success(client)
