@@ -84,3 +84,105 @@ static inline void herald_easy_track_sockets(CURL *easy, herald_socket_set *set)
     curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, herald_socket_set_closing);
     curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, set);
 }
+
+#include <arpa/inet.h>
+#include <string.h>
+
+// Which addresses a transfer may connect to. A push subscription's endpoint is chosen by a
+// browser (or by whoever registers a device), so a request to it must not reach the host's own
+// services, its private network or the cloud metadata service. The check is made here, on the
+// address libcurl is about to connect to after resolving the name, so that a name that resolves
+// to 127.0.0.1 (or is re-resolved to it later) is refused as surely as the literal address.
+#define HERALD_ADDRESS_PUBLIC 0
+#define HERALD_ADDRESS_LOOPBACK 1
+#define HERALD_ADDRESS_PRIVATE 2
+#define HERALD_ADDRESS_LINK_LOCAL 3
+#define HERALD_ADDRESS_UNSPECIFIED 4
+#define HERALD_ADDRESS_SHARED 5
+#define HERALD_ADDRESS_MULTICAST 6
+#define HERALD_ADDRESS_RESERVED 7
+
+// The kind of an IPv4 address, in host byte order.
+static inline int herald_classify_ipv4(uint32_t a) {
+    if ((a >> 24) == 127) return HERALD_ADDRESS_LOOPBACK;                    // 127/8
+    if ((a >> 24) == 10) return HERALD_ADDRESS_PRIVATE;                      // 10/8
+    if ((a >> 20) == 0xAC1) return HERALD_ADDRESS_PRIVATE;                   // 172.16/12
+    if ((a >> 16) == 0xC0A8) return HERALD_ADDRESS_PRIVATE;                  // 192.168/16
+    if ((a >> 16) == 0xA9FE) return HERALD_ADDRESS_LINK_LOCAL;               // 169.254/16, incl. 169.254.169.254
+    if ((a >> 24) == 0) return HERALD_ADDRESS_UNSPECIFIED;                   // 0/8
+    if ((a >> 22) == (100u << 2 | 1)) return HERALD_ADDRESS_SHARED;          // 100.64/10, carrier-grade NAT
+    if ((a >> 28) == 0xE) return HERALD_ADDRESS_MULTICAST;                   // 224/4
+    if ((a >> 28) == 0xF) return HERALD_ADDRESS_RESERVED;                    // 240/4 and 255.255.255.255
+    return HERALD_ADDRESS_PUBLIC;
+}
+
+// The kind of an IPv6 address; IPv4-mapped (::ffff:a.b.c.d) ones are judged as their IPv4 address.
+static inline int herald_classify_ipv6(const unsigned char b[16]) {
+    static const unsigned char zeros[16] = {0};
+    if (memcmp(b, zeros, 10) == 0 && b[10] == 0xFF && b[11] == 0xFF) {
+        return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
+    }
+    if (memcmp(b, zeros, 15) == 0 && b[15] == 1) return HERALD_ADDRESS_LOOPBACK;  // ::1
+    if (memcmp(b, zeros, 12) == 0) return HERALD_ADDRESS_UNSPECIFIED;  // ::, and the deprecated ::a.b.c.d
+    if ((b[0] & 0xFE) == 0xFC) return HERALD_ADDRESS_PRIVATE;            // fc00::/7, unique local
+    if (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) return HERALD_ADDRESS_LINK_LOCAL;  // fe80::/10
+    if (b[0] == 0xFE && (b[1] & 0xC0) == 0xC0) return HERALD_ADDRESS_PRIVATE;     // fec0::/10, deprecated site-local
+    if (b[0] == 0xFF) return HERALD_ADDRESS_MULTICAST;                            // ff00::/8
+    return HERALD_ADDRESS_PUBLIC;
+}
+
+// What one transfer may reach, and what it was refused (read after it fails).
+typedef struct {
+    CURL *easy;
+    // The kind of the last address refused (HERALD_ADDRESS_PUBLIC: none), and the address.
+    int refused_kind;
+    char refused_address[INET6_ADDRSTRLEN];
+} herald_address_guard;
+
+// CURLOPT_OPENSOCKETFUNCTION: opens the socket libcurl asks for unless its address is not public.
+// Returning CURL_SOCKET_BAD makes libcurl try the name's next address, or fail the transfer with
+// CURLE_COULDNT_CONNECT.
+static inline curl_socket_t herald_guarded_open_socket(void *guard_pointer, curlsocktype purpose,
+                                                       struct curl_sockaddr *address) {
+    herald_address_guard *guard = (herald_address_guard *)guard_pointer;
+    // A proxy is the operator's own choice, usually on the private network, and the address
+    // connected to is then the proxy's, not the destination's (which the proxy resolves): it is
+    // exempt, and the proxy is where the egress policy for the destination belongs. libcurl
+    // before 8.7 cannot say whether a proxy is used; the check then applies to the proxy too.
+    long proxied = 0;
+#if LIBCURL_VERSION_NUM >= 0x080700
+    if (curl_easy_getinfo(guard->easy, CURLINFO_USED_PROXY, &proxied) != CURLE_OK) proxied = 0;
+#endif
+    int kind = HERALD_ADDRESS_PUBLIC;
+    const void *raw = NULL;
+    if (address->family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)&address->addr;
+        raw = &v4->sin_addr;
+        kind = herald_classify_ipv4(ntohl(v4->sin_addr.s_addr));
+    } else if (address->family == AF_INET6) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&address->addr;
+        raw = &v6->sin6_addr;
+        kind = herald_classify_ipv6(v6->sin6_addr.s6_addr);
+    } else {
+        kind = HERALD_ADDRESS_RESERVED;  // Unix sockets and the like are nothing a URL may name.
+    }
+    if (!proxied && (purpose != CURLSOCKTYPE_IPCXN || kind != HERALD_ADDRESS_PUBLIC)) {
+        guard->refused_kind = kind == HERALD_ADDRESS_PUBLIC ? HERALD_ADDRESS_RESERVED : kind;
+        guard->refused_address[0] = 0;
+        if (raw) inet_ntop(address->family, raw, guard->refused_address, sizeof guard->refused_address);
+        return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+static inline void herald_easy_guard_addresses(CURL *easy, herald_address_guard *guard) {
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, herald_guarded_open_socket);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, guard);
+}
+
+// Only http and https, for the request and (were redirects followed) for any redirect.
+static inline void herald_easy_restrict_protocols(CURL *easy) {
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+}

@@ -10,6 +10,13 @@ import Synchronization
 /// over a few connections (`CURLPIPE_MULTIPLEX`, `PIPEWAIT`), which stay open for reuse.
 /// Plain `http://` requests use HTTP/1.1 with keep-alive. A cancelled task's request still
 /// runs to completion or its timeout.
+///
+/// Requests are checked before libcurl sees them: a CR, LF or other control character in the
+/// URL or a header, or a header name that is not a token, fails the request alone with
+/// ``HTTPClientError/Kind/invalidRequest``. Only http and https are spoken, and redirects are
+/// never followed (a 3xx is returned as it is). Requests that may not reach private addresses
+/// (``HTTPRequest/allowPrivateAddresses`` false) run on loops of their own, whose every
+/// connection is checked when it opens.
 public final class HTTPClient: Sendable {
     public struct Configuration: Sendable {
         /// Connections per host; with HTTP/2 each carries many streams. Default 4.
@@ -30,12 +37,33 @@ public final class HTTPClient: Sendable {
         /// Event-loop threads, each with its own share of the connections. One thread handles
         /// about 40,000 requests/s on this 2-core machine (libcurl spends some 20 µs of CPU on
         /// each HTTP/2 request); two reach about 55,000. Default 2, or 1 on a single core.
+        ///
+        /// Requests that may not reach private addresses get as many loops again, started on the
+        /// first such request, with the same connection limits.
         public var threads: Int = min(2, ProcessInfo.processInfo.activeProcessorCount)
 
         public init() {}
     }
 
+    private struct GuardedLoops {
+        var loops: [TransferLoop] = []
+        var stopped = false
+    }
+
+    private let perLoop: Configuration
+    private let threads: Int
+    private let logger: Logger
+    /// Loops for requests that may reach any address (FCM, APNs, the operator's endpoints).
     private let loops: [TransferLoop]
+    /// Loops for requests that may not reach private addresses, whose every socket is checked.
+    ///
+    /// They are separate because libcurl reuses connections by host and port: a connection to
+    /// `10.0.0.5:443` opened for a trusted request would otherwise carry a later request that
+    /// may not go there, with no socket opened (and checked) for it. Each multi handle has its
+    /// own connection cache, so on these loops every connection was opened through the check.
+    /// (`CURLOPT_FRESH_CONNECT` on the trusted side would do it too, at the price of HTTP/2
+    /// multiplexing for FCM and APNs.)
+    private let guarded = Mutex(GuardedLoops())
     private let next = Atomic<Int>(0)
 
     public init(configuration: Configuration = Configuration(), logger: Logger = Logger(label: "herald.http")) {
@@ -43,14 +71,18 @@ public final class HTTPClient: Sendable {
         let threads = max(1, configuration.threads)
         perLoop.maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / threads)
         perLoop.maxConnections = max(1, configuration.maxConnections / threads)
-        loops = (0..<threads).map { _ in TransferLoop(configuration: perLoop, logger: logger) }
+        self.perLoop = perLoop
+        self.threads = threads
+        self.logger = logger
+        loops = (0..<threads).map { _ in TransferLoop(configuration: perLoop, guardsAddresses: false, logger: logger) }
     }
 
-    deinit { loops.forEach { $0.stop() } }
+    deinit { shutdown() }
 
     /// Sends a request and waits for its response.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let loop = nextLoop()
+        if let error = request.invalidity { throw error }
+        let loop = nextLoop(guarded: !request.allowPrivateAddresses)
         return try await withCheckedThrowingContinuation { continuation in
             loop.submit([Transfer(request: request) { continuation.resume(with: $0) }])
         }
@@ -59,45 +91,74 @@ public final class HTTPClient: Sendable {
     /// Sends requests concurrently and waits for all of them; results come in request order.
     ///
     /// This is the hot path's form: one hand-over to the transfer thread and one wake-up of the
-    /// caller per batch, instead of one per request.
+    /// caller per batch, instead of one per request. An invalid request fails alone, at once.
     public func send(_ requests: [HTTPRequest]) async -> [Result<HTTPResponse, HTTPClientError>] {
         guard !requests.isEmpty else { return [] }
-        let loop = nextLoop()
         return await withCheckedContinuation { continuation in
-            // Every transfer of a batch completes on the same loop thread, so the collector
-            // needs no lock.
             let collector = BatchCollector(count: requests.count, continuation: continuation)
-            loop.submit(
-                requests.enumerated().map { index, request in
-                    Transfer(request: request) { collector.record($0, at: index) }
-                })
+            var trusted: [Transfer] = []
+            var restricted: [Transfer] = []
+            for (index, request) in requests.enumerated() {
+                if let error = request.invalidity {
+                    collector.record(.failure(error), at: index)
+                    continue
+                }
+                let transfer = Transfer(request: request) { collector.record($0, at: index) }
+                if request.allowPrivateAddresses { trusted.append(transfer) } else { restricted.append(transfer) }
+            }
+            if !trusted.isEmpty { nextLoop(guarded: false).submit(trusted) }
+            if !restricted.isEmpty { nextLoop(guarded: true).submit(restricted) }
         }
     }
 
-    private func nextLoop() -> TransferLoop {
-        loops[next.add(1, ordering: .relaxed).oldValue % loops.count]
+    private func nextLoop(guarded: Bool) -> TransferLoop {
+        let turn = next.add(1, ordering: .relaxed).oldValue
+        guard guarded else { return loops[turn % loops.count] }
+        return self.guarded.withLock { state in
+            // Once shut down, a trusted loop (stopped) fails the request as shut down.
+            if state.stopped { return loops[0] }
+            if state.loops.isEmpty {
+                state.loops = (0..<threads).map { _ in
+                    TransferLoop(configuration: perLoop, guardsAddresses: true, logger: logger)
+                }
+            }
+            return state.loops[turn % state.loops.count]
+        }
     }
 
     /// Fails what is still queued or in flight and stops the transfer threads.
-    public func shutdown() { loops.forEach { $0.stop() } }
+    public func shutdown() {
+        let restricted = guarded.withLock { state in
+            state.stopped = true
+            return state.loops
+        }
+        (loops + restricted).forEach { $0.stop() }
+    }
 }
 
-/// Gathers a batch's results on its loop thread and resumes the caller once, at the end.
-final class BatchCollector: @unchecked Sendable {
-    private var results: [Result<HTTPResponse, HTTPClientError>?]
-    private var remaining: Int
+/// Gathers a batch's results and resumes the caller once, at the end. Results come from the
+/// caller's thread (requests refused before sending) and from up to two loop threads.
+final class BatchCollector: Sendable {
+    private struct State {
+        var results: [Result<HTTPResponse, HTTPClientError>?]
+        var remaining: Int
+    }
+
+    private let state: Mutex<State>
     private let continuation: CheckedContinuation<[Result<HTTPResponse, HTTPClientError>], Never>
 
     init(count: Int, continuation: CheckedContinuation<[Result<HTTPResponse, HTTPClientError>], Never>) {
-        results = Array(repeating: nil, count: count)
-        remaining = count
+        state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count))
         self.continuation = continuation
     }
 
     func record(_ result: Result<HTTPResponse, HTTPClientError>, at index: Int) {
-        results[index] = result
-        remaining -= 1
-        if remaining == 0 { continuation.resume(returning: results.map { $0! }) }
+        let finished = state.withLock { state -> [Result<HTTPResponse, HTTPClientError>]? in
+            state.results[index] = result
+            state.remaining -= 1
+            return state.remaining == 0 ? state.results.map { $0! } : nil
+        }
+        if let finished { continuation.resume(returning: finished) }
     }
 }
 
@@ -112,6 +173,8 @@ final class Transfer: @unchecked Sendable {
     /// The easy handle carrying this transfer, once started.
     var easy: UnsafeMutableRawPointer?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    /// On a loop that guards addresses: what the transfer may reach, and what it was refused.
+    var addressGuard: UnsafeMutablePointer<herald_address_guard>?
 
     init(request: HTTPRequest, complete: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         self.request = request
@@ -122,6 +185,7 @@ final class Transfer: @unchecked Sendable {
     deinit {
         curl_slist_free_all(headerList)
         errorBuffer.deallocate()
+        addressGuard?.deallocate()
     }
 }
 
@@ -136,6 +200,8 @@ final class TransferLoop: @unchecked Sendable {
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     private let configuration: HTTPClient.Configuration
+    /// Whether every connection's address is checked (requests that may not reach private addresses).
+    private let guardsAddresses: Bool
     private let logger: Logger
     private let inbox = Mutex(Inbox())
     private let finished = DispatchSemaphore(value: 0)
@@ -150,9 +216,10 @@ final class TransferLoop: @unchecked Sendable {
     /// The multi handle's sockets, corked while `curl_multi_perform` writes (see `perform()`).
     private let sockets = UnsafeMutablePointer<herald_socket_set>.allocate(capacity: 1)
 
-    init(configuration: HTTPClient.Configuration, logger: Logger) {
+    init(configuration: HTTPClient.Configuration, guardsAddresses: Bool, logger: Logger) {
         _ = Self.globalInit
         self.configuration = configuration
+        self.guardsAddresses = guardsAddresses
         self.logger = logger
         if herald_curl_version_number() < 0x08_00_00 {
             logger.warning(
@@ -169,7 +236,7 @@ final class TransferLoop: @unchecked Sendable {
             run()
             finished.signal()
         }
-        thread.name = "herald.http"
+        thread.name = guardsAddresses ? "herald.http.guarded" : "herald.http"
         thread.start()
     }
 
@@ -267,6 +334,9 @@ final class TransferLoop: @unchecked Sendable {
         herald_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         herald_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
         herald_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        // Only http and https, and no redirects: a push service's 3xx is an answer to classify,
+        // and following one would take a request (with its Authorization) wherever it says.
+        herald_easy_restrict_protocols(easy)
         herald_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
         if let caBundle = configuration.caBundle { herald_easy_setopt_string(easy, CURLOPT_CAINFO, caBundle) }
         herald_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, bodyCallback)
@@ -287,6 +357,13 @@ final class TransferLoop: @unchecked Sendable {
         herald_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
         herald_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, pointer)
         herald_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, pointer)
+        if guardsAddresses {
+            let addressGuard = UnsafeMutablePointer<herald_address_guard>.allocate(capacity: 1)
+            addressGuard.initialize(to: herald_address_guard())
+            addressGuard.pointee.easy = easy
+            transfer.addressGuard = addressGuard
+            herald_easy_guard_addresses(easy, addressGuard)
+        }
         // Handles are reused: a request without a certificate clears the last one's.
         let certificate = request.clientCertificate
         herald_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate?.file)
@@ -347,10 +424,39 @@ final class TransferLoop: @unchecked Sendable {
                         HTTPResponse(
                             status: status, rawHeaders: transfer.headerBlock, body: transfer.body,
                             httpVersion: version >= Int(CURL_HTTP_VERSION_2_0) ? 2 : 1, newConnections: connects)))
+            } else if code == CURLE_COULDNT_CONNECT, let addressGuard = transfer.addressGuard,
+                addressGuard.pointee.refused_kind != HERALD_ADDRESS_PUBLIC
+            {
+                // No address could be connected to, and at least one was refused (a name may
+                // resolve to a public and a private address: then the public one was tried).
+                transfer.complete(.failure(Self.refusal(addressGuard.pointee)))
             } else {
                 transfer.complete(.failure(Self.error(code, transfer.errorBuffer)))
             }
         }
+    }
+
+    /// The failure of a transfer none of whose addresses it could connect to, some refused.
+    private static func refusal(_ addressGuard: herald_address_guard) -> HTTPClientError {
+        var copy = addressGuard
+        let address = withUnsafeBytes(of: &copy.refused_address) {
+            String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+        }
+        let kind: String
+        switch addressGuard.refused_kind {
+        case HERALD_ADDRESS_LOOPBACK: kind = "a loopback address"
+        case HERALD_ADDRESS_PRIVATE: kind = "a private address"
+        case HERALD_ADDRESS_LINK_LOCAL: kind = "a link-local address (such as the cloud metadata service)"
+        case HERALD_ADDRESS_UNSPECIFIED: kind = "an unspecified address"
+        case HERALD_ADDRESS_SHARED: kind = "a carrier-grade NAT address (100.64.0.0/10)"
+        case HERALD_ADDRESS_MULTICAST: kind = "a multicast address"
+        default: kind = "a reserved address"
+        }
+        return HTTPClientError(
+            kind: .refusedAddress, curlCode: Int(CURLE_COULDNT_CONNECT.rawValue),
+            message:
+                "refused to connect to \(address.isEmpty ? "the server" : address): \(kind), which this request may not reach"
+        )
     }
 
     private static func error(_ code: CURLcode, _ buffer: UnsafePointer<CChar>) -> HTTPClientError {

@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 
 /// A TLS client certificate and its private key, in one file (APNs' certificate-based
@@ -26,10 +27,16 @@ public struct HTTPRequest: Sendable {
     public var timeout: Duration?
     /// The certificate to present to the server, if it asks for one.
     public var clientCertificate: ClientCertificate?
+    /// Whether the request may connect to a loopback, private, link-local, carrier-grade NAT,
+    /// multicast or unspecified address (IPv4, IPv6, and IPv4-mapped IPv6). False for a URL that
+    /// someone else chose (a browser's push subscription): the address libcurl actually
+    /// connects to, after DNS, is checked, and a refusal fails with ``HTTPClientError/Kind/refusedAddress``.
+    /// Default true: FCM, APNs and the operator's own endpoints are trusted.
+    public var allowPrivateAddresses: Bool
 
     public init(
         method: String = "POST", url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
-        timeout: Duration? = nil, clientCertificate: ClientCertificate? = nil
+        timeout: Duration? = nil, clientCertificate: ClientCertificate? = nil, allowPrivateAddresses: Bool = true
     ) {
         self.method = method
         self.url = url
@@ -37,6 +44,74 @@ public struct HTTPRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.clientCertificate = clientCertificate
+        self.allowPrivateAddresses = allowPrivateAddresses
+    }
+
+    /// Why this request must not be handed to libcurl, or nil when it may.
+    ///
+    /// Header values and URLs carry what producers and devices chose (a collapse key, a
+    /// subscription's endpoint). A CR or LF in one would end the header and start another (a
+    /// second `apns-topic`, say), so a request carrying one is refused whole, never cleaned up:
+    /// what the sender meant cannot be guessed. Messages name the header, never its value,
+    /// which may be secret.
+    var invalidity: HTTPClientError? {
+        func invalid(_ message: String) -> HTTPClientError {
+            HTTPClientError(kind: .invalidRequest, message: "request refused before sending: \(message)")
+        }
+        if !Self.isToken(method) { return invalid("the method \(Self.quoted(method)) is not an RFC 9110 token") }
+        let scheme = url.prefix { $0 != ":" }.lowercased()
+        guard scheme == "https" || scheme == "http", url.dropFirst(scheme.count).hasPrefix("://") else {
+            return invalid("the URL is not an http:// or https:// URL")
+        }
+        if let index = url.utf8.firstIndex(where: { $0 < 0x21 || $0 == 0x7F }) {
+            return invalid("the URL contains \(Self.describe(url.utf8[index])); it must be percent-encoded or removed")
+        }
+        for header in headers {
+            guard Self.isToken(header.name) else {
+                return invalid(
+                    "the header name \(Self.quoted(header.name)) is not an RFC 9110 token (letters, digits and !#$%&'*+-.^_`|~)"
+                )
+            }
+            // RFC 9110 §5.5: field values are visible characters, spaces, tabs and obs-text (bytes
+            // over 0x7F); CR, LF and NUL are never allowed, nor any other control character here.
+            if let index = header.value.utf8.firstIndex(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+                let offset = header.value.utf8.distance(from: header.value.utf8.startIndex, to: index)
+                return invalid(
+                    "the value of header \(header.name) contains \(Self.describe(header.value.utf8[index])) at byte \(offset)"
+                        + ", which could end the header and start another")
+            }
+        }
+        return nil
+    }
+
+    /// RFC 9110's token: one or more of `tchar`.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    return true
+                default:
+                    return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+                }
+            }
+    }
+
+    /// A header name or method for a message: escaped, and short.
+    static func quoted(_ text: String) -> String {
+        let escaped = text.unicodeScalars.prefix(40).map { $0.escaped(asASCII: true) }.joined()
+        return "\"\(escaped)\(text.unicodeScalars.count > 40 ? "…" : "")\""
+    }
+
+    static func describe(_ byte: UInt8) -> String {
+        switch byte {
+        case 0x0D: "a carriage return (CR)"
+        case 0x0A: "a line feed (LF)"
+        case 0x00: "a NUL byte"
+        case 0x20: "a space"
+        default: "the control character 0x\(String(byte, radix: 16, uppercase: true))"
+        }
     }
 }
 
@@ -117,12 +192,20 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// A request that got no HTTP response: it could not connect, timed out, or the client stopped.
+/// A request that got no HTTP response: it could not connect, timed out, was refused before
+/// sending, or the client stopped.
 public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case timeout
         case connection
         case shutdown
+        /// The request itself is unsafe and was never handed to libcurl: a CR, LF, NUL or other
+        /// control character in its URL or a header, a header name that is not a token, or a URL
+        /// that is not http(s). Sending it again cannot help.
+        case invalidRequest
+        /// Every address the URL's host resolved to is one the request may not reach (loopback,
+        /// private, link-local, …: see ``HTTPRequest/allowPrivateAddresses``). Nothing was sent.
+        case refusedAddress
         case other
     }
 
@@ -138,4 +221,21 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "HTTP request failed (\(kind), curl \(curlCode)): \(message)" }
+}
+
+/// What kind of address an IP literal is, as the connection check judges it (for tests and
+/// messages): "public", "loopback", "private", "link-local", "unspecified", "shared",
+/// "multicast" or "reserved"; nil when `text` is not an IPv4 or IPv6 address.
+func addressKind(_ text: String) -> String? {
+    var v4 = in_addr()
+    var v6 = in6_addr()
+    let kind: Int32
+    if inet_pton(AF_INET, text, &v4) == 1 {
+        kind = herald_classify_ipv4(UInt32(bigEndian: v4.s_addr))
+    } else if inet_pton(AF_INET6, text, &v6) == 1 {
+        kind = withUnsafeBytes(of: &v6) { herald_classify_ipv6($0.bindMemory(to: UInt8.self).baseAddress!) }
+    } else {
+        return nil
+    }
+    return ["public", "loopback", "private", "link-local", "unspecified", "shared", "multicast", "reserved"][Int(kind)]
 }
