@@ -50,6 +50,10 @@ public struct APNsClient: Sendable {
             var expired: [Int] = []
             for (index, result) in zip(pending, results) {
                 switch result {
+                case .failure(let error) where error.kind == .invalidRequest:
+                    // A header value Herald could not send (a collapse id with CR or LF): this
+                    // notification's fault alone; sending it again cannot help.
+                    outcomes[index] = .permanentFailure(reason: "APNs request not sent: \(error.message)")
                 case .failure(let error):
                     outcomes[index] = .retry(after: nil, reason: "APNs unreachable: \(error.message)")
                 case .success(let response):

@@ -82,6 +82,9 @@ public struct FCMClient: Sendable {
             let now = clock.now()
             for (index, result) in zip(pending, results) {
                 switch result {
+                case .failure(let error) where error.kind == .invalidRequest:
+                    // Never the credentials' fault, and sending it again cannot help.
+                    outcomes[index] = .permanentFailure(reason: "FCM request not sent: \(error.message)")
                 case .failure(let error):
                     outcomes[index] = .retry(after: nil, reason: "FCM unreachable: \(error.message)")
                 case .success(let response):

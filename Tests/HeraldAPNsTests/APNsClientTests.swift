@@ -2,6 +2,7 @@ import Foundation
 import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
+import HeraldEmulator
 import HeraldHTTP
 import HeraldTestSupport
 import Testing
@@ -101,6 +102,41 @@ import Testing
         case (.permanentFailure, "permanent"), (.retry, "retry"): break
         default: Issue.record("\(status) \(body): \(outcome), expected \(expected)")
         }
+    }
+
+    /// A collapse id is the producer's: one with CR and LF must not become a second header
+    /// (`apns-topic: evil`), nor hold the app, nor be retried. It fails alone; the rest is sent.
+    @Test func aCollapseIDWithCRLFFailsAloneAndNeverReachesAPNs() async throws {
+        let emulator = try await Emulator.start()
+        let front = try await NginxStandIn.start(upstream: emulator.port)
+        let keyFile = path("AuthKey.p8")
+        try Data(
+            try await emulator.makeAPNsKey(teamID: "TEAM123456", keyID: "KEY1234567", topics: ["com.example.shop"]).utf8
+        ).write(to: URL(fileURLWithPath: keyFile))
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = front.caBundle
+        let client = APNsClient(
+            authentication: .token(
+                try APNsProviderTokens.load(file: keyFile, teamID: "TEAM123456", keyID: "KEY1234567")),
+            environment: .development, baseURL: front.baseURL, http: HTTPClient(configuration: configuration))
+        var injected = Self.notification
+        injected.id = UUID()
+        injected.collapseID = "x\r\napns-topic: evil"
+        var healthy = Self.notification
+        healthy.id = UUID()
+
+        let outcomes = await client.send([injected, healthy])
+        guard case .permanentFailure(let reason) = outcomes[0] else {
+            Issue.record("the injected notification: \(outcomes[0])")
+            return
+        }
+        #expect(reason.contains("apns-collapse-id") && !reason.contains("evil"), "\(reason)")
+        guard case .sent = outcomes[1] else {
+            Issue.record("the healthy notification: \(outcomes[1])")
+            return
+        }
+        #expect(await emulator.apnsRequests == 1)
+        #expect(await emulator.apnsReceived.count == 1)
     }
 
     @Test(arguments: ["pem", "p12"])
