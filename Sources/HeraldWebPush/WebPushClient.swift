@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldCrypto
 import HeraldHTTP
+import Synchronization
 
 /// One message for one browser.
 public struct WebPushMessage: Sendable {
@@ -34,17 +35,27 @@ public struct WebPushMessage: Sendable {
 /// Sends Web Push messages (RFC 8030) for one application server identity: each is
 /// encrypted for its browser (RFC 8291), signed for with VAPID (RFC 8292), and POSTed to its
 /// endpoint over the shared HTTP/2 client, whose connections are per origin and bounded.
+///
+/// A subscription comes from a browser, so what is wrong with one is that device's fault and
+/// fails only its own sends: an endpoint the HTTP layer will not send to, or keys that do not
+/// encrypt, make the token invalid; an endpoint outside the app's ``WebPushEndpointPolicy`` is
+/// not sent to. Only a failure to sign, or refusals of the VAPID authorization by several
+/// subscriptions with none accepted, are the app's configuration.
 public struct WebPushClient: Sendable {
     public let authorizations: VAPIDAuthorizations
+    /// Which endpoints this app's messages may go to.
+    public let policy: WebPushEndpointPolicy
     private let http: HTTPClient
     private let timeout: Duration
     private let clock: any WallClock
+    private let refusals = RefusalMemory()
 
     public init(
-        authorizations: VAPIDAuthorizations, http: HTTPClient, timeout: Duration = .seconds(10),
-        clock: any WallClock = SystemClock()
+        authorizations: VAPIDAuthorizations, http: HTTPClient, policy: WebPushEndpointPolicy = WebPushEndpointPolicy(),
+        timeout: Duration = .seconds(10), clock: any WallClock = SystemClock()
     ) {
         self.authorizations = authorizations
+        self.policy = policy
         self.http = http
         self.timeout = timeout
         self.clock = clock
@@ -55,39 +66,120 @@ public struct WebPushClient: Sendable {
         var outcomes = [PushOutcome?](repeating: nil, count: messages.count)
         var requests: [(index: Int, request: HTTPRequest)] = []
         for (index, message) in messages.enumerated() {
-            do {
-                requests.append((index, try await request(for: message)))
-            } catch let error as WebPushError {
-                outcomes[index] = .permanentFailure(reason: error.description)
-            } catch {
-                // A signing failure is the sender's key's fault, not the message's.
-                outcomes[index] = .configurationError(reason: "VAPID: \(error)", scope: .web)
+            switch await prepare(message) {
+            case .success(let request): requests.append((index, request))
+            case .failure(let outcome): outcomes[index] = outcome.outcome
             }
         }
         let results = await http.send(requests.map(\.request))
         let now = clock.now()
+        var accepted = 0
+        var refused: [(index: Int, reason: String)] = []
         for ((index, _), result) in zip(requests, results) {
             switch result {
             case .failure(let error):
-                outcomes[index] = .retry(after: nil, reason: "push service unreachable: \(error.message)")
+                outcomes[index] = Self.outcome(of: error)
             case .success(let response):
-                outcomes[index] = Self.classify(response, now: now)
+                let outcome = Self.classify(response, now: now)
+                if case .sent = outcome { accepted += 1 }
+                if case .configurationError(let reason, _) = outcome {
+                    refused.append((index, reason))
+                } else {
+                    outcomes[index] = outcome
+                }
+            }
+        }
+        let verdicts = refusals.judge(
+            accepted: accepted, refused: refused.map { messages[$0.index].subscription.endpoint }, now: now)
+        for ((index, reason), verdict) in zip(refused, verdicts) {
+            switch verdict {
+            case .subscription:
+                outcomes[index] = .permanentFailure(
+                    reason: "\(reason): the push service refused this subscription's VAPID authorization while others"
+                        + " are accepted: it was probably made with another applicationServerKey; the browser must"
+                        + " subscribe again")
+            case .undecided:
+                outcomes[index] = .retry(
+                    after: nil,
+                    reason: "\(reason): the push service refused the VAPID authorization for one subscription only so"
+                        + " far; not yet blamed on the app's VAPID key")
+            case .app:
+                outcomes[index] = .configurationError(
+                    reason: "\(reason): push services refuse the VAPID authorization for several subscriptions and"
+                        + " accept none; check the app's VAPID key and subject", scope: .web)
             }
         }
         return outcomes.map { $0! }
     }
 
-    func request(for message: WebPushMessage) async throws -> HTTPRequest {
-        let body = try WebPushEncryption.encrypt(message.payload, for: message.subscription)
+    /// A message that is not sent, and why.
+    struct Unsent: Error { var outcome: PushOutcome }
+
+    /// The request for a message, or the outcome that takes its place: checked against the
+    /// policy, encrypted (the browser's keys: its fault if they do not work), then signed for
+    /// (the app's key: a configuration error), in that order so that the two cannot be confused.
+    func prepare(_ message: WebPushMessage) async -> Result<HTTPRequest, Unsent> {
+        let subscription = message.subscription
+        guard policy.allows(host: subscription.host) else {
+            return .failure(
+                Unsent(
+                    outcome: .permanentFailure(
+                        reason: "the push service host \(subscription.host) is not among this app's allowed Web Push"
+                            + " hosts; herald.apps.web_push_hosts allows more")))
+        }
+        let browserKey: CryptoKey
+        do {
+            browserKey = try CryptoKey(p256PublicPoint: subscription.p256dh)
+        } catch {
+            return .failure(
+                Unsent(
+                    outcome: .tokenInvalid(
+                        reason: "the subscription's keys.p256dh is not a point on P-256: the browser must subscribe"
+                            + " again")))
+        }
+        let body: [UInt8]
+        do {
+            body = try WebPushEncryption.encrypt(message.payload, for: subscription, browserKey: browserKey)
+        } catch let error as WebPushError {
+            return .failure(Unsent(outcome: .permanentFailure(reason: error.description)))
+        } catch {
+            // The browser's key is valid: what failed is local (randomness, OpenSSL), and may pass.
+            return .failure(Unsent(outcome: .retry(after: nil, reason: "encrypting for the browser failed: \(error)")))
+        }
+        let authorization: String
+        do {
+            authorization = try await authorizations.header(for: subscription.origin)
+        } catch {
+            // A signing failure is the sender's key's fault, not the message's.
+            return .failure(Unsent(outcome: .configurationError(reason: "VAPID: \(error)", scope: .web)))
+        }
         var headers: [(name: String, value: String)] = [
-            ("Authorization", try await authorizations.header(for: message.subscription.origin)),
+            ("Authorization", authorization),
             ("TTL", String(max(0, message.ttl))),
             ("Urgency", message.urgency.rawValue),
             ("Content-Encoding", "aes128gcm"),
             ("Content-Type", "application/octet-stream"),
         ]
         if let topic = message.topic { headers.append(("Topic", Self.topic(topic))) }
-        return HTTPRequest(url: message.subscription.endpoint, headers: headers, body: body, timeout: timeout)
+        return .success(
+            HTTPRequest(
+                url: subscription.endpoint, headers: headers, body: body, timeout: timeout,
+                allowPrivateAddresses: policy.privateAddresses))
+    }
+
+    /// What a request that got no answer means.
+    static func outcome(of error: HTTPClientError) -> PushOutcome {
+        switch error.kind {
+        case .invalidRequest:
+            // Every header is Herald's own or made safe (the topic); the endpoint is the browser's.
+            return .tokenInvalid(reason: "the subscription's endpoint cannot be sent to: \(error.message)")
+        case .refusedAddress:
+            return .permanentFailure(
+                reason: "\(error.message); herald.apps.web_push_private_addresses allows push services on private"
+                    + " addresses")
+        default:
+            return .retry(after: nil, reason: "push service unreachable: \(error.message)")
+        }
     }
 
     /// A valid `Topic` (at most 32 characters of the URL-safe base64 alphabet, RFC 8030 §5.4):
@@ -130,5 +222,14 @@ public struct WebPushClient: Sendable {
         let text = response.bodyText.trimmingCharacters(in: .whitespacesAndNewlines)
         let status = "push service answered \(response.status)"
         return text.isEmpty ? status : "\(status): \(text.prefix(200))"
+    }
+}
+
+/// The client's memory of VAPID refusals, shared by its copies.
+final class RefusalMemory: Sendable {
+    private let state = Mutex(VAPIDRefusals())
+
+    func judge(accepted: Int, refused: [String], now: Date) -> [VAPIDRefusals.Verdict] {
+        state.withLock { $0.judge(accepted: accepted, refused: refused, now: now) }
     }
 }

@@ -27,9 +27,12 @@ public enum WebPushEncryption {
     }
 
     /// Encrypts `plaintext` for `subscription`. `senderKey` and `salt` are fresh unless given
-    /// (only tests give them, to reproduce RFC 8291's example).
+    /// (only tests give them, to reproduce RFC 8291's example). `browserKey` is the
+    /// subscription's `p256dh` already loaded (it is loaded here otherwise, and a point off the
+    /// curve throws `CryptoError`).
     public static func encrypt(
-        _ plaintext: [UInt8], for subscription: WebPushSubscription, senderKey: CryptoKey? = nil, salt: [UInt8]? = nil
+        _ plaintext: [UInt8], for subscription: WebPushSubscription, browserKey: CryptoKey? = nil,
+        senderKey: CryptoKey? = nil, salt: [UInt8]? = nil
     ) throws -> [UInt8] {
         guard plaintext.count <= maxPlaintextBytes else {
             throw WebPushError(
@@ -38,7 +41,7 @@ public enum WebPushEncryption {
         let senderKey = try senderKey ?? CryptoKey.generateP256()
         let salt = salt ?? randomBytes(16)
         let senderPublic = try senderKey.publicPoint()
-        let browserKey = try CryptoKey(p256PublicPoint: subscription.p256dh)
+        let browserKey = try browserKey ?? CryptoKey(p256PublicPoint: subscription.p256dh)
         let keys = try deriveKeys(
             sharedSecret: try senderKey.sharedSecret(with: browserKey), auth: subscription.auth,
             receiverPublic: subscription.p256dh, senderPublic: senderPublic, salt: salt)
