@@ -97,7 +97,7 @@ public actor Senders {
         }
         do {
             let key = try VAPIDKey.load(file: keyFile, subject: subject)
-            let client = WebPushClient(authorizations: VAPIDAuthorizations(key: key), http: http)  // TEMP policy
+            let client = WebPushClient(authorizations: VAPIDAuthorizations(key: key), http: http, policy: policy)
             webPushClients[app] = (keyFile, subject, policy, client)
             logger.info(
                 "loaded the VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
