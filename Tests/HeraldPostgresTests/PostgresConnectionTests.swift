@@ -31,6 +31,96 @@ import Testing
         #expect(try row.decode(5, as: Bool.self) == false)
     }
 
+    /// Epoch seconds as PostgreSQL counts them, to the precision a Date (a Double) has there.
+    static func sameInstant(_ date: Date, _ epoch: Double) -> Bool {
+        abs(date.timeIntervalSince1970 - epoch) <= max(0.000_001, abs(epoch) * 1e-15)
+    }
+
+    /// Every form PostgreSQL prints in Herald's session style (ISO, UTC) decodes to the instant
+    /// the server itself says, out to the ends of its range.
+    @Test(arguments: [
+        ("10000-01-01", "10000-01-01 00:00:00+00"),
+        ("294276-12-31 23:59:59.999999+00", "294276-12-31 23:59:59.999999+00"),
+        ("123456-07-08 09:10:11.5+00", "123456-07-08 09:10:11.5+00"),
+        ("4713-01-01 BC", "4713-01-01 00:00:00+00 BC"),
+        ("4714-11-24 00:00:00+00 BC", "4714-11-24 00:00:00+00 BC"),
+        ("0044-03-15 12:00:00+00 BC", "0044-03-15 12:00:00+00 BC"),
+        ("0001-12-31 23:59:59.5 BC", "0001-12-31 23:59:59.5+00 BC"),
+        ("0001-01-01", "0001-01-01 00:00:00+00"),
+        ("1969-12-31 23:59:59.999999", "1969-12-31 23:59:59.999999+00"),
+        ("9999-12-31 23:59:59.123456", "9999-12-31 23:59:59.123456+00"),
+        ("2000-02-29 12:00:00+14", "2000-02-28 22:00:00+00"),
+    ])
+    func timestampsDecodeAsPostgreSQLPrintsThem(input: String, printed: String) async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        let row = try await connection.query(
+            "SELECT $1::timestamptz, $1::timestamptz::text, extract(epoch FROM $1::timestamptz)::float8", [input])[0]
+        #expect(try row.decode(1, as: String.self) == printed)
+        let date = try row.decode(0, as: Date.self)
+        let epoch = try row.decode(2, as: Double.self)
+        #expect(Self.sameInstant(date, epoch), "\(printed): \(date.timeIntervalSince1970) is not \(epoch)")
+    }
+
+    /// A session in another time zone prints local mean time before standard time, whose
+    /// offsets have seconds; they decode too (Herald's sessions are UTC, but nothing relies on it).
+    @Test func offsetsWithSecondsDecode() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        for (zone, instant, printed) in [
+            ("Europe/Amsterdam", "1900-01-01 00:00:00+00", "1900-01-01 00:19:32+00:19:32"),
+            ("America/New_York", "1800-01-01 00:00:00+00", "1799-12-31 19:03:58-04:56:02"),
+            ("Europe/Amsterdam", "0044-03-15 12:00:00+00 BC", "0044-03-15 12:19:32+00:19:32 BC"),
+        ] {
+            let row = try await connection.withSession { session in
+                try session.execute("SET TimeZone = '\(zone)'")
+                defer { try? session.execute("SET TimeZone = 'UTC'") }
+                return try session.query(
+                    "SELECT $1::timestamptz, $1::timestamptz::text, extract(epoch FROM $1::timestamptz)::float8",
+                    [instant])[0]
+            }
+            #expect(try row.decode(1, as: String.self) == printed)
+            #expect(
+                Self.sameInstant(try row.decode(0, as: Date.self), try row.decode(2, as: Double.self)), "\(printed)")
+        }
+    }
+
+    /// Text that is not a timestamp is refused, not read as some other instant.
+    @Test func malformedTimestampsAreRefused() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        for text in [
+            "", "2026", "123-01-01 00:00:00+00", "2026-13-01 00:00:00+00", "2026-01-32 00:00:00+00",
+            "2026-01-01 24:00:00+00", "2026-01-01 00:00:00+00 AD", "2026-01-01 00:00:00+00 BCE",
+            "2026-01-01 00:00:00.+00", "2026-01-01 00:00:00+0", "0000-01-01 00:00:00+00",
+            "9999999999-01-01 00:00:00+00", "2026-01-01T00:00:00Z",
+        ] {
+            let row = try await connection.query("SELECT $1::text", [text])[0]
+            #expect(throws: PostgresError.self, "\(text)") { try row.decode(0, as: Date.self) }
+        }
+    }
+
+    /// A Date beyond year 9999 or before 1 AD binds as text PostgreSQL reads back as the same instant.
+    @Test(arguments: [
+        "10000-01-01 00:00:00+00", "294276-12-31 23:59:59+00", "0044-03-15 12:00:00+00 BC",
+        "4713-01-01 00:00:00+00 BC", "0001-12-31 23:59:59.5+00 BC", "1969-12-31 23:59:59.999999+00",
+        "2026-11-22 03:05:49.123456+00",
+    ])
+    func extremeDatesRoundTrip(printed: String) async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        // The instant from the server's own count, not from the decoder under test.
+        let epoch = try await connection.query("SELECT extract(epoch FROM $1::timestamptz)::float8", [printed])[0]
+            .decode(0, as: Double.self)
+        let date = Date(timeIntervalSince1970: epoch)
+        let row = try await connection.query(
+            """
+            SELECT $1::timestamptz::text, extract(epoch FROM $1::timestamptz)::float8, $1::timestamptz,
+                   $2::timestamptz[]
+            """, [date, [date, date]])[0]
+        #expect(try row.decode(0, as: String.self) == printed)
+        #expect(Self.sameInstant(date, try row.decode(1, as: Double.self)))
+        #expect(Self.sameInstant(try row.decode(2, as: Date.self), epoch))
+        let array = try row.decode(3, as: [Date].self)
+        #expect(array.count == 2 && array.allSatisfy { Self.sameInstant($0, epoch) })
+    }
+
     @Test func byteaRoundTripsInBinary() async throws {
         let connection = try await TestDatabase.create(migrated: false).connect()
         let bytes = Data([0, 1, 2, 255, 0, 92, 39, 34])
