@@ -145,9 +145,9 @@ public final class PostgresConnection: @unchecked Sendable {
 
     func runQuery(_ sql: String, _ parameters: [any PostgresEncodable]) throws -> PostgresResult {
         guard let handle else { throw PostgresError(.connection, "not connected") }
-        let statementName = try preparedName(for: sql, handle: handle)
-        let result = withBoundParameters(parameters) { count, values, lengths, formats in
-            if let statementName {
+        // Parameters are bound first: one PostgreSQL cannot hold fails before anything is sent.
+        let result = try withBoundParameters(parameters) { count, values, lengths, formats in
+            if let statementName = try preparedName(for: sql, handle: handle) {
                 return PQexecPrepared(handle, statementName, count, values, lengths, formats, 0)
             }
             return PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
@@ -234,11 +234,15 @@ public struct PostgresSession {
 extension PostgresSession: Sendable {}
 
 /// Binds parameters as C arrays for the duration of one libpq call.
+///
+/// Text parameters travel as C strings, so a NUL inside one would silently end it there
+/// (and PostgreSQL's text types cannot hold NUL anyway): such a parameter is refused with
+/// a ``PostgresError/Kind/usage`` error naming it, and `body` is not called.
 private func withBoundParameters<R>(
     _ parameters: [any PostgresEncodable],
-    _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
-) -> R {
-    if parameters.isEmpty { return body(0, nil, nil, nil) }
+    _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) throws -> R
+) throws -> R {
+    if parameters.isEmpty { return try body(0, nil, nil, nil) }
     var values: [UnsafePointer<CChar>?] = []
     var lengths: [Int32] = []
     var formats: [Int32] = []
@@ -247,16 +251,29 @@ private func withBoundParameters<R>(
     lengths.reserveCapacity(parameters.count)
     formats.reserveCapacity(parameters.count)
     defer { owned.forEach { free($0) } }
-    for parameter in parameters {
+    for (index, parameter) in parameters.enumerated() {
         switch parameter.postgresParameter {
         case .null:
             values.append(nil)
             lengths.append(0)
             formats.append(0)
         case .text(let text):
-            let copy = strdup(text)!
-            owned.append(copy)
-            values.append(UnsafePointer(copy))
+            // One pass copies the text and a second, memchr's, finds any NUL in it.
+            let count = text.utf8.count
+            let copy = malloc(count + 1)!.assumingMemoryBound(to: UInt8.self)
+            owned.append(UnsafeMutableRawPointer(copy))
+            _ = UnsafeMutableBufferPointer(start: copy, count: count).initialize(from: text.utf8)
+            copy[count] = 0
+            if memchr(copy, 0, count) != nil {
+                throw PostgresError(
+                    .usage,
+                    "parameter $\(index + 1) holds a NUL character (U+0000), in its text or in an array's element, "
+                        + "which PostgreSQL text cannot hold: refuse or remove it before binding the value",
+                    // PostgreSQL's own code for a NUL it is sent (in COPY, say), so that callers
+                    // treat this as the bad value it is (a data exception), not as a bug of theirs.
+                    sqlState: "22021")
+            }
+            values.append(UnsafeRawPointer(copy).assumingMemoryBound(to: CChar.self))
             lengths.append(0)
             formats.append(0)
         case .binary(let bytes):
@@ -270,5 +287,5 @@ private func withBoundParameters<R>(
             formats.append(1)
         }
     }
-    return body(Int32(parameters.count), values, lengths, formats)
+    return try body(Int32(parameters.count), values, lengths, formats)
 }

@@ -15,7 +15,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     }
 
     public var kind: Kind
-    /// The five-character SQLSTATE code, for server errors.
+    /// The five-character SQLSTATE code, for server errors; also for the wrapper's own refusal
+    /// of a value the server would refuse the same way (a NUL in text: `22021`, kind `usage`).
     public var sqlState: String?
     public var message: String
     public var detail: String?
@@ -46,4 +47,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
 
     /// `true` for a unique violation (SQLSTATE 23505).
     public var isUniqueViolation: Bool { sqlState == "23505" }
+
+    /// The SQLSTATE's class, its first two characters, for server errors: `22` data exception
+    /// (a value out of range or of the wrong form), `23` integrity constraint violation,
+    /// `08` connection exception, and so on (PostgreSQL's "Errcodes" appendix).
+    public var sqlStateClass: String? { sqlState.map { String($0.prefix(2)) } }
 }

@@ -121,6 +121,27 @@ import Testing
         #expect(array.count == 2 && array.allSatisfy { Self.sameInstant($0, epoch) })
     }
 
+    /// A NUL would end a C string early: the value is refused, naming the parameter, before
+    /// anything reaches the server; arrays of strings too.
+    @Test func textHoldingNULIsRefusedNotTruncated() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        try await connection.execute("CREATE TABLE t (id text)")
+        let scalar = await #expect(throws: PostgresError.self) {
+            try await connection.query("INSERT INTO t VALUES ($1), ($2)", ["fine", "device\u{0}-1"])
+        }
+        #expect(scalar?.kind == .usage)
+        #expect(scalar?.sqlStateClass == "22")
+        #expect(scalar?.message.contains("parameter $2") == true, "\(String(describing: scalar))")
+        #expect(scalar?.message.contains("NUL") == true)
+        let array = await #expect(throws: PostgresError.self) {
+            try await connection.query("INSERT INTO t SELECT unnest($1::text[])", [["a", "b\u{0}c"]])
+        }
+        #expect(array?.message.contains("parameter $1") == true, "\(String(describing: array))")
+        // Nothing was stored, truncated or otherwise, and the connection still works.
+        #expect(try await connection.query("SELECT count(*) FROM t")[0].decode(0, as: Int.self) == 0)
+        #expect(try await connection.query("SELECT $1::text", ["ok"])[0].decode(0, as: String.self) == "ok")
+    }
+
     @Test func byteaRoundTripsInBinary() async throws {
         let connection = try await TestDatabase.create(migrated: false).connect()
         let bytes = Data([0, 1, 2, 255, 0, 92, 39, 34])
