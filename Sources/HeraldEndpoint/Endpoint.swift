@@ -21,6 +21,12 @@ import ServiceLifecycle
 ///
 /// Nothing else is served.
 ///
+/// Every value a request carries may be hostile, and only ever fails that request: a field
+/// holding a control character (NUL included), a `since` outside 1970–9999, or a value the
+/// database refuses (SQLSTATE class 22 or 23) is answered 400 with what to fix. 503 means
+/// the database is unreachable or overloaded just now (retry later); 500, that Herald
+/// itself failed (logged).
+///
 /// Bounded: bodies over ``Settings/maxBodyBytes`` are refused with 413 (unread when
 /// Content-Length says so); a body that takes longer than ``Settings/timeout`` to arrive gets
 /// 408, and a connection that completes no part of a request (a head that never ends) for
@@ -57,7 +63,7 @@ public struct Endpoint: Service {
     ) {
         precondition(!connections.isEmpty, "the endpoint needs a database connection")
         self.settings = settings
-        self.api = EndpointAPI(connections: connections, settings: settings)
+        self.api = EndpointAPI(connections: connections, settings: settings, logger: logger)
         self.logger = logger
         self.onListening = onListening
     }

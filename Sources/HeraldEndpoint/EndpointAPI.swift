@@ -2,6 +2,7 @@ import Foundation
 import HeraldPostgres
 import HeraldQueue
 import Hummingbird
+import Logging
 import Metrics
 import NIOCore
 import Prometheus
@@ -11,11 +12,13 @@ import Synchronization
 final class EndpointAPI: Sendable {
     let connections: [PostgresConnection]
     let settings: Endpoint.Settings
+    let logger: Logger
     private let next = Atomic<Int>(0)
 
-    init(connections: [PostgresConnection], settings: Endpoint.Settings) {
+    init(connections: [PostgresConnection], settings: Endpoint.Settings, logger: Logger) {
         self.connections = connections
         self.settings = settings
+        self.logger = logger
     }
 
     enum SQL {
@@ -133,6 +136,11 @@ final class EndpointAPI: Sendable {
                     ])
             }
         }
+        if let refusal = Self.controlCharacterRefusal(
+            [("reference", reference), ("kind", fields.kind), ("device_id", fields.device_id)])
+        {
+            return Self.json(.badRequest, ["outcome": "invalid_field", "message": refusal])
+        }
         do {
             let row = try await connection.query(
                 SQL.report, [reference, fields.kind ?? "delivered", fields.device_id])[0]
@@ -140,9 +148,47 @@ final class EndpointAPI: Sendable {
             return Self.json(
                 Self.status(of: outcome), ["outcome": outcome, "message": try row.decode("message", as: String.self)])
         } catch {
-            return Self.json(
-                .serviceUnavailable, ["outcome": "unavailable", "message": "the database is unavailable; retry"])
+            let (status, message) = failure(error, route: "report")
+            let outcome =
+                status == .badRequest ? "invalid_value" : status == .serviceUnavailable ? "unavailable" : "error"
+            return Self.json(status, ["outcome": outcome, "message": message])
         }
+    }
+
+    /// How a failed query is answered. A value PostgreSQL refuses (SQLSTATE class 22, data
+    /// exception, or 23, integrity constraint violation; the Postgres layer's refusal of a NUL
+    /// carries 22021) is the request's fault: 400, with PostgreSQL's words, which name the value's
+    /// problem and hold nothing but what the request sent. A database that is unreachable,
+    /// shutting down, overloaded or that cancelled the query (a lost connection, classes 08, 53,
+    /// 57, and 40 for a transaction to retry) is 503: retrying later can succeed. Anything else
+    /// is Herald's own failure (a schema that does not match, a row it cannot read): 500, logged,
+    /// and answered without details.
+    func failure(_ error: any Error, route: String) -> (HTTPResponse.Status, String) {
+        let postgres = error as? PostgresError
+        switch postgres?.sqlStateClass {
+        case "22", "23":
+            return (.badRequest, "the database refused a value of this request: \(postgres!.message.prefix(200))")
+        case "08", "53", "57", "40":
+            return (.serviceUnavailable, "the database is unavailable; retry")
+        default:
+            if postgres?.kind == .connection {
+                return (.serviceUnavailable, "the database is unavailable; retry")
+            }
+            logger.error("endpoint request failed", metadata: ["route": "\(route)", "error": "\(error)"])
+            return (.internalServerError, "Herald failed to answer this request; its log says why")
+        }
+    }
+
+    /// Why one of `fields` is refused, or nil: a control character (NUL, newline, escape, …)
+    /// has no place in a reference, kind or device id, and a NUL cannot reach PostgreSQL at all.
+    static func controlCharacterRefusal(_ fields: [(name: String, value: String?)]) -> String? {
+        for (name, value) in fields {
+            guard let scalar = value?.unicodeScalars.first(where: { $0.properties.generalCategory == .control })
+            else { continue }
+            return "\(name) holds a control character (\(String(format: "U+%04X", scalar.value))): "
+                + "send it without control characters"
+        }
+        return nil
     }
 
     /// How each outcome of `herald.report_delivery` is answered.
@@ -158,13 +204,22 @@ final class EndpointAPI: Sendable {
 
     func pending(_ request: Request, reference: String) async -> Response {
         let query = request.uri.queryParameters
-        var since: String?
+        var since: Date?
         if let text = query["since"].map(String.init) {
-            guard (try? Date.ISO8601FormatStyle().parse(text)) != nil else {
+            guard let date = Self.parseSince(text) else {
                 return Self.json(
                     .badRequest, ["message": "since must be an ISO 8601 time such as 2026-11-20T08:00:00Z"])
             }
-            since = text
+            guard Self.sinceRange.contains(date) else {
+                return Self.json(
+                    .badRequest,
+                    [
+                        "message":
+                            "since must be from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z; "
+                            + "leave it out to fetch the last 3 days"
+                    ])
+            }
+            since = date
         }
         var limit: Int?
         if let text = query["limit"].map(String.init) {
@@ -173,9 +228,12 @@ final class EndpointAPI: Sendable {
             }
             limit = value
         }
+        let device = query["device_id"].map(String.init)
+        if let refusal = Self.controlCharacterRefusal([("reference", reference), ("device_id", device)]) {
+            return Self.json(.badRequest, ["message": refusal])
+        }
         do {
-            let rows = try await connection.query(
-                SQL.pending, [reference, since, limit, query["device_id"].map(String.init)])
+            let rows = try await connection.query(SQL.pending, [reference, since, limit, device])
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
             headers[.cacheControl] = "no-store"
@@ -184,9 +242,46 @@ final class EndpointAPI: Sendable {
         } catch let error as PostgresError where error.sqlState == "28000" {
             return Self.json(.forbidden, ["message": error.message])
         } catch {
-            return Self.json(.serviceUnavailable, ["message": "the database is unavailable; retry"])
+            let (status, message) = failure(error, route: "pending")
+            return Self.json(status, ["message": message])
         }
     }
+
+    /// `since` as an ISO 8601 (RFC 3339) time: `2026-11-20T08:00:00Z`, with fractional seconds or
+    /// an offset (`+02:00`) if wanted; nil for anything else. Parsed here, strictly (ASCII digits,
+    /// a four-digit year, a day that exists), rather than by `Date.ISO8601FormatStyle`, which
+    /// takes `10000-01-01T00:00:00Z` for some time between 1970 and 9999.
+    static func parseSince(_ text: String) -> Date? {
+        guard
+            let match = text.wholeMatch(
+                of:
+                    /([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))/
+            )
+        else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let components = DateComponents(
+            year: Int(match.1), month: Int(match.2), day: Int(match.3), hour: Int(match.4), minute: Int(match.5),
+            second: Int(match.6))
+        guard components.isValidDate(in: calendar), let date = calendar.date(from: components) else { return nil }
+        let fraction = match.7.flatMap { Double("0" + $0) } ?? 0
+        var offset = 0
+        if let sign = match.8, let hours = match.9.flatMap({ Int($0) }), let minutes = match.10.flatMap({ Int($0) }) {
+            guard hours < 24, minutes < 60 else { return nil }
+            offset = (sign == "-" ? -1 : 1) * (hours * 3600 + minutes * 60)
+        }
+        return date.addingTimeInterval(fraction - Double(offset))
+    }
+
+    /// The `since` a fetch accepts. Refused outside it rather than clamped:
+    /// `herald.pending_notifications` takes an explicit `since` as it is (only its default is
+    /// `herald.fetch_window()`), so clamping a too-early one to the window would make
+    /// `since=1969-12-31…` answer less than `since=1970-01-01…`; and a time before 1970 or past
+    /// 9999 is an app's bug (an unset clock, a zero value) that it should hear of. Within the
+    /// range the value is bound as the parsed Date, so PostgreSQL reads the instant checked
+    /// here, not its own reading of the text (which would take year 0 as an error and words
+    /// like `epoch` or `now` as times).
+    static let sinceRange = Date(timeIntervalSince1970: 0)...Date(timeIntervalSince1970: 253_402_300_799.999_999)
 
     /// Why a body was not read.
     struct Refusal: Error {

@@ -107,4 +107,101 @@ import Testing
             0, as: Int.self)
         #expect(reports == 0)
     }
+
+    /// `since` must be a time both Herald and PostgreSQL read: anything else is the app's
+    /// mistake (400, saying what to send), never "the database is unavailable".
+    @Test func aSinceOutsideTheUsableRangeIsRefusedWithAReason() async throws {
+        let endpoint = try await start()
+        defer { endpoint.server.cancel() }
+        let reference = try await sentNotification(endpoint.db)
+        for since in [
+            "0000-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "10000-01-01T00:00:00Z", "-0001-01-01T00:00:00Z",
+            "yesterday", "epoch", "2026-11-20", "2026-02-30T00:00:00Z", "2026-11-20T25:00:00Z",
+            "2026-11-20T08:00:00", "2026-11-20T08:00:00+24:00", "2026-11-20T08:00:00Z%00",
+        ] {
+            let fetch = try await endpoint.request("GET", "/v1/pending/\(reference)?since=\(since)")
+            #expect(fetch.status == 400, "\(since): \(fetch.status) \(fetch.bodyText)")
+            #expect(fetch.bodyText.contains("since must be"), "\(since): \(fetch.bodyText)")
+        }
+        let early = try await endpoint.request("GET", "/v1/pending/\(reference)?since=1969-12-31T23:59:59Z")
+        #expect(early.bodyText.contains("1970-01-01"), "\(early.bodyText)")
+        // The ends of the range, and fractional seconds, are fine.
+        for since in ["1970-01-01T00:00:00Z", "2000-01-01T00:00:00.250Z", "2000-01-01T02:00:00%2B02:00"] {
+            let fetch = try await endpoint.request("GET", "/v1/pending/\(reference)?since=\(since)")
+            #expect(fetch.status == 200, "\(since): \(fetch.bodyText)")
+            #expect(fetch.bodyText.contains("Your order shipped"), "\(since): \(fetch.bodyText)")
+        }
+        let future = try await endpoint.request("GET", "/v1/pending/\(reference)?since=9999-12-31T23:59:59Z")
+        #expect(future.status == 200, "\(future.bodyText)")
+        #expect(!future.bodyText.contains("Your order shipped"), "\(future.bodyText)")
+    }
+
+    /// A device id, kind or reference holding NUL or another control character is refused,
+    /// naming the field, instead of being cut at the NUL (which made `iphone\u0000…` the
+    /// device `iphone`) or stored.
+    @Test func controlCharactersInAnyFieldAreRefusedNamingIt() async throws {
+        let endpoint = try await start()
+        defer { endpoint.server.cancel() }
+        let reference = try await sentNotification(endpoint.db)
+        for (body, field) in [
+            (#"{"kind": "delivered", "device_id": "iphone\u0000evil"}"#, "device_id"),
+            (#"{"kind": "delivered", "device_id": "iphone\n"}"#, "device_id"),
+            (#"{"kind": "deliv\u0000ered", "device_id": "iphone"}"#, "kind"),
+            (#"{"kind": "delivered\u001b[2J"}"#, "kind"),
+        ] {
+            let report = try await endpoint.request("POST", "/v1/reports/\(reference)", body: body)
+            #expect(report.status == 400, "\(body): \(report.status) \(report.bodyText)")
+            #expect(report.bodyText.contains("invalid_field"), "\(report.bodyText)")
+            #expect(report.bodyText.contains("\(field) holds a control character"), "\(report.bodyText)")
+        }
+        for (query, field) in [("device_id=iphone%00evil", "device_id"), ("device_id=%7F", "device_id")] {
+            let fetch = try await endpoint.request("GET", "/v1/pending/\(reference)?\(query)")
+            #expect(fetch.status == 400, "\(query): \(fetch.status) \(fetch.bodyText)")
+            #expect(fetch.bodyText.contains("\(field) holds a control character"), "\(fetch.bodyText)")
+        }
+        let reports = try await endpoint.db.query("SELECT count(*) FROM herald.delivery_reports")[0].decode(
+            0, as: Int.self)
+        #expect(reports == 0)
+        // The same report without the control character is accepted.
+        let clean = try await endpoint.request(
+            "POST", "/v1/reports/\(reference)", body: #"{"kind": "delivered", "device_id": "iphone"}"#)
+        #expect(clean.status == 202, "\(clean.bodyText)")
+    }
+
+    /// A value the database refuses (SQLSTATE classes 22 and 23) is the request's fault: 400.
+    /// Only a database that cannot be reached is 503; Herald's own failure is 500.
+    @Test func databaseErrorsAreAnsweredByWhoseFaultTheyAre() async throws {
+        let endpoint = try await start()
+        defer { endpoint.server.cancel() }
+        let reference = try await sentNotification(endpoint.db)
+        // A rule of this database refuses seen reports: an integrity violation (23514).
+        try await endpoint.db.execute(
+            """
+            ALTER TABLE herald.delivery_reports ADD CONSTRAINT no_seen_reports CHECK (report_kind <> 'seen')
+            """)
+        let refused = try await endpoint.request(
+            "POST", "/v1/reports/\(reference)", body: #"{"kind": "seen", "device_id": "iphone"}"#)
+        #expect(refused.status == 400, "\(refused.bodyText)")
+        #expect(refused.bodyText.contains("invalid_value"), "\(refused.bodyText)")
+        #expect(refused.bodyText.contains("no_seen_reports"), "\(refused.bodyText)")
+
+        // A schema that lacks the fetch's function is Herald's failure, not the app's nor a retry's.
+        try await endpoint.db.execute(
+            """
+            ALTER FUNCTION herald.pending_notifications(text, timestamptz, int, text) RENAME TO pending_elsewhere
+            """)
+        let broken = try await endpoint.request("GET", "/v1/pending/\(reference)")
+        #expect(broken.status == 500, "\(broken.bodyText)")
+        #expect(!broken.bodyText.contains("pending_notifications"), "\(broken.bodyText)")
+
+        // The endpoint's session ends under it: the database is unavailable (once; then it reconnects).
+        try await endpoint.db.execute(
+            """
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+            """)
+        let lost = try await endpoint.request("GET", "/v1/pending/\(reference)")
+        #expect(lost.status == 503, "\(lost.bodyText)")
+        #expect(lost.bodyText.contains("unavailable"), "\(lost.bodyText)")
+    }
 }
