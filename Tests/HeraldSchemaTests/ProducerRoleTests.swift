@@ -91,7 +91,9 @@ import Testing
             "INSERT INTO herald.notifications (app_id, user_ref, title, reason) VALUES ('shop', 'alice', 'x', 'forged')",
             "INSERT INTO herald.notifications (app_id, user_ref, title, created_at) VALUES ('shop', 'alice', 'x', '2000-01-01')",
         ] {
-            let error = await #expect(throws: PostgresError.self, "\(forbidden)") { try await producer.execute(forbidden) }
+            let error = await #expect(throws: PostgresError.self, "\(forbidden)") {
+                try await producer.execute(forbidden)
+            }
             #expect(error?.sqlState == "42501", "\(forbidden): \(error?.message ?? "")")
         }
         // The rival's device is untouched.

@@ -35,7 +35,8 @@ import Testing
         ]
         var ids: [Int64] = []
         for (arguments, _) in cases { ids.append(try await send(f, "user_ref => 'alice', \(arguments)")) }
-        let healthy = try await send(f, "user_ref => 'alice', title => 'fine', expires_at => now() + interval '27 days'")
+        let healthy = try await send(
+            f, "user_ref => 'alice', title => 'fine', expires_at => now() + interval '27 days'")
         try await f.ingest()
         for (id, (arguments, expected)) in zip(ids, cases) {
             let outcome = try await notification(id, in: f)
@@ -81,7 +82,8 @@ import Testing
         let endpoint = try await f.registerBrowser("bad", user: "bob")
         // 65 bytes, 0x04 first, not on P-256: refused at the door.
         let offCurve = [UInt8]([4]) + [UInt8](repeating: 1, count: 64)
-        let json = #"{"endpoint": "\#(endpoint)", "keys": {"p256dh": "\#(Self.base64url(offCurve))", "auth": "AAAAAAAAAAAAAAAAAAAAAA"}}"#
+        let json =
+            #"{"endpoint": "\#(endpoint)", "keys": {"p256dh": "\#(Self.base64url(offCurve))", "auth": "AAAAAAAAAAAAAAAAAAAAAA"}}"#
         let error = await #expect(throws: PostgresError.self) {
             try await f.db.query("SELECT herald.register_device('shop', 'bad2', 'web', $1)", [json])
         }
@@ -141,10 +143,12 @@ import Testing
 
     @Test func webPushEndpointsAreUntrusted() async throws {
         let f = try await WorkerFixture.make(webPush: true)
-        let keys = #""keys": {"p256dh": "BHSehLMcX8B5iv4N9MxLc7AL7B04aPj62EFHgdUi7qCvGA0c-olHUWKFyFoMsqe-Quncw_8kHuAuHuFpDZdkEe8", "auth": "AAAAAAAAAAAAAAAAAAAAAA"}"#
+        let keys =
+            #""keys": {"p256dh": "BHSehLMcX8B5iv4N9MxLc7AL7B04aPj62EFHgdUi7qCvGA0c-olHUWKFyFoMsqe-Quncw_8kHuAuHuFpDZdkEe8", "auth": "AAAAAAAAAAAAAAAAAAAAAA"}"#
         func register(_ endpoint: String) async throws {
             _ = try await f.db.query(
-                "SELECT herald.register_device('shop', 'web-x', 'web', $1)", [#"{"endpoint": "\#(endpoint)", \#(keys)}"#])
+                "SELECT herald.register_device('shop', 'web-x', 'web', $1)",
+                [#"{"endpoint": "\#(endpoint)", \#(keys)}"#])
         }
         // The fixture's app allows the stand-in by name and address; a real app allows only
         // the browsers' push services.
@@ -173,7 +177,8 @@ import Testing
         try await f.db.execute("UPDATE herald.apps SET web_push_hosts = '{*}', web_push_private_addresses = true")
         let endpoint = try await f.registerBrowser("chrome")
         try await f.db.execute(
-            "UPDATE herald.devices SET push_token = replace(push_token, '127.0.0.1', 'localhost') WHERE device_id = 'chrome'")
+            "UPDATE herald.devices SET push_token = replace(push_token, '127.0.0.1', 'localhost') WHERE device_id = 'chrome'"
+        )
         try await f.db.execute("UPDATE herald.apps SET web_push_private_addresses = false")
         _ = try await send(f, "user_ref => 'alice', title => 'hi'")
         try await f.ingest()
@@ -267,7 +272,8 @@ import Testing
         var unhealthy: [(Int64, String)] = []
         var refused = 0
         for round in 0..<40 {
-            healthy.append(try await send(f, "user_ref => 'alice', title => 'healthy \(round)', collapse_key => 'c\(round)'"))
+            healthy.append(
+                try await send(f, "user_ref => 'alice', title => 'healthy \(round)', collapse_key => 'c\(round)'"))
             for _ in 0..<2 {
                 var values = [hostile[Int(random.next() % UInt64(hostile.count))]]
                 if random.next() % 2 == 0 { values.append(hostile[Int(random.next() % UInt64(hostile.count))]) }

@@ -208,7 +208,8 @@ import Testing
         #expect(
             try await register(
                 f, "browser", "web",
-                subscription(endpoint: "https://updates.push.services.mozilla.com/2", auth: "BTBZMqHH6r4Tts7J_aSIgg==")) == "registered")
+                subscription(endpoint: "https://updates.push.services.mozilla.com/2", auth: "BTBZMqHH6r4Tts7J_aSIgg=="))
+                == "registered")
         // Moving to a phone drops the keys.
         #expect(try await register(f, "browser", "android", "tok-android") == "registered")
         #expect(try await f.herald.query("SELECT web_p256dh IS NULL FROM herald.devices")[0].decode(0, as: Bool.self))

@@ -92,7 +92,8 @@ public actor Senders {
                     "app \(app) sends to browsers but has no VAPID key: set herald.apps.vapid_key_file and vapid_subject"
                         + " (herald vapid-key makes a key)"))
         }
-        if let cached = webPushClients[app], cached.file == keyFile, cached.subject == subject, cached.policy == policy {
+        if let cached = webPushClients[app], cached.file == keyFile, cached.subject == subject, cached.policy == policy
+        {
             return .success(cached.client)
         }
         do {
