@@ -40,6 +40,20 @@ $$;
 
 
 --
+-- Name: are_host_patterns(text[]); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.are_host_patterns(patterns text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    SELECT array_ndims(patterns) = 1
+       AND NOT EXISTS (SELECT 1 FROM unnest(patterns) AS p(pattern)
+                       WHERE p.pattern IS NULL
+                          OR p.pattern !~ '^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])$');
+$_$;
+
+
+--
 -- Name: base64url_decode(text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -110,7 +124,8 @@ CREATE TABLE herald.apps (
     CONSTRAINT apps_fcm_project_id_check CHECK ((fcm_project_id <> ''::text)),
     CONSTRAINT apps_ios_transport_check CHECK ((ios_transport = ANY (ARRAY['fcm'::text, 'apns'::text]))),
     CONSTRAINT apps_vapid_subject_check CHECK (((vapid_subject ~~ 'mailto:%'::text) OR (vapid_subject ~~ 'https://%'::text))),
-    CONSTRAINT "direct APNs needs a bundle id and a key or a certificate" CHECK (((ios_transport = 'fcm'::text) OR ((apns_bundle_id IS NOT NULL) AND (((apns_key_file IS NOT NULL) AND (apns_team_id IS NOT NULL) AND (apns_key_id IS NOT NULL)) OR (apns_certificate_file IS NOT NULL)))))
+    CONSTRAINT "direct APNs needs a bundle id and a key or a certificate" CHECK (((ios_transport = 'fcm'::text) OR ((apns_bundle_id IS NOT NULL) AND (((apns_key_file IS NOT NULL) AND (apns_team_id IS NOT NULL) AND (apns_key_id IS NOT NULL)) OR (apns_certificate_file IS NOT NULL))))),
+    CONSTRAINT "web_push_hosts lists host names, *.domain or *" CHECK (((cardinality(web_push_hosts) = 0) OR herald.are_host_patterns(web_push_hosts)))
 );
 
 
@@ -139,7 +154,12 @@ CREATE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) R
 DECLARE
     host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
 BEGIN
-    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]' THEN
+    -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
+    -- 0x7f000001), is an address in one of the shorthands resolvers accept: only an address
+    -- written as four decimal numbers is taken.
+    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]'
+       OR ((host ~ '(^|\.)[0-9]+$' OR host ~* '^0x')
+           AND host !~ '^(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}$') THEN
         RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
@@ -196,7 +216,9 @@ CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integ
            n.app_id, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
            a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
            a.apns_certificate_file,
-           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+           -- A browser's route only: the hosts it may name, and whether they may be private.
+           CASE WHEN c.payload_kind = 'web' THEN coalesce(a.web_push_hosts, herald.default_web_push_hosts()) END,
+           a.web_push_private_addresses,
            CASE WHEN c.payload_kind = 'web' THEN p.web
                 WHEN dev.token_kind = 'apns_device_token' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
@@ -608,8 +630,9 @@ BEGIN
         RETURN false;  -- a name
     END;
     RETURN address <<= ANY ('{0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12,
-                             192.168.0.0/16, 224.0.0.0/4, 240.0.0.0/4, ::/128, ::1/128, ::ffff:0.0.0.0/96,
-                             fc00::/7, fe80::/10, ff00::/8}'::inet[]);
+                             192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4, ::/128, ::1/128,
+                             ::ffff:0.0.0.0/96, 64:ff9b::/96, 100::/64, 2002::/16, fc00::/7, fe80::/10,
+                             ff00::/8}'::inet[]);
 END;
 $$;
 
@@ -739,6 +762,20 @@ BEGIN
     ORDER BY d.sent_at DESC, d.id DESC
     LIMIT max_count;
 END;
+$$;
+
+
+--
+-- Name: producer_app_ids(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.producer_app_ids() RETURNS text[]
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce(array_agg(DISTINCT g.app_id), '{}')
+    FROM herald.producer_apps g
+    WHERE pg_has_role(session_user, g.producer, 'MEMBER');
 $$;
 
 
@@ -2027,7 +2064,7 @@ ALTER TABLE ONLY herald.devices
 --
 
 ALTER TABLE ONLY herald.producer_apps
-    ADD CONSTRAINT producer_apps_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON DELETE CASCADE;
+    ADD CONSTRAINT producer_apps_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 
 --
@@ -2063,14 +2100,14 @@ ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;
 -- Name: notifications only apps granted in herald.producer_apps; Type: POLICY; Schema: herald; Owner: -
 --
 
-CREATE POLICY "only apps granted in herald.producer_apps" ON herald.notifications AS RESTRICTIVE FOR INSERT TO herald_producer WITH CHECK (herald.acts_for(app_id));
+CREATE POLICY "only apps granted in herald.producer_apps" ON herald.notifications AS RESTRICTIVE FOR INSERT TO herald_producer WITH CHECK ((app_id = ANY (( SELECT herald.producer_app_ids() AS producer_app_ids)::text[])));
 
 
 --
 -- Name: notifications producers read their apps' rows only; Type: POLICY; Schema: herald; Owner: -
 --
 
-CREATE POLICY "producers read their apps' rows only" ON herald.notifications AS RESTRICTIVE FOR SELECT TO herald_producer USING (herald.acts_for(app_id));
+CREATE POLICY "producers read their apps' rows only" ON herald.notifications AS RESTRICTIVE FOR SELECT TO herald_producer USING ((app_id = ANY (( SELECT herald.producer_app_ids() AS producer_app_ids)::text[])));
 
 
 --
@@ -2089,6 +2126,15 @@ GRANT USAGE ON SCHEMA herald TO herald_daemon;
 REVOKE ALL ON FUNCTION herald.acts_for(app text) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_daemon;
 GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_producer;
+
+
+--
+-- Name: FUNCTION are_host_patterns(patterns text[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.are_host_patterns(patterns text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.are_host_patterns(patterns text[]) TO herald_daemon;
+GRANT ALL ON FUNCTION herald.are_host_patterns(patterns text[]) TO herald_operator;
 
 
 --
@@ -2283,6 +2329,15 @@ GRANT ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigi
 REVOKE ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) TO herald_producer;
 GRANT ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION producer_app_ids(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.producer_app_ids() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_daemon;
+GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
 
 
 --

@@ -26,7 +26,7 @@
 --     INSERT INTO herald.producer_apps (producer, app_id) VALUES ('shop_backend', 'shop');
 CREATE TABLE herald.producer_apps (
     producer regrole NOT NULL,
-    app_id text NOT NULL REFERENCES herald.apps ON DELETE CASCADE,
+    app_id text NOT NULL REFERENCES herald.apps ON UPDATE CASCADE ON DELETE CASCADE,
     granted_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (producer, app_id)
 );
@@ -40,6 +40,15 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
         OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
         OR EXISTS (SELECT 1 FROM herald.producer_apps g
                    WHERE g.app_id = app AND pg_has_role(session_user, g.producer, 'MEMBER'));
+$$;
+
+-- The apps this session acts for as a producer, for row-level security: one call per
+-- statement (an InitPlan), not one per row.
+CREATE FUNCTION herald.producer_app_ids() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(DISTINCT g.app_id), '{}')
+    FROM herald.producer_apps g
+    WHERE pg_has_role(session_user, g.producer, 'MEMBER');
 $$;
 
 -- Refuses, with what to do, a session that may not act for the app. The same words for an
@@ -69,12 +78,17 @@ ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;
 -- Everyone else keeps what their privileges allow; producers are narrowed to their apps.
 CREATE POLICY "as privileges allow" ON herald.notifications USING (true) WITH CHECK (true);
 CREATE POLICY "only apps granted in herald.producer_apps" ON herald.notifications AS RESTRICTIVE
-    FOR INSERT TO herald_producer WITH CHECK (herald.acts_for(app_id));
+    FOR INSERT TO herald_producer WITH CHECK (app_id = ANY ((SELECT herald.producer_app_ids())::text[]));
 CREATE POLICY "producers read their apps' rows only" ON herald.notifications AS RESTRICTIVE
-    FOR SELECT TO herald_producer USING (herald.acts_for(app_id));
+    FOR SELECT TO herald_producer USING (app_id = ANY ((SELECT herald.producer_app_ids())::text[]));
 
 -- Herald's wake-ups use herald-wakeup-<id>; a producer's key there would make reconcile fail.
--- NOT VALID: rows from before are left as they are.
+-- NOT VALID: rows from before are left as they are, except those still waiting for ingest,
+-- whose update by ingest the constraint would refuse: they are rejected here, with the reason.
+UPDATE herald.notifications
+SET state = 'rejected', ingested_at = now(),
+    reason = 'idempotency keys starting with herald- are Herald''s own: send it again with another key'
+WHERE state = 'received' AND origin = 'producer' AND idempotency_key LIKE 'herald-%';
 ALTER TABLE herald.notifications ADD CONSTRAINT "idempotency keys starting with herald- are Herald's own"
     CHECK (origin <> 'producer' OR idempotency_key NOT LIKE 'herald-%') NOT VALID;
 
@@ -85,8 +99,19 @@ CREATE FUNCTION herald.max_schedule() RETURNS interval LANGUAGE sql IMMUTABLE AS
 
 -- Where an app's browsers may be sent. A subscription's endpoint is a URL chosen by whoever
 -- registers a browser, and Herald POSTs to it: by default only the push services browsers use.
+-- Whether every element is a host pattern: a host name, *.domain, *, or a bracketed IPv6 address.
+CREATE FUNCTION herald.are_host_patterns(patterns text[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT array_ndims(patterns) = 1
+       AND NOT EXISTS (SELECT 1 FROM unnest(patterns) AS p(pattern)
+                       WHERE p.pattern IS NULL
+                          OR p.pattern !~ '^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])$');
+$$;
+
 ALTER TABLE herald.apps
-    ADD COLUMN web_push_hosts text[],
+    ADD COLUMN web_push_hosts text[]
+        CONSTRAINT "web_push_hosts lists host names, *.domain or *"
+        CHECK (cardinality(web_push_hosts) = 0 OR herald.are_host_patterns(web_push_hosts)),
     ADD COLUMN web_push_private_addresses boolean NOT NULL DEFAULT false;
 COMMENT ON COLUMN herald.apps.web_push_hosts IS
     'push service hosts the app''s browsers may name: host, *.domain or *; NULL: herald.default_web_push_hosts()';
@@ -123,8 +148,9 @@ BEGIN
         RETURN false;  -- a name
     END;
     RETURN address <<= ANY ('{0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12,
-                             192.168.0.0/16, 224.0.0.0/4, 240.0.0.0/4, ::/128, ::1/128, ::ffff:0.0.0.0/96,
-                             fc00::/7, fe80::/10, ff00::/8}'::inet[]);
+                             192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4, ::/128, ::1/128,
+                             ::ffff:0.0.0.0/96, 64:ff9b::/96, 100::/64, 2002::/16, fc00::/7, fe80::/10,
+                             ff00::/8}'::inet[]);
 END;
 $$;
 
@@ -153,7 +179,12 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
 BEGIN
-    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]' THEN
+    -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
+    -- 0x7f000001), is an address in one of the shorthands resolvers accept: only an address
+    -- written as four decimal numbers is taken.
+    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]'
+       OR ((host ~ '(^|\.)[0-9]+$' OR host ~* '^0x')
+           AND host !~ '^(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}$') THEN
         RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
@@ -758,7 +789,9 @@ CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integ
            n.app_id, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
            a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
            a.apns_certificate_file,
-           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+           -- A browser's route only: the hosts it may name, and whether they may be private.
+           CASE WHEN c.payload_kind = 'web' THEN coalesce(a.web_push_hosts, herald.default_web_push_hosts()) END,
+           a.web_push_private_addresses,
            CASE WHEN c.payload_kind = 'web' THEN p.web
                 WHEN dev.token_kind = 'apns_device_token' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
@@ -782,13 +815,15 @@ GRANT EXECUTE ON FUNCTION herald.claim_deliveries(timestamptz, int, text, interv
 
 -- Functions are not executable by everyone (migration 003); the producer runs the checks that
 -- its functions and its row-level security call.
-REVOKE ALL ON FUNCTION herald.acts_for(text), herald.check_acts_for(text, text), herald.max_ttl(),
+REVOKE ALL ON FUNCTION herald.acts_for(text), herald.producer_app_ids(), herald.are_host_patterns(text[]),
+    herald.check_acts_for(text, text), herald.max_ttl(),
     herald.max_schedule(), herald.default_web_push_hosts(), herald.web_push_host_allowed(text, text[]),
     herald.is_private_host(text), herald.is_p256_point(bytea), herald.check_web_push_endpoint(text, herald.apps),
     herald.clear_idle_config_problems(timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION herald.acts_for(text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.acts_for(text), herald.producer_app_ids() TO herald_producer;
 
 -- Operators add and configure apps and grant them to producers.
 GRANT SELECT, INSERT, UPDATE, DELETE ON herald.apps TO herald_operator;
 GRANT SELECT, INSERT, DELETE ON herald.producer_apps TO herald_operator;
-GRANT EXECUTE ON FUNCTION herald.default_web_push_hosts() TO herald_operator;
+-- (are_host_patterns: the apps table's CHECK runs it as whoever writes the row.)
+GRANT EXECUTE ON FUNCTION herald.default_web_push_hosts(), herald.are_host_patterns(text[]) TO herald_operator;

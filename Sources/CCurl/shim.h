@@ -113,6 +113,8 @@ static inline int herald_classify_ipv4(uint32_t a) {
     if ((a >> 22) == (100u << 2 | 1)) return HERALD_ADDRESS_SHARED;          // 100.64/10, carrier-grade NAT
     if ((a >> 28) == 0xE) return HERALD_ADDRESS_MULTICAST;                   // 224/4
     if ((a >> 28) == 0xF) return HERALD_ADDRESS_RESERVED;                    // 240/4 and 255.255.255.255
+    if ((a >> 8) == 0xC00000) return HERALD_ADDRESS_RESERVED;                // 192.0.0/24, protocol assignments
+    if ((a >> 17) == (0xC612u >> 1)) return HERALD_ADDRESS_RESERVED;          // 198.18/15, benchmarking
     return HERALD_ADDRESS_PUBLIC;
 }
 
@@ -122,6 +124,17 @@ static inline int herald_classify_ipv6(const unsigned char b[16]) {
     if (memcmp(b, zeros, 10) == 0 && b[10] == 0xFF && b[11] == 0xFF) {
         return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
     }
+    // NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address that a gateway reaches:
+    // judged as that address, so 64:ff9b::a9fe:a9fe is the metadata service it is.
+    static const unsigned char nat64[12] = {0x00, 0x64, 0xFF, 0x9B};
+    if (memcmp(b, nat64, 12) == 0) {
+        return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
+    }
+    if (b[0] == 0x20 && b[1] == 0x02) {
+        return herald_classify_ipv4((uint32_t)b[2] << 24 | (uint32_t)b[3] << 16 | (uint32_t)b[4] << 8 | b[5]);
+    }
+    static const unsigned char discard[8] = {0x01, 0x00};
+    if (memcmp(b, discard, 8) == 0) return HERALD_ADDRESS_RESERVED;  // 100::/64, discard-only
     if (memcmp(b, zeros, 15) == 0 && b[15] == 1) return HERALD_ADDRESS_LOOPBACK;  // ::1
     if (memcmp(b, zeros, 12) == 0) return HERALD_ADDRESS_UNSPECIFIED;  // ::, and the deprecated ::a.b.c.d
     if ((b[0] & 0xFE) == 0xFC) return HERALD_ADDRESS_PRIVATE;            // fc00::/7, unique local

@@ -176,6 +176,7 @@ actor APNsService {
         case .thirdPartyAuthError: Answer(status: 403, reason: "InvalidProviderToken")
         case .expiredProviderToken: Answer(status: 403, reason: "ExpiredProviderToken")
         case .invalidMessage: Answer(status: 400, reason: "BadExpirationDate")
+        case .garbledAnswer: Answer(status: 400, reason: "Bad\u{0}Reason\r\n\u{7}")
         case .slow: Answer(status: 200, reason: nil)
         }
     }

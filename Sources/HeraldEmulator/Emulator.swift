@@ -262,6 +262,7 @@ struct EmulatorRoutes {
             case "internal": behaviour = .internalError
             case "third_party_auth_error": behaviour = .thirdPartyAuthError
             case "invalid_message": behaviour = .invalidMessage
+            case "garbled_answer": behaviour = .garbledAnswer
             case "slow": behaviour = .slow(milliseconds: object["milliseconds"] as? Int ?? 1000)
             case nil, "none": behaviour = nil
             case let other?: return Self.json(400, "{\"error\":\(Self.quote("unknown behaviour \(other)"))}")

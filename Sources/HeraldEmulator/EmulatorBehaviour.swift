@@ -28,6 +28,9 @@ public enum EmulatorBehaviour: Sendable, Equatable {
     case thirdPartyAuthError
     /// 400 INVALID_ARGUMENT about the message, not the token.
     case invalidMessage
+    /// 400 whose text holds a NUL and other control characters, as a broken or hostile server
+    /// may answer (APNs: in its reason; FCM: in its message).
+    case garbledAnswer
     /// Answers normally, after a delay.
     case slow(milliseconds: Int)
 }

@@ -195,6 +195,8 @@ actor EmulatorState {
         case .invalidMessage:
             return fcmError(
                 400, "INVALID_ARGUMENT", "Request contains an invalid argument.", errorCode: "INVALID_ARGUMENT")
+        case .garbledAnswer:
+            return fcmError(400, "INVALID_ARGUMENT", "bad\u{0}argument\r\n\u{7}", errorCode: "INVALID_ARGUMENT")
         case .slow:
             return Answer(status: 200, json: "{}")
         }

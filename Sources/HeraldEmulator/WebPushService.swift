@@ -171,6 +171,7 @@ actor WebPushService {
         case .thirdPartyAuthError, .expiredProviderToken:
             return Answer(status: 403, text: "VAPID authorization refused: injected")
         case .invalidToken, .senderIDMismatch, .invalidMessage: return Answer(status: 400, text: "bad request")
+        case .garbledAnswer: return Answer(status: 400, text: "bad\u{0}request\r\n\u{7}")
         case .slow: return Answer(status: 201, text: "")
         }
     }

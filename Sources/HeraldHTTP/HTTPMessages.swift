@@ -93,10 +93,13 @@ public struct HTTPRequest: Sendable {
                     UInt8(ascii: "0")...UInt8(ascii: "9"):
                     return true
                 default:
-                    return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+                    return tokenSymbols.contains(byte)
                 }
             }
     }
+
+    /// The symbols `tchar` allows beside letters and digits (made once, not per byte).
+    private static let tokenSymbols = Set("!#$%&'*+-.^_`|~".utf8)
 
     /// A header name or method for a message: escaped, and short.
     static func quoted(_ text: String) -> String {

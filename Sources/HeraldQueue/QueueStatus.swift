@@ -31,6 +31,9 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var appProblems: [AppProblem] = []
+    /// Apps every producer may act for: granted to `herald_producer` itself, as migration 015
+    /// left the apps that existed before it.
+    public var openToEveryProducer: [String] = []
 
     public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
         var status = try await loadQueues(connection)
@@ -40,6 +43,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                 problem: try row.decode("config_error")
             )
         }
+        status.openToEveryProducer = try await connection.query(SQL.openToEveryProducer).map { try $0.decode(0) }
         return status
     }
 
@@ -60,6 +64,11 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     /// Things an operator should look at; empty when all is well.
     public func problems(maximumReadyAge: Double) -> [String] {
         var problems = appProblems.map { "app \($0.app), \($0.scope): \($0.problem) (waiting: \($0.waiting))" }
+        for app in openToEveryProducer {
+            problems.append(
+                "app \(app): every producer may act for it (granted to herald_producer): grant it to its producers' roles"
+                    + " in herald.producer_apps, then delete that row")
+        }
         for kind in kinds {
             if kind.dead > 0 {
                 problems.append(
@@ -97,6 +106,9 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     enum SQL {
         static let appProblems =
             "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
+        static let openToEveryProducer = """
+            SELECT app_id FROM herald.producer_apps WHERE producer = 'herald_producer'::regrole ORDER BY app_id
+            """
         static let queueDepth = """
             SELECT kind, ready, scheduled, running, lease_expired, dead,
                    extract(epoch FROM oldest_ready_age)::float8 AS oldest_ready_seconds

@@ -1,3 +1,4 @@
+import CCurl
 import FlyingFox
 import Foundation
 import HeraldTestSupport
@@ -141,5 +142,29 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
     ])
     func addressesAreClassified(address: String, kind: String) {
         #expect(addressKind(address) == kind, "\(address)")
+    }
+
+    /// Addresses that carry a private one inside (NAT64, 6to4) are judged as what they carry;
+    /// reserved ranges are not public.
+    @Test func addressesAreClassifiedByWhatTheyReach() {
+        func v6(_ text: String) -> Int32 {
+            var bytes = [UInt8](repeating: 0, count: 16)
+            #expect(inet_pton(AF_INET6, text, &bytes) == 1, "\(text)")
+            return herald_classify_ipv6(bytes)
+        }
+        func v4(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32) -> Int32 {
+            herald_classify_ipv4(a << 24 | b << 16 | c << 8 | d)
+        }
+        let publicKind = Int32(HERALD_ADDRESS_PUBLIC)
+        for blocked in [
+            v6("64:ff9b::a9fe:a9fe"), v6("64:ff9b::7f00:1"), v6("2002:a00:1::"), v6("100::1"), v6("::ffff:10.0.0.1"),
+            v6("::1"), v6("fe80::1"), v6("fd00::1"), v4(127, 0, 0, 1), v4(169, 254, 169, 254), v4(192, 0, 0, 8),
+            v4(198, 19, 1, 1), v4(100, 64, 0, 1),
+        ] {
+            #expect(blocked != publicKind)
+        }
+        for open in [v6("2a00:1450:4001::200e"), v6("64:ff9b::808:808"), v4(8, 8, 8, 8), v4(198, 20, 0, 1)] {
+            #expect(open == publicKind)
+        }
     }
 }

@@ -4,7 +4,7 @@ import HeraldTestSupport
 import Testing
 
 @Suite struct ProducerRoleTests {
-    @Test func producerCanEnqueueAndRegisterButReadsNothing() async throws {
+    @Test func producerEnqueuesAndRegistersButReadsOnlyItsNotificationsFate() async throws {
         let database = try await TestDatabase.create()
         let admin = try await database.connect()
         let login = "producer_\(database.name.suffix(8))"
@@ -96,6 +96,13 @@ import Testing
             }
             #expect(error?.sqlState == "42501", "\(forbidden): \(error?.message ?? "")")
         }
+        // Herald's own idempotency keys, by a plain INSERT too.
+        let reserved = await #expect(throws: PostgresError.self) {
+            try await producer.execute(
+                "INSERT INTO herald.notifications (app_id, user_ref, title, idempotency_key) VALUES ('shop', 'alice', 'x', 'herald-wakeup-9')"
+            )
+        }
+        #expect(reserved?.sqlState == "23514", "\(reserved?.message ?? "")")
         // The rival's device is untouched.
         let rival = try await admin.query(
             "SELECT push_token, disabled_at IS NULL FROM herald.devices WHERE device_id = 'r1'")[0]

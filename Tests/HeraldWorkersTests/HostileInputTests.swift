@@ -123,7 +123,8 @@ import Testing
         #expect(try await notification(tooLong, in: f).reason?.contains("collapse_key") == true)
         #expect(try await notification(category, in: f).reason?.contains("payload is about") == true)
 
-        // A row from before that check: the header is still safe, and both iPhones get theirs.
+        // A row from before that check: the payload builder digests the key into a safe header
+        // (the HTTP layer's own refusal is HostileRequestTests'), and both iPhones get theirs.
         let old = try await send(f, "user_ref => 'alice', title => 'old', collapse_key => 'fine'")
         _ = try await send(f, "user_ref => 'bob', title => 'other'")
         try await f.ingest()
@@ -159,12 +160,21 @@ import Testing
             ("https://evil.example/collect", "is not a push service"),
             ("https://fcm.googleapis.com/fcm/send/a\\r\\nb", "plain https:// URL"),
             ("https://user@fcm.googleapis.com/fcm/send/a", "plain https:// URL"),
+            // Shorthands resolvers read as 127.0.0.1.
+            ("https://127.1/x", "plain https:// URL"), ("https://2130706433/x", "plain https:// URL"),
+            ("https://0x7f000001/x", "plain https:// URL"),
         ] {
             let error = await #expect(throws: PostgresError.self, "\(endpoint)") { try await register(endpoint) }
             #expect(error?.message.contains(expected) == true, "\(endpoint): \(error?.message ?? "")")
         }
         try await register("https://fcm.googleapis.com/fcm/send/abc")
         try await register("https://updates.push.services.mozilla.com/wpush/v2/abc")
+        // The policy itself is checked: an operator's typo cannot break the app's claims.
+        for hosts in ["{NULL}", "{\"push .example\"}", "{{a},{b}}"] {
+            await #expect(throws: PostgresError.self, "\(hosts)") {
+                try await f.db.query("UPDATE herald.apps SET web_push_hosts = $1::text[]", [hosts])
+            }
+        }
         // An app that allows any host still never reaches a private address.
         try await f.db.execute("UPDATE herald.apps SET web_push_hosts = '{*}'")
         for endpoint in ["https://10.1.2.3/x", "https://[::1]:8443/x", "https://localhost:8443/x"] {
@@ -239,6 +249,30 @@ import Testing
         let left = try await f.db.query("SELECT app_id, scope FROM herald.app_config_problems ORDER BY app_id, scope")
             .map { "\(try $0.decode(0, as: String.self)) \(try $0.decode(1, as: String.self))" }
         #expect(left == ["shop apns", "shop fcm"], "\(left)")
+    }
+
+    /// Whatever a provider answers, its text is recorded: a NUL in a reason must not make the
+    /// record fail, which would repeat the whole batch's sends when the lease ends.
+    @Test func answersWithControlCharactersAreRecordedAndFailOnlyTheirDelivery() async throws {
+        let f = try await WorkerFixture.make(webPush: true, apns: true)
+        try await f.register("pixel", "android")
+        try await f.register("garbled-pixel", "android", user: "bob")
+        let iphone = try await f.registerIPhone("garbled-iphone", user: "bob")
+        let endpoint = try await f.registerBrowser("garbled-browser", user: "bob")
+        for token in ["token-garbled-pixel", iphone, endpoint] {
+            await f.emulator.setBehaviour(.garbledAnswer, forToken: token)
+        }
+        _ = try await send(f, "user_ref => 'bob', title => 'to the garbled'")
+        _ = try await send(f, "user_ref => 'alice', title => 'healthy'")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        for device in ["garbled-pixel", "garbled-iphone", "garbled-browser"] {
+            let delivery = try await f.delivery(of: device)
+            #expect(delivery.state == "failed", "\(device): \(delivery)")
+            #expect(delivery.error?.contains("\u{FFFD}") == true, "\(device): \(delivery)")
+        }
+        #expect(try await configurationProblems(f) == 0)
     }
 
     /// The principle, beside the findings: a stream of hostile rows of many kinds, alone and in

@@ -147,6 +147,8 @@ import Testing
             FROM generate_series(1, 4) AS n;
             SELECT herald.send('shop', user_ref => 'u' || n, title => 'before') FROM generate_series(1, 4) AS n;
             SELECT herald.ingest_next(10);
+            -- A producer's key in what became Herald's namespace, still waiting for ingest.
+            SELECT herald.send('shop', user_ref => 'u1', title => 'mine', idempotency_key => 'herald-wakeup-1');
             -- d1 waits out a backoff although its notification expired; d2 waits and is fine;
             -- d3 was sent long ago; d4 is due now.
             UPDATE herald.deliveries SET attempts = 1, run_at = now() + interval '1 hour'
@@ -160,6 +162,13 @@ import Testing
 
         #expect(try await Migrator().migrate(db) == [0, 13, 14, 15])
         #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == before)
+        // Migration 015: the app stays open to every producer, and status says so; the waiting
+        // notification whose key is now Herald's is rejected with the reason, not left to stall ingest.
+        #expect(try await QueueStatus.load(db).openToEveryProducer == ["shop"])
+        let herald = try await db.query(
+            "SELECT state, reason FROM herald.notifications WHERE idempotency_key = 'herald-wakeup-1'")[0]
+        #expect(try herald.decode(0, as: String.self) == "rejected")
+        #expect(try herald.decode(1, as: String.self).contains("Herald's own"))
 
         let context = WorkerContext(connection: db, clock: SystemClock(), logger: Logger(label: "test"))
         _ = try await RetryWorker(context: context).runBatch(limit: 10) { false }

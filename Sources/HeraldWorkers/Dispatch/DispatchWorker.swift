@@ -276,6 +276,13 @@ public struct DispatchWorker: BatchWorker {
         }
     }
 
+    /// Text a provider wrote (a reason, a message id), as PostgreSQL text can hold it: a NUL
+    /// becomes U+FFFD. Whatever a server answers, its record must not fail, or the batch's
+    /// sends would be repeated when their lease ends.
+    static func storable(_ text: String) -> String {
+        text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
+    }
+
     /// Leases up to `limit` due deliveries and reads them (``SQL/claim``). A row that cannot be
     /// read (whatever it holds: a value out of Swift's range, a column out of step) is not sent
     /// and ends `failed` with the reason; the rest of the batch goes on.
@@ -341,7 +348,7 @@ public struct DispatchWorker: BatchWorker {
             apnsKeyID: try row.decode("apns_key_id", as: String?.self),
             apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
             apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
-            webPushHosts: try row.decode("web_push_hosts", as: [String].self),
+            webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
             webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
             configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
     }
@@ -390,9 +397,9 @@ public struct DispatchWorker: BatchWorker {
         for (id, result) in results {
             ids.append(id)
             states.append(result.state.rawValue)
-            names.append(result.messageName)
-            uniqueIDs.append(result.uniqueID)
-            errors.append(result.error)
+            names.append(result.messageName.map(Self.storable))
+            uniqueIDs.append(result.uniqueID.map(Self.storable))
+            errors.append(result.error.map(Self.storable))
             let answeredAt = result.answeredAt ?? now
             answered.append(answeredAt.timeIntervalSince1970)
             nextRun.append(result.dueAgain?.timeIntervalSince1970)
@@ -404,8 +411,8 @@ public struct DispatchWorker: BatchWorker {
             SQL.record,
             [
                 ids, states, names, errors, answered, nextRun, givenBack, dead, context.workerID,
-                disabled.map(\.id), disabled.map(\.token), disabled.map(\.reason), now,
-                scopes.map(\.app), scopes.map(\.scope.rawValue), scopes.map { problems[$0] ?? nil },
+                disabled.map(\.id), disabled.map(\.token), disabled.map { Self.storable($0.reason) }, now,
+                scopes.map(\.app), scopes.map(\.scope.rawValue), scopes.map { (problems[$0] ?? nil).map(Self.storable) },
                 uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
             ])
     }
