@@ -25,9 +25,11 @@ public final class HTTPClient: Sendable {
         public var maxConnections: Int = 16
         /// Streams per HTTP/2 connection, at most (the server's own limit also applies). Default 100.
         ///
-        /// At most `maxConnectionsPerHost × maxConcurrentStreams` transfers are handed to libcurl
-        /// at once; the rest wait in the client's own queue. libcurl 7.88 can stall transfers
-        /// that it parks itself while waiting for a free stream.
+        /// At most `maxConnectionsPerHost × maxConcurrentStreams` transfers per origin (and
+        /// `maxConnections × maxConcurrentStreams` in all) are handed to libcurl at once; the
+        /// rest wait in the client's own queue, per origin, so a server that stops answering
+        /// holds back only its own requests. libcurl 7.88 can stall transfers that it parks
+        /// itself while waiting for a free stream.
         public var maxConcurrentStreams: Int = 100
         /// Time limit for a request that names none. Default 30 s.
         public var timeout: Duration = .seconds(30)
@@ -167,6 +169,8 @@ final class Transfer: @unchecked Sendable {
     // Touched only on the loop thread after submission.
     let request: HTTPRequest
     let complete: (Result<HTTPResponse, HTTPClientError>) -> Void
+    /// `scheme://host[:port]`: transfers wait for room per origin.
+    let origin: Substring
     var body: [UInt8] = []
     var headerBlock: [UInt8] = []
     var headerList: UnsafeMutablePointer<curl_slist>?
@@ -179,7 +183,13 @@ final class Transfer: @unchecked Sendable {
     init(request: HTTPRequest, complete: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         self.request = request
         self.complete = complete
+        origin = Self.origin(of: request.url)
         errorBuffer.initialize(to: 0)
+    }
+
+    static func origin(of url: String) -> Substring {
+        guard let scheme = url.range(of: "://") else { return url[...] }
+        return url[..<(url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex)]
     }
 
     deinit {
@@ -209,10 +219,24 @@ final class TransferLoop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idleHandles: [UnsafeMutableRawPointer] = []
-    /// Submitted but not yet handed to libcurl, oldest first (read from `queueHead`).
-    private var queued: [Transfer] = []
-    private var queueHead = 0
-    private var activeLimit: Int { configuration.maxConnectionsPerHost * configuration.maxConcurrentStreams }
+    /// Transfers of one origin: submitted but not yet handed to libcurl (oldest first, read
+    /// from `head`), and how many are with libcurl.
+    private struct OriginQueue {
+        var waiting: [Transfer] = []
+        var head = 0
+        var active = 0
+    }
+
+    /// Per origin, so that a server that stops answering holds only its own transfers: its
+    /// streams fill up to `originLimit` and the rest of its requests wait here, while every
+    /// other origin's go on (one shared queue would put them behind the stuck ones).
+    private var origins: [Substring: OriginQueue] = [:]
+    /// Origins with transfers waiting.
+    private var waitingOrigins: Set<Substring> = []
+    /// At most this many transfers per origin with libcurl: its connections' streams. libcurl
+    /// 7.88 can stall transfers that it parks itself while waiting for a free stream.
+    private var originLimit: Int { configuration.maxConnectionsPerHost * configuration.maxConcurrentStreams }
+    private var activeLimit: Int { configuration.maxConnections * configuration.maxConcurrentStreams }
     /// The multi handle's sockets, corked while `curl_multi_perform` writes (see `perform()`).
     private let sockets = UnsafeMutablePointer<herald_socket_set>.allocate(capacity: 1)
 
@@ -277,8 +301,9 @@ final class TransferLoop: @unchecked Sendable {
             }
             if stopping {
                 let error = HTTPClientError(kind: .shutdown, curlCode: 0, message: "the HTTP client was shut down")
-                (queued[queueHead...] + arrivals).forEach { $0.complete(.failure(error)) }
-                queued.removeAll()
+                for queue in origins.values { queue.waiting[queue.head...].forEach { $0.complete(.failure(error)) } }
+                arrivals.forEach { $0.complete(.failure(error)) }
+                origins.removeAll()
                 for transfer in active.values {
                     if let easy = transfer.easy {
                         curl_multi_remove_handle(multi, easy)
@@ -292,7 +317,10 @@ final class TransferLoop: @unchecked Sendable {
                 sockets.deallocate()
                 return
             }
-            queued.append(contentsOf: arrivals)
+            for transfer in arrivals {
+                origins[transfer.origin, default: OriginQueue()].waiting.append(transfer)
+                waitingOrigins.insert(transfer.origin)
+            }
             startQueued()
             perform()
             collectFinished()
@@ -315,15 +343,23 @@ final class TransferLoop: @unchecked Sendable {
         herald_socket_set_cork(sockets, 0)
     }
 
-    /// Hands queued transfers to libcurl while fewer than `activeLimit` are in flight.
+    /// Hands waiting transfers to libcurl, each origin's while it has fewer than `originLimit`
+    /// with libcurl, and all of them while fewer than `activeLimit`.
     private func startQueued() {
-        while queueHead < queued.count && active.count < activeLimit {
-            start(queued[queueHead])
-            queueHead += 1
-        }
-        if queueHead == queued.count {
-            queued.removeAll(keepingCapacity: true)
-            queueHead = 0
+        for origin in waitingOrigins {
+            guard active.count < activeLimit else { return }
+            guard var queue = origins[origin] else { continue }
+            while queue.head < queue.waiting.count && queue.active < originLimit && active.count < activeLimit {
+                start(queue.waiting[queue.head])
+                queue.head += 1
+                queue.active += 1
+            }
+            if queue.head == queue.waiting.count {
+                queue.waiting.removeAll(keepingCapacity: true)
+                queue.head = 0
+                waitingOrigins.remove(origin)
+            }
+            origins[origin] = queue
         }
     }
 
@@ -405,6 +441,10 @@ final class TransferLoop: @unchecked Sendable {
             var privateData: UnsafeMutableRawPointer?
             herald_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
             guard let pointer = privateData, let transfer = active.removeValue(forKey: pointer) else { continue }
+            origins[transfer.origin]?.active -= 1
+            if let queue = origins[transfer.origin], queue.active == 0, queue.waiting.isEmpty {
+                origins[transfer.origin] = nil
+            }
             var status = 0
             var version = 0
             var connects = 0

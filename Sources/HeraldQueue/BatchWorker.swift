@@ -20,10 +20,15 @@ public protocol BatchWorker: Sendable {
     /// The longest wait between batches when no NOTIFY arrives, if the worker has its own;
     /// nil: `HERALD_POLL_INTERVAL`.
     var pollInterval: Duration? { get }
+
+    /// Waits for work a batch started and left running when it returned (dispatch's sends,
+    /// recorded as their answers come in), once the runner has stopped claiming.
+    func finish() async
 }
 
 extension BatchWorker {
     public var pollInterval: Duration? { nil }
+    public func finish() async {}
 }
 
 /// Records a batch's outcomes, trying again while the database is away: the work is done

@@ -70,6 +70,7 @@ public final class WorkerRunner: Service {
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }
         }
+        await worker.finish()
         logger.debug("worker stopped")
     }
 }

@@ -9,8 +9,10 @@ extension JobQueue {
 }
 
 extension BatchWorker {
-    /// Runs batches until one comes back short: everything due is done, in the caller's task.
+    /// Runs batches until one comes back short, and waits for what they left in flight:
+    /// everything due is done, in the caller's task.
     public func drain(batchSize: Int = 100) async throws {
         while try await runBatch(limit: batchSize, isStopping: { false }) == batchSize {}
+        await finish()
     }
 }

@@ -14,6 +14,9 @@ import Testing
 @Suite struct CrashSafetyTests {
     static let batch = 100
     static let concurrency = 2
+    /// Routes the load sends on (FCM for the phones, APNs for the iPhones): each dispatch loop
+    /// has up to a claim's worth in flight per route.
+    static let routes = 2
 
     @Test func killingTheDaemonMidSendLosesNothing() async throws {
         let count = 3000
@@ -47,7 +50,7 @@ import Testing
         #expect(await survivor.waitForExit(timeout: .seconds(10)))
 
         let sends = try await load.checkNothingLost(
-            db, notifications: count, window: kills * Self.batch * Self.concurrency)
+            db, notifications: count, window: kills * Self.batch * Self.concurrency * Self.routes)
         let throughAPNs = await load.emulator.apnsReceived.count
         print(
             "crash safety: \(kills) kills, \(count) deliveries (half straight to APNs), \(sends); \(throughAPNs) to APNs"

@@ -2,6 +2,7 @@ import FlyingFox
 import Foundation
 import HeraldHTTP
 import HeraldTestSupport
+import Synchronization
 import Testing
 
 // FlyingFox (the local test server) has types of the same names.
@@ -153,4 +154,44 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         }
         #expect(error?.kind == .shutdown)
     }
+}
+
+/// A server that stops answering holds back only its own requests.
+@Suite struct OriginIsolationTests {
+    @Test func requestsToAStuckServerDoNotQueueAnotherServersRequests() async throws {
+        let nginx = try await NginxStandIn.start()
+        let hole = try BlackHole()
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = nginx.caBundle
+        // Room for 2 transfers per origin: the stuck server's 4 requests fill its own, and 2 wait.
+        configuration.maxConnectionsPerHost = 1
+        configuration.maxConcurrentStreams = 2
+        configuration.threads = 1
+        let client = HTTPClient(configuration: configuration)
+        let order = Arrivals()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    _ = try? await client.send(HTTPRequest(url: hole.baseURL + "/push", timeout: .seconds(2)))
+                    order.append("stuck")
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(200))
+                let response = try? await client.send(
+                    HTTPRequest(url: nginx.baseURL + "/v1/projects/p/messages:send", body: Array("{}".utf8)))
+                order.append(response?.status == 200 ? "healthy" : "healthy failed")
+            }
+        }
+        let seen = order.seen
+        #expect(seen.first == "healthy", "\(seen)")
+        #expect(seen.filter { $0 == "stuck" }.count == 4)
+    }
+}
+
+/// What completed, in order.
+private final class Arrivals: Sendable {
+    private let list = Mutex<[String]>([])
+    func append(_ name: String) { list.withLock { $0.append(name) } }
+    var seen: [String] { list.withLock { $0 } }
 }

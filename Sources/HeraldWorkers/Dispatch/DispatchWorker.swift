@@ -25,6 +25,9 @@ public struct DispatchWorker: BatchWorker {
     public let kind = WorkerKind.dispatch.rawValue
     let context: WorkerContext
     let secret = SecretCache()
+    /// Each route's deliveries in flight, and the sends this loop has started.
+    let windows = RouteWindows()
+    let inFlight = InFlightTasks()
     private let claimDuration = Metrics.Timer(
         label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.dispatch.rawValue)])
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
@@ -66,8 +69,58 @@ public struct DispatchWorker: BatchWorker {
         claimDuration.record(duration: ContinuousClock.now - claimedAt)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
 
-        var (results, problems) = await send(claimed, builder: builder, now: now)
-        results.merge(unreadable) { sent, _ in sent }
+        var (settled, routes) = decide(claimed, now: now)
+        settled.merge(unreadable) { decided, _ in decided }
+        // Each route goes out on its own and records its own outcomes when its answers are in,
+        // while this loop claims again: a slow provider holds back only its own deliveries. A
+        // route whose window is full takes no more; what it cannot take waits (postponed,
+        // not an attempt), so a slow route holds at most its window of leases.
+        let admissions = await windows.admit(
+            routes.mapValues(\.count), window: limit, patience: Self.routePatience, isStopping: isStopping)
+        for (key, batch) in routes {
+            let admission = admissions[key] ?? .init(count: 0, wait: RouteWindows.slowAfter)
+            for delivery in batch.dropFirst(admission.count) {
+                settled[delivery.deliveryID] = Self.saturated(key, wait: admission.wait)
+            }
+            if admission.count < batch.count {
+                windows.noteSaturated(key, postponed: batch.count - admission.count, logger: context.logger)
+            }
+            guard admission.count > 0, let ticket = admission.ticket else { continue }
+            let part = Array(batch.prefix(admission.count))
+            inFlight.start { [self] in
+                let (results, problems) = await send(route: key, part, builder: builder, now: now)
+                await recordOutcomes(results, of: part, problems: problems, claimedAt: claimedAt, now: now)
+                windows.release(key, ticket: ticket)
+            }
+        }
+        if !settled.isEmpty {
+            await recordOutcomes(settled, of: claimed, problems: [:], claimedAt: claimedAt, now: now)
+        }
+        return claimed.count + unreadable.count
+    }
+
+    /// Waits for the routes' sends still in flight to be recorded (at shutdown, or at the end
+    /// of a test's drain).
+    public func finish() async { await inFlight.waitAll() }
+
+    /// How long a claim waits for room in a route's window before what does not fit is
+    /// postponed, while the route is not slow (a healthy route frees room within milliseconds).
+    static let routePatience: Duration = .milliseconds(500)
+
+    /// Schedules what stays queued, counts the outcomes and records them with their leases
+    /// released (``record(_:disabled:problems:now:)``), keeping them while the database is away
+    /// until the lease taken at `claimedAt` runs out.
+    func recordOutcomes(
+        _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],
+        claimedAt: ContinuousClock.Instant, now: Date
+    ) async {
+        let deliveries = Dictionary(uniqueKeysWithValues: batch.map { ($0.deliveryID, $0) })
+        var results = results
+        // Every delivery left queued goes to the retry policy: when it is due again, or dead.
+        for (id, result) in results where result.retry != nil {
+            results[id] = RetryWorker.schedule(
+                result, attempts: deliveries[id]?.attempts ?? 1, now: now, backoff: context.backoff)
+        }
         var sendsByOutcome: [String: Int] = [:]
         var finished: [String: Int] = [:]
         for result in results.values {
@@ -79,7 +132,6 @@ public struct DispatchWorker: BatchWorker {
             Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
         countFinished(kind: kind, finished)
-        let deliveries = Dictionary(uniqueKeysWithValues: claimed.map { ($0.deliveryID, $0) })
         let disabled = Self.deadTokens(results, deliveries)
         let recorded = await recordWithinLease(
             until: claimedAt.advanced(by: context.lease), logger: context.logger, items: results.count
@@ -95,15 +147,14 @@ public struct DispatchWorker: BatchWorker {
                     ])
             }
         }
-        return results.count
     }
 
-    /// Decides every claimed delivery: those that cannot or need not be sent end here, the rest
-    /// are sent by route (an app's FCM Android and topic sends, its iOS sends through FCM, its
-    /// browsers), each route with its own configuration. Returns a result per delivery and the
-    /// configuration problems found (nil: the scope works again).
-    func send(_ claimed: [OutgoingDelivery], builder: PayloadBuilder, now: Date) async -> (
-        [Int64: DeliveryResult], [ProblemKey: String?]
+    /// Decides every claimed delivery that is not sent: those that cannot or need not be sent
+    /// end here, and a route whose configuration is failing sends one probe and postpones the
+    /// rest. Returns their results, and the deliveries to send by route (an app's FCM Android
+    /// and topic sends, its iOS sends through FCM or straight to APNs, its browsers).
+    func decide(_ claimed: [OutgoingDelivery], now: Date) -> (
+        settled: [Int64: DeliveryResult], routes: [RouteKey: [OutgoingDelivery]]
     ) {
         var results: [Int64: DeliveryResult] = [:]
         var sendable: [RouteKey: [OutgoingDelivery]] = [:]
@@ -121,7 +172,10 @@ public struct DispatchWorker: BatchWorker {
             } else if delivery.payloadKind != .topic && delivery.pushToken == nil {
                 results[id] = DeliveryResult(state: .cancelled, error: "the device has no push token")
             } else {
-                sendable[RouteKey(app: delivery.appID, route: delivery.route), default: []].append(delivery)
+                let key = RouteKey(
+                    app: delivery.appID, route: delivery.route,
+                    origin: delivery.route == .web ? delivery.pushToken.map(OutgoingDelivery.origin) : nil)
+                sendable[key, default: []].append(delivery)
             }
         }
         for (worker, count) in rescued {
@@ -144,48 +198,40 @@ public struct DispatchWorker: BatchWorker {
                 sendable[key] = [batch[0]]
             }
         }
+        return (results, sendable)
+    }
 
+    /// Sends one route's deliveries through its provider; returns a result per delivery and
+    /// the configuration problems its answers show: each of its scopes found failing, or (nil)
+    /// working again when none was found.
+    func send(route key: RouteKey, _ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date) async -> (
+        [Int64: DeliveryResult], [ProblemKey: String?]
+    ) {
+        let (sent, found) =
+            switch key.route {
+            case .fcm, .fcmAPNs: await sendFCM(batch, app: key.app, builder: builder, now: now)
+            case .web: await sendWebPush(batch, app: key.app, builder: builder, now: now)
+            case .apns: await sendAPNs(batch, app: key.app, builder: builder, now: now)
+            }
         var problems: [ProblemKey: String?] = [:]
-        await withTaskGroup(of: ([(Int64, DeliveryResult)], RouteKey, [ConfigurationScope: String]).self) { group in
-            for (key, batch) in sendable {
-                group.addTask {
-                    let (sent, found) =
-                        switch key.route {
-                        case .fcm, .fcmAPNs: await sendFCM(batch, app: key.app, builder: builder, now: now)
-                        case .web: await sendWebPush(batch, app: key.app, builder: builder, now: now)
-                        case .apns: await sendAPNs(batch, app: key.app, builder: builder, now: now)
-                        }
-                    return (sent, key, found)
-                }
-            }
-            for await (sent, key, found) in group {
-                for (id, result) in sent { results[id] = result }
-                // A route that found no problem clears those of every scope it depends on (one
-                // that found a problem tells nothing of its other scopes); a problem found by
-                // any route wins over another's all-clear.
-                for (scope, problem) in found { problems[ProblemKey(app: key.app, scope: scope)] = .some(problem) }
-                if found.isEmpty {
-                    for scope in key.route.scopes where problems[ProblemKey(app: key.app, scope: scope)] == nil {
-                        problems[ProblemKey(app: key.app, scope: scope)] = .some(nil)
-                    }
-                }
-            }
+        // A route that found a problem tells nothing of its other scopes; one that found none
+        // clears those of every scope it depends on.
+        for (scope, problem) in found { problems[ProblemKey(app: key.app, scope: scope)] = .some(problem) }
+        if found.isEmpty {
+            for scope in key.route.scopes { problems[ProblemKey(app: key.app, scope: scope)] = .some(nil) }
         }
-        for (key, problem) in problems {
-            if let problem, await context.senders?.shouldLog(app: key.app, scope: key.scope, problem: problem) ?? true {
+        for (problemKey, problem) in problems {
+            if let problem,
+                await context.senders?.shouldLog(app: problemKey.app, scope: problemKey.scope, problem: problem) ?? true
+            {
                 context.logger.error(
                     "the app's configuration is refused",
-                    metadata: ["app": "\(key.app)", "scope": "\(key.scope.rawValue)", "error": "\(problem)"])
+                    metadata: [
+                        "app": "\(problemKey.app)", "scope": "\(problemKey.scope.rawValue)", "error": "\(problem)",
+                    ])
             }
         }
-
-        // Every delivery left queued goes to the retry policy: when it is due again, or dead.
-        for delivery in claimed {
-            guard let result = results[delivery.deliveryID], result.retry != nil else { continue }
-            results[delivery.deliveryID] = RetryWorker.schedule(
-                result, attempts: delivery.attempts, now: now, backoff: context.backoff)
-        }
-        return (results, problems)
+        return (Dictionary(sent, uniquingKeysWith: { first, _ in first }), problems)
     }
 
     /// One route of one app: what is sent together, and waits together while its
@@ -193,6 +239,9 @@ public struct DispatchWorker: BatchWorker {
     struct RouteKey: Hashable {
         var app: String
         var route: OutgoingDelivery.Route
+        /// For browsers, the push service's origin: each is a route of its own, since any host a
+        /// subscription names may be slow or stuck.
+        var origin: String? = nil
     }
 
     /// One configuration of one app (a row of `herald.app_config_problems`).
@@ -252,6 +301,12 @@ public struct DispatchWorker: BatchWorker {
             error: "waiting: the configuration of app \(key.app) for \(key.route.description) is failing"
                 + " (see herald.app_problems)",
             retry: .postpone(wait))
+    }
+
+    /// What a route's full window could not take waits, without an attempt spent and without a
+    /// line in its error history (it may wait many times while the route is slow).
+    static func saturated(_ key: RouteKey, wait: Duration) -> DeliveryResult {
+        DeliveryResult(state: .queued, retry: .postpone(wait))
     }
 
     static func configurationResult(_ reason: String) -> DeliveryResult {
@@ -412,7 +467,8 @@ public struct DispatchWorker: BatchWorker {
             [
                 ids, states, names, errors, answered, nextRun, givenBack, dead, context.workerID,
                 disabled.map(\.id), disabled.map(\.token), disabled.map { Self.storable($0.reason) }, now,
-                scopes.map(\.app), scopes.map(\.scope.rawValue), scopes.map { (problems[$0] ?? nil).map(Self.storable) },
+                scopes.map(\.app), scopes.map(\.scope.rawValue),
+                scopes.map { (problems[$0] ?? nil).map(Self.storable) },
                 uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
             ])
     }

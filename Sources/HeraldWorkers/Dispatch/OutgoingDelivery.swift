@@ -71,6 +71,16 @@ public struct OutgoingDelivery: Sendable {
             }
         }
 
+        /// The `route` label of the route metrics.
+        public var metricName: String {
+            switch self {
+            case .fcm: "fcm"
+            case .fcmAPNs: "fcm_apns"
+            case .web: "web"
+            case .apns: "apns"
+            }
+        }
+
         public var description: String {
             switch self {
             case .fcm: "FCM"
@@ -79,6 +89,13 @@ public struct OutgoingDelivery: Sendable {
             case .apns: "iOS straight to APNs"
             }
         }
+    }
+
+    /// A URL's `scheme://host[:port]`.
+    static func origin(of url: String) -> String {
+        guard let scheme = url.range(of: "://") else { return url }
+        let rest = url[scheme.upperBound...]
+        return String(url[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex)])
     }
 
     public var route: Route {

@@ -1,0 +1,82 @@
+import Foundation
+import HeraldEmulator
+import HeraldPostgres
+import HeraldTestSupport
+import HeraldWorkers
+import Testing
+
+/// A slow or stuck route holds back only its own deliveries: each route's outcomes are
+/// recorded when its answers come in, while the dispatch loop claims and sends the others.
+@Suite struct RouteIsolationTests {
+    func states(_ f: WorkerFixture, devices pattern: String) async throws -> [String: Int] {
+        let rows = try await f.db.query(
+            """
+            SELECT d.state, count(*) FROM herald.deliveries d JOIN herald.devices dev ON dev.id = d.device_id
+            WHERE dev.device_id LIKE $1 GROUP BY d.state
+            """, [pattern])
+        return Dictionary(
+            uniqueKeysWithValues: try rows.map { (try $0.decode(0, as: String.self), try $0.decode(1, as: Int.self)) })
+    }
+
+    @Test func slowAPNsDoesNotHoldBackTheSameAppsAndroidPhones() async throws {
+        let f = try await WorkerFixture.make(apns: true)
+        for n in 0..<20 {
+            let token = try await f.registerIPhone("iphone-\(n)", user: "ios-\(n)")
+            await f.emulator.setBehaviour(.slow(milliseconds: 3000), forToken: token)
+        }
+        for n in 0..<30 { try await f.register("pixel-\(n)", "android", user: "android-\(n)") }
+        // The iPhones' notifications first, so the first claims bring both routes.
+        try await f.db.execute(
+            """
+            SELECT herald.send('shop', user_ref => 'ios-' || n, title => 'slow') FROM generate_series(0, 19) AS n;
+            SELECT herald.send('shop', user_ref => 'android-' || n, title => 'fast') FROM generate_series(0, 29) AS n;
+            """)
+        try await f.ingest()
+        let dispatch = Task { try await f.dispatch() }
+        // Every phone's delivery is recorded while APNs still works on the iPhones'.
+        #expect(
+            try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
+                try await states(f, devices: "pixel-%")["sent"] == 30
+            })
+        let iphones = try await states(f, devices: "iphone-%")
+        #expect(iphones["sent"] == nil, "\(iphones)")
+        try await dispatch.value
+        #expect(try await states(f, devices: "iphone-%") == ["sent": 20])
+        #expect(await f.emulator.received.count == 30, "each phone once")
+        #expect(await f.emulator.apnsReceived.count == 20, "each iPhone once")
+    }
+
+    @Test func aStuckPushServiceDoesNotHoldBackAHealthyOne() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        let hole = try BlackHole()
+        try await f.registerBrowser("healthy")
+        // A browser whose push service takes the connection and never answers.
+        let stuck = try await f.emulator.subscribe(
+            base: try #require(f.pushService).baseURL, applicationServerKey: try #require(f.vapid).publicKey)
+        let endpoint = hole.baseURL + "/push/" + stuck.endpoint.split(separator: "/").last!
+        let json = stuck.json.replacingOccurrences(of: stuck.endpoint, with: endpoint)
+        _ = try await f.db.query("SELECT herald.register_device('shop', 'stuck', 'web', $1, 'bob')", [json])
+        try await f.db.execute(
+            """
+            SELECT herald.send('shop', user_ref => 'bob', title => 'into the void');
+            SELECT herald.send('shop', user_ref => 'alice', title => 'hello');
+            """)
+        try await f.ingest()
+        let dispatch = Task { try await f.dispatch() }
+        #expect(
+            try await eventually(timeout: .seconds(8), every: .milliseconds(20)) {
+                try await f.delivery(of: "healthy").state == "sent"
+            })
+        // The stuck one is still in flight: nothing recorded for it yet.
+        let waiting = try await f.db.query(
+            """
+            SELECT d.locked_by IS NOT NULL FROM herald.deliveries d JOIN herald.devices dev ON dev.id = d.device_id
+            WHERE dev.device_id = 'stuck'
+            """)[0].decode(0, as: Bool.self)
+        #expect(waiting)
+        try await dispatch.value
+        let ended = try await f.delivery(of: "stuck")
+        #expect(ended.state == "queued" && ended.error?.contains("unreachable") == true, "\(ended)")
+        #expect(await f.emulator.webPushes.count == 1)
+    }
+}
