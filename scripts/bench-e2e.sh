@@ -7,6 +7,7 @@
 # (`herald-bench queue` on the same PostgreSQL) in the same run; then the latency from the
 # producer's commit to FCM's answer at a steady 1,000 notifications/s (RATE=…).
 #   N=100000 scripts/bench-e2e.sh
+#   HERALD=path/to/herald scripts/bench-e2e.sh   # another build, for a before and after
 #
 # The stand-in has no quota, so the per-project rate limit is lifted (HERALD_FCM_RATE_LIMIT):
 # FCM's own 600,000 messages a minute would hold one project to 10,000/s.
@@ -33,9 +34,12 @@ export HERALD_DATABASE_URL="dbname=herald_bench"
 port=$(scripts/lib/nginx-standin.sh start "$work/nginx")
 base="https://127.0.0.1:$port"
 
-swift build -c release --product herald --static-swift-stdlib >/dev/null
+# HERALD=path/to/herald measures another build (a before and after) with this checkout's bench.
+if [ -z "${HERALD:-}" ]; then
+  swift build -c release --product herald --static-swift-stdlib >/dev/null
+fi
 swift build -c release --product herald-bench --static-swift-stdlib >/dev/null
-herald=.build/release/herald
+herald=${HERALD:-.build/release/herald}
 bench=.build/release/herald-bench
 # Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
 echo "Queue floor, on the same PostgreSQL:"

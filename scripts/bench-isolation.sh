@@ -73,7 +73,7 @@ fcm=$(scripts/lib/nginx-standin.sh start "$work/fcm")
 apns=$(scripts/lib/nginx-standin.sh start "$work/apns" 10000000 "$slow_port")
 cat "$work/fcm/cert.pem" "$work/apns/cert.pem" >"$work/ca.pem"
 $bench prepare-e2e --notifications 0 --token-uri "https://127.0.0.1:$fcm/token" \
-  --credentials-out "$work/sa.json" >/dev/null
+  --credentials-out "$work/sa.json" >/dev/null 2>&1
 openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$work/apns.p8"
 $HERALD vapid-key "$work/vapid.pem" >/dev/null
 p256dh=$(openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl ec -pubout -outform DER 2>/dev/null |
@@ -86,7 +86,7 @@ q "UPDATE herald.apps SET ios_transport = 'apns', apns_bundle_id = 'com.example.
 q "INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
    SELECT 'bench', 'android-' || i, 'android', 'token-' || i, 'android-' || i FROM generate_series(1, $n) AS i"
 q "INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind)
-   SELECT 'bench', 'iphone-' || i, 'ios', lpad(to_hex(i), 64, 'a'), 'iphone-' || i, 'apns_device_token'
+   SELECT 'bench', 'iphone-' || i, 'ios', lpad(to_hex(i), 64, '0'), 'iphone-' || i, 'apns_device_token'
    FROM generate_series(1, $m) AS i"
 q "INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind, web_p256dh, web_auth)
    SELECT 'bench', 'browser-' || i, 'web', 'https://127.0.0.1:$hole_port/push/' || i, 'browser-' || i,
@@ -96,7 +96,7 @@ q "INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref
 # run NAME OTHERS: N Android notifications with M for OTHERS (a user prefix, or none) spread
 # evenly among them; the daemon runs until every Android delivery is sent.
 run() {
-  q "TRUNCATE herald.notifications, herald.deliveries, herald.jobs"
+  q "TRUNCATE herald.notifications, herald.deliveries, herald.jobs CASCADE"
   local others=$2 every=$((n / (m > 0 ? m : 1)))
   if [ "$others" = none ]; then
     q "INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'bench', 'android-' || i, 'Hello'

@@ -71,30 +71,38 @@ public struct DispatchWorker: BatchWorker {
 
         var (settled, routes) = decide(claimed, now: now)
         settled.merge(unreadable) { decided, _ in decided }
-        // Each route goes out on its own and records its own outcomes when its answers are in,
-        // while this loop claims again: a slow provider holds back only its own deliveries. A
-        // route whose window is full takes no more; what it cannot take waits (postponed,
-        // not an attempt), so a slow route holds at most its window of leases.
-        let admissions = await windows.admit(
-            routes.mapValues(\.count), window: limit, patience: Self.routePatience, isStopping: isStopping)
+        // Every route is sent at once. The claim records together, in one statement, what the
+        // routes answer promptly; a route still sending once the others are done (and a grace
+        // as long again) is left to record its own outcomes when its answers come in, and the
+        // loop claims again: a slow provider holds back only its own deliveries. A route with
+        // sends still in flight from earlier claims is known slow and is not waited for at all;
+        // its window bounds what it may have in flight, and what does not fit waits (postponed,
+        // not an attempt).
+        let collector = RouteCollector()
+        var awaited = 0
         for (key, batch) in routes {
-            let admission = admissions[key] ?? .init(count: 0, wait: RouteWindows.slowAfter)
+            let admission = windows.admit(key, count: batch.count, window: limit)
             for delivery in batch.dropFirst(admission.count) {
                 settled[delivery.deliveryID] = Self.saturated(key, wait: admission.wait)
             }
             if admission.count < batch.count {
                 windows.noteSaturated(key, postponed: batch.count - admission.count, logger: context.logger)
             }
-            guard admission.count > 0, let ticket = admission.ticket else { continue }
+            guard admission.count > 0 else { continue }
             let part = Array(batch.prefix(admission.count))
+            if admission.awaited { awaited += 1 }
             inFlight.start { [self] in
                 let (results, problems) = await send(route: key, part, builder: builder, now: now)
-                await recordOutcomes(results, of: part, problems: problems, claimedAt: claimedAt, now: now)
-                windows.release(key, ticket: ticket)
+                windows.release(key, ticket: admission.ticket)
+                if !collector.take(results, problems, awaited: admission.awaited) {
+                    await recordOutcomes(results, of: part, problems: problems, claimedAt: claimedAt, now: now)
+                }
             }
         }
-        if !settled.isEmpty {
-            await recordOutcomes(settled, of: claimed, problems: [:], claimedAt: claimedAt, now: now)
+        let (answered, problems) = await collector.collect(awaiting: awaited)
+        settled.merge(answered) { decided, _ in decided }
+        if !settled.isEmpty || !problems.isEmpty {
+            await recordOutcomes(settled, of: claimed, problems: problems, claimedAt: claimedAt, now: now)
         }
         return claimed.count + unreadable.count
     }
@@ -102,10 +110,6 @@ public struct DispatchWorker: BatchWorker {
     /// Waits for the routes' sends still in flight to be recorded (at shutdown, or at the end
     /// of a test's drain).
     public func finish() async { await inFlight.waitAll() }
-
-    /// How long a claim waits for room in a route's window before what does not fit is
-    /// postponed, while the route is not slow (a healthy route frees room within milliseconds).
-    static let routePatience: Duration = .milliseconds(500)
 
     /// Schedules what stays queued, counts the outcomes and records them with their leases
     /// released (``record(_:disabled:problems:now:)``), keeping them while the database is away

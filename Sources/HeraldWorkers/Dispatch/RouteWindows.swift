@@ -3,31 +3,30 @@ import Logging
 import Metrics
 import Synchronization
 
-/// How many deliveries each route (an app's FCM, its iOS through FCM, its APNs, its browsers)
-/// has in flight on one dispatch loop, and so how many leases it holds.
+/// What each route (an app's FCM, its iOS through FCM, its APNs, each push service of its
+/// browsers) has in flight on one dispatch loop: sent and not yet answered.
 ///
-/// A route's sends go out on their own and are recorded when its answers are in, while the
-/// loop claims again; the window keeps a slow route from taking ever more of the claims. It is
-/// the loop's claim size: a route may have one claim's worth in flight. When a claim brings a
-/// route more than its window has room for, the claim waits a little for room while the route
-/// is healthy (its oldest send is younger than ``slowAfter``: it frees room within
-/// milliseconds, and waiting is the back-pressure that keeps the claims at the providers'
-/// pace); once the route is slow, what does not fit is postponed at once, by about as long as
-/// the route takes, and the other routes go on. Saturation shows as
-/// `herald_route_saturated_total` and a warning at most once a minute per route;
-/// `herald_route_in_flight` is each route's current count.
+/// A claim sends every route at once and records together what answers promptly
+/// (``RouteCollector``); a route still sending after that is left to record its own outcomes
+/// later, and stays in flight here. A route with sends in flight when the next claim comes is
+/// known slow: that claim does not wait for it, and gives it only what room its window has
+/// (the loop's claim size), so a slow route holds at most one claim's worth of leases; the
+/// rest waits, postponed without spending an attempt, by about as long as the route takes.
+/// Saturation shows as `herald_route_saturated_total` and a warning at most once a minute per
+/// route; `herald_route_in_flight` is each route's current count.
 final class RouteWindows: Sendable {
-    /// A route whose oldest send in flight is older than this is slow: its overflow is
-    /// postponed rather than waited for.
-    static let slowAfter: Duration = .seconds(1)
-    /// The longest a postponed delivery of a slow route waits before it is claimed again.
+    /// The shortest and longest a postponed delivery of a slow route waits before it is claimed
+    /// again (about as long as the route's oldest send has been in flight).
+    static let shortestWait: Duration = .seconds(1)
     static let longestWait: Duration = .seconds(10)
 
     /// What a claim may send on one route: `count` deliveries now (under `ticket`, to release
-    /// when they are recorded), and how long the rest should wait.
+    /// when they are answered), whether the claim waits for them (the route had nothing in
+    /// flight), and how long the rest should wait.
     struct Admission: Sendable {
         var count: Int
-        var ticket: UInt64? = nil
+        var ticket: UInt64
+        var awaited: Bool
         var wait: Duration
     }
 
@@ -46,50 +45,26 @@ final class RouteWindows: Sendable {
 
     private let state = Mutex(State())
 
-    /// Admits what each route has room for: at once where there is room or the route is slow,
-    /// otherwise after waiting up to `patience` for room (or until `isStopping`).
-    func admit(
-        _ wanted: [DispatchWorker.RouteKey: Int], window: Int, patience: Duration,
-        isStopping: @Sendable () -> Bool
-    ) async -> [DispatchWorker.RouteKey: Admission] {
-        var admitted: [DispatchWorker.RouteKey: Admission] = [:]
-        var waiting = wanted
-        let deadline = ContinuousClock.now + patience
-        while !waiting.isEmpty {
-            let giveUp = ContinuousClock.now >= deadline || isStopping()
-            for (key, count) in waiting {
-                if let admission = tryAdmit(key, count: count, window: max(1, window), force: giveUp) {
-                    admitted[key] = admission
-                    waiting[key] = nil
-                }
-            }
-            if !waiting.isEmpty { try? await Task.sleep(for: .milliseconds(2)) }
-        }
-        return admitted
-    }
-
-    /// Admits `count` deliveries of a route if its window has room; a slow route (or `force`)
-    /// gets what room there is, maybe none. Nil: wait for room.
-    private func tryAdmit(_ key: DispatchWorker.RouteKey, count: Int, window: Int, force: Bool) -> Admission? {
+    /// Admits what the route's window has room for: everything when nothing of it is in flight.
+    func admit(_ key: DispatchWorker.RouteKey, count: Int, window: Int) -> Admission {
         let now = ContinuousClock.now
-        let admission = state.withLock { state -> Admission? in
+        let admission = state.withLock { state -> Admission in
             var route = state.routes[key] ?? Route()
-            let room = max(0, window - route.inFlight)
+            let idle = route.sends.isEmpty
+            let taken = idle ? count : min(count, max(0, window - route.inFlight))
             let age = route.oldest.map { now - $0 } ?? .zero
-            guard room >= count || age >= Self.slowAfter || force else { return nil }
-            let wait = min(max(age, Self.slowAfter), Self.longestWait)
-            let taken = min(count, room)
-            guard taken > 0 else { return Admission(count: 0, wait: wait) }
             state.nextTicket += 1
-            route.sends[state.nextTicket] = (taken, now)
+            if taken > 0 { route.sends[state.nextTicket] = (taken, now) }
             state.routes[key] = route
-            return Admission(count: taken, ticket: state.nextTicket, wait: wait)
+            return Admission(
+                count: taken, ticket: state.nextTicket, awaited: idle,
+                wait: min(max(age, Self.shortestWait), Self.longestWait))
         }
-        if let admission, admission.count > 0 { gauge(key) }
+        if admission.count > 0 { gauge(key) }
         return admission
     }
 
-    /// A send of the route is recorded: its room is free again.
+    /// A send of the route has its answers: its room is free again.
     func release(_ key: DispatchWorker.RouteKey, ticket: UInt64) {
         state.withLock { state in
             state.routes[key]?.sends[ticket] = nil
@@ -116,8 +91,7 @@ final class RouteWindows: Sendable {
                 "a route is slow and its window is full: its other deliveries wait, the other routes go on",
                 metadata: [
                     "app": "\(key.app)", "route": "\(key.route.description)", "origin": "\(key.origin ?? "")",
-                    "in_flight": "\(inFlight)",
-                    "postponed": "\(postponed)",
+                    "in_flight": "\(inFlight)", "postponed": "\(postponed)",
                 ])
         }
     }
@@ -132,6 +106,76 @@ final class RouteWindows: Sendable {
 
     private func dimensions(_ key: DispatchWorker.RouteKey) -> [(String, String)] {
         [("app", key.app), ("route", key.route.metricName), ("origin", key.origin ?? "")]
+    }
+}
+
+/// Gathers the answers of one claim's routes for one record: those of the routes the claim
+/// waits for, and of any other that answers before the claim records. Once the claim has
+/// collected, a route that answers later records its own outcomes.
+final class RouteCollector: Sendable {
+    /// Once the first awaited route has answered, the others get as long again (at least
+    /// this) before the claim records without them.
+    static let shortestGrace: Duration = .milliseconds(20)
+    /// The longest a claim waits for its routes' answers.
+    static let longestWait: Duration = .seconds(1)
+
+    private struct State {
+        var results: [Int64: DispatchWorker.DeliveryResult] = [:]
+        var problems: [DispatchWorker.ProblemKey: String?] = [:]
+        var answered = 0
+        var firstAnswer: ContinuousClock.Instant?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Takes a route's answers into the claim's record; false once the claim has recorded
+    /// without them (the route records its own).
+    func take(
+        _ results: [Int64: DispatchWorker.DeliveryResult], _ problems: [DispatchWorker.ProblemKey: String?],
+        awaited: Bool
+    ) -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            guard !state.closed else { return false }
+            state.results.merge(results) { first, _ in first }
+            // A problem found by any route wins over another's all-clear.
+            for (key, problem) in problems {
+                if let problem {
+                    state.problems[key] = .some(problem)
+                } else if state.problems[key] == nil {
+                    state.problems[key] = .some(nil)
+                }
+            }
+            if awaited {
+                state.answered += 1
+                if state.firstAnswer == nil { state.firstAnswer = now }
+            }
+            return true
+        }
+    }
+
+    /// Waits until the `awaiting` routes have answered, or the grace after the first answer
+    /// (or ``longestWait``) has passed; returns what was taken, and takes nothing more.
+    func collect(awaiting: Int) async -> (
+        [Int64: DispatchWorker.DeliveryResult], [DispatchWorker.ProblemKey: String?]
+    ) {
+        let started = ContinuousClock.now
+        while true {
+            let now = ContinuousClock.now
+            let done = state.withLock { state -> Bool in
+                if state.answered >= awaiting { return true }
+                if now - started >= Self.longestWait { return true }
+                guard let first = state.firstAnswer else { return false }
+                return now - first >= max(Self.shortestGrace, first - started)
+            }
+            if done { break }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return state.withLock { state in
+            state.closed = true
+            return (state.results, state.problems)
+        }
     }
 }
 
