@@ -183,13 +183,8 @@ final class Transfer: @unchecked Sendable {
     init(request: HTTPRequest, complete: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         self.request = request
         self.complete = complete
-        origin = Self.origin(of: request.url)
+        origin = HTTPRequest.origin(of: request.url)
         errorBuffer.initialize(to: 0)
-    }
-
-    static func origin(of url: String) -> Substring {
-        guard let scheme = url.range(of: "://") else { return url[...] }
-        return url[..<(url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex)]
     }
 
     deinit {

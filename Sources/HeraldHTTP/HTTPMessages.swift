@@ -84,6 +84,13 @@ public struct HTTPRequest: Sendable {
         return nil
     }
 
+    /// A URL's `scheme://host[:port]`: what the client queues transfers by, and dispatch its
+    /// browsers' routes.
+    public static func origin(of url: String) -> Substring {
+        guard let scheme = url.range(of: "://") else { return url[...] }
+        return url[..<(url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex)]
+    }
+
     /// RFC 9110's token: one or more of `tchar`.
     static func isToken(_ text: String) -> Bool {
         !text.isEmpty

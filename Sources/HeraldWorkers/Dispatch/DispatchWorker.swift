@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldCrypto
 import HeraldFCM
+import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
 import Logging
@@ -25,8 +26,10 @@ public struct DispatchWorker: BatchWorker {
     public let kind = WorkerKind.dispatch.rawValue
     let context: WorkerContext
     let secret = SecretCache()
-    /// Each route's deliveries in flight, and the sends this loop has started.
-    let windows = RouteWindows()
+    /// Each route's deliveries in flight (shared by the daemon's dispatch loops through its
+    /// senders), and the sends this loop has started.
+    var windows: RouteWindows { context.senders?.routeWindows ?? ownWindows }
+    private let ownWindows = RouteWindows()
     let inFlight = InFlightTasks()
     private let claimDuration = Metrics.Timer(
         label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.dispatch.rawValue)])
@@ -93,10 +96,15 @@ public struct DispatchWorker: BatchWorker {
             if admission.awaited { awaited += 1 }
             inFlight.start { [self] in
                 let (results, problems) = await send(route: key, part, builder: builder, now: now)
-                windows.release(key, ticket: admission.ticket)
                 if !collector.take(results, problems, awaited: admission.awaited) {
-                    await recordOutcomes(results, of: part, problems: problems, claimedAt: claimedAt, now: now)
+                    // Late: recorded on its own, at its own time. It reports only the problems
+                    // it found: its all-clear could undo a problem another route (of the same
+                    // scope) found meanwhile; probes and the retry worker clear them.
+                    await recordOutcomes(
+                        results, of: part, problems: problems.filter { $0.value != nil }, claimedAt: claimedAt,
+                        now: context.clock.now())
                 }
+                windows.release(key, ticket: admission.ticket)
             }
         }
         let (answered, problems) = await collector.collect(awaiting: awaited)
@@ -178,7 +186,8 @@ public struct DispatchWorker: BatchWorker {
             } else {
                 let key = RouteKey(
                     app: delivery.appID, route: delivery.route,
-                    origin: delivery.route == .web ? delivery.pushToken.map(OutgoingDelivery.origin) : nil)
+                    origin: delivery.route == .web ? delivery.pushToken.map { String(HTTPRequest.origin(of: $0)) } : nil
+                )
                 sendable[key, default: []].append(delivery)
             }
         }

@@ -91,13 +91,6 @@ public struct OutgoingDelivery: Sendable {
         }
     }
 
-    /// A URL's `scheme://host[:port]`.
-    static func origin(of url: String) -> String {
-        guard let scheme = url.range(of: "://") else { return url }
-        let rest = url[scheme.upperBound...]
-        return String(url[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex)])
-    }
-
     public var route: Route {
         switch payloadKind {
         case .androidData, .topic: .fcm

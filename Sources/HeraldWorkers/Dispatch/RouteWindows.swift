@@ -4,14 +4,15 @@ import Metrics
 import Synchronization
 
 /// What each route (an app's FCM, its iOS through FCM, its APNs, each push service of its
-/// browsers) has in flight on one dispatch loop: sent and not yet answered.
+/// browsers) has in flight across the daemon's dispatch loops: sent and not yet recorded.
 ///
 /// A claim sends every route at once and records together what answers promptly
 /// (``RouteCollector``); a route still sending after that is left to record its own outcomes
 /// later, and stays in flight here. A route with sends in flight when the next claim comes is
 /// known slow: that claim does not wait for it, and gives it only what room its window has
-/// (the loop's claim size), so a slow route holds at most one claim's worth of leases; the
-/// rest waits, postponed without spending an attempt, by about as long as the route takes.
+/// (the claim's size), so a slow route holds about one claim's worth of leases (and those its
+/// prompt answers are being recorded for); the rest waits, postponed without spending an
+/// attempt, by about as long as the route takes.
 /// Saturation shows as `herald_route_saturated_total` and a warning at most once a minute per
 /// route; `herald_route_in_flight` is each route's current count.
 final class RouteWindows: Sendable {
@@ -64,11 +65,13 @@ final class RouteWindows: Sendable {
         return admission
     }
 
-    /// A send of the route has its answers: its room is free again.
+    /// A send of the route is recorded (or handed to the claim's record): its room is free again.
     func release(_ key: DispatchWorker.RouteKey, ticket: UInt64) {
         state.withLock { state in
             state.routes[key]?.sends[ticket] = nil
-            if state.routes[key]?.sends.isEmpty == true, state.routes[key]?.lastWarned == nil {
+            if let route = state.routes[key], route.sends.isEmpty,
+                route.lastWarned.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true
+            {
                 state.routes[key] = nil
             }
         }
@@ -101,11 +104,19 @@ final class RouteWindows: Sendable {
     }
 
     private func gauge(_ key: DispatchWorker.RouteKey) {
-        Gauge(label: "herald_route_in_flight", dimensions: dimensions(key)).record(inFlight(key))
+        // The route's total over its origins, as the label names no origin.
+        let total = state.withLock { state in
+            state.routes.filter { $0.key.app == key.app && $0.key.route == key.route }.values.reduce(0) {
+                $0 + $1.inFlight
+            }
+        }
+        Gauge(label: "herald_route_in_flight", dimensions: dimensions(key)).record(total)
     }
 
+    /// Labels for the route metrics. Not the origin: any browser can name a new host under an
+    /// allowed pattern, and each would be a series of its own; the log names it.
     private func dimensions(_ key: DispatchWorker.RouteKey) -> [(String, String)] {
-        [("app", key.app), ("route", key.route.metricName), ("origin", key.origin ?? "")]
+        [("app", key.app), ("route", key.route.metricName)]
     }
 }
 
@@ -174,6 +185,8 @@ final class RouteCollector: Sendable {
         }
         return state.withLock { state in
             state.closed = true
+            // Late routes keep this collector until they finish: let go of what was taken.
+            defer { (state.results, state.problems) = ([:], [:]) }
             return (state.results, state.problems)
         }
     }

@@ -33,6 +33,8 @@ public actor Senders {
 
     private let http: HTTPClient
     private let configuration: Configuration
+    /// What each route has in flight, across the daemon's dispatch loops.
+    nonisolated let routeWindows = RouteWindows()
     private let logger: Logger
     private var senders: [String: Sender] = [:]
     private var limiters: [String: RateLimiter] = [:]
