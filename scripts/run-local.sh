@@ -19,6 +19,7 @@ install_herald_dependencies
 started_postgres= emulator= push_front= daemon=
 cleanup() {
   set +e  # a step that fails (the daemon's exit status, say) must not skip the others
+  trap '' INT TERM  # a second Ctrl-C or SIGTERM must not cut the cleanup short
   [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
   [ -n "$push_front" ] && bash scripts/lib/nginx-standin.sh stop "$push_front"
   [ -n "$emulator" ] && kill "$emulator" 2>/dev/null
