@@ -122,6 +122,9 @@ run() {
   kill -9 "$daemon"
   wait "$daemon" 2>/dev/null || true
   daemon=
+  [ -n "${DEBUG:-}" ] && q "SELECT dev.platform, d.state, d.attempts, count(*), min(d.last_error) FROM herald.deliveries d
+                             JOIN herald.devices dev ON dev.id = d.device_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3" &&
+    grep -E "warning|error" "$work/daemon-$1.log" | cut -c1-300 | sort | uniq -c | sort -rn | head -5
   q "SELECT format('%-28s Android: all %s sent in %s s; p50 %s s, p99 %s s', '$1', count(*),
                    round(max(t)::numeric, 2), round(percentile_cont(0.5) WITHIN GROUP (ORDER BY t)::numeric, 2),
                    round(percentile_cont(0.99) WITHIN GROUP (ORDER BY t)::numeric, 2))

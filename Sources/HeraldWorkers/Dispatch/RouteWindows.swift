@@ -8,18 +8,24 @@ import Synchronization
 ///
 /// A claim sends every route at once and records together what answers promptly
 /// (``RouteCollector``); a route still sending after that is left to record its own outcomes
-/// later, and stays in flight here. A route with sends in flight when the next claim comes is
-/// known slow: that claim does not wait for it, and gives it only what room its window has
-/// (the claim's size), so a slow route holds about one claim's worth of leases (and those its
+/// later, and stays in flight here. A route with a send out for more than ``slowAfter`` when
+/// the next claim comes is slow: that claim does not wait for it, and gives it only what room
+/// its window has (the claim's size, at least ``smallestWindow``), so a slow route holds about
+/// one claim's worth of leases (and those its
 /// prompt answers are being recorded for); the rest waits, postponed without spending an
-/// attempt, by about as long as the route takes.
+/// attempt, by about as long as the route's oldest send has been out (1 to 10 s).
 /// Saturation shows as `herald_route_saturated_total` and a warning at most once a minute per
 /// route; `herald_route_in_flight` is each route's current count.
 final class RouteWindows: Sendable {
     /// The shortest and longest a postponed delivery of a slow route waits before it is claimed
-    /// again (about as long as the route's oldest send has been in flight).
+    /// again.
     static let shortestWait: Duration = .seconds(1)
     static let longestWait: Duration = .seconds(10)
+    /// A route whose oldest send in flight is older than this is slow.
+    static let slowAfter: Duration = .seconds(1)
+    /// The least a slow route may have in flight, however small the claims are (they start
+    /// small, at `BatchSizer.smallest`, and grow under load).
+    static let smallestWindow = 100
 
     /// What a claim may send on one route: `count` deliveries now (under `ticket`, to release
     /// when they are answered), whether the claim waits for them (the route had nothing in
@@ -51,14 +57,16 @@ final class RouteWindows: Sendable {
         let now = ContinuousClock.now
         let admission = state.withLock { state -> Admission in
             var route = state.routes[key] ?? Route()
-            let idle = route.sends.isEmpty
-            let taken = idle ? count : min(count, max(0, window - route.inFlight))
             let age = route.oldest.map { now - $0 } ?? .zero
+            // Slow: a send of it has been out for a second. One still younger (its first send
+            // fetching a token, say) is healthy: taken whole and waited for.
+            let slow = !route.sends.isEmpty && age >= Self.slowAfter
+            let taken = slow ? min(count, max(0, max(window, Self.smallestWindow) - route.inFlight)) : count
             state.nextTicket += 1
             if taken > 0 { route.sends[state.nextTicket] = (taken, now) }
             state.routes[key] = route
             return Admission(
-                count: taken, ticket: state.nextTicket, awaited: idle,
+                count: taken, ticket: state.nextTicket, awaited: !slow,
                 wait: min(max(age, Self.shortestWait), Self.longestWait))
         }
         if admission.count > 0 { gauge(key) }

@@ -1,0 +1,47 @@
+import Testing
+
+@testable import HeraldWorkers
+
+/// The route windows' rules, without I/O.
+@Suite struct RouteWindowsTests {
+    let fcm = DispatchWorker.RouteKey(app: "shop", route: .fcm)
+    let apns = DispatchWorker.RouteKey(app: "shop", route: .apns)
+
+    @Test func anIdleRouteTakesItAllAndIsWaitedFor() {
+        let windows = RouteWindows()
+        let first = windows.admit(apns, count: 700, window: 500)
+        #expect(first.count == 700 && first.awaited)
+        #expect(windows.inFlight(apns) == 700)
+        // Another route is not affected.
+        #expect(windows.admit(fcm, count: 500, window: 500).awaited)
+    }
+
+    @Test func aSlowRouteIsNotWaitedForAndGetsOnlyItsWindowsRoom() async throws {
+        let windows = RouteWindows()
+        let first = windows.admit(apns, count: 300, window: 500)
+        // Out for less than a second: still healthy, taken whole and waited for.
+        let young = windows.admit(apns, count: 50, window: 500)
+        #expect(young.count == 50 && young.awaited)
+        windows.release(apns, ticket: young.ticket)
+        try await Task.sleep(for: RouteWindows.slowAfter)
+        let second = windows.admit(apns, count: 400, window: 500)
+        #expect(!second.awaited)
+        #expect(second.count == 200)
+        let third = windows.admit(apns, count: 100, window: 500)
+        #expect(third.count == 0)
+        // However small the claims, a slow route may have 100 out.
+        #expect(windows.admit(fcm, count: 10, window: 10).count == 10)
+        windows.release(apns, ticket: first.ticket)
+        windows.release(apns, ticket: second.ticket)
+        #expect(windows.inFlight(apns) == 0)
+        #expect(windows.admit(apns, count: 100, window: 500).awaited, "idle again")
+    }
+
+    @Test func whatDoesNotFitWaitsAboutAsLongAsTheRouteTakes() async throws {
+        let windows = RouteWindows()
+        _ = windows.admit(apns, count: 500, window: 500)
+        try await Task.sleep(for: RouteWindows.slowAfter)
+        let wait = windows.admit(apns, count: 10, window: 500).wait
+        #expect(wait >= RouteWindows.slowAfter && wait <= RouteWindows.longestWait, "\(wait)")
+    }
+}
