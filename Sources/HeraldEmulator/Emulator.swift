@@ -58,7 +58,8 @@ public final class Emulator: Sendable {
         let emulator = EmulatorRoutes()
         await emulator.install(on: server)
         let task = Task { _ = try? await server.run() }
-        try await server.waitUntilListening()
+        // Generous: with the whole suite running on two cores, a start has taken over 5 s.
+        try await server.waitUntilListening(timeout: 30)
         guard case .ip4(_, let boundPort)? = await server.listeningAddress else {
             throw CocoaError(.featureUnsupported)
         }

@@ -19,7 +19,8 @@ public final class LocalServer: Sendable {
     /// Starts `server`, which must listen on 127.0.0.1.
     public static func start(_ server: HTTPServer) async throws -> LocalServer {
         let task = Task { _ = try? await server.run() }
-        try await server.waitUntilListening()
+        // Generous: with the whole suite running on two cores, a start has taken over 5 s.
+        try await server.waitUntilListening(timeout: 30)
         guard case .ip4(_, let port)? = await server.listeningAddress else {
             throw CocoaError(.featureUnsupported)
         }
