@@ -1,4 +1,5 @@
 import HeraldCrypto
+import HeraldHTTP
 
 /// Where and how to reach one browser: its push subscription (`PushSubscription.toJSON()`).
 public struct WebPushSubscription: Sendable {
@@ -33,9 +34,8 @@ public struct WebPushSubscription: Sendable {
 
     public static func origin(of url: String) -> String? {
         guard url.hasPrefix("https://") else { return nil }
-        let rest = url.dropFirst("https://".count)
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return authority.isEmpty ? nil : "https://" + authority
+        let origin = HTTPRequest.origin(of: url)
+        return origin.count > "https://".count ? String(origin) : nil
     }
 
     /// What is wrong with an endpoint, in words that say what to fix; nil when it is fine. The
