@@ -79,4 +79,37 @@ import Testing
         #expect(ended.state == "queued" && ended.error?.contains("unreachable") == true, "\(ended)")
         #expect(await f.emulator.webPushes.count == 1)
     }
+
+    /// A route answering more slowly than the lease keeps its deliveries leased while it sends:
+    /// a second worker claiming all along takes none of them, so none is sent twice.
+    @Test func aRouteSlowerThanTheLeaseKeepsItsLeases() async throws {
+        let f = try await WorkerFixture.make(apns: true)
+        for n in 0..<5 {
+            let token = try await f.registerIPhone("iphone-\(n)", user: "ios-\(n)")
+            await f.emulator.setBehaviour(.slow(milliseconds: 5000), forToken: token)
+        }
+        try await f.db.execute(
+            "SELECT herald.send('shop', user_ref => 'ios-' || n, title => 'slow') FROM generate_series(0, 4) AS n")
+        try await f.ingest()
+        var first = f.context
+        first.lease = .seconds(2)
+        var second = first
+        second.workerID = "other"
+        second.connection = try await f.database.connect()
+        let slow = DispatchWorker(context: first)
+        let other = DispatchWorker(context: second)
+        #expect(try await slow.runBatch(limit: 100, isStopping: { false }) == 5)
+        // The other worker claims every 100 ms while the sends are out, more than twice the lease.
+        let until = ContinuousClock.now + .seconds(6)
+        var taken = 0
+        while ContinuousClock.now < until {
+            taken += try await other.runBatch(limit: 100, isStopping: { false })
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        await slow.finish()
+        await other.finish()
+        #expect(taken == 0, "the other worker claimed deliveries still being sent")
+        #expect(try await states(f, devices: "iphone-%") == ["sent": 5])
+        #expect(await f.emulator.apnsReceived.count == 5, "each iPhone once")
+    }
 }

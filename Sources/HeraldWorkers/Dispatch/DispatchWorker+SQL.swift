@@ -72,6 +72,13 @@ extension DispatchWorker {
             SELECT 1
             """
 
+        /// Extends, to $3 (now) + $4 seconds, the leases worker $2 still holds on deliveries $1
+        /// (a lease that ran out and was claimed by another worker is left to it).
+        static let extendLeases = """
+            UPDATE herald.deliveries SET run_at = $3::timestamptz + make_interval(secs => $4)
+            WHERE id = ANY($1::bigint[]) AND state = 'queued' AND locked_by = $2
+            """
+
         static let secret = "SELECT value FROM herald.secrets WHERE name = 'report_hmac'"
 
         /// $1 app, $2 when its APNs certificate expires, as read from the file.

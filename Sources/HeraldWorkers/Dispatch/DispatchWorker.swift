@@ -95,13 +95,15 @@ public struct DispatchWorker: BatchWorker {
             let part = Array(batch.prefix(admission.count))
             if admission.awaited { awaited += 1 }
             inFlight.start { [self] in
-                let (results, problems) = await send(route: key, part, builder: builder, now: now)
+                let ((results, problems), heldUntil) = await keepingLeases(of: part, claimedAt: claimedAt) {
+                    await send(route: key, part, builder: builder, now: now)
+                }
                 if !collector.take(results, problems, awaited: admission.awaited) {
                     // Late: recorded on its own, at its own time. It reports only the problems
                     // it found: its all-clear could undo a problem another route (of the same
                     // scope) found meanwhile; probes and the retry worker clear them.
                     await recordOutcomes(
-                        results, of: part, problems: problems.filter { $0.value != nil }, claimedAt: claimedAt,
+                        results, of: part, problems: problems.filter { $0.value != nil }, leaseEnds: heldUntil,
                         now: context.clock.now())
                 }
                 windows.release(key, ticket: admission.ticket)
@@ -110,7 +112,8 @@ public struct DispatchWorker: BatchWorker {
         let (answered, problems) = await collector.collect(awaiting: awaited)
         settled.merge(answered) { decided, _ in decided }
         if !settled.isEmpty || !problems.isEmpty {
-            await recordOutcomes(settled, of: claimed, problems: problems, claimedAt: claimedAt, now: now)
+            await recordOutcomes(
+                settled, of: claimed, problems: problems, leaseEnds: claimedAt.advanced(by: context.lease), now: now)
         }
         return claimed.count + unreadable.count
     }
@@ -119,12 +122,50 @@ public struct DispatchWorker: BatchWorker {
     /// of a test's drain).
     public func finish() async { await inFlight.waitAll() }
 
+    /// Runs one route's send while keeping its deliveries leased: a send may take longer than
+    /// the lease (a route answering slowly, its requests queued behind a full window, a token
+    /// fetch), and a lease that ran out mid-send would let another worker claim and send them
+    /// again. At each half-life of the lease, one statement extends it for the send's
+    /// deliveries this worker still holds. Returns the send's result and when the lease held
+    /// now ends (recording stops retrying then, see ``recordOutcomes``).
+    func keepingLeases<Result: Sendable>(
+        of part: [OutgoingDelivery], claimedAt: ContinuousClock.Instant, _ send: () async -> Result
+    ) async -> (Result, ContinuousClock.Instant) {
+        let lease = context.lease
+        let renewals = Task { [context] () -> ContinuousClock.Instant in
+            var heldUntil = claimedAt.advanced(by: lease)
+            let ids = part.map(\.deliveryID)
+            while true {
+                do {
+                    try await Task.sleep(until: heldUntil - lease / 2, clock: .continuous)
+                } catch {
+                    return heldUntil  // the send is done
+                }
+                let asked = ContinuousClock.now
+                do {
+                    try await context.connection.query(
+                        SQL.extendLeases, [ids, context.workerID, context.clock.now(), lease.seconds])
+                    heldUntil = asked.advanced(by: lease)
+                } catch {
+                    context.logger.warning(
+                        "could not extend the leases of a slow route's deliveries; trying again",
+                        metadata: ["error": "\(error)", "deliveries": "\(ids.count)"])
+                    try? await Task.sleep(for: .seconds(1))
+                    if Task.isCancelled { return heldUntil }
+                }
+            }
+        }
+        let result = await send()
+        renewals.cancel()
+        return (result, await renewals.value)
+    }
+
     /// Schedules what stays queued, counts the outcomes and records them with their leases
     /// released (``record(_:disabled:problems:now:)``), keeping them while the database is away
-    /// until the lease taken at `claimedAt` runs out.
+    /// until the lease ends.
     func recordOutcomes(
         _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],
-        claimedAt: ContinuousClock.Instant, now: Date
+        leaseEnds: ContinuousClock.Instant, now: Date
     ) async {
         let deliveries = Dictionary(uniqueKeysWithValues: batch.map { ($0.deliveryID, $0) })
         var results = results
@@ -146,7 +187,7 @@ public struct DispatchWorker: BatchWorker {
         countFinished(kind: kind, finished)
         let disabled = Self.deadTokens(results, deliveries)
         let recorded = await recordWithinLease(
-            until: claimedAt.advanced(by: context.lease), logger: context.logger, items: results.count
+            until: leaseEnds, logger: context.logger, items: results.count
         ) {
             try await record(results, disabled: disabled, problems: problems, now: now)
         }
