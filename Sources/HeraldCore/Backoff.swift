@@ -9,6 +9,10 @@ public struct Backoff: Sendable {
     /// A source of uniform random numbers in `0..<1`; injected by tests.
     public var random: @Sendable () -> Double
 
+    /// Attempts before an item is given up and listed as dead: every delivery's limit, and a
+    /// job's unless it names its own (`herald.jobs.max_attempts`).
+    public static let maxAttempts = 25
+
     public static let defaultBase: Duration = .seconds(1)
     public static let defaultCap: Duration = .seconds(3600)
 

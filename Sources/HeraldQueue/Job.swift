@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A job claimed from `herald.jobs`, leased to this process until it is finished.
 public struct Job: Sendable, Equatable {
     public var id: Int64
@@ -10,8 +12,10 @@ public struct Job: Sendable, Equatable {
     public var attempts: Int
     public var maxAttempts: Int
 
-    public init(id: Int64, kind: String, ref: Int64?, payload: String = "{}", attempts: Int = 1, maxAttempts: Int = 25)
-    {
+    public init(
+        id: Int64, kind: String, ref: Int64?, payload: String = "{}", attempts: Int = 1,
+        maxAttempts: Int = Backoff.maxAttempts
+    ) {
         self.id = id
         self.kind = kind
         self.ref = ref

@@ -84,7 +84,7 @@ extension JobQueue {
 
         public static let enqueue = """
             INSERT INTO herald.jobs (kind, ref, payload, run_at, max_attempts)
-            VALUES ($1, $2, $3::jsonb, coalesce($4::timestamptz, now()), coalesce($5::int, 25))
+            VALUES ($1, $2, $3::jsonb, coalesce($4::timestamptz, now()), $5::int)
             RETURNING id
             """
     }

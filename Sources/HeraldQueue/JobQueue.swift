@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldPostgres
 
 /// The durable job queue in `herald.jobs`: batch claims with a lease, batched completion,
@@ -36,7 +37,8 @@ public struct JobQueue: Sendable {
     public func enqueue(
         kind: String, ref: Int64? = nil, payload: String = "{}", runAt: Date? = nil, maxAttempts: Int? = nil
     ) async throws -> Int64 {
-        try await connection.query(SQL.enqueue, [kind, ref, payload, runAt, maxAttempts])[0].decode(0, as: Int64.self)
+        try await connection.query(SQL.enqueue, [kind, ref, payload, runAt, maxAttempts ?? Backoff.maxAttempts])[0]
+            .decode(0, as: Int64.self)
     }
 
     /// Leases up to `limit` ready jobs of `kind`, oldest first.

@@ -14,21 +14,15 @@ import Logging
 /// - clears an app's configuration problem that nothing waits on any more, so
 ///   `herald.app_problems` and `herald status` stop reporting it.
 ///
-/// Dispatch hands it every delivery that did not end in a send (``schedule(_:attempts:now:backoff:)``):
-/// back off and try again, wait without spending an attempt, or give up and list it as dead.
-/// Deliveries whose lease ran out need no rescue pass: they are due again when the lease ends,
-/// and the next claim takes them over (``abandoned(after:by:)`` when that was their last attempt).
+/// What becomes of a delivery after each attempt (back off and try again, wait without
+/// spending an attempt, give up and list it as dead) is ``DeliveryLife``'s, which dispatch
+/// asks as it records. Deliveries whose lease ran out need no rescue pass: they are due again
+/// when the lease ends, and the next claim takes them over.
 /// Dead items stay queryable in `herald.dead_jobs` until `herald.redrive` queues them again.
 public struct RetryWorker: BatchWorker {
     public let kind = WorkerKind.retry.rawValue
     let context: WorkerContext
 
-    /// Claims a delivery gets before it is given up: retries, and leases that ran out.
-    public static let maxAttempts = 25
-    /// While an app's configuration fails, its deliveries wait (without spending attempts) and
-    /// one of them goes out as a probe this often, so a broken credential costs a probe a
-    /// minute, not a storm. The probe is a real send, so it spends an attempt of its delivery.
-    public static let configurationRetry: Duration = .seconds(60)
     /// How often a pass runs (`HERALD_RESCUE_INTERVAL`). Default 5 s.
     public static let defaultInterval: Duration = .seconds(5)
     /// Rows per statement; a pass repeats until a statement finds fewer.
@@ -91,48 +85,6 @@ public struct RetryWorker: BatchWorker {
             }
             if ended < Self.batchSize { return }
         }
-    }
-
-    /// Decides what becomes of a delivery that stays queued after an attempt: due again after
-    /// the backoff (at least `notBefore`, a provider's `Retry-After`), or after a postponement
-    /// (not an attempt); given up and dead once its last attempt failed.
-    static func schedule(
-        _ result: DispatchWorker.DeliveryResult, attempts: Int, now: Date, backoff: Backoff
-    ) -> DispatchWorker.DeliveryResult {
-        var result = result
-        switch result.retry {
-        case .backoff where attempts >= maxAttempts:
-            result.state = .failed
-            result.error = "gave up after \(attempts) attempts: \(result.error ?? "no error recorded")"
-            result.retry = nil
-            result.dead = true
-        case .backoff(let notBefore):
-            let delay = backoff.delay(afterAttempts: attempts, atLeast: notBefore ?? .zero)
-            result.dueAgain = (result.answeredAt ?? now).addingTimeInterval(delay.seconds)
-        case .postpone(let wait):
-            result.dueAgain = now.addingTimeInterval(wait.seconds)
-        case nil:
-            break
-        }
-        return result
-    }
-
-    /// A delivery claimed again after its lease ran out, when that lease was its last attempt.
-    static func abandoned(after attempts: Int, by worker: String?) -> DispatchWorker.DeliveryResult? {
-        guard attempts > maxAttempts else { return nil }
-        return DispatchWorker.DeliveryResult(
-            state: .failed,
-            error: "gave up after \(maxAttempts) attempts: the last lease ran out"
-                + " (\(worker ?? "a worker") stopped before finishing)",
-            dead: true)
-    }
-
-    /// A route whose configuration is failing waits, without spending attempts, until a probe
-    /// is due (``configurationRetry`` after the last failure).
-    static func configurationWait(failedAt: Date, now: Date) -> Duration? {
-        let waited = now.timeIntervalSince(failedAt)
-        let retry = Double(configurationRetry.components.seconds)
-        return waited < retry ? .seconds(max(1, retry - waited)) : nil
     }
 
     enum SQL {

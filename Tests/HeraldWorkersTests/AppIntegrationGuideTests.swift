@@ -35,17 +35,17 @@ import Testing
         func delivery(_ kind: OutgoingDelivery.PayloadKind, silent: Bool = false) -> OutgoingDelivery {
             OutgoingDelivery(
                 deliveryID: 1, notificationID: 2, attempts: 1, payloadKind: kind, deviceRowID: 3,
-                pushToken: "token", appID: "shop", fcmProjectID: "shop-prod", title: "T", body: "B", data: [],
+                target: kind == .web
+                    ? .browser(
+                        endpoint: "https://push.example.net/push/1", p256dh: browserKey,
+                        auth: Array(repeating: 1, count: 16)) : .registrationToken("token"),
+                appID: "shop", title: "T", body: "B", data: [],
                 imageURL: "https://img/x.png", sound: "ding", badge: 1, androidChannelID: "orders",
                 iosCategory: "C", iosThreadID: "t", deepLink: "shop://x", priority: "high",
-                expiresAt: Date().addingTimeInterval(3600), silent: silent, dryRun: false,
-                webP256dh: kind == .web ? browserKey : nil, webAuth: kind == .web ? Array(repeating: 1, count: 16) : nil
-            )
+                expiresAt: Date().addingTimeInterval(3600), silent: silent, dryRun: false)
         }
         func document(silent: Bool) throws -> Set<String> {
-            var web = delivery(.web, silent: silent)
-            web.pushToken = "https://push.example.net/push/1"
-            let payload = try builder.webPush(for: web, now: Date()).payload
+            let payload = try builder.webPushMessage(for: delivery(.web, silent: silent), now: Date()).payload
             return Set((try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] ?? [:]).keys)
         }
         func custom(_ message: FCMMessage) -> Set<String> {
@@ -53,12 +53,12 @@ import Testing
             return Set(fields.map(\.0).filter { $0 != "aps" })
         }
         let now = Date()
-        let android = builder.message(for: delivery(.androidData), now: now).data.map(\.0)
-        let silentAndroid = builder.message(for: delivery(.androidData, silent: true), now: now).data.map(\.0)
+        let android = builder.fcmMessage(for: delivery(.androidData), now: now).data.map(\.0)
+        let silentAndroid = builder.fcmMessage(for: delivery(.androidData, silent: true), now: now).data.map(\.0)
         return [
             "android": Set(android + silentAndroid),
-            "ios_alert": custom(builder.message(for: delivery(.iosAlert), now: now)),
-            "ios_wakeup": custom(builder.message(for: delivery(.iosWakeup), now: now)),
+            "ios_alert": custom(builder.fcmMessage(for: delivery(.iosAlert), now: now)),
+            "ios_wakeup": custom(builder.fcmMessage(for: delivery(.iosWakeup), now: now)),
             "browser": try document(silent: false).union(try document(silent: true)),
         ]
     }

@@ -8,20 +8,23 @@ import HeraldQueue
 import Logging
 import Metrics
 
-/// Sends deliveries through FCM and records what happened to each. The deliveries are the
-/// queue: no job rows (see `migrations/010_tables_are_their_own_queues.sql`).
+/// Sends deliveries and records what became of each. The deliveries are the queue: each claim
+/// leases the due ones (``SQL/claim``), and each is recorded when its provider answered.
 ///
-/// Per batch: one statement leases the deliveries due and reads what is needed to send them;
-/// expired ones end `expired` and those whose device was disabled since ingest end
-/// `cancelled`, unsent. The rest are built into per-platform messages and sent concurrently,
-/// app by app (each app has its own credentials and its project's rate limit). One statement
-/// records the outcomes and releases the leases: deliveries, devices whose token FCM declared
-/// dead, and apps whose configuration failed. If the database is away then, the outcomes are
-/// kept and recorded when it is back, within the lease.
+/// Per claim: deliveries that cannot or need not be sent end at once (``DeliveryLife``); the
+/// rest are split into routes (an app's FCM, its iOS through FCM, its APNs, each push service
+/// of its browsers), and every route is sent at once through its provider (``FCMRoute``,
+/// ``APNsRoute``, ``WebPushRoute``). What the routes answer promptly is recorded together, in
+/// one statement with the leases released, the devices whose token a provider declared dead,
+/// and the app configurations found failing or working; a route still sending then records its
+/// own outcomes when its answers come in, so a slow provider holds back only its own
+/// deliveries. Each route's window (``RouteWindows``) bounds what it has in flight, and its
+/// deliveries stay leased while it sends. If the database is away when outcomes are recorded,
+/// they are kept and recorded when it is back, within the lease.
 ///
-/// A delivery is `sent` only after FCM answered 200. A crash between the send and the record
-/// leaves the delivery leased; when the lease ends it is due again and sent again
-/// (at-least-once): the duplicate window is the batches in flight.
+/// A delivery is `sent` only after its provider accepted it. A crash between the send and the
+/// record leaves the delivery leased; when the lease ends it is due again and sent again
+/// (at-least-once): the duplicate window is the sends in flight.
 public struct DispatchWorker: BatchWorker {
     public let kind = WorkerKind.dispatch.rawValue
     let context: WorkerContext
@@ -37,38 +40,11 @@ public struct DispatchWorker: BatchWorker {
 
     public init(context: WorkerContext) { self.context = context }
 
-    /// The outcome to record for one delivery.
-    struct DeliveryResult {
-        /// What a delivery that stays queued does next.
-        enum Retry {
-            /// An attempt that failed: due again after the backoff, or `notBefore` if later.
-            case backoff(notBefore: Duration?)
-            /// Not attempted: due again after this, and the claim is given back.
-            case postpone(Duration)
-        }
-
-        var state: DeliveryState
-        var messageName: String? = nil
-        /// APNs' `apns-unique-id`, when it gives one.
-        var uniqueID: String? = nil
-        var error: String? = nil
-        /// For a dead token: when the provider says it died (APNs' 410 timestamp).
-        var invalidSince: Date? = nil
-        var retry: Retry? = nil
-        /// Ran out of attempts: `failed`, and listed as dead until redriven.
-        var dead = false
-        /// When a delivery that stays queued is due again.
-        var dueAgain: Date? = nil
-        /// When FCM answered (its batch's last answer): the delivery's `sent_at`. Nil when
-        /// nothing was sent; the batch's start time is recorded then.
-        var answeredAt: Date? = nil
-    }
-
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         let builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
         let claimedAt = ContinuousClock.now
         let now = context.clock.now()
-        let (claimed, unreadable) = try await claim(limit: limit, now: now)
+        let (claimed, unreadable, apps) = try await claim(limit: limit, now: now)
         claimDuration.record(duration: ContinuousClock.now - claimedAt)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
 
@@ -86,7 +62,8 @@ public struct DispatchWorker: BatchWorker {
         for (key, batch) in routes {
             let admission = windows.admit(key, count: batch.count, window: limit)
             for delivery in batch.dropFirst(admission.count) {
-                settled[delivery.deliveryID] = Self.saturated(key, wait: admission.wait)
+                settled[delivery.deliveryID] = DeliveryLife.next(
+                    delivery, after: .crowdedOut(wait: admission.wait), now: now, backoff: context.backoff)
             }
             if admission.count < batch.count {
                 windows.noteSaturated(key, postponed: batch.count - admission.count, logger: context.logger)
@@ -96,7 +73,7 @@ public struct DispatchWorker: BatchWorker {
             if admission.awaited { awaited += 1 }
             inFlight.start { [self] in
                 let ((results, problems), heldUntil) = await keepingLeases(of: part, claimedAt: claimedAt) {
-                    await send(route: key, part, builder: builder, now: now)
+                    await send(route: key, part, app: apps[key.app], builder: builder, now: now)
                 }
                 if !collector.take(results, problems, awaited: admission.awaited) {
                     // Late: recorded on its own, at its own time. It reports only the problems
@@ -168,12 +145,6 @@ public struct DispatchWorker: BatchWorker {
         leaseEnds: ContinuousClock.Instant, now: Date
     ) async {
         let deliveries = Dictionary(uniqueKeysWithValues: batch.map { ($0.deliveryID, $0) })
-        var results = results
-        // Every delivery left queued goes to the retry policy: when it is due again, or dead.
-        for (id, result) in results where result.retry != nil {
-            results[id] = RetryWorker.schedule(
-                result, attempts: deliveries[id]?.attempts ?? 1, now: now, backoff: context.backoff)
-        }
         var sendsByOutcome: [String: Int] = [:]
         var finished: [String: Int] = [:]
         for result in results.values {
@@ -202,10 +173,9 @@ public struct DispatchWorker: BatchWorker {
         }
     }
 
-    /// Decides every claimed delivery that is not sent: those that cannot or need not be sent
-    /// end here, and a route whose configuration is failing sends one probe and postpones the
-    /// rest. Returns their results, and the deliveries to send by route (an app's FCM Android
-    /// and topic sends, its iOS sends through FCM or straight to APNs, its browsers).
+    /// Decides every claimed delivery that is not sent (``DeliveryLife``): those that cannot or
+    /// need not be sent end here, and a route whose configuration is failing sends one probe
+    /// and postpones the rest. Returns their results, and the deliveries to send by route.
     func decide(_ claimed: [OutgoingDelivery], now: Date) -> (
         settled: [Int64: DeliveryResult], routes: [RouteKey: [OutgoingDelivery]]
     ) {
@@ -213,23 +183,15 @@ public struct DispatchWorker: BatchWorker {
         var sendable: [RouteKey: [OutgoingDelivery]] = [:]
         var rescued: [String: Int] = [:]
         for delivery in claimed {
-            let id = delivery.deliveryID
             if let worker = delivery.abandonedBy { rescued[worker, default: 0] += 1 }
-            if let givenUp = RetryWorker.abandoned(after: delivery.attempts, by: delivery.abandonedBy) {
-                results[id] = givenUp
-            } else if delivery.expiresAt <= now {
-                results[id] = DeliveryResult(
-                    state: .expired, error: "expired at \(delivery.expiresAt) before it was sent")
-            } else if let reason = delivery.deviceDisabledReason {
-                results[id] = DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
-            } else if delivery.payloadKind != .topic && delivery.pushToken == nil {
-                results[id] = DeliveryResult(state: .cancelled, error: "the device has no push token")
-            } else {
-                let key = RouteKey(
-                    app: delivery.appID, route: delivery.route,
-                    origin: delivery.route == .web ? delivery.pushToken.map { String(HTTPRequest.origin(of: $0)) } : nil
-                )
-                sendable[key, default: []].append(delivery)
+            if let ended = DeliveryLife.next(delivery, after: .claimed, now: now, backoff: context.backoff) {
+                results[delivery.deliveryID] = ended
+            } else if let route = delivery.route {
+                var origin: String? = nil
+                if case .browser(let endpoint, _, _) = delivery.target {
+                    origin = String(HTTPRequest.origin(of: endpoint))
+                }
+                sendable[RouteKey(app: delivery.appID, route: route, origin: origin), default: []].append(delivery)
             }
         }
         for (worker, count) in rescued {
@@ -242,15 +204,17 @@ public struct DispatchWorker: BatchWorker {
         // the app's other routes go on at full speed.
         for (key, batch) in sendable {
             guard let failedAt = batch[0].configurationFailedAt else { continue }
-            if let wait = RetryWorker.configurationWait(failedAt: failedAt, now: now) {
-                for delivery in batch { results[delivery.deliveryID] = Self.postponed(key, by: wait) }
-                sendable[key] = nil
-            } else {
-                for delivery in batch.dropFirst() {
-                    results[delivery.deliveryID] = Self.postponed(key, by: .seconds(5))
+            var probes: [OutgoingDelivery] = []
+            for (index, delivery) in batch.enumerated() {
+                let event = DeliveryLife.Event.configurationFailing(
+                    failedAt: failedAt, probe: index == 0, route: key.route.description)
+                if let waiting = DeliveryLife.next(delivery, after: event, now: now, backoff: context.backoff) {
+                    results[delivery.deliveryID] = waiting
+                } else {
+                    probes.append(delivery)
                 }
-                sendable[key] = [batch[0]]
             }
+            sendable[key] = probes.isEmpty ? nil : probes
         }
         return (results, sendable)
     }
@@ -258,15 +222,18 @@ public struct DispatchWorker: BatchWorker {
     /// Sends one route's deliveries through its provider; returns a result per delivery and
     /// the configuration problems its answers show: each of its scopes found failing, or (nil)
     /// working again when none was found.
-    func send(route key: RouteKey, _ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date) async -> (
-        [Int64: DeliveryResult], [ProblemKey: String?]
-    ) {
-        let (sent, found) =
-            switch key.route {
-            case .fcm, .fcmAPNs: await sendFCM(batch, app: key.app, builder: builder, now: now)
-            case .web: await sendWebPush(batch, app: key.app, builder: builder, now: now)
-            case .apns: await sendAPNs(batch, app: key.app, builder: builder, now: now)
-            }
+    func send(route key: RouteKey, _ batch: [OutgoingDelivery], app: AppSetup?, builder: PayloadBuilder, now: Date)
+        async -> ([Int64: DeliveryResult], [ProblemKey: String?])
+    {
+        let started = ContinuousClock.now
+        let events = await providerSend(route: key, batch, app: app, builder: builder, now: now)
+        sendDuration.record(duration: ContinuousClock.now - started)
+        var results: [Int64: DeliveryResult] = [:]
+        var found: [ConfigurationScope: String] = [:]
+        for (delivery, event) in events {
+            if case .sent(.configurationError(let reason, let scope), _, _) = event { found[scope] = reason }
+            results[delivery.deliveryID] = DeliveryLife.next(delivery, after: event, now: now, backoff: context.backoff)
+        }
         var problems: [ProblemKey: String?] = [:]
         // A route that found a problem tells nothing of its other scopes; one that found none
         // clears those of every scope it depends on.
@@ -285,7 +252,32 @@ public struct DispatchWorker: BatchWorker {
                     ])
             }
         }
-        return (Dictionary(sent, uniquingKeysWith: { first, _ in first }), problems)
+        return (results, problems)
+    }
+
+    /// The route's provider sends it; a route that cannot be made fails its deliveries as a
+    /// configuration problem of its first scope (the app's FCM credentials for both FCM routes).
+    func providerSend(
+        route key: RouteKey, _ batch: [OutgoingDelivery], app: AppSetup?, builder: PayloadBuilder, now: Date
+    ) async -> [(OutgoingDelivery, DeliveryLife.Event)] {
+        let made: Result<any ProviderRoute, ConfigurationProblem>
+        if let senders = context.senders, let app {
+            switch key.route {
+            case .fcm, .fcmAPNs: made = await senders.route(FCMRoute.self, app: app).map { $0 }
+            case .apns: made = await senders.route(APNsRoute.self, app: app).map { $0 }
+            case .web: made = await senders.route(WebPushRoute.self, app: app).map { $0 }
+            }
+        } else {
+            made = .failure(
+                ConfigurationProblem(app == nil ? "app \(key.app) is not in herald.apps" : "no senders configured"))
+        }
+        switch made {
+        case .success(let route):
+            return await route.send(batch, builder: builder, now: now, context: context)
+        case .failure(let problem):
+            let outcome = PushOutcome.configurationError(reason: problem.description, scope: key.route.scopes[0])
+            return batch.map { ($0, .sent(outcome, dryRun: $0.dryRun, at: now)) }
+        }
     }
 
     /// One route of one app: what is sent together, and waits together while its
@@ -304,84 +296,21 @@ public struct DispatchWorker: BatchWorker {
         var scope: ConfigurationScope
     }
 
-    /// One batch's send to a provider, timed (`herald_send_batch_duration_seconds`).
-    func timed<Outcomes>(_ send: () async -> Outcomes) async -> Outcomes {
-        let started = ContinuousClock.now
-        defer { sendDuration.record(duration: ContinuousClock.now - started) }
-        return await send()
-    }
-
-    /// Results for a batch that could not be sent because its sender could not be made.
-    func unsendable(_ batch: [OutgoingDelivery], _ problem: String, scope: ConfigurationScope) -> (
-        [(Int64, DeliveryResult)], [ConfigurationScope: String]
-    ) {
-        (batch.map { ($0.deliveryID, Self.configurationResult(problem)) }, [scope: problem])
-    }
-
-    /// The results of sends the provider answered, with the configuration problems they show.
-    func results(
-        _ part: [OutgoingDelivery], _ outcomes: [PushOutcome], dryRun: Bool, answeredAt: Date,
-        problems: inout [ConfigurationScope: String]
-    ) -> [(Int64, DeliveryResult)] {
-        zip(part, outcomes).map { delivery, outcome in
-            var result = Self.result(outcome, dryRun: dryRun)
-            result.answeredAt = answeredAt
-            if case .configurationError(let reason, let scope) = outcome { problems[scope] = reason }
-            return (delivery.deliveryID, result)
-        }
-    }
-
     /// The delivery's new state, or for one still queued, why: `retry` or `postponed`.
     static func metricOutcome(_ result: DeliveryResult) -> String {
-        switch result.retry {
-        case .backoff: return "retry"
-        case .postpone: return "postponed"
-        case nil: return result.state.rawValue
+        switch result.requeue {
+        case .retry: "retry"
+        case .postponed: "postponed"
+        case nil: result.state.rawValue
         }
     }
 
     /// The `outcome` label of `herald_jobs_finished_total`, as for job rows.
     static func jobOutcome(_ result: DeliveryResult) -> String {
-        switch result.retry {
-        case .backoff: return "retry"
-        case .postpone: return "postponed"
-        case nil: return result.dead ? "dead" : "completed"
-        }
-    }
-
-    static func postponed(_ key: RouteKey, by wait: Duration) -> DeliveryResult {
-        DeliveryResult(
-            state: .queued,
-            error: "waiting: the configuration of app \(key.app) for \(key.route.description) is failing"
-                + " (see herald.app_problems)",
-            retry: .postpone(wait))
-    }
-
-    /// What a route's full window could not take waits, without an attempt spent and without a
-    /// line in its error history (it may wait many times while the route is slow).
-    static func saturated(_ key: RouteKey, wait: Duration) -> DeliveryResult {
-        DeliveryResult(state: .queued, retry: .postpone(wait))
-    }
-
-    static func configurationResult(_ reason: String) -> DeliveryResult {
-        DeliveryResult(
-            state: .queued, error: "configuration: \(reason)",
-            retry: .backoff(notBefore: RetryWorker.configurationRetry))
-    }
-
-    /// What a provider's outcome means for the delivery.
-    static func result(_ outcome: PushOutcome, dryRun: Bool) -> DeliveryResult {
-        switch outcome {
-        case .sent(let name, let uniqueID):
-            return DeliveryResult(state: dryRun ? .validated : .sent, messageName: name, uniqueID: uniqueID)
-        case .tokenInvalid(let reason, let since):
-            return DeliveryResult(state: .tokenInvalid, error: reason, invalidSince: since)
-        case .retry(let after, let reason):
-            return DeliveryResult(state: .queued, error: reason, retry: .backoff(notBefore: after))
-        case .configurationError(let reason, _):
-            return configurationResult(reason)
-        case .permanentFailure(let reason):
-            return DeliveryResult(state: .failed, error: reason)
+        switch result.requeue {
+        case .retry: "retry"
+        case .postponed: "postponed"
+        case nil: result.dead ? "dead" : "completed"
         }
     }
 
@@ -392,22 +321,29 @@ public struct DispatchWorker: BatchWorker {
         text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
     }
 
-    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``). A row that cannot be
-    /// read (whatever it holds: a value out of Swift's range, a column out of step) is not sent
-    /// and ends `failed` with the reason; the rest of the batch goes on.
+    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``), with their apps'
+    /// setups. A row that cannot be read (whatever it holds: a value out of Swift's range, a
+    /// column out of step) is not sent and ends `failed` with the reason; the rest of the batch
+    /// goes on.
     func claim(limit: Int, now: Date) async throws -> (
-        readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult]
+        readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], apps: [String: AppSetup]
     ) {
         let rows = try await context.connection.query(
             SQL.claim, [now, limit, context.workerID, context.lease.seconds])
         var readable: [OutgoingDelivery] = []
         var unreadable: [Int64: DeliveryResult] = [:]
+        var apps: [String: AppSetup] = [:]
         readable.reserveCapacity(rows.count)
         for row in rows {
             // The primary key: a bigint, never NULL, so always readable.
             let id: Int64 = try row.decode("delivery_id")
             do {
-                readable.append(try Self.delivery(from: row))
+                let delivery = try Self.delivery(from: row)
+                // The claim gives a browser's allowed hosts on browsers' rows only.
+                if apps[delivery.appID] == nil || (delivery.route == .web && apps[delivery.appID]?.webPushHosts == []) {
+                    apps[delivery.appID] = try Self.appSetup(from: row)
+                }
+                readable.append(delivery)
             } catch {
                 unreadable[id] = DeliveryResult(
                     state: .failed, error: "the delivery could not be read for sending, so it was not sent: \(error)")
@@ -418,23 +354,19 @@ public struct DispatchWorker: BatchWorker {
                 "failed deliveries whose rows could not be read; see herald.deliveries.last_error",
                 metadata: ["count": "\(unreadable.count)", "deliveries": "\(unreadable.keys.sorted().prefix(10))"])
         }
-        return (readable, unreadable)
+        return (readable, unreadable, apps)
     }
 
     static func delivery(from row: PostgresRow) throws -> OutgoingDelivery {
+        let kind = OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData
         return OutgoingDelivery(
             deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
             attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
-            payloadKind: OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData,
-            deviceRowID: try row.decode("device_id", as: Int64?.self),
-            pushToken: try row.decode("push_token", as: String?.self),
-            tokenKind: OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "")
-                ?? .registrationToken,
+            payloadKind: kind, deviceRowID: try row.decode("device_id", as: Int64?.self),
+            target: try target(from: row, kind: kind),
             deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
-            appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
-            credentialsFile: try row.decode("credentials_file", as: String?.self),
-            topic: try row.decode("topic", as: String?.self), title: try row.decode("title", as: String?.self),
-            body: try row.decode("body", as: String?.self),
+            appID: try row.decode("app_id"),
+            title: try row.decode("title", as: String?.self), body: try row.decode("body", as: String?.self),
             data: Self.stringPairs(try row.decode("data", as: String?.self)),
             imageURL: try row.decode("image_url", as: String?.self),
             sound: try row.decode("sound", as: String?.self),
@@ -447,19 +379,38 @@ public struct DispatchWorker: BatchWorker {
             priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
             collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
             dryRun: try row.decode("dry_run"),
-            webP256dh: try row.decode("web_p256dh", as: Data?.self).map { [UInt8]($0) },
-            webAuth: try row.decode("web_auth", as: Data?.self).map { [UInt8]($0) },
+            configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
+    }
+
+    /// What the delivery is sent to: the notification's topic, or the device's token by its kind.
+    static func target(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws -> OutgoingDelivery.Target? {
+        if kind == .topic { return try row.decode("topic", as: String?.self).map { .topic($0) } }
+        guard let token = try row.decode("push_token", as: String?.self) else { return nil }
+        switch OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "") {
+        case .installationID: return .installationID(token)
+        case .apnsDeviceToken: return .apnsDeviceToken(token)
+        case .webSubscription:
+            return .browser(
+                endpoint: token, p256dh: [UInt8](try row.decode("web_p256dh", as: Data?.self) ?? Data()),
+                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
+        case .registrationToken, nil: return .registrationToken(token)
+        }
+    }
+
+    static func appSetup(from row: PostgresRow) throws -> AppSetup {
+        AppSetup(
+            appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
+            credentialsFile: try row.decode("credentials_file", as: String?.self),
             vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
             vapidSubject: try row.decode("vapid_subject", as: String?.self),
-            apnsEnvironment: try row.decode("apns_environment"),
+            webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
+            webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
+            apnsEnvironment: try row.decode("apns_environment", as: String?.self) ?? "production",
             apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
             apnsTeamID: try row.decode("apns_team_id", as: String?.self),
             apnsKeyID: try row.decode("apns_key_id", as: String?.self),
             apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
-            apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
-            webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
-            webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
-            configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
+            apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self))
     }
 
     /// A JSON object of strings, in its keys' order.
@@ -482,10 +433,10 @@ public struct DispatchWorker: BatchWorker {
     static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> [DeadToken] {
         results.compactMap { id, result in
             guard result.state == .tokenInvalid, let delivery = deliveries[id], let device = delivery.deviceRowID,
-                let token = delivery.pushToken
+                let token = delivery.target?.deviceToken, let route = delivery.route
             else { return nil }
             return DeadToken(
-                id: device, token: token, reason: "\(delivery.route.provider): \(result.error ?? "token invalid")",
+                id: device, token: token, reason: "\(route.provider): \(result.error ?? "token invalid")",
                 since: result.invalidSince)
         }
     }
@@ -511,8 +462,8 @@ public struct DispatchWorker: BatchWorker {
             errors.append(result.error.map(Self.storable))
             let answeredAt = result.answeredAt ?? now
             answered.append(answeredAt.timeIntervalSince1970)
-            nextRun.append(result.dueAgain?.timeIntervalSince1970)
-            if case .postpone = result.retry { givenBack.append(true) } else { givenBack.append(false) }
+            nextRun.append(result.requeue?.dueAt.timeIntervalSince1970)
+            if case .postponed = result.requeue { givenBack.append(true) } else { givenBack.append(false) }
             dead.append(result.dead)
         }
         let scopes = Array(problems.keys)

@@ -18,8 +18,8 @@ public enum DeliveryState: String, Sendable, CaseIterable {
     case failed
 }
 
-/// One delivery as the dispatch worker claims it: the notification's content and options,
-/// the device's token (and a browser's keys) and the app's provider settings.
+/// One delivery as the dispatch worker claims it: the notification's content and options, and
+/// what it is sent to. Its app's setup is the route's (``AppSetup``), read once per app.
 public struct OutgoingDelivery: Sendable {
     public enum PayloadKind: String, Sendable, CaseIterable {
         case androidData = "android_data"
@@ -32,13 +32,37 @@ public struct OutgoingDelivery: Sendable {
         case web
     }
 
-    /// What the device's token is, which decides how it is sent.
+    /// The kinds of a device's token (`herald.devices.token_kind`).
     public enum TokenKind: String, Sendable, CaseIterable {
         case registrationToken = "registration_token"
-        /// A Firebase Installation ID (FCM's `fid` target).
         case installationID = "installation_id"
         case apnsDeviceToken = "apns_device_token"
         case webSubscription = "web_subscription"
+    }
+
+    /// What a delivery is sent to, by the kind of the device's token (`herald.devices.token_kind`)
+    /// or, for a topic send, the notification's topic.
+    public enum Target: Sendable {
+        /// An FCM registration token.
+        case registrationToken(String)
+        /// A Firebase Installation ID (FCM's `fid` target).
+        case installationID(String)
+        /// An FCM topic.
+        case topic(String)
+        /// An APNs device token: sent straight to APNs.
+        case apnsDeviceToken(String)
+        /// A browser's push subscription: its endpoint, P-256 public key and auth secret.
+        case browser(endpoint: String, p256dh: [UInt8], auth: [UInt8])
+
+        /// The device's token as `herald.devices.push_token` holds it (a browser's endpoint); nil
+        /// for a topic.
+        public var deviceToken: String? {
+            switch self {
+            case .registrationToken(let token), .installationID(let token), .apnsDeviceToken(let token): token
+            case .browser(let endpoint, _, _): endpoint
+            case .topic: nil
+            }
+        }
     }
 
     /// How a delivery goes out, and so which of the app's configurations it depends on.
@@ -91,11 +115,14 @@ public struct OutgoingDelivery: Sendable {
         }
     }
 
-    public var route: Route {
-        switch payloadKind {
-        case .androidData, .topic: .fcm
-        case .iosAlert, .iosBackground, .iosWakeup: tokenKind == .apnsDeviceToken ? .apns : .fcmAPNs
-        case .web: .web
+    /// Its route; nil when there is nothing to send it to.
+    public var route: Route? {
+        switch target {
+        case .registrationToken, .installationID: payloadKind.isIOS ? .fcmAPNs : .fcm
+        case .topic: .fcm
+        case .apnsDeviceToken: .apns
+        case .browser: .web
+        case nil: nil
         }
     }
 
@@ -104,51 +131,35 @@ public struct OutgoingDelivery: Sendable {
     /// Claims so far, this one included.
     public var attempts: Int
     /// The worker whose lease on it ran out before it recorded an outcome, if one did.
-    public var abandonedBy: String?
+    public var abandonedBy: String? = nil
     public var payloadKind: PayloadKind
     public var deviceRowID: Int64?
-    public var pushToken: String?
-    public var tokenKind: TokenKind = .registrationToken
+    /// Nil when the device has no token (or a topic send no topic): nothing to send to.
+    public var target: Target?
     /// Why the device is disabled, when it is.
-    public var deviceDisabledReason: String?
+    public var deviceDisabledReason: String? = nil
     public var appID: String
-    public var fcmProjectID: String
-    public var credentialsFile: String?
-    public var topic: String?
-    public var title: String?
-    public var body: String?
+    public var title: String? = nil
+    public var body: String? = nil
     /// The producer's data, strings only (ingest converted the rest).
-    public var data: [(String, String)]
-    public var imageURL: String?
-    public var sound: String?
-    public var badge: Int?
-    public var androidChannelID: String?
-    public var iosCategory: String?
-    public var iosThreadID: String?
-    public var deepLink: String?
+    public var data: [(String, String)] = []
+    public var imageURL: String? = nil
+    public var sound: String? = nil
+    public var badge: Int? = nil
+    public var androidChannelID: String? = nil
+    public var iosCategory: String? = nil
+    public var iosThreadID: String? = nil
+    public var deepLink: String? = nil
     /// `high` or `normal`.
     public var priority: String
     public var expiresAt: Date
-    public var collapseKey: String?
+    public var collapseKey: String? = nil
     public var silent: Bool
     public var dryRun: Bool
-    /// A browser's subscription keys (`web` only): its P-256 public key and auth secret.
-    public var webP256dh: [UInt8]? = nil
-    public var webAuth: [UInt8]? = nil
-    /// The app's VAPID key file and contact, for browsers.
-    public var vapidKeyFile: String? = nil
-    public var vapidSubject: String? = nil
-    /// The app's APNs setup, for iOS devices with APNs device tokens.
-    public var apnsEnvironment: String? = nil
-    public var apnsBundleID: String? = nil
-    public var apnsTeamID: String? = nil
-    public var apnsKeyID: String? = nil
-    public var apnsKeyFile: String? = nil
-    public var apnsCertificateFile: String? = nil
-    /// The push service hosts the app's browsers may name (`herald.apps.web_push_hosts`, or the
-    /// default), and whether they may be private addresses.
-    public var webPushHosts: [String] = []
-    public var webPushPrivateAddresses = false
     /// When a configuration this delivery's route needs last failed, if it still does.
     public var configurationFailedAt: Date? = nil
+}
+
+extension OutgoingDelivery.PayloadKind {
+    var isIOS: Bool { self == .iosAlert || self == .iosBackground || self == .iosWakeup }
 }

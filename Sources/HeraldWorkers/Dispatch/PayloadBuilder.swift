@@ -1,10 +1,9 @@
 import Foundation
 import HeraldAPNs
 import HeraldCrypto
-import HeraldFCM
-import HeraldWebPush
 
-/// Builds the FCM v1 message for a delivery, by the device's platform:
+/// Builds what a delivery is sent as, by its payload kind; each provider's part is in its
+/// route's file (``FCMRoute``, ``APNsRoute``, ``WebPushRoute``), the shared parts here:
 ///
 /// - Android: a data-only message, which FCM never collapses while the device is offline;
 ///   the app shows it itself. `android.ttl` is the time left until the notification expires.
@@ -14,9 +13,10 @@ import HeraldWebPush
 ///   push type `background`, priority 5; a wake-up expires within two minutes.
 /// - Every iOS push has an `apns-collapse-id` (the collapse key, or the notification id), so
 ///   that a repeated send replaces rather than adds. The same push goes through FCM's `apns`
-///   block or straight to APNs (``apns(for:now:)``), by the device's token.
+///   block (``fcmMessage(for:now:)``) or straight to APNs (``apnsNotification(for:topic:now:)``),
+///   by the device's token.
 /// - Topic: a `notification` block, since there is no per-device platform.
-/// - Browser: a JSON document the service worker shows as it is (``webPush(for:now:)``),
+/// - Browser: a JSON document the service worker shows as it is (``webPushMessage(for:now:)``),
 ///   encrypted for the browser; `Topic` from the collapse key, `Urgency` from the priority.
 ///
 /// The keys Herald adds are listed in ``PayloadKeys``; where the producer's data uses one of
@@ -41,16 +41,6 @@ public struct PayloadBuilder: Sendable {
         return remaining.isFinite ? Int(max(0, min(remaining, Double(maxTTL)))) : maxTTL
     }
 
-    public func message(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
-        let remaining = Self.ttl(delivery, now: now)
-        switch delivery.payloadKind {
-        case .androidData: return android(delivery, ttl: remaining)
-        case .iosAlert, .iosBackground, .iosWakeup: return iosThroughFCM(delivery, now: now)
-        case .topic: return topic(delivery, ttl: remaining)
-        case .web: preconditionFailure("a browser's delivery goes through webPush(for:now:)")
-        }
-    }
-
     /// Herald's own keys, after the producer's data (Herald's win on a clash).
     func heraldKeys(_ delivery: OutgoingDelivery) -> [(String, String)] {
         var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notificationID))]
@@ -65,23 +55,6 @@ public struct PayloadBuilder: Sendable {
     func merged(_ producer: [(String, String)], _ herald: [(String, String)]) -> [(String, String)] {
         let taken = Set(herald.map(\.0))
         return producer.filter { !taken.contains($0.0) } + herald
-    }
-
-    func android(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
-        var shown: [(String, String)] = []
-        if let title = delivery.title { shown.append((PayloadKeys.title, title)) }
-        if let body = delivery.body { shown.append((PayloadKeys.body, body)) }
-        if let image = delivery.imageURL { shown.append((PayloadKeys.imageURL, image)) }
-        if let link = delivery.deepLink { shown.append((PayloadKeys.deepLink, link)) }
-        if let channel = delivery.androidChannelID { shown.append((PayloadKeys.channelID, channel)) }
-        if let sound = delivery.sound { shown.append((PayloadKeys.sound, sound)) }
-        if delivery.silent { shown.append((PayloadKeys.silent, "1")) }
-        return FCMMessage(
-            target: target(delivery),
-            data: merged(delivery.data, shown + heraldKeys(delivery)),
-            android: .init(
-                priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                collapseKey: delivery.collapseKey))
     }
 
     /// An iOS notification as APNs takes it, whichever way it goes (FCM's `apns` block or APNs
@@ -139,88 +112,9 @@ public struct PayloadBuilder: Sendable {
         return safe ? key : Base64URL.encode(HMAC.sha256(key: Array("herald collapse".utf8), Array(key.utf8)))
     }
 
-    /// An iOS message through FCM: the same push in FCM's `apns` block.
-    func iosThroughFCM(_ delivery: OutgoingDelivery, now: Date) -> FCMMessage {
-        let push = applePush(delivery, now: now)
-        return FCMMessage(
-            target: target(delivery),
-            apns: .init(
-                headers: [
-                    ("apns-push-type", push.pushType.rawValue), ("apns-priority", String(push.priority)),
-                    ("apns-expiration", String(Int(push.expiration.timeIntervalSince1970))),
-                    ("apns-collapse-id", push.collapseID),
-                ],
-                payload: push.payload))
-    }
-
-    /// The notification for an iOS device whose token is an APNs device token.
-    public func apns(for delivery: OutgoingDelivery, now: Date) -> APNsNotification {
-        let push = applePush(delivery, now: now)
-        return APNsNotification(
-            deviceToken: delivery.pushToken ?? "", topic: delivery.apnsBundleID ?? "", pushType: push.pushType,
-            priority: push.priority, expiration: push.expiration, collapseID: push.collapseID,
-            payload: push.payload.encodedBytes)
-    }
-
-    /// An FCM token, or a Firebase Installation ID.
-    func target(_ delivery: OutgoingDelivery) -> FCMMessage.Target {
-        delivery.tokenKind == .installationID ? .fid(delivery.pushToken ?? "") : .token(delivery.pushToken ?? "")
-    }
-
-    func topic(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
-        FCMMessage(
-            target: .topic(delivery.topic ?? ""),
-            data: merged(delivery.data, heraldKeys(delivery)),
-            notification: delivery.silent
-                ? nil : .init(title: delivery.title, body: delivery.body, image: delivery.imageURL),
-            android: .init(
-                priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                collapseKey: delivery.collapseKey))
-    }
-
-    /// The message for a browser. Its document: `title`, `body`, `image_url`, `deep_link`, the
-    /// producer's `data` as an object, `tag` (the collapse key, or the notification id, so that
-    /// a repeated send replaces the notification rather than adding one), `silent` when set,
-    /// and Herald's keys. Throws when the subscription is unusable or the document too large.
-    public func webPush(for delivery: OutgoingDelivery, now: Date) throws -> WebPushMessage {
-        var document: [(String, JSONValue)] = []
-        if let title = delivery.title { document.append((PayloadKeys.title, .string(title))) }
-        if let body = delivery.body { document.append((PayloadKeys.body, .string(body))) }
-        if let image = delivery.imageURL { document.append((PayloadKeys.imageURL, .string(image))) }
-        if let link = delivery.deepLink { document.append((PayloadKeys.deepLink, .string(link))) }
-        document.append(("data", .object(delivery.data.map { ($0.0, .string($0.1)) })))
-        document.append(("tag", .string(delivery.collapseKey ?? String(delivery.notificationID))))
-        if delivery.silent { document.append(("silent", .bool(true))) }
-        document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
-        let subscription: WebPushSubscription
-        do {
-            subscription = try WebPushSubscription(
-                endpoint: delivery.pushToken ?? "", p256dh: delivery.webP256dh ?? [], auth: delivery.webAuth ?? [])
-        } catch {
-            throw UnusableSubscription(reason: "\(error)")
-        }
-        let payload = JSONValue.object(document).encodedBytes
-        guard payload.count <= WebPushEncryption.maxPlaintextBytes else {
-            throw WebPushError(
-                "payload is \(payload.count) bytes, over Web Push's \(WebPushEncryption.maxPlaintextBytes) bytes of plaintext;"
-                    + " shorten the title, body or data")
-        }
-        return WebPushMessage(
-            subscription: subscription, payload: payload,
-            ttl: Self.ttl(delivery, now: now),
-            urgency: delivery.priority == "normal" ? .normal : .high, topic: delivery.collapseKey)
-    }
-
     func payload(aps: [(String, JSONValue)], custom: [(String, String)]) -> JSONValue {
         .object([("aps", .object(aps))] + custom.map { ($0.0, .string($0.1)) })
     }
-}
-
-/// A browser's subscription that no message can be sent to (registered before the checks that
-/// refuse it now): the device's fault, so the device is disabled, never the app's.
-struct UnusableSubscription: Error, CustomStringConvertible {
-    var reason: String
-    var description: String { "unusable subscription: \(reason)" }
 }
 
 /// The payload keys Herald adds, for app developers (see `docs/app-integration.md`).

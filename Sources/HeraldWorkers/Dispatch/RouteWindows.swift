@@ -139,7 +139,7 @@ final class RouteCollector: Sendable {
     static let longestWait: Duration = .seconds(1)
 
     private struct State {
-        var results: [Int64: DispatchWorker.DeliveryResult] = [:]
+        var results: [Int64: DeliveryResult] = [:]
         var problems: [DispatchWorker.ProblemKey: String?] = [:]
         var answered = 0
         var firstAnswer: ContinuousClock.Instant?
@@ -151,7 +151,7 @@ final class RouteCollector: Sendable {
     /// Takes a route's answers into the claim's record; false once the claim has recorded
     /// without them (the route records its own).
     func take(
-        _ results: [Int64: DispatchWorker.DeliveryResult], _ problems: [DispatchWorker.ProblemKey: String?],
+        _ results: [Int64: DeliveryResult], _ problems: [DispatchWorker.ProblemKey: String?],
         awaited: Bool
     ) -> Bool {
         let now = ContinuousClock.now
@@ -177,7 +177,7 @@ final class RouteCollector: Sendable {
     /// Waits until the `awaiting` routes have answered, or the grace after the first answer
     /// (or ``longestWait``) has passed; returns what was taken, and takes nothing more.
     func collect(awaiting: Int) async -> (
-        [Int64: DispatchWorker.DeliveryResult], [DispatchWorker.ProblemKey: String?]
+        [Int64: DeliveryResult], [DispatchWorker.ProblemKey: String?]
     ) {
         let started = ContinuousClock.now
         while true {

@@ -1,17 +1,50 @@
 import Foundation
 import HeraldAPNs
 import HeraldCore
-import HeraldCrypto
 import HeraldFCM
 import HeraldHTTP
-import HeraldWebPush
 import Logging
 
-/// Each app's clients, made on first use and shared by every sending worker over one HTTP/2
-/// client: an FCM client from the app's service-account file (or
-/// `GOOGLE_APPLICATION_CREDENTIALS`), a Web Push client from its VAPID key, and an APNs client
-/// from its APNs key (one provider token per key, shared by the apps that use it) or push
-/// certificate.
+/// An app's row of `herald.apps`, as its routes are made from it.
+public struct AppSetup: Sendable, Equatable {
+    public var appID: String
+    public var fcmProjectID: String
+    /// The service-account file; nil: `GOOGLE_APPLICATION_CREDENTIALS`.
+    public var credentialsFile: String?
+    /// The VAPID key file and contact, for browsers.
+    public var vapidKeyFile: String?
+    public var vapidSubject: String?
+    /// The push service hosts the app's browsers may name (`web_push_hosts`, or the default),
+    /// and whether they may be private addresses.
+    public var webPushHosts: [String]
+    public var webPushPrivateAddresses: Bool
+    /// The app's own APNs setup, for iOS devices with APNs device tokens.
+    public var apnsEnvironment: String
+    public var apnsBundleID: String?
+    public var apnsTeamID: String?
+    public var apnsKeyID: String?
+    public var apnsKeyFile: String?
+    public var apnsCertificateFile: String?
+}
+
+/// One provider's way of sending an app's deliveries, in one place: how it is made from the
+/// app's setup (and made again when that changes), how a delivery becomes its request, how
+/// the requests are sent, and what their answers mean for each delivery. Each provider's
+/// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`) knows no database; its route adds what
+/// Herald keeps: rate limits, dry runs, the checks its deliveries need.
+protocol ProviderRoute: Sendable {
+    /// What of the app's setup the route is made from: a change makes a new one.
+    associatedtype Setup: Equatable & Sendable
+    static func setup(of app: AppSetup) -> Setup
+    /// The route for an app, or why it cannot be made (a configuration problem).
+    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> Self
+    /// Sends one route's deliveries; what happened to each.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+}
+
+/// Each app's routes, made on first use and shared by every sending worker over one HTTP/2
+/// client, with what routes share: FCM rate limits per project, APNs provider tokens per key.
 public actor Senders {
     public struct Configuration: Sendable {
         public var fcmEndpoint: String = FCMClient.defaultEndpoint
@@ -23,29 +56,20 @@ public actor Senders {
         public init() {}
     }
 
-    struct Sender {
-        var client: FCMClient
-        var limiter: RateLimiter
-        /// What it was made from: a change in `herald.apps` makes a new one.
-        var project: String
-        var credentialsFile: String?
-    }
-
-    private let http: HTTPClient
-    private let configuration: Configuration
+    let http: HTTPClient
+    let configuration: Configuration
+    let logger: Logger
     /// What each route has in flight, across the daemon's dispatch loops.
     nonisolated let routeWindows = RouteWindows()
-    private let logger: Logger
-    private var senders: [String: Sender] = [:]
+    /// Each route made, by app and provider, with the setup it was made from.
+    private var routes: [String: (setup: any Sendable, route: any ProviderRoute)] = [:]
     private var limiters: [String: RateLimiter] = [:]
-    private var webPushClients:
-        [String: (file: String, subject: String, policy: WebPushEndpointPolicy, client: WebPushClient)] = [:]
-    private var apnsClients: [String: (setup: APNsSetup, client: APNsClient)] = [:]
     private var providerTokens: [String: APNsProviderTokens] = [:]
     /// Certificates' expiry, by app, as read when loaded; `unrecorded` until the worker wrote it
     /// to `herald.apps`.
     private var certificateExpiry: [String: (expiry: Date, unrecorded: Bool)] = [:]
     private var expiryWarned: [String: ContinuousClock.Instant] = [:]
+    private var logged: [String: (problem: String, at: ContinuousClock.Instant)] = [:]
 
     public init(http: HTTPClient, configuration: Configuration, logger: Logger) {
         self.http = http
@@ -53,112 +77,42 @@ public actor Senders {
         self.logger = logger
     }
 
-    /// The sender for an app, or why there is none (a configuration error). A changed project or
-    /// credentials file in `herald.apps` takes effect at once.
-    func sender(app: String, project: String, credentialsFile: String?) -> Result<Sender, ConfigurationProblem> {
-        if let sender = senders[app], sender.project == project, sender.credentialsFile == credentialsFile {
-            return .success(sender)
+    /// The app's route of provider `R`, or why there is none. A changed setup in `herald.apps`
+    /// takes effect at once.
+    func route<R: ProviderRoute>(_ type: R.Type, app: AppSetup) -> Result<R, ConfigurationProblem> {
+        let key = "\(R.self) \(app.appID)"
+        let setup = R.setup(of: app)
+        if let cached = routes[key], cached.setup as? R.Setup == setup, let route = cached.route as? R {
+            return .success(route)
         }
-        guard let path = credentialsFile ?? configuration.defaultCredentialsFile else {
-            return .failure(
-                ConfigurationProblem(
-                    "app \(app) has no credentials_file and GOOGLE_APPLICATION_CREDENTIALS is not set"))
-        }
-        let account: ServiceAccount
         do {
-            account = try ServiceAccount.load(file: path)
+            let route = try R.make(app: app.appID, setup: setup, shared: self)
+            routes[key] = (setup, route)
+            return .success(route)
         } catch {
-            return .failure(ConfigurationProblem("app \(app): \(error)"))
+            return .failure(error)
         }
-        let limiter = limiters[project] ?? RateLimiter(perSecond: configuration.ratePerSecond)
+    }
+
+    /// The rate limiter of an FCM project, shared by the apps that send through it.
+    func limiter(project: String) -> RateLimiter {
+        if let limiter = limiters[project] { return limiter }
+        let limiter = RateLimiter(perSecond: configuration.ratePerSecond)
         limiters[project] = limiter
-        let client = FCMClient(
-            projectID: project, tokens: AccessTokenSource(account: account, http: http, logger: logger), http: http,
-            configuration: .init(endpoint: configuration.fcmEndpoint))
-        let sender = Sender(client: client, limiter: limiter, project: project, credentialsFile: credentialsFile)
-        senders[app] = sender
-        logger.info(
-            "loaded FCM credentials",
-            metadata: ["app": "\(app)", "project": "\(project)", "account": "\(account.clientEmail)"])
-        return .success(sender)
+        return limiter
     }
 
-    /// The Web Push client for an app, or why there is none (a configuration error). A changed
-    /// key file, subject or endpoint policy in `herald.apps` takes effect at once.
-    func webPush(app: String, keyFile: String?, subject: String?, policy: WebPushEndpointPolicy) -> Result<
-        WebPushClient, ConfigurationProblem
-    > {
-        guard let keyFile, let subject else {
-            return .failure(
-                ConfigurationProblem(
-                    "app \(app) sends to browsers but has no VAPID key: set herald.apps.vapid_key_file and vapid_subject"
-                        + " (herald vapid-key makes a key)"))
-        }
-        if let cached = webPushClients[app], cached.file == keyFile, cached.subject == subject, cached.policy == policy
-        {
-            return .success(cached.client)
-        }
-        do {
-            let key = try VAPIDKey.load(file: keyFile, subject: subject)
-            let client = WebPushClient(authorizations: VAPIDAuthorizations(key: key), http: http, policy: policy)
-            webPushClients[app] = (keyFile, subject, policy, client)
-            logger.info(
-                "loaded the VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
-            return .success(client)
-        } catch {
-            return .failure(ConfigurationProblem("app \(app): \(error)"))
-        }
+    /// The provider tokens of an APNs key, shared by the apps that use it.
+    func providerTokens(file: String, teamID: String, keyID: String) throws -> APNsProviderTokens {
+        let name = "\(file) \(teamID) \(keyID)"
+        if let tokens = providerTokens[name] { return tokens }
+        let tokens = try APNsProviderTokens.load(file: file, teamID: teamID, keyID: keyID)
+        providerTokens[name] = tokens
+        return tokens
     }
 
-    /// The APNs client for an app, or why there is none (a configuration error). A changed
-    /// setup in `herald.apps` takes effect at once.
-    func apns(app: String, setup: APNsSetup) -> Result<APNsClient, ConfigurationProblem> {
-        if let cached = apnsClients[app], cached.setup == setup { return .success(cached.client) }
-        guard setup.bundleID?.isEmpty == false else {
-            return .failure(ConfigurationProblem("app \(app) has APNs device tokens but no apns_bundle_id"))
-        }
-        let authentication: APNsAuthentication
-        if let file = setup.keyFile, let teamID = setup.teamID, let keyID = setup.keyID {
-            let name = "\(file) \(teamID) \(keyID)"
-            if let tokens = providerTokens[name] {
-                authentication = .token(tokens)
-            } else {
-                do {
-                    let tokens = try APNsProviderTokens.load(file: file, teamID: teamID, keyID: keyID)
-                    providerTokens[name] = tokens
-                    authentication = .token(tokens)
-                } catch {
-                    return .failure(ConfigurationProblem("app \(app): \(error)"))
-                }
-            }
-        } else if let file = setup.certificateFile {
-            let expiry: Date
-            do {
-                expiry = try Certificate.expiry(file: file)
-            } catch {
-                return .failure(ConfigurationProblem("app \(app): the APNs certificate \(file): \(error)"))
-            }
-            certificateExpiry[app] = (expiry, true)
-            authentication = .certificate(
-                ClientCertificate(file: file, format: file.lowercased().hasSuffix(".p12") ? .p12 : .pem))
-        } else {
-            return .failure(
-                ConfigurationProblem(
-                    "app \(app) has APNs device tokens but neither an APNs key (apns_key_file, apns_team_id,"
-                        + " apns_key_id) nor a certificate (apns_certificate_file)"))
-        }
-        let client = APNsClient(
-            authentication: authentication, environment: APNsEnvironment(rawValue: setup.environment) ?? .production,
-            baseURL: configuration.apnsEndpoint, http: http)
-        apnsClients[app] = (setup, client)
-        logger.info(
-            "loaded the APNs setup",
-            metadata: [
-                "app": "\(app)", "environment": "\(setup.environment)",
-                "authentication": "\(setup.keyFile != nil ? "key \(setup.keyID ?? "")" : "certificate")",
-            ])
-        return .success(client)
-    }
+    /// A push certificate was loaded: its expiry is news for ``certificateNews(app:now:)``.
+    func noteCertificate(app: String, expiry: Date) { certificateExpiry[app] = (expiry, true) }
 
     /// An app's certificate expiry: `record` once after each load (for `herald.apps`), and
     /// `warn` at most once a day while it is less than 30 days away.
@@ -175,8 +129,6 @@ public actor Senders {
         }
         return (entry.expiry, entry.unrecorded, warn)
     }
-
-    private var logged: [String: (problem: String, at: ContinuousClock.Instant)] = [:]
 
     /// Whether to log an app's configuration problem now: once when it appears or changes,
     /// then at most every 5 minutes, never once per message.

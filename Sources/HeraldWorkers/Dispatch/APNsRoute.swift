@@ -1,0 +1,134 @@
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import HeraldCrypto
+import HeraldHTTP
+
+/// An app's iOS devices with APNs device tokens, sent straight to APNs (route `apns`): made from
+/// the app's bundle id, environment, and either a token key (`.p8`; one provider token per
+/// key, shared by the apps that use it) or a push certificate (whose expiry goes to
+/// `herald.apps` and the log).
+struct APNsRoute: ProviderRoute {
+    struct Setup: Equatable, Sendable {
+        var environment: String
+        var bundleID: String?
+        var teamID: String?
+        var keyID: String?
+        var keyFile: String?
+        var certificateFile: String?
+    }
+
+    let client: APNsClient
+    let topic: String
+
+    static func setup(of app: AppSetup) -> Setup {
+        Setup(
+            environment: app.apnsEnvironment, bundleID: app.apnsBundleID, teamID: app.apnsTeamID, keyID: app.apnsKeyID,
+            keyFile: app.apnsKeyFile, certificateFile: app.apnsCertificateFile)
+    }
+
+    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> APNsRoute {
+        guard let bundleID = setup.bundleID, !bundleID.isEmpty else {
+            throw ConfigurationProblem("app \(app) has APNs device tokens but no apns_bundle_id")
+        }
+        let authentication: APNsAuthentication
+        if let file = setup.keyFile, let teamID = setup.teamID, let keyID = setup.keyID {
+            do {
+                authentication = .token(try shared.providerTokens(file: file, teamID: teamID, keyID: keyID))
+            } catch {
+                throw ConfigurationProblem("app \(app): \(error)")
+            }
+        } else if let file = setup.certificateFile {
+            let expiry: Date
+            do {
+                expiry = try Certificate.expiry(file: file)
+            } catch {
+                throw ConfigurationProblem("app \(app): the APNs certificate \(file): \(error)")
+            }
+            shared.noteCertificate(app: app, expiry: expiry)
+            authentication = .certificate(
+                ClientCertificate(file: file, format: file.lowercased().hasSuffix(".p12") ? .p12 : .pem))
+        } else {
+            throw ConfigurationProblem(
+                "app \(app) has APNs device tokens but neither an APNs key (apns_key_file, apns_team_id,"
+                    + " apns_key_id) nor a certificate (apns_certificate_file)")
+        }
+        let client = APNsClient(
+            authentication: authentication, environment: APNsEnvironment(rawValue: setup.environment) ?? .production,
+            baseURL: shared.configuration.apnsEndpoint, http: shared.http)
+        shared.logger.info(
+            "loaded the APNs setup",
+            metadata: [
+                "app": "\(app)", "environment": "\(setup.environment)",
+                "authentication": "\(setup.keyFile != nil ? "key \(setup.keyID ?? "")" : "certificate")",
+            ])
+        return APNsRoute(client: client, topic: bundleID)
+    }
+
+    /// APNs has no validate-only request: a dry run is built, not sent.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
+        if let senders = context.senders { await Self.noteCertificate(of: batch[0].appID, senders: senders, context) }
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.dryRun).map { ($0, .checked(at: now)) }
+        let live = batch.filter { !$0.dryRun }
+        if !live.isEmpty {
+            let outcomes = Self.suspectingEnvironment(
+                await client.send(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) }))
+            let at = context.clock.now()
+            events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
+        }
+        return events
+    }
+
+    /// Push certificates expire yearly and then fail every send: the expiry read at load goes to
+    /// `herald.apps` (so `herald.app_problems` and `herald status` warn 30 days ahead), and the
+    /// log says so once a day.
+    static func noteCertificate(of app: String, senders: Senders, _ context: WorkerContext) async {
+        let now = context.clock.now()
+        guard let news = await senders.certificateNews(app: app, now: now) else { return }
+        if news.record {
+            do {
+                try await context.connection.query(DispatchWorker.SQL.recordCertificateExpiry, [app, news.expiry])
+            } catch {
+                context.logger.warning(
+                    "could not record the APNs certificate's expiry", metadata: ["app": "\(app)", "error": "\(error)"])
+            }
+        }
+        if news.warn {
+            let days = Int((news.expiry.timeIntervalSince(now) / 86_400).rounded(.up))
+            context.logger.warning(
+                days > 0
+                    ? "the app's APNs certificate expires soon: renew it" : "the app's APNs certificate has expired",
+                metadata: ["app": "\(app)", "expires_at": "\(news.expiry)", "days_left": "\(max(0, days))"])
+        }
+    }
+
+    /// BadDeviceToken is also APNs' answer to a token of the other environment (a development
+    /// build's token sent to production). When every send of a batch got it, the app's
+    /// environment is the likelier fault than all its devices at once: a configuration problem,
+    /// and no device is disabled.
+    static func suspectingEnvironment(_ outcomes: [PushOutcome]) -> [PushOutcome] {
+        let refused = outcomes.filter {
+            if case .tokenInvalid(let reason, _) = $0 { return reason.contains("BadDeviceToken") }
+            return false
+        }
+        guard refused.count >= 2, refused.count == outcomes.count else { return outcomes }
+        let reason =
+            "APNs answered BadDeviceToken to every device of the batch: is apns_environment right"
+            + " (a development build's tokens need 'development')?"
+        return outcomes.map { _ in .configurationError(reason: reason, scope: .apns) }
+    }
+}
+
+extension PayloadBuilder {
+    /// The notification for an iOS device whose token is an APNs device token, for the app's
+    /// bundle id (`topic`).
+    public func apnsNotification(for delivery: OutgoingDelivery, topic: String, now: Date) -> APNsNotification {
+        let push = applePush(delivery, now: now)
+        return APNsNotification(
+            deviceToken: delivery.target?.deviceToken ?? "", topic: topic, pushType: push.pushType,
+            priority: push.priority, expiration: push.expiration, collapseID: push.collapseID,
+            payload: push.payload.encodedBytes)
+    }
+}

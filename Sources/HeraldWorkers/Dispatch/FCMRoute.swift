@@ -1,0 +1,122 @@
+import Foundation
+import HeraldCore
+import HeraldFCM
+
+/// An app's sends through FCM HTTP v1: Android and topic sends (route `fcm`), and iOS devices
+/// with FCM tokens (`fcm_apns`, which also need the app's APNs setup in Firebase). Made from
+/// the app's project and service-account file (or `GOOGLE_APPLICATION_CREDENTIALS`); the
+/// project's rate limit is shared by every app that sends through it.
+struct FCMRoute: ProviderRoute {
+    struct Setup: Equatable, Sendable {
+        var project: String
+        var credentialsFile: String?
+    }
+
+    let client: FCMClient
+    let limiter: RateLimiter
+
+    static func setup(of app: AppSetup) -> Setup {
+        Setup(project: app.fcmProjectID, credentialsFile: app.credentialsFile)
+    }
+
+    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> FCMRoute {
+        guard let path = setup.credentialsFile ?? shared.configuration.defaultCredentialsFile else {
+            throw ConfigurationProblem(
+                "app \(app) has no credentials_file and GOOGLE_APPLICATION_CREDENTIALS is not set")
+        }
+        let account: ServiceAccount
+        do {
+            account = try ServiceAccount.load(file: path)
+        } catch {
+            throw ConfigurationProblem("app \(app): \(error)")
+        }
+        let client = FCMClient(
+            projectID: setup.project,
+            tokens: AccessTokenSource(account: account, http: shared.http, logger: shared.logger), http: shared.http,
+            configuration: .init(endpoint: shared.configuration.fcmEndpoint))
+        shared.logger.info(
+            "loaded FCM credentials",
+            metadata: ["app": "\(app)", "project": "\(setup.project)", "account": "\(account.clientEmail)"])
+        return FCMRoute(client: client, limiter: shared.limiter(project: setup.project))
+    }
+
+    /// A dry run is FCM's `validate_only`: checked by FCM, not sent.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
+        for dryRun in [false, true] {
+            let part = batch.filter { $0.dryRun == dryRun }
+            if part.isEmpty { continue }
+            await limiter.acquire(part.count)
+            let outcomes = await client.send(part.map { builder.fcmMessage(for: $0, now: now) }, validateOnly: dryRun)
+            let at = context.clock.now()
+            events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
+        }
+        return events
+    }
+}
+
+extension PayloadBuilder {
+    /// The FCM v1 message for a delivery, by its payload kind (see ``PayloadBuilder``).
+    public func fcmMessage(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
+        let ttl = Self.ttl(delivery, now: now)
+        switch delivery.payloadKind {
+        case .iosAlert, .iosBackground, .iosWakeup: return iosThroughFCM(delivery, now: now)
+        case .topic:
+            return FCMMessage(
+                target: fcmTarget(delivery),
+                data: merged(delivery.data, heraldKeys(delivery)),
+                notification: delivery.silent
+                    ? nil : .init(title: delivery.title, body: delivery.body, image: delivery.imageURL),
+                android: .init(
+                    priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                    collapseKey: delivery.collapseKey))
+        case .androidData, .web: return android(delivery, ttl: ttl)
+        }
+    }
+
+    /// A data-only message, which FCM never collapses while the device is offline; the app shows
+    /// it itself.
+    func android(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
+        var shown: [(String, String)] = []
+        if let title = delivery.title { shown.append((PayloadKeys.title, title)) }
+        if let body = delivery.body { shown.append((PayloadKeys.body, body)) }
+        if let image = delivery.imageURL { shown.append((PayloadKeys.imageURL, image)) }
+        if let link = delivery.deepLink { shown.append((PayloadKeys.deepLink, link)) }
+        if let channel = delivery.androidChannelID { shown.append((PayloadKeys.channelID, channel)) }
+        if let sound = delivery.sound { shown.append((PayloadKeys.sound, sound)) }
+        if delivery.silent { shown.append((PayloadKeys.silent, "1")) }
+        return FCMMessage(
+            target: fcmTarget(delivery),
+            data: merged(delivery.data, shown + heraldKeys(delivery)),
+            android: .init(
+                priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                collapseKey: delivery.collapseKey))
+    }
+
+    /// An iOS message through FCM: the same push as straight to APNs, in FCM's `apns` block.
+    func iosThroughFCM(_ delivery: OutgoingDelivery, now: Date) -> FCMMessage {
+        let push = applePush(delivery, now: now)
+        return FCMMessage(
+            target: fcmTarget(delivery),
+            apns: .init(
+                headers: [
+                    ("apns-push-type", push.pushType.rawValue), ("apns-priority", String(push.priority)),
+                    ("apns-expiration", String(Int(push.expiration.timeIntervalSince1970))),
+                    ("apns-collapse-id", push.collapseID),
+                ],
+                payload: push.payload))
+    }
+
+    /// What FCM sends to: a registration token, an installation id or a topic.
+    func fcmTarget(_ delivery: OutgoingDelivery) -> FCMMessage.Target {
+        switch delivery.target {
+        case .installationID(let id): .fid(id)
+        case .topic(let topic): .topic(topic)
+        case .registrationToken(let token): .token(token)
+        // Never on an FCM route (a delivery's target decides its route).
+        case .apnsDeviceToken, .browser, nil: .token(delivery.target?.deviceToken ?? "")
+        }
+    }
+}

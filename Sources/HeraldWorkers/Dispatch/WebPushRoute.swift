@@ -1,0 +1,115 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+import HeraldWebPush
+
+/// An app's browsers on one push service (route `web`, one per push service origin): made from
+/// the app's VAPID key and contact, and the hosts its browsers' subscriptions may name.
+struct WebPushRoute: ProviderRoute {
+    struct Setup: Equatable, Sendable {
+        var keyFile: String?
+        var subject: String?
+        var policy: WebPushEndpointPolicy
+    }
+
+    let client: WebPushClient
+
+    static func setup(of app: AppSetup) -> Setup {
+        Setup(
+            keyFile: app.vapidKeyFile, subject: app.vapidSubject,
+            policy: WebPushEndpointPolicy(hosts: app.webPushHosts, privateAddresses: app.webPushPrivateAddresses))
+    }
+
+    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> WebPushRoute {
+        guard let keyFile = setup.keyFile, let subject = setup.subject else {
+            throw ConfigurationProblem(
+                "app \(app) sends to browsers but has no VAPID key: set herald.apps.vapid_key_file and vapid_subject"
+                    + " (herald vapid-key makes a key)")
+        }
+        do {
+            let key = try VAPIDKey.load(file: keyFile, subject: subject)
+            shared.logger.info("loaded the VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
+            return WebPushRoute(
+                client: WebPushClient(
+                    authorizations: VAPIDAuthorizations(key: key), http: shared.http, policy: setup.policy))
+        } catch {
+            throw ConfigurationProblem("app \(app): \(error)")
+        }
+    }
+
+    /// A dry run is built and encrypted, not sent: Web Push has no validate-only request. A
+    /// subscription no message can be sent to ends its delivery `token_invalid` (the device's
+    /// fault); a document too large for Web Push ends it `failed`.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
+        var messages: [(OutgoingDelivery, WebPushMessage)] = []
+        for delivery in batch {
+            do {
+                let message = try builder.webPushMessage(for: delivery, now: now)
+                if delivery.dryRun {
+                    _ = try WebPushEncryption.encrypt(message.payload, for: message.subscription)
+                    events.append((delivery, .checked(at: now)))
+                } else {
+                    messages.append((delivery, message))
+                }
+            } catch let error as UnusableSubscription {
+                events.append((delivery, .sent(.tokenInvalid(reason: "\(error)"), dryRun: delivery.dryRun, at: now)))
+            } catch {
+                events.append(
+                    (delivery, .sent(.permanentFailure(reason: "\(error)"), dryRun: delivery.dryRun, at: now)))
+            }
+        }
+        if !messages.isEmpty {
+            let outcomes = await client.send(messages.map(\.1))
+            let at = context.clock.now()
+            events += zip(messages, outcomes).map { ($0.0, .sent($1, dryRun: false, at: at)) }
+        }
+        return events
+    }
+}
+
+extension PayloadBuilder {
+    /// The message for a browser. Its document: `title`, `body`, `image_url`, `deep_link`, the
+    /// producer's `data` as an object, `tag` (the collapse key, or the notification id, so that
+    /// a repeated send replaces the notification rather than adding one), `silent` when set,
+    /// and Herald's keys. Throws when the subscription is unusable or the document too large.
+    public func webPushMessage(for delivery: OutgoingDelivery, now: Date) throws -> WebPushMessage {
+        var document: [(String, JSONValue)] = []
+        if let title = delivery.title { document.append((PayloadKeys.title, .string(title))) }
+        if let body = delivery.body { document.append((PayloadKeys.body, .string(body))) }
+        if let image = delivery.imageURL { document.append((PayloadKeys.imageURL, .string(image))) }
+        if let link = delivery.deepLink { document.append((PayloadKeys.deepLink, .string(link))) }
+        document.append(("data", .object(delivery.data.map { ($0.0, .string($0.1)) })))
+        document.append(("tag", .string(delivery.collapseKey ?? String(delivery.notificationID))))
+        if delivery.silent { document.append(("silent", .bool(true))) }
+        document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
+        guard case .browser(let endpoint, let p256dh, let auth) = delivery.target else {
+            throw UnusableSubscription(reason: "the device has no browser subscription")
+        }
+        let subscription: WebPushSubscription
+        do {
+            subscription = try WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth)
+        } catch {
+            throw UnusableSubscription(reason: "\(error)")
+        }
+        let payload = JSONValue.object(document).encodedBytes
+        guard payload.count <= WebPushEncryption.maxPlaintextBytes else {
+            throw WebPushError(
+                "payload is \(payload.count) bytes, over Web Push's \(WebPushEncryption.maxPlaintextBytes) bytes of plaintext;"
+                    + " shorten the title, body or data")
+        }
+        return WebPushMessage(
+            subscription: subscription, payload: payload,
+            ttl: Self.ttl(delivery, now: now),
+            urgency: delivery.priority == "normal" ? .normal : .high, topic: delivery.collapseKey)
+    }
+}
+
+/// A browser's subscription that no message can be sent to (registered before the checks that
+/// refuse it now): the device's fault, so the device is disabled, never the app's.
+struct UnusableSubscription: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { "unusable subscription: \(reason)" }
+}
