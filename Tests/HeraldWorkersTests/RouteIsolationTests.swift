@@ -46,6 +46,45 @@ import Testing
         #expect(await f.emulator.apnsReceived.count == 20, "each iPhone once")
     }
 
+    /// Two apps on one daemon, each with its own FCM project: one whose project answers half
+    /// its sends in 1.5 s and refuses the rest (500), one healthy. The healthy app's phones are all sent while the other's
+    /// still wait, and the refused ones are retried, not sent twice or lost.
+    @Test func aFailingFCMProjectDoesNotHoldBackAnotherApps() async throws {
+        let f = try await WorkerFixture.make()
+        let account = try await f.emulator.makeServiceAccount(projectID: "games-prod")
+        let file = try ServiceAccountFile(account)
+        defer { file.remove() }
+        try await f.db.query(
+            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('games', 'games-prod', $1)",
+            [file.path])
+        try await f.db.execute("INSERT INTO herald.producer_apps (producer, app_id) VALUES ('postgres', 'games')")
+        for n in 0..<16 {
+            _ = try await f.db.query(
+                "SELECT herald.register_device('games', $1, 'android', $2, $3)",
+                ["console-\(n)", "token-console-\(n)", "player-\(n)"])
+            await f.emulator.setBehaviour(
+                n.isMultiple(of: 2) ? .slow(milliseconds: 1500) : .internalError, forToken: "token-console-\(n)")
+        }
+        for n in 0..<30 { try await f.register("pixel-\(n)", "android", user: "shopper-\(n)") }
+        try await f.db.execute(
+            """
+            SELECT herald.send('games', user_ref => 'player-' || n, title => 'slow') FROM generate_series(0, 15) AS n;
+            SELECT herald.send('shop', user_ref => 'shopper-' || n, title => 'fast') FROM generate_series(0, 29) AS n;
+            """)
+        try await f.ingest()
+        let dispatch = Task { try await f.dispatch() }
+        #expect(
+            try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
+                try await states(f, devices: "pixel-%")["sent"] == 30
+            })
+        #expect(try await states(f, devices: "console-%")["sent"] == nil)
+        try await dispatch.value
+        let games = try await states(f, devices: "console-%")
+        #expect(games == ["sent": 8, "queued": 8], "the refused ones wait for their retry: \(games)")
+        #expect(await f.emulator.received.filter { $0.projectID == "shop-prod" }.count == 30, "each phone once")
+        #expect(await f.emulator.received.filter { $0.projectID == "games-prod" }.count == 8)
+    }
+
     @Test func aStuckPushServiceDoesNotHoldBackAHealthyOne() async throws {
         let f = try await WorkerFixture.make(webPush: true)
         let hole = try BlackHole()

@@ -1,0 +1,88 @@
+import Foundation
+import HeraldCore
+import Testing
+
+@testable import HeraldWorkers
+
+/// The rules of a delivery's life, without I/O: each step from a delivery, an event and a time.
+@Suite struct DeliveryLifeTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    /// Full jitter at its ceiling, so delays are the backoff's ceilings.
+    let backoff = Backoff(random: { 0.999_999 })
+
+    func delivery(attempts: Int = 1, _ change: (inout OutgoingDelivery) -> Void = { _ in }) -> OutgoingDelivery {
+        var delivery = OutgoingDelivery(
+            deliveryID: 1, notificationID: 2, attempts: attempts, payloadKind: .androidData, deviceRowID: 3,
+            target: .registrationToken("token"), appID: "shop", priority: "high",
+            expiresAt: now.addingTimeInterval(3600), silent: false, dryRun: false)
+        change(&delivery)
+        return delivery
+    }
+
+    func next(_ delivery: OutgoingDelivery, _ event: DeliveryLife.Event) -> DeliveryResult? {
+        DeliveryLife.next(delivery, after: event, now: now, backoff: backoff)
+    }
+
+    @Test func aClaimedDeliveryIsSentUnlessItCannotOrNeedNotBe() throws {
+        #expect(next(delivery(), .claimed) == nil)
+        #expect(next(delivery { $0.expiresAt = now }, .claimed)?.state == .expired)
+        let disabled = try #require(next(delivery { $0.deviceDisabledReason = "token_invalid" }, .claimed))
+        #expect(disabled.state == .cancelled && disabled.error?.contains("token_invalid") == true)
+        #expect(next(delivery { $0.target = nil }, .claimed)?.error == "the device has no push token")
+        // Claimed once more after its last lease ran out: dead, naming who held it.
+        let abandoned = try #require(
+            next(delivery(attempts: DeliveryLife.maxAttempts + 1) { $0.abandonedBy = "host-a" }, .claimed))
+        #expect(abandoned.state == .failed && abandoned.dead && abandoned.error?.contains("host-a") == true)
+    }
+
+    @Test func aFailedAttemptBacksOffUntilTheLastOneThenIsDead() throws {
+        let unavailable = PushOutcome.retry(after: nil, reason: "503 UNAVAILABLE")
+        let third = try #require(next(delivery(attempts: 3), .sent(unavailable, dryRun: false, at: now)))
+        #expect(third.state == .queued && third.error == "503 UNAVAILABLE" && !third.dead)
+        guard case .retry(let at) = third.requeue else { Issue.record("\(third)"); return }
+        #expect(abs(at.timeIntervalSince(now) - 4) < 0.01, "the third attempt's ceiling is 4 s")
+        // A server's Retry-After is a floor.
+        let throttled = try #require(
+            next(delivery(), .sent(.retry(after: .seconds(60), reason: "429"), dryRun: false, at: now)))
+        #expect(throttled.requeue?.dueAt == now.addingTimeInterval(60))
+        let last = try #require(
+            next(delivery(attempts: DeliveryLife.maxAttempts), .sent(unavailable, dryRun: false, at: now)))
+        #expect(last.state == .failed && last.dead && last.requeue == nil)
+        #expect(last.error == "gave up after 25 attempts: 503 UNAVAILABLE")
+    }
+
+    @Test func answersEndTheDelivery() throws {
+        let sent = try #require(next(delivery(), .sent(.sent(messageName: "m/1"), dryRun: false, at: now)))
+        #expect(sent.state == .sent && sent.messageName == "m/1" && sent.answeredAt == now)
+        #expect(next(delivery(), .sent(.sent(messageName: "m/1"), dryRun: true, at: now))?.state == .validated)
+        #expect(next(delivery(), .checked(at: now))?.state == .validated)
+        let dead = try #require(
+            next(delivery(), .sent(.tokenInvalid(reason: "410", since: now), dryRun: false, at: now)))
+        #expect(dead.state == .tokenInvalid && dead.invalidSince == now)
+        #expect(next(delivery(), .sent(.permanentFailure(reason: "400"), dryRun: false, at: now))?.state == .failed)
+        // A refused configuration is an attempt, retried no sooner than the next probe.
+        let refused = try #require(
+            next(delivery(), .sent(.configurationError(reason: "401", scope: .fcm), dryRun: false, at: now)))
+        #expect(refused.error == "configuration: 401")
+        #expect(refused.requeue.map { $0.dueAt >= now.addingTimeInterval(60) } == true)
+    }
+
+    @Test func waitingIsNotAnAttempt() throws {
+        // A failing configuration: all wait until a minute after the last failure...
+        let recent = DeliveryLife.Event.configurationFailing(
+            failedAt: now.addingTimeInterval(-20), probe: true, route: "FCM")
+        let waiting = try #require(next(delivery(), recent))
+        guard case .postponed(let until) = waiting.requeue else { Issue.record("\(waiting)"); return }
+        #expect(until == now.addingTimeInterval(40))
+        #expect(waiting.error?.contains("herald.app_problems") == true)
+        // ...then the first goes out as a probe and the rest wait for its answer.
+        let old = now.addingTimeInterval(-61)
+        #expect(next(delivery(), .configurationFailing(failedAt: old, probe: true, route: "FCM")) == nil)
+        let behind = try #require(next(delivery(), .configurationFailing(failedAt: old, probe: false, route: "FCM")))
+        #expect(behind.requeue?.dueAt == now.addingTimeInterval(5))
+        // A full window: postponed, and nothing added to its error history.
+        let crowded = try #require(next(delivery(), .crowdedOut(wait: .seconds(3))))
+        guard case .postponed(let due) = crowded.requeue else { Issue.record("\(crowded)"); return }
+        #expect(due == now.addingTimeInterval(3) && crowded.error == nil && crowded.state == .queued)
+    }
+}
