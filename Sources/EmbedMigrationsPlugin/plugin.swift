@@ -1,24 +1,30 @@
 import Foundation
 import PackagePlugin
 
-/// Embeds the package's top-level `migrations/*.sql` into the target being built, as Swift
+/// Embeds the package's top-level `migrations/*.sql` (the numbered migrations) and
+/// `migrations/functions/*.sql` (the function files) into the target being built, as Swift
 /// source generated at build time: the `herald` binary carries its schema, and the SQL files
 /// stay the only copy in the repository.
 @main
 struct EmbedMigrationsPlugin: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         let directory = context.package.directoryURL.appending(path: "migrations")
-        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
-            .filter { $0.pathExtension == "sql" && $0.lastPathComponent.first?.isNumber == true }
-            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        let migrations = try sqlFiles(in: directory).filter { $0.lastPathComponent.first?.isNumber == true }
+        let functionFiles = try sqlFiles(in: directory.appending(path: "functions"))
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedMigrations.swift")
         return [
             .buildCommand(
-                displayName: "Embedding \(files.count) migrations",
+                displayName: "Embedding \(migrations.count) migrations and \(functionFiles.count) function files",
                 executable: try context.tool(named: "herald-embed-migrations").url,
-                arguments: [output.path] + files.map(\.path),
-                inputFiles: files,
+                arguments: [output.path] + migrations.map(\.path) + ["--functions"] + functionFiles.map(\.path),
+                inputFiles: migrations + functionFiles,
                 outputFiles: [output])
         ]
+    }
+
+    func sqlFiles(in directory: URL) throws -> [URL] {
+        try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "sql" }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
     }
 }

@@ -127,17 +127,19 @@ public struct Daemon {
             retryInterval: configuration.rescueInterval)
     }
 
-    /// Refuses to start on a database that lacks migrations this binary needs, unless
-    /// `HERALD_AUTO_MIGRATE` asks to apply them.
+    /// Refuses to start on a database that lacks migrations or function files (new or changed)
+    /// this binary needs, unless `HERALD_AUTO_MIGRATE` asks to apply them.
     private func checkSchema(_ connection: PostgresConnection) async throws {
         let migrator = Migrator(logger: logger)
         if configuration.autoMigrate {
             try await migrator.migrate(connection)
             return
         }
-        let pending = try await migrator.pending(connection)
+        let pending =
+            try await migrator.pending(connection).map(\.name)
+            + migrator.pendingFunctionFiles(connection).map { "functions/\($0.name)" }
         if !pending.isEmpty {
-            throw DaemonError.schemaOutOfDate(pending: pending.map(\.name))
+            throw DaemonError.schemaOutOfDate(pending: pending)
         }
     }
 }

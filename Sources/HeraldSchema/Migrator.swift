@@ -1,7 +1,7 @@
 import HeraldPostgres
 import Logging
 
-/// One numbered SQL file from `migrations/`.
+/// One numbered SQL file from `migrations/`: a step of the schema's history, applied once.
 public struct Migration: Sendable {
     public var version: Int
     public var name: String
@@ -14,27 +14,68 @@ public struct Migration: Sendable {
     }
 }
 
-/// Applies migrations in order, each in its own transaction, and records them in
-/// `herald.schema_migrations` (created by migration 0).
+/// One file from `migrations/functions/`: the current text of some functions and views,
+/// written as `CREATE OR REPLACE` with their grants, applied again whenever it changes.
+public struct FunctionFile: Sendable {
+    /// The file's name, `dispatch.sql`.
+    public var name: String
+    public var sql: String
+
+    public init(name: String, sql: String) {
+        self.name = name
+        self.sql = sql
+    }
+}
+
+/// What one run of the migrator applied.
+public struct MigrationRun: Sendable, Equatable {
+    /// The numbered migrations it applied, in order.
+    public var versions: [Int] = []
+    /// The function files it applied (new or changed), in order.
+    public var functionFiles: [String] = []
+
+    public var isEmpty: Bool { versions.isEmpty && functionFiles.isEmpty }
+
+    public init(versions: [Int] = [], functionFiles: [String] = []) {
+        self.versions = versions
+        self.functionFiles = functionFiles
+    }
+}
+
+/// Moves a database to the schema this binary carries: the numbered migrations it has not
+/// applied, in order, each in its own transaction, recorded in `herald.schema_migrations`
+/// (created by migration 0); then, in one transaction, every function file whose text differs
+/// from the one last applied (or that was never applied), in name order, recorded with its md5
+/// in `herald.schema_functions` (migration 16).
 ///
 /// A session-level advisory lock serializes migrators, so two hosts that migrate at once
 /// are safe: the second waits, then finds nothing left to do. Running it again is a no-op.
+/// On a database that has numbered migrations this binary does not carry (a newer herald
+/// migrated it), the function files are left alone: they would put older text back.
 public struct Migrator: Sendable {
     /// The advisory lock key (the bytes of "herald" read as a number).
     static let lockKey: Int64 = 0x6865_7261_6c64
 
     public var migrations: [Migration]
+    public var functionFiles: [FunctionFile]
     let logger: Logger
 
-    public init(migrations: [Migration] = Migration.embedded, logger: Logger = Logger(label: "herald.migrate")) {
+    /// `functionFiles: []` stops at the numbered migrations given (for tests that build a
+    /// database as an older herald left it: the function files hold the newest text).
+    public init(
+        migrations: [Migration] = Migration.embedded, functionFiles: [FunctionFile] = FunctionFile.embedded,
+        logger: Logger = Logger(label: "herald.migrate")
+    ) {
         self.migrations = migrations.sorted { $0.version < $1.version }
+        self.functionFiles = functionFiles.sorted { $0.name < $1.name }
         self.logger = logger
     }
 
-    /// Applies what is missing and returns the versions it applied.
+    /// Applies what is missing or changed and says what it applied.
     @discardableResult
-    public func migrate(_ connection: PostgresConnection) async throws -> [Int] {
+    public func migrate(_ connection: PostgresConnection) async throws -> MigrationRun {
         let migrations = self.migrations
+        let functionFiles = self.functionFiles
         let logger = self.logger
         return try await connection.withSession { session in
             try session.query(SQL.lock, [Self.lockKey])
@@ -46,7 +87,7 @@ public struct Migrator: Sendable {
             for row in try session.query(SQL.applied) {
                 applied[try row.decode(0, as: Int.self)] = try row.decode(1, as: String.self)
             }
-            var newlyApplied: [Int] = []
+            var run = MigrationRun()
             for migration in migrations {
                 if let checksum = applied[migration.version] {
                     let current = try session.query(SQL.checksum, [migration.sql])[0].decode(0, as: String.self)
@@ -62,9 +103,39 @@ public struct Migrator: Sendable {
                     try session.query(SQL.record, [migration.version, migration.name, migration.sql])
                 }
                 logger.info("applied migration \(migration.name)")
-                newlyApplied.append(migration.version)
+                run.versions.append(migration.version)
             }
-            return newlyApplied
+            guard !functionFiles.isEmpty else { return run }
+            let unknown = Set(applied.keys).subtracting(migrations.map(\.version)).sorted()
+            if !unknown.isEmpty {
+                logger.warning(
+                    "the database has migrations this herald does not carry (\(unknown.map(String.init).joined(separator: ", "))): a newer herald migrated it, so its function files are left as they are"
+                )
+                return run
+            }
+            run.functionFiles = try session.transaction { session in
+                let changed = try Self.changed(functionFiles, session)
+                for file in changed {
+                    try session.execute(file.sql)
+                    try session.query(SQL.recordFunctionFile, [file.name, file.sql])
+                }
+                return changed.map(\.name)
+            }
+            for name in run.functionFiles { logger.info("applied function file \(name)") }
+            return run
+        }
+    }
+
+    /// The function files whose text differs from the one recorded as applied, or that were
+    /// never applied.
+    static func changed(_ files: [FunctionFile], _ session: PostgresSession) throws -> [FunctionFile] {
+        guard try session.query(SQL.hasFunctionTable)[0].decode(0, as: Bool.self) else { return files }
+        var recorded: [String: String] = [:]
+        for row in try session.query(SQL.appliedFunctionFiles) {
+            recorded[try row.decode(0, as: String.self)] = try row.decode(1, as: String.self)
+        }
+        return try files.filter { file in
+            try recorded[file.name] != session.query(SQL.checksum, [file.sql])[0].decode(0, as: String.self)
         }
     }
 
@@ -76,6 +147,20 @@ public struct Migrator: Sendable {
         return migrations.filter { !known.contains($0.version) }
     }
 
+    /// The function files `migrate` would apply: new or changed since last applied. None on a
+    /// database a newer herald migrated (see ``migrate(_:)``).
+    public func pendingFunctionFiles(_ connection: PostgresConnection) async throws -> [FunctionFile] {
+        let migrations = self.migrations
+        let functionFiles = self.functionFiles
+        return try await connection.withSession { session in
+            if try session.query(SQL.hasTable)[0].decode(0, as: Bool.self) {
+                let known = try session.query(SQL.versions)[0].decode(0, as: [Int].self)
+                if !Set(known).isSubset(of: migrations.map(\.version)) { return [] }
+            }
+            return try Self.changed(functionFiles, session)
+        }
+    }
+
     enum SQL {
         static let lock = "SELECT pg_advisory_lock($1)"
         static let unlock = "SELECT pg_advisory_unlock($1)"
@@ -84,5 +169,12 @@ public struct Migrator: Sendable {
         static let record = "INSERT INTO herald.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))"
         static let hasTable = "SELECT to_regclass('herald.schema_migrations') IS NOT NULL"
         static let versions = "SELECT coalesce(array_agg(version), '{}') FROM herald.schema_migrations"
+        static let hasFunctionTable = "SELECT to_regclass('herald.schema_functions') IS NOT NULL"
+        static let appliedFunctionFiles = "SELECT file, checksum FROM herald.schema_functions"
+        /// $1 the file's name, $2 its text.
+        static let recordFunctionFile = """
+            INSERT INTO herald.schema_functions (file, checksum) VALUES ($1, md5($2))
+            ON CONFLICT (file) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
+            """
     }
 }

@@ -75,7 +75,8 @@ struct Run: AsyncParsableCommand {
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Apply the schema migrations this binary carries; running it again changes nothing.")
+        abstract:
+            "Apply the schema migrations and function files this binary carries; running it again changes nothing.")
 
     @OptionGroup var options: CommonOptions
 
@@ -85,10 +86,13 @@ struct Migrate: AsyncParsableCommand {
             let logger = bootstrapLogging(configuration)
             let connection = try await PostgresConnection.connect(configuration.databaseURL, logger: logger)
             let applied = try await Migrator(logger: logger).migrate(connection)
-            print(
-                applied.isEmpty
-                    ? "schema is up to date" : "applied migrations: \(applied.map(String.init).joined(separator: ", "))"
-            )
+            if applied.isEmpty { print("schema is up to date") }
+            if !applied.versions.isEmpty {
+                print("applied migrations: \(applied.versions.map(String.init).joined(separator: ", "))")
+            }
+            if !applied.functionFiles.isEmpty {
+                print("applied function files: \(applied.functionFiles.joined(separator: ", "))")
+            }
         } catch {
             throw fail(error)
         }

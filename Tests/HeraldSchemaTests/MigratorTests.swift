@@ -23,7 +23,8 @@ import Testing
         let connection = try await TestDatabase.create(migrated: false).connect()
         let migrator = Migrator()
         let applied = try await migrator.migrate(connection)
-        #expect(applied == Migration.embedded.map(\.version))
+        #expect(applied.versions == Migration.embedded.map(\.version))
+        #expect(applied.functionFiles == FunctionFile.embedded.map(\.name))
         let tables = try await connection.query(
             "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = 'herald'"
         )[0].decode(0, as: [String].self)
@@ -31,27 +32,137 @@ import Testing
             tables == [
                 "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications",
                 "producer_apps", "redrives",
-                "schema_migrations", "secrets", "wakeups",
+                "schema_functions", "schema_migrations", "secrets", "wakeups",
             ])
 
         let before = try await schemaSnapshot(connection)
-        #expect(try await migrator.migrate(connection) == [])
+        #expect(try await migrator.migrate(connection) == MigrationRun())
         #expect(try await schemaSnapshot(connection) == before)
         #expect(try await migrator.pending(connection).isEmpty)
+        #expect(try await migrator.pendingFunctionFiles(connection).isEmpty)
     }
 
     @Test func concurrentMigratorsApplyEachMigrationOnce() async throws {
         let database = try await TestDatabase.create(migrated: false)
-        let results = try await withThrowingTaskGroup(of: [Int].self) { group in
+        let results = try await withThrowingTaskGroup(of: MigrationRun.self) { group in
             for _ in 0..<4 {
                 group.addTask { try await Migrator().migrate(try await database.connect()) }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
-        #expect(results.filter { !$0.isEmpty } == [Migration.embedded.map(\.version)])
-        let count = try await database.connect().query("SELECT count(*) FROM herald.schema_migrations")[0].decode(
+        #expect(
+            results.filter { !$0.isEmpty } == [
+                MigrationRun(
+                    versions: Migration.embedded.map(\.version), functionFiles: FunctionFile.embedded.map(\.name))
+            ])
+        let connection = try await database.connect()
+        let count = try await connection.query("SELECT count(*) FROM herald.schema_migrations")[0].decode(
             0, as: Int.self)
         #expect(count == Migration.embedded.count)
+        let files = try await connection.query("SELECT count(*) FROM herald.schema_functions")[0].decode(
+            0, as: Int.self)
+        #expect(files == FunctionFile.embedded.count)
+    }
+
+    /// A database an older herald migrated (the numbered migrations up to 015, before the
+    /// function files existed) is moved forward by `herald migrate` to exactly the schema a
+    /// fresh database gets: the function files hold what 000–015 left.
+    @Test func aDatabaseMigratedBeforeFunctionFilesMovesForwardToTheSameSchema() async throws {
+        let old = try await TestDatabase.create(migrated: false)
+        let connection = try await old.connect()
+        try await Migrator(migrations: Migration.embedded.filter { $0.version <= 15 }, functionFiles: [])
+            .migrate(connection)
+        #expect(try await Migrator().pendingFunctionFiles(connection).count == FunctionFile.embedded.count)
+
+        let run = try await Migrator().migrate(connection)
+        #expect(run.versions == Migration.embedded.map(\.version).filter { $0 > 15 })
+        #expect(run.functionFiles == FunctionFile.embedded.map(\.name))
+        let fresh = try await TestDatabase.create()
+        let difference = SchemaSnapshotTests.firstDifference(
+            try SchemaSnapshotTests.dump(fresh.name), try SchemaSnapshotTests.dump(old.name))
+        #expect(difference == nil, "the moved database differs from a fresh one at \(difference ?? "")")
+        #expect(try await Migrator().migrate(connection).isEmpty)
+    }
+
+    /// An edited function file is applied again, alone, and recorded; a file that fails leaves
+    /// every file of the run unapplied.
+    @Test func anEditedFunctionFileIsAppliedAgainAndOnlyIt() async throws {
+        let connection = try await TestDatabase.create().connect()
+        func edited(_ name: String, _ from: String, _ to: String) throws -> [FunctionFile] {
+            try FunctionFile.embedded.map { file in
+                guard file.name == name else { return file }
+                try #require(file.sql.contains(from))
+                return FunctionFile(name: name, sql: file.sql.replacingOccurrences(of: from, with: to))
+            }
+        }
+        func fetchWindow() async throws -> String {
+            try await connection.query("SELECT herald.fetch_window()::text")[0].decode(0, as: String.self)
+        }
+        #expect(try await fetchWindow() == "3 days")
+
+        let longer = try edited("reconcile.sql", "SELECT interval '3 days'", "SELECT interval '4 days'")
+        #expect(
+            try await Migrator(functionFiles: longer).pendingFunctionFiles(connection).map(\.name) == ["reconcile.sql"])
+        #expect(
+            try await Migrator(functionFiles: longer).migrate(connection)
+                == MigrationRun(functionFiles: ["reconcile.sql"]))
+        #expect(try await fetchWindow() == "4 days")
+        #expect(try await Migrator(functionFiles: longer).migrate(connection).isEmpty)
+
+        // Back to the embedded text: applied again (and the daemon would wait for it).
+        #expect(try await Migrator().pendingFunctionFiles(connection).map(\.name) == ["reconcile.sql"])
+        #expect(try await Migrator().migrate(connection) == MigrationRun(functionFiles: ["reconcile.sql"]))
+        #expect(try await fetchWindow() == "3 days")
+
+        // Two files changed, the second broken: neither is applied, nothing is recorded.
+        var broken = longer
+        let retry = try #require(broken.firstIndex { $0.name == "retry.sql" })
+        broken[retry].sql +=
+            "\nCREATE OR REPLACE FUNCTION herald.broken() RETURNS int LANGUAGE sql AS $$ SELECT nope $$;\n"
+        await #expect(throws: PostgresError.self) { try await Migrator(functionFiles: broken).migrate(connection) }
+        #expect(try await fetchWindow() == "3 days")
+        #expect(try await Migrator().migrate(connection).isEmpty)
+    }
+
+    /// A database a newer herald migrated (it has numbered migrations this binary lacks) keeps
+    /// its function files: this binary's would put older text back.
+    @Test func anOlderHeraldLeavesANewerDatabasesFunctionsAlone() async throws {
+        let connection = try await TestDatabase.create().connect()
+        try await connection.query(
+            "INSERT INTO herald.schema_migrations (version, name, checksum) VALUES (9999, '9999_future', 'x')")
+        let older = FunctionFile.embedded.map { FunctionFile(name: $0.name, sql: $0.sql + "\n-- older text\n") }
+        #expect(try await Migrator(functionFiles: older).pendingFunctionFiles(connection).isEmpty)
+        #expect(try await Migrator(functionFiles: older).migrate(connection).isEmpty)
+    }
+
+    /// Function files apply in name order, and SQL functions and views are checked when they
+    /// are created: a function or view may use only what is defined before it (in an earlier
+    /// file, or higher up in its own). Checked for every language, so that the rule is simple.
+    @Test func functionFilesDefineBeforeUse() throws {
+        // Every definition, in the order the migrator applies them, with the herald names it uses.
+        var definitions: [(file: String, name: String, uses: Set<String>)] = []
+        for file in FunctionFile.embedded {
+            let code = file.sql.split(separator: "\n", omittingEmptySubsequences: false)
+                .map { $0.replacing(/--.*$/, with: "") }.joined(separator: "\n")
+            for piece in code.components(separatedBy: "CREATE OR REPLACE ").dropFirst() {
+                guard let match = piece.firstMatch(of: /^(?:FUNCTION|VIEW) herald\.(\w+)/) else { continue }
+                // herald.name, but not the herald.name: that starts an error message.
+                let uses = Set(piece.matches(of: /herald\.(\w+)(?!\w|:)/).map { String($0.1) })
+                definitions.append((file.name, String(match.1), uses))
+            }
+        }
+        let names = definitions.map(\.name)
+        #expect(Set(names).count == names.count, "a function or view is defined twice: \(names)")
+        #expect(names.count > 40)
+        for (index, definition) in definitions.enumerated() {
+            for used in definition.uses.subtracting([definition.name]) {
+                guard let at = names.firstIndex(of: used) else { continue }  // a table or a type
+                #expect(
+                    at < index,
+                    "herald.\(definition.name) (\(definition.file)) uses herald.\(used), defined after it (\(definitions[at].file))"
+                )
+            }
+        }
     }
 
     @Test func embeddedMigrationsMatchTheSQLFiles() throws {
@@ -63,6 +174,19 @@ import Testing
             let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
             #expect(
                 text.trimmingCharacters(in: .newlines) == migration.sql.trimmingCharacters(in: .newlines),
+                "\(file) differs from what the EmbedMigrations plugin embedded")
+        }
+    }
+
+    @Test func embeddedFunctionFilesMatchTheSQLFiles() throws {
+        let folder = packageRoot.appendingPathComponent("migrations/functions")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }
+            .sorted()
+        #expect(files == FunctionFile.embedded.map(\.name))
+        for (file, embedded) in zip(files, FunctionFile.embedded) {
+            let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+            #expect(
+                text.trimmingCharacters(in: .newlines) == embedded.sql.trimmingCharacters(in: .newlines),
                 "\(file) differs from what the EmbedMigrations plugin embedded")
         }
     }

@@ -31,6 +31,7 @@ import Testing
         _ = try await daemon.query("SELECT * FROM herald.queue_depth")
         _ = try await daemon.query("SELECT herald.prune(interval '7 days', 100)")
         _ = try await daemon.query("SELECT version FROM herald.schema_migrations")
+        _ = try await daemon.query("SELECT file, checksum FROM herald.schema_functions")
 
         for forbidden in [
             "CREATE TABLE herald.extra (id int)",
@@ -38,6 +39,7 @@ import Testing
             "ALTER TABLE herald.devices ADD COLUMN x int",
             "UPDATE herald.secrets SET value = value",
             "DELETE FROM herald.schema_migrations",
+            "DELETE FROM herald.schema_functions",
         ] {
             let error = await #expect(throws: PostgresError.self, "\(forbidden)") {
                 try await daemon.execute(forbidden)

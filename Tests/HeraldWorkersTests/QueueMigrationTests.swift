@@ -15,7 +15,7 @@ import Testing
     @Test func queuedWorkSurvivesTheMoveToTablesThatAreTheirOwnQueues() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let db = try await database.connect()
-        try await Migrator(migrations: Migration.embedded.filter { $0.version < 10 }).migrate(db)
+        try await Migrator(migrations: Migration.embedded.filter { $0.version < 10 }, functionFiles: []).migrate(db)
 
         let emulator = try await Emulator.start()
         let accountFile = try ServiceAccountFile(try await emulator.makeServiceAccount(projectID: "shop-prod"))
@@ -102,7 +102,7 @@ import Testing
     @Test func configurationProblemsMoveToTheirScope() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let db = try await database.connect()
-        try await Migrator(migrations: Migration.embedded.filter { $0.version < 11 }).migrate(db)
+        try await Migrator(migrations: Migration.embedded.filter { $0.version < 11 }, functionFiles: []).migrate(db)
         try await db.execute(
             """
             INSERT INTO herald.apps (app_id, fcm_project_id, config_error, config_error_at) VALUES
@@ -138,7 +138,7 @@ import Testing
     @Test func aDatabaseFrom012MovesForwardWithItsWork() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let db = try await database.connect()
-        try await Migrator(migrations: Migration.embedded.filter { $0.version <= 12 }).migrate(db)
+        try await Migrator(migrations: Migration.embedded.filter { $0.version <= 12 }, functionFiles: []).migrate(db)
         try await db.execute(
             """
             DELETE FROM herald.schema_migrations WHERE version = 0;
@@ -160,7 +160,7 @@ import Testing
             """)
         let before = try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self)
 
-        #expect(try await Migrator().migrate(db) == [0, 13, 14, 15])
+        #expect(try await Migrator().migrate(db).versions == [0] + Migration.embedded.map(\.version).filter { $0 > 12 })
         #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == before)
         // Migration 015: the app stays open to every producer, and status says so; the waiting
         // notification whose key is now Herald's is rejected with the reason, not left to stall ingest.

@@ -1,0 +1,93 @@
+-- apps: what an app's settings allow. Where an app's browsers may be sent: a subscription's
+-- endpoint is a URL chosen by whoever registers a browser, and Herald POSTs to it, so by
+-- default only to the push services browsers use (herald.apps.web_push_hosts,
+-- web_push_private_addresses). The CHECK on web_push_hosts calls herald.are_host_patterns.
+--
+-- What runs now: `herald migrate` applies this file again whenever its text changes (after the
+-- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
+-- numbered migration instead. Each function is followed by who may call it.
+
+-- Whether every element is a host pattern: a host name, *.domain, *, or a bracketed IPv6 address.
+CREATE OR REPLACE FUNCTION herald.are_host_patterns(patterns text[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT array_ndims(patterns) = 1
+       AND NOT EXISTS (SELECT 1 FROM unnest(patterns) AS p(pattern)
+                       WHERE p.pattern IS NULL
+                          OR p.pattern !~ '^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])$');
+$$;
+REVOKE ALL ON FUNCTION herald.are_host_patterns(text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.are_host_patterns(text[]) TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.are_host_patterns(text[]) TO herald_operator;
+
+-- The push services of Chrome and other Chromium browsers (FCM), Firefox (Mozilla's autopush),
+-- Safari (Apple) and Edge (Windows Push Notification Services).
+CREATE OR REPLACE FUNCTION herald.default_web_push_hosts() RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY['fcm.googleapis.com', '*.push.services.mozilla.com', '*.push.apple.com', '*.notify.windows.com']
+$$;
+REVOKE ALL ON FUNCTION herald.default_web_push_hosts() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.default_web_push_hosts() TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.default_web_push_hosts() TO herald_operator;
+
+-- Whether a host matches one of the patterns: the host itself, *.domain (any name under the
+-- domain, not the domain), or * (anything).
+CREATE OR REPLACE FUNCTION herald.web_push_host_allowed(host text, patterns text[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest(patterns) AS p(pattern)
+                   WHERE p.pattern = '*' OR lower(p.pattern) = lower(host)
+                      OR (p.pattern LIKE '*.%' AND length(host) > length(p.pattern) - 1
+                          AND lower(right(host, length(p.pattern) - 1)) = lower(substr(p.pattern, 2))));
+$$;
+REVOKE ALL ON FUNCTION herald.web_push_host_allowed(text,text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.web_push_host_allowed(text,text[]) TO herald_daemon;
+
+-- Whether a URL's host is a loopback, private or link-local address written as such (a name
+-- that resolves to one is refused when the daemon connects).
+CREATE OR REPLACE FUNCTION herald.is_private_host(host text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    address inet;
+BEGIN
+    IF lower(host) = 'localhost' OR lower(host) LIKE '%.localhost' THEN RETURN true; END IF;
+    BEGIN
+        address := btrim(host, '[]')::inet;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RETURN false;  -- a name
+    END;
+    RETURN address <<= ANY ('{0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12,
+                             192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4, ::/128, ::1/128,
+                             ::ffff:0.0.0.0/96, 64:ff9b::/96, 100::/64, 2002::/16, fc00::/7, fe80::/10,
+                             ff00::/8}'::inet[]);
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.is_private_host(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.is_private_host(text) TO herald_daemon;
+
+-- Refuses a browser's endpoint that the app's policy does not allow, saying why.
+CREATE OR REPLACE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
+BEGIN
+    -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
+    -- 0x7f000001), is an address in one of the shorthands resolvers accept: only an address
+    -- written as four decimal numbers is taken.
+    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]'
+       OR ((host ~ '(^|\.)[0-9]+$' OR host ~* '^0x')
+           AND host !~ '^(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}$') THEN
+        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
+            quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT herald.web_push_host_allowed(host, coalesce(app.web_push_hosts, herald.default_web_push_hosts())) THEN
+        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'herald.apps.web_push_hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+    END IF;
+    IF NOT app.web_push_private_addresses AND herald.is_private_host(host) THEN
+        RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'only for a local push service: set herald.apps.web_push_private_addresses';
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(text,herald.apps) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.check_web_push_endpoint(text,herald.apps) TO herald_daemon;

@@ -1,0 +1,241 @@
+-- operators: what herald_operator reads and does: the views, herald.redrive and
+-- herald.enable_device (docs/operators.md). The views grant the daemon what its default
+-- privileges give every table (migration 008).
+--
+-- What runs now: `herald migrate` applies this file again whenever its text changes (after the
+-- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
+-- numbered migration instead. Each function is followed by who may call it.
+
+-- A token as the views show it: an FCM or APNs token's first 8 characters; for a Web Push
+-- endpoint, which is as secret as a token, its origin and the first 8 characters of its last
+-- path segment.
+CREATE OR REPLACE FUNCTION herald.token_hint(token text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN token IS NULL THEN NULL
+                WHEN token LIKE 'https://%' THEN
+                    substring(token FROM '^https://[^/]+') || '/…' || left(substring(token FROM '[^/]*$'), 8) || '…'
+                ELSE left(token, 8) || '…' END;
+$$;
+REVOKE ALL ON FUNCTION herald.token_hint(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_operator;
+GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_daemon;
+
+-- How deep each queue is: notifications waiting for ingest, deliveries waiting to be sent,
+-- and herald.jobs by kind. A kind appears while it has work.
+CREATE OR REPLACE VIEW herald.queue_depth AS
+WITH ingest AS (
+    SELECT count(*) AS ready, now() - min(created_at) AS oldest_ready_age
+    FROM herald.notifications
+    WHERE state = 'received'
+), dispatch AS (
+    SELECT count(*) FILTER (WHERE locked_by IS NULL AND run_at <= now())     AS ready,
+           count(*) FILTER (WHERE locked_by IS NULL AND run_at > now())      AS scheduled,
+           count(*) FILTER (WHERE locked_by IS NOT NULL)                     AS running,
+           count(*) FILTER (WHERE locked_by IS NOT NULL AND run_at < now())  AS lease_expired,
+           (SELECT count(*) FROM herald.deliveries WHERE dead_at IS NOT NULL) AS dead,
+           now() - min(run_at) FILTER (WHERE locked_by IS NULL AND run_at <= now()) AS oldest_ready_age
+    FROM herald.deliveries
+    WHERE state = 'queued'
+)
+SELECT 'ingest'::text AS kind, ready, 0::bigint AS scheduled, 0::bigint AS running, 0::bigint AS lease_expired,
+       0::bigint AS dead, oldest_ready_age
+FROM ingest WHERE ready > 0
+UNION ALL
+SELECT 'dispatch', ready, scheduled, running, lease_expired, dead, oldest_ready_age
+FROM dispatch WHERE ready + scheduled + running + dead > 0
+UNION ALL
+SELECT kind,
+       count(*) FILTER (WHERE state = 'ready' AND run_at <= now()),
+       count(*) FILTER (WHERE state = 'ready' AND run_at > now()),
+       count(*) FILTER (WHERE state = 'running'),
+       count(*) FILTER (WHERE state = 'running' AND locked_until < now()),
+       count(*) FILTER (WHERE state = 'dead'),
+       now() - min(run_at) FILTER (WHERE state = 'ready' AND run_at <= now())
+FROM herald.jobs
+GROUP BY kind;
+REVOKE ALL ON herald.queue_depth FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.queue_depth TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.queue_depth TO herald_daemon;
+
+-- The journey shows when a queued delivery is next due, and when a dead one gave up.
+CREATE OR REPLACE VIEW herald.notification_journey AS
+SELECT n.id AS notification_id, n.app_id, n.idempotency_key,
+       coalesce('user ' || n.user_ref, 'devices ' || array_to_string(n.device_ids, ','), 'topic ' || n.topic) AS target,
+       n.state AS notification_state, n.reason AS notification_reason, n.created_at, n.ingested_at, n.expires_at,
+       d.id AS delivery_id, dev.device_id, dev.platform, herald.token_hint(dev.push_token) AS token_hint,
+       d.payload_kind, d.state AS delivery_state, d.attempts, d.last_error, d.provider_message_id,
+       d.sent_at, d.delivered_at, d.finished_at,
+       dev.disabled_cause AS device_disabled_cause, dev.disabled_at AS device_disabled_at,
+       d.error_history,
+       CASE WHEN d.state = 'queued' THEN d.run_at END AS next_attempt_at, d.dead_at
+FROM herald.notifications n
+LEFT JOIN herald.deliveries d ON d.notification_id = n.id
+LEFT JOIN herald.devices dev ON dev.id = d.device_id;
+REVOKE ALL ON herald.notification_journey FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.notification_journey TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.notification_journey TO herald_daemon;
+
+-- Disabled devices, by app and cause, with when and why:
+--   SELECT disabled_cause, count(*) FROM herald.disabled_devices WHERE app_id = 'shop' GROUP BY 1;
+CREATE OR REPLACE VIEW herald.disabled_devices AS
+SELECT app_id, device_id, platform, user_ref, herald.token_hint(push_token) AS token_hint,
+       disabled_cause, disabled_reason, disabled_at, registered_at
+FROM herald.devices
+WHERE disabled_at IS NOT NULL;
+REVOKE ALL ON herald.disabled_devices FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.disabled_devices TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.disabled_devices TO herald_daemon;
+
+-- Dead work: jobs, and deliveries that ran out of attempts (kind 'dispatch', the delivery's id
+-- in ref; their id is NULL, since they are not jobs). herald.redrive brings back either.
+CREATE OR REPLACE VIEW herald.dead_jobs AS
+SELECT id, kind, ref, attempts, max_attempts, last_error, created_at, dead_at
+FROM herald.jobs
+WHERE state = 'dead'
+UNION ALL
+SELECT NULL, 'dispatch', id, attempts, NULL, last_error, created_at, dead_at
+FROM herald.deliveries
+WHERE dead_at IS NOT NULL;
+REVOKE ALL ON herald.dead_jobs FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.dead_jobs TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.dead_jobs TO herald_daemon;
+
+-- Deliveries per minute over the last hour, by what became of them.
+CREATE OR REPLACE VIEW herald.throughput AS
+SELECT date_trunc('minute', coalesce(d.finished_at, d.delivered_at)) AS minute,
+       count(*) FILTER (WHERE d.state = 'sent') AS sent,
+       count(*) FILTER (WHERE d.state = 'delivered') AS delivered,
+       count(*) FILTER (WHERE d.state = 'validated') AS validated,
+       count(*) FILTER (WHERE d.state = 'failed') AS failed,
+       count(*) FILTER (WHERE d.state = 'token_invalid') AS token_invalid,
+       count(*) FILTER (WHERE d.state IN ('expired', 'cancelled')) AS expired_or_cancelled
+FROM herald.deliveries d
+WHERE coalesce(d.finished_at, d.delivered_at) > now() - interval '1 hour'
+GROUP BY 1
+ORDER BY 1 DESC;
+REVOKE ALL ON herald.throughput FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.throughput TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.throughput TO herald_daemon;
+
+-- Configuration problems, and certificates about to expire: Apple's push certificates last a
+-- year, and an expired one fails every send, so the warning starts 30 days ahead.
+CREATE OR REPLACE VIEW herald.app_problems AS
+SELECT p.app_id, a.fcm_project_id, p.problem AS config_error, p.since AS config_error_at, p.scope, p.failed_at,
+       CASE p.scope WHEN 'fcm' THEN 'every delivery through FCM'
+                    WHEN 'fcm_apns' THEN 'iOS deliveries through FCM'
+                    WHEN 'web' THEN 'deliveries to browsers'
+                    WHEN 'apns' THEN 'iOS deliveries straight to APNs' END AS waiting
+FROM herald.app_config_problems p
+JOIN herald.apps a ON a.app_id = p.app_id
+UNION ALL
+SELECT a.app_id, a.fcm_project_id,
+       CASE WHEN a.apns_certificate_expires_at <= now()
+            THEN format('the APNs certificate %s expired at %s: every send to APNs fails until it is renewed',
+                        a.apns_certificate_file, a.apns_certificate_expires_at)
+            ELSE format('the APNs certificate %s expires at %s, in %s days: renew it',
+                        a.apns_certificate_file, a.apns_certificate_expires_at,
+                        ceil(extract(epoch FROM a.apns_certificate_expires_at - now()) / 86400))
+       END,
+       a.apns_certificate_expires_at - interval '30 days', 'apns_certificate', NULL,
+       'nothing yet'
+FROM herald.apps a
+WHERE a.apns_certificate_file IS NOT NULL AND a.apns_certificate_expires_at < now() + interval '30 days';
+REVOKE ALL ON herald.app_problems FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.app_problems TO herald_daemon;
+GRANT SELECT ON herald.app_problems TO herald_operator;
+
+-- For operators: wake-ups, with the device and what they were for.
+--   SELECT * FROM herald.recent_wakeups WHERE app_id = 'shop' ORDER BY created_at DESC LIMIT 20;
+CREATE OR REPLACE VIEW herald.recent_wakeups AS
+SELECT w.id, dev.app_id, dev.device_id, w.missed, w.created_at, w.quiet_until, w.notification_id,
+       d.state AS delivery_state, d.sent_at, d.last_error
+FROM herald.wakeups w
+JOIN herald.devices dev ON dev.id = w.device_id
+LEFT JOIN herald.deliveries d ON d.notification_id = w.notification_id;
+REVOKE ALL ON herald.recent_wakeups FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.recent_wakeups TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.recent_wakeups TO herald_daemon;
+
+-- Brings dead work back, with its attempts reset, and records the redrive:
+--   * jobs by id (job_ids), or every dead job of a kind that died since a time;
+--   * dead deliveries by id (delivery_ids), or with kind => 'dispatch' every one that died
+--     since a time.
+-- Returns how many came back.
+--   SELECT herald.redrive(job_ids => '{101,102}');
+--   SELECT herald.redrive(delivery_ids => '{5001}');
+--   SELECT herald.redrive(kind => 'dispatch', since => now() - interval '1 hour', note => 'FCM outage');
+CREATE OR REPLACE FUNCTION herald.redrive(job_ids bigint[] DEFAULT NULL::bigint[], kind text DEFAULT NULL::text, since timestamp with time zone DEFAULT NULL::timestamp with time zone, note text DEFAULT NULL::text, delivery_ids bigint[] DEFAULT NULL::bigint[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    revived_jobs bigint[] := '{}';
+    revived_deliveries bigint[] := '{}';
+BEGIN
+    IF job_ids IS NULL AND kind IS NULL AND delivery_ids IS NULL THEN
+        RAISE EXCEPTION 'herald.redrive: name the jobs (job_ids => ...), the deliveries (delivery_ids => ...) or a kind (kind => ...)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF job_ids IS NOT NULL OR (kind IS NOT NULL AND delivery_ids IS NULL) THEN
+        WITH revived AS (
+            UPDATE herald.jobs j
+            SET state = 'ready', attempts = 0, run_at = now(), dead_at = NULL,
+                last_error = 'redriven after: ' || coalesce(j.last_error, 'no error recorded')
+            WHERE j.state = 'dead'
+              AND (redrive.job_ids IS NULL OR j.id = ANY(redrive.job_ids))
+              AND (redrive.kind IS NULL OR j.kind = redrive.kind)
+              AND (redrive.since IS NULL OR j.dead_at >= redrive.since)
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO revived_jobs FROM revived;
+    END IF;
+    IF delivery_ids IS NOT NULL OR (kind = 'dispatch' AND job_ids IS NULL) THEN
+        WITH revived AS (
+            UPDATE herald.deliveries d
+            SET state = 'queued', attempts = 0, run_at = now(), locked_by = NULL, dead_at = NULL, finished_at = NULL,
+                last_error = 'redriven after: ' || coalesce(d.last_error, 'no error recorded')
+            WHERE d.dead_at IS NOT NULL
+              AND (redrive.delivery_ids IS NULL OR d.id = ANY(redrive.delivery_ids))
+              AND (redrive.since IS NULL OR d.dead_at >= redrive.since)
+            RETURNING d.id
+        )
+        SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO revived_deliveries FROM revived;
+    END IF;
+    IF cardinality(revived_jobs) + cardinality(revived_deliveries) > 0 THEN
+        -- session_user: inside this SECURITY DEFINER function current_user is the function's owner.
+        INSERT INTO herald.redrives (job_ids, delivery_ids, note, redriven_by)
+        VALUES (revived_jobs, revived_deliveries, redrive.note, session_user);
+        PERFORM pg_notify('herald_jobs', k)
+        FROM (SELECT DISTINCT j.kind AS k FROM herald.jobs j WHERE j.id = ANY(revived_jobs)) AS kinds;
+        IF cardinality(revived_deliveries) > 0 THEN
+            PERFORM pg_notify('herald_jobs', 'dispatch');
+        END IF;
+    END IF;
+    RETURN cardinality(revived_jobs) + cardinality(revived_deliveries);
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.redrive(bigint[],text,timestamp with time zone,text,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.redrive(bigint[],text,timestamp with time zone,text,bigint[]) TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.redrive(bigint[],text,timestamp with time zone,text,bigint[]) TO herald_operator;
+
+-- An operator enables a disabled device again, for example after a misconfiguration disabled
+-- it wrongly. Refused for a device without a token (it moved away): it must register again.
+CREATE OR REPLACE FUNCTION herald.enable_device(app text, device text)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE herald.devices
+    SET disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+    WHERE app_id = app AND device_id = device AND push_token IS NOT NULL;
+    IF FOUND THEN RETURN true; END IF;
+    IF EXISTS (SELECT 1 FROM herald.devices WHERE app_id = app AND device_id = device) THEN
+        RAISE EXCEPTION 'herald.enable_device: device % has no push token (it moved to another device); it must register again',
+            quote_literal(device) USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN false;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.enable_device(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.enable_device(text,text) TO herald_operator;
+GRANT EXECUTE ON FUNCTION herald.enable_device(text,text) TO herald_daemon;

@@ -1,0 +1,288 @@
+-- producers: the producer's contract (docs/producers.md): who acts for which app, herald.send,
+-- herald.register_device with a browser's subscription checks, herald.unregister_device.
+-- A plain INSERT into herald.notifications is checked by row-level security (migration 015),
+-- which calls herald.producer_app_ids.
+--
+-- What runs now: `herald migrate` applies this file again whenever its text changes (after the
+-- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
+-- numbered migration instead. Each function is followed by who may call it.
+
+-- The apps this session acts for as a producer, for row-level security: one call per
+-- statement (an InitPlan), not one per row.
+CREATE OR REPLACE FUNCTION herald.producer_app_ids() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(DISTINCT g.app_id), '{}')
+    FROM herald.producer_apps g
+    WHERE pg_has_role(session_user, g.producer, 'MEMBER');
+$$;
+REVOKE ALL ON FUNCTION herald.producer_app_ids() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.producer_app_ids() TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.producer_app_ids() TO herald_producer;
+
+-- Whether this session may act for the app. session_user, because inside a SECURITY DEFINER
+-- function current_user is the function's owner.
+CREATE OR REPLACE FUNCTION herald.acts_for(app text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT NOT pg_has_role(session_user, 'herald_producer', 'MEMBER')
+        OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
+        OR EXISTS (SELECT 1 FROM herald.producer_apps g
+                   WHERE g.app_id = app AND pg_has_role(session_user, g.producer, 'MEMBER'));
+$$;
+REVOKE ALL ON FUNCTION herald.acts_for(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.acts_for(text) TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.acts_for(text) TO herald_producer;
+
+-- Refuses, with what to do, a session that may not act for the app. The same words for an
+-- app that does not exist: a producer learns nothing of other apps.
+CREATE OR REPLACE FUNCTION herald.check_acts_for(app text, caller text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT herald.acts_for(app) THEN
+        RAISE EXCEPTION '%: role % may not act for app %', caller, session_user, quote_literal(app)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = format('an operator grants it: INSERT INTO herald.producer_apps (producer, app_id) VALUES (%L, %L)',
+                                session_user, app);
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.check_acts_for(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.check_acts_for(text,text) TO herald_daemon;
+
+-- base64url, with or without padding, as browsers write keys; NULL for anything else.
+CREATE OR REPLACE FUNCTION herald.base64url_decode(text text) RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF text IS NULL OR text !~ '^[A-Za-z0-9_-]*={0,2}$' THEN RETURN NULL; END IF;
+    text := rtrim(text, '=');
+    RETURN decode(rpad(translate(text, '-_', '+/'), (length(text) + 3) / 4 * 4, '='), 'base64');
+EXCEPTION WHEN invalid_parameter_value THEN
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.base64url_decode(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.base64url_decode(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION herald.base64url_decode(text) TO herald_daemon;
+
+-- Whether 65 bytes are an uncompressed point on P-256 (y² = x³ − 3x + b mod p), as a browser's
+-- p256dh must be. ECDH with a point off the curve fails, and only that device can fix it.
+CREATE OR REPLACE FUNCTION herald.is_p256_point(point bytea) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    p constant numeric := 115792089210356248762697446949407573530086143415290314195533631308867097853951;
+    b constant numeric := 41058363725152142129326129780047268409114441015993725554835256314039467401291;
+    x numeric := 0;
+    y numeric := 0;
+BEGIN
+    IF point IS NULL OR octet_length(point) <> 65 OR get_byte(point, 0) <> 4 THEN RETURN false; END IF;
+    FOR i IN 1..32 LOOP
+        x := x * 256 + get_byte(point, i);
+        y := y * 256 + get_byte(point, i + 32);
+    END LOOP;
+    RETURN x < p AND y < p AND mod(y * y - (x * x * x - 3 * x + b), p) = 0;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.is_p256_point(bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.is_p256_point(bytea) TO herald_daemon;
+
+-- The browser's keys: p256dh must be on the curve.
+CREATE OR REPLACE FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea)
+    RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    parsed jsonb;
+    hint constant text := 'a web device''s push_token is the browser''s PushSubscription as JSON: '
+                          '{"endpoint": "https://…", "keys": {"p256dh": "…", "auth": "…"}}';
+BEGIN
+    BEGIN
+        parsed := subscription::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RAISE EXCEPTION 'herald.register_device: % (this is not JSON)', hint USING ERRCODE = 'check_violation';
+    END;
+    endpoint := parsed ->> 'endpoint';
+    IF jsonb_typeof(parsed) <> 'object' OR endpoint IS NULL THEN
+        RAISE EXCEPTION 'herald.register_device: % (no endpoint)', hint USING ERRCODE = 'check_violation';
+    END IF;
+    IF endpoint !~ '^https://[^/?#]+' THEN
+        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be an https:// URL, not %',
+            quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
+    END IF;
+    p256dh := herald.base64url_decode(parsed #>> '{keys,p256dh}');
+    auth := herald.base64url_decode(parsed #>> '{keys,auth}');
+    IF p256dh IS NULL OR octet_length(p256dh) <> 65 OR get_byte(p256dh, 0) <> 4 THEN
+        RAISE EXCEPTION 'herald.register_device: keys.p256dh must be the browser''s P-256 public key, 65 bytes in base64url (87 characters)'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT herald.is_p256_point(p256dh) THEN
+        RAISE EXCEPTION 'herald.register_device: keys.p256dh is 65 bytes but not a point on P-256: send the browser''s key unchanged'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF auth IS NULL OR octet_length(auth) <> 16 THEN
+        RAISE EXCEPTION 'herald.register_device: keys.auth must be the subscription''s 16-byte secret in base64url (22 characters)'
+            USING ERRCODE = 'check_violation';
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.web_subscription(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.web_subscription(text) TO herald_daemon;
+
+-- Send a notification. Returns its id; with an idempotency key already used by this app,
+-- returns the first notification's id and sends nothing more. Keys that start with herald- are
+-- Herald's own. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], topic text DEFAULT NULL::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb, image_url text DEFAULT NULL::text, sound text DEFAULT NULL::text, badge integer DEFAULT NULL::integer, android_channel_id text DEFAULT NULL::text, ios_category text DEFAULT NULL::text, ios_thread_id text DEFAULT NULL::text, deep_link text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, silent boolean DEFAULT false, dry_run boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    notification_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.send');
+    INSERT INTO herald.notifications AS n (
+        app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge,
+        android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key,
+        send_at, silent, dry_run)
+    VALUES (
+        app, send.idempotency_key, send.user_ref, send.device_ids, send.topic, send.title, send.body, send.data,
+        send.image_url, send.sound, send.badge, send.android_channel_id, send.ios_category, send.ios_thread_id,
+        send.deep_link, send.priority, send.ttl, send.expires_at, send.collapse_key, send.send_at,
+        coalesce(send.silent, false), coalesce(send.dry_run, false))
+    ON CONFLICT (app_id, idempotency_key) DO NOTHING
+    RETURNING n.id INTO notification_id;
+    IF notification_id IS NULL THEN
+        SELECT n.id INTO notification_id FROM herald.notifications n
+        WHERE n.app_id = app AND n.idempotency_key = send.idempotency_key;
+    END IF;
+    RETURN notification_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean) TO herald_daemon;
+
+-- Register a device, or refresh its token. Returns the device's row id and what happened:
+--   'registered'     new, or updated while enabled;
+--   're-enabled'     it had been disabled (logout, dead or moved token) and is enabled again;
+--   'token_invalid'  the same token that a provider declared dead: the device stays disabled.
+-- A token held by another device of the same app moves here; that device is disabled.
+-- token_kind is said, or decided by the platform and the app ('web' devices take a browser's
+-- subscription, whose endpoint must follow the app's policy and whose p256dh must be on the
+-- curve). Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text DEFAULT NULL::text, token_kind text DEFAULT NULL::text, OUT device_row_id bigint, OUT status text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    existing herald.devices;
+    -- What the device row keeps: the token, or for a browser its endpoint and keys.
+    token text := push_token;
+    p256dh bytea;
+    auth bytea;
+    kind text := token_kind;
+    transport text;
+    app_row herald.apps;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.register_device');
+    IF platform NOT IN ('android', 'ios', 'web') THEN
+        RAISE EXCEPTION 'herald.register_device: platform must be ''android'', ''ios'' or ''web'', not %',
+            quote_literal(platform) USING ERRCODE = 'check_violation';
+    END IF;
+    IF coalesce(push_token, '') = '' THEN
+        RAISE EXCEPTION 'herald.register_device: push_token is empty' USING ERRCODE = 'check_violation';
+    END IF;
+    IF coalesce(device, '') = '' OR device ~ '[[:cntrl:]]' OR octet_length(device) > 256 THEN
+        RAISE EXCEPTION 'herald.register_device: device must be 1 to 256 bytes without control characters'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF octet_length(push_token) > 8192 OR (platform <> 'web' AND push_token ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'herald.register_device: push_token must be the token as the platform gave it: at most 8192 bytes, without control characters'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF platform = 'web' THEN
+        SELECT s.endpoint, s.p256dh, s.auth INTO token, p256dh, auth FROM herald.web_subscription(push_token) AS s;
+    END IF;
+    SELECT * INTO app_row FROM herald.apps a WHERE a.app_id = app;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'herald.register_device: unknown app %; add it to herald.apps first', quote_literal(app)
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    transport := app_row.ios_transport;
+    IF platform = 'web' THEN
+        PERFORM herald.check_web_push_endpoint(token, app_row);
+    END IF;
+    -- What the token is decides how it is sent. Unsaid: a browser's subscription; for iOS, an
+    -- APNs device token when the app sends to APNs directly; otherwise an FCM registration token.
+    kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
+                                WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
+                                ELSE 'registration_token' END);
+    IF kind NOT IN ('registration_token', 'installation_id', 'apns_device_token', 'web_subscription') THEN
+        RAISE EXCEPTION 'herald.register_device: token_kind must be ''registration_token'', ''installation_id'' (FCM), ''apns_device_token'' or ''web_subscription'', not %',
+            quote_literal(kind) USING ERRCODE = 'check_violation';
+    END IF;
+    IF (platform = 'web') <> (kind = 'web_subscription') OR (kind = 'apns_device_token' AND platform <> 'ios') THEN
+        RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF kind = 'apns_device_token' AND (push_token !~ '^[0-9A-Fa-f]{64,}$' OR length(push_token) % 2 <> 0) THEN
+        RAISE EXCEPTION 'herald.register_device: an APNs device token is 64 or more hexadecimal digits (the app''s deviceToken as hex), not % characters like %',
+            length(push_token), quote_literal(left(push_token, 8) || '…') USING ERRCODE = 'check_violation';
+    ELSIF kind = 'apns_device_token' THEN
+        token := lower(token);
+    END IF;
+
+    -- Tokens are unique per app: take it from any other device that holds it.
+    UPDATE herald.devices d
+    SET push_token = NULL, disabled_at = now(), disabled_cause = 'token_moved',
+        disabled_reason = format('its push token was registered again by device %s', device)
+    WHERE d.app_id = app AND d.push_token = token AND d.device_id <> device;
+
+    INSERT INTO herald.devices AS d (app_id, device_id, platform, push_token, user_ref, web_p256dh, web_auth, token_kind)
+    VALUES (app, device, platform, token, register_device.user_ref, p256dh, auth, kind)
+    ON CONFLICT (app_id, device_id) DO NOTHING
+    RETURNING d.id INTO device_row_id;
+    IF FOUND THEN
+        status := 'registered';
+        RETURN;
+    END IF;
+
+    SELECT * INTO existing FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR UPDATE;
+    device_row_id := existing.id;
+    IF existing.disabled_cause = 'token_invalid' AND existing.push_token = token THEN
+        -- FCM said this token is dead; registering it again does not make it live.
+        UPDATE herald.devices d SET platform = register_device.platform, user_ref = register_device.user_ref,
+            registered_at = now(), web_p256dh = p256dh, web_auth = auth, token_kind = kind
+        WHERE d.id = existing.id;
+        status := 'token_invalid';
+        RETURN;
+    END IF;
+    UPDATE herald.devices d
+    SET platform = register_device.platform, push_token = token,
+        user_ref = register_device.user_ref, registered_at = now(), web_p256dh = p256dh, web_auth = auth,
+        token_kind = kind,
+        disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+    WHERE d.id = existing.id;
+    status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
+END;
+$_$;
+REVOKE ALL ON FUNCTION herald.register_device(text,text,text,text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_producer;
+
+-- Log a device out: it is disabled, with the reason, until it registers again.
+-- Returns false when the device is unknown. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.unregister_device(app text, device text, reason text DEFAULT 'logged out'::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.unregister_device');
+    UPDATE herald.devices d
+    SET disabled_at = coalesce(d.disabled_at, now()), disabled_cause = 'logout', disabled_reason = reason
+    WHERE d.app_id = app AND d.device_id = device;
+    RETURN FOUND;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.unregister_device(text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_daemon;

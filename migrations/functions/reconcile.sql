@@ -1,0 +1,274 @@
+-- reconcile: delivery references, the reports apps send back and the pending fetch
+-- (herald.report_delivery, herald.pending_notifications), and the reconcile worker's step.
+--
+-- What runs now: `herald migrate` applies this file again whenever its text changes (after the
+-- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
+-- numbered migration instead. Each function is followed by who may call it.
+
+-- HMAC-SHA256 (RFC 2104) over PostgreSQL's built-in sha256, so no extension is needed.
+CREATE OR REPLACE FUNCTION herald.hmac_sha256(key bytea, message bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
+         padded AS (SELECT k || decode(repeat('00', 64 - octet_length(k)), 'hex') AS k FROM sized),
+         pads AS (
+             SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 54), 2, '0'), '' ORDER BY i), 'hex') AS inner_key,
+                    decode(string_agg(lpad(to_hex(get_byte(k, i) # 92), 2, '0'), '' ORDER BY i), 'hex') AS outer_key
+             FROM padded, generate_series(0, 63) AS i)
+    SELECT sha256(outer_key || sha256(inner_key || message)) FROM pads;
+$$;
+REVOKE ALL ON FUNCTION herald.hmac_sha256(bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.hmac_sha256(bytea,bytea) TO herald_daemon;
+
+-- The reference for one delivery to one device: base64url(delivery, device, first 16 bytes of the tag).
+CREATE OR REPLACE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) RETURNS text
+LANGUAGE sql STABLE STRICT AS $$
+    SELECT rtrim(translate(encode(body || substring(herald.hmac_sha256(s.value, body) FROM 1 FOR 16), 'base64'),
+                           '+/', '-_'), '=')
+    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b,
+         herald.secrets s
+    WHERE s.name = 'report_hmac';
+$$;
+REVOKE ALL ON FUNCTION herald.delivery_reference(bigint,bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.delivery_reference(bigint,bigint) TO herald_daemon;
+
+-- The delivery and device a reference names; both NULL when it is malformed or forged.
+CREATE OR REPLACE FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    raw bytea;
+    secret bytea := (SELECT value FROM herald.secrets WHERE name = 'report_hmac');
+BEGIN
+    IF reference IS NULL OR reference !~ '^[A-Za-z0-9_-]{43}$' THEN
+        RETURN;
+    END IF;
+    raw := decode(translate(reference, '-_', '+/') || '=', 'base64');
+    IF substring(raw FROM 17) <> substring(herald.hmac_sha256(secret, substring(raw FROM 1 FOR 16)) FROM 1 FOR 16) THEN
+        RETURN;
+    END IF;
+    delivery_id := ('x' || encode(substring(raw FROM 1 FOR 8), 'hex'))::bit(64)::bigint;
+    device_id := ('x' || encode(substring(raw FROM 9 FOR 8), 'hex'))::bit(64)::bigint;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.open_reference(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.open_reference(text) TO herald_daemon;
+
+-- How far back a woken device's missed notifications are looked for: by reconcile, which
+-- wakes a device only for what it could still fetch, and by the pending fetch when the app
+-- gives no `since`. Herald's code reads it from here.
+CREATE OR REPLACE FUNCTION herald.fetch_window() RETURNS interval
+LANGUAGE sql IMMUTABLE AS $$ SELECT interval '3 days' $$;
+REVOKE ALL ON FUNCTION herald.fetch_window() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.fetch_window() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION herald.fetch_window() TO herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.fetch_window() TO herald_producer;
+
+-- Records a report from an app. Cheap: checks the reference and inserts; the reconcile worker
+-- applies reports in batches. `kind` is 'delivered', 'seen' or 'opened'; `device`, when given,
+-- is the app's own device id and must be the one the reference was issued to.
+--
+-- outcome is one of:
+--   accepted           recorded; the reconcile worker applies it shortly
+--   already_reported   this delivery already has a report of this kind: nothing changes
+--   invalid_reference  not a reference this Herald issued (forged, truncated or mistyped)
+--   unknown_delivery   a genuine reference whose delivery no longer exists (pruned)
+--   wrong_device       the reference belongs to another device
+--   invalid_kind       kind is not delivered, seen or opened
+--   SELECT * FROM herald.report_delivery('q1w2…', 'delivered', 'phone-1');
+CREATE OR REPLACE FUNCTION herald.report_delivery(reference text, kind text DEFAULT 'delivered'::text, device text DEFAULT NULL::text, OUT accepted boolean, OUT outcome text, OUT message text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    opened record;
+    owner herald.devices;
+    report_id bigint;
+BEGIN
+    accepted := false;
+    IF kind IS NULL OR kind NOT IN ('delivered', 'seen', 'opened') THEN
+        outcome := 'invalid_kind';
+        message := format('kind must be delivered, seen or opened, not %s', coalesce(quote_literal(kind), 'NULL'));
+        RETURN;
+    END IF;
+    opened := herald.open_reference(reference);
+    IF opened.delivery_id IS NULL THEN
+        outcome := 'invalid_reference';
+        message := 'the reference was not issued by this Herald: send herald_report from the payload unchanged';
+        RETURN;
+    END IF;
+    SELECT dev.* INTO owner FROM herald.devices dev WHERE dev.id = opened.device_id;
+    IF owner.app_id IS NOT NULL AND NOT herald.acts_for(owner.app_id) THEN
+        -- Said exactly as for a forged reference: another app's devices are invisible.
+        outcome := 'invalid_reference';
+        message := 'the reference was not issued by this Herald: send herald_report from the payload unchanged';
+        RETURN;
+    END IF;
+    IF device IS NOT NULL AND owner.device_id IS DISTINCT FROM device THEN
+        outcome := 'wrong_device';
+        message := format('the reference belongs to another device than %s', quote_literal(device));
+        RETURN;
+    END IF;
+    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id)
+    SELECT reference, kind, d.id, d.device_id
+    FROM herald.deliveries d
+    WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
+    ON CONFLICT (delivery_id, report_kind) DO NOTHING
+    RETURNING id INTO report_id;
+    IF report_id IS NOT NULL THEN
+        accepted := true;
+        outcome := 'accepted';
+        message := format('%s report recorded', kind);
+    ELSIF EXISTS (SELECT 1 FROM herald.deliveries d WHERE d.id = opened.delivery_id) THEN
+        outcome := 'already_reported';
+        message := format('this delivery was already reported %s; nothing changed', kind);
+    ELSE
+        outcome := 'unknown_delivery';
+        message := 'no such delivery: it was pruned after the retention period, or never existed';
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.report_delivery(text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_daemon;
+
+-- What a woken app missed: the notifications sent to the reference's device and never
+-- reported, newest first, each with its own reference so the app can report it once shown.
+-- Any reference the device received (the wake-up's own, for one) identifies it, so a device
+-- reads only its own notifications. `since` defaults to herald.fetch_window() ago.
+--   SELECT * FROM herald.pending_notifications('q1w2…');
+CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - '3 days'::interval), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    opened record;
+BEGIN
+    opened := herald.open_reference(reference);
+    IF opened.device_id IS NULL OR NOT EXISTS (SELECT 1 FROM herald.devices dev
+                                               WHERE dev.id = opened.device_id AND herald.acts_for(dev.app_id)) THEN
+        RAISE EXCEPTION 'herald.pending_notifications: the reference was not issued by this Herald'
+            USING ERRCODE = 'invalid_authorization_specification',
+                  HINT = 'pass herald_report from a payload this device received, unchanged';
+    END IF;
+    IF device IS NOT NULL AND NOT EXISTS (SELECT 1 FROM herald.devices dev
+                                          WHERE dev.id = opened.device_id AND dev.device_id = device) THEN
+        RAISE EXCEPTION 'herald.pending_notifications: the reference belongs to another device than %',
+            quote_literal(device) USING ERRCODE = 'invalid_authorization_specification';
+    END IF;
+    IF max_count IS NULL OR max_count < 1 OR max_count > 100 THEN
+        RAISE EXCEPTION 'herald.pending_notifications: max_count must be from 1 to 100, not %', max_count
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT n.id, herald.delivery_reference(d.id, d.device_id), n.title, n.body, n.data, n.image_url, n.deep_link,
+           d.sent_at
+    FROM herald.deliveries d
+    JOIN herald.notifications n ON n.id = d.notification_id
+    WHERE d.device_id = opened.device_id AND d.state = 'sent'
+      AND d.payload_kind IN ('ios_alert', 'android_data') AND NOT n.silent
+      AND d.sent_at >= coalesce(since, '-infinity')
+    ORDER BY d.sent_at DESC, d.id DESC
+    LIMIT max_count;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.pending_notifications(text,timestamp with time zone,integer,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.pending_notifications(text,timestamp with time zone,integer,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.pending_notifications(text,timestamp with time zone,integer,text) TO herald_daemon;
+
+-- Each new report gets a reconcile job, in the reporting transaction.
+CREATE OR REPLACE FUNCTION herald.enqueue_reconcile() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO herald.jobs (kind, ref) SELECT 'reconcile', id FROM new_reports;
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.enqueue_reconcile() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
+
+-- Applies a batch of reports (the reconcile worker calls it; running it twice changes nothing):
+--
+-- 1. Each reported delivery becomes 'delivered' (first report wins); 'seen' and 'opened'
+--    record their time too, and imply delivered.
+-- 2. An iOS device whose report reveals earlier deliveries that were sent but never reported
+--    was offline, and APNs kept only the newest: it gets one wake-up, a background push that
+--    makes the app fetch what it missed, as a delivery queued in place. Deliveries sent within
+--    `grace` of `at` do not count (their reports may still be on their way), nor those older
+--    than `fetch_window`. The exclusion constraint on herald.wakeups and the unique index on
+--    pending wake-up deliveries keep it to one per device per `quiet` period, across all
+--    daemons.
+CREATE OR REPLACE FUNCTION herald.reconcile(report_ids bigint[], at timestamptz DEFAULT now(),
+                                            quiet interval DEFAULT interval '30 minutes',
+                                            grace interval DEFAULT interval '1 minute',
+                                            fetch_window interval DEFAULT interval '3 days')
+RETURNS TABLE (reports int, delivered int, wakeups int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    applied int;
+    marked int;
+    woken int := 0;
+    candidate record;
+    wakeup_id bigint;
+    new_notification bigint;
+BEGIN
+    WITH batch AS (
+        SELECT r.delivery_id,
+               min(r.reported_at) AS delivered_at,
+               min(r.reported_at) FILTER (WHERE r.report_kind IN ('seen', 'opened')) AS seen_at,
+               min(r.reported_at) FILTER (WHERE r.report_kind = 'opened') AS opened_at
+        FROM herald.delivery_reports r
+        WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
+        GROUP BY r.delivery_id
+    )
+    UPDATE herald.deliveries d
+    SET state = 'delivered',
+        delivered_at = least(d.delivered_at, b.delivered_at, b.seen_at),
+        seen_at = coalesce(d.seen_at, b.seen_at),
+        opened_at = coalesce(d.opened_at, b.opened_at),
+        finished_at = coalesce(d.finished_at, at),
+        run_at = NULL, locked_by = NULL, dead_at = NULL
+    FROM batch b
+    WHERE d.id = b.delivery_id;
+    GET DIAGNOSTICS marked = ROW_COUNT;
+
+    FOR candidate IN
+        SELECT dev.id AS device, dev.app_id, dev.device_id, max(r.id) AS report_id, count(DISTINCT gap.id) AS missed
+        FROM herald.delivery_reports r
+        JOIN herald.devices dev ON dev.id = r.device_id AND dev.platform = 'ios' AND dev.disabled_at IS NULL
+        JOIN herald.deliveries reported ON reported.id = r.delivery_id
+        JOIN herald.deliveries gap ON gap.device_id = dev.id AND gap.payload_kind = 'ios_alert'
+             AND gap.state = 'sent' AND gap.id < reported.id
+             AND gap.sent_at <= at - grace AND gap.sent_at > at - fetch_window
+        WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
+        GROUP BY dev.id, dev.app_id, dev.device_id
+        ORDER BY dev.id
+    LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM herald.deliveries d
+                              WHERE d.device_id = candidate.device AND d.payload_kind = 'ios_wakeup'
+                                AND d.state = 'queued');
+        INSERT INTO herald.wakeups (device_id, report_id, missed, created_at, quiet_until)
+        VALUES (candidate.device, candidate.report_id, candidate.missed, at, at + quiet)
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO wakeup_id;
+        CONTINUE WHEN wakeup_id IS NULL;
+        INSERT INTO herald.notifications (app_id, device_ids, silent, priority, expires_at, origin, state,
+                                          reason, ingested_at, idempotency_key)
+        VALUES (candidate.app_id, ARRAY[candidate.device_id], true, 'normal', at + quiet, 'wakeup', 'accepted',
+                format('wake-up: %s sent notifications were not reported', candidate.missed), at,
+                'herald-wakeup-' || wakeup_id)
+        RETURNING id INTO new_notification;
+        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at)
+        VALUES (new_notification, candidate.device, 'ios_wakeup', at);
+        UPDATE herald.wakeups SET notification_id = new_notification WHERE id = wakeup_id;
+        UPDATE herald.devices SET last_wakeup_at = at WHERE id = candidate.device;
+        woken := woken + 1;
+    END LOOP;
+
+    UPDATE herald.delivery_reports r
+    SET processed_at = at, outcome = 'applied'
+    WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL;
+    GET DIAGNOSTICS applied = ROW_COUNT;
+    RETURN QUERY SELECT applied, marked, woken;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,interval,interval,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,interval,interval,interval) TO herald_daemon;

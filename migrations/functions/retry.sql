@@ -1,0 +1,66 @@
+-- retry: the retry worker's passes (RetryWorker).
+--
+-- What runs now: `herald migrate` applies this file again whenever its text changes (after the
+-- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
+-- numbered migration instead. Each function is followed by who may call it.
+
+-- Ends up to `batch` deliveries waiting for a retry that cannot be sent any more, at `at`,
+-- and says how many it ended, by state. Rows a claim holds are skipped; the claim checks the
+-- same (expiry, device) before it sends.
+CREATE OR REPLACE FUNCTION herald.end_hopeless_retries(at timestamptz, batch int)
+RETURNS TABLE (state text, deliveries bigint)
+LANGUAGE sql AS $$
+    WITH hopeless AS (
+        SELECT d.id,
+               CASE WHEN n.expires_at <= at THEN 'expired' ELSE 'cancelled' END AS state,
+               CASE WHEN n.expires_at <= at
+                    THEN format('expired at %s while waiting to be retried', n.expires_at)
+                    ELSE format('device disabled while waiting to be retried: %s', dev.disabled_reason)
+               END AS reason
+        FROM herald.deliveries AS d
+        JOIN herald.notifications AS n ON n.id = d.notification_id
+        LEFT JOIN herald.devices AS dev ON dev.id = d.device_id
+        WHERE d.state = 'queued' AND d.locked_by IS NULL AND d.attempts > 0
+          AND (n.expires_at <= at OR dev.disabled_at IS NOT NULL)
+        LIMIT batch
+        FOR UPDATE OF d SKIP LOCKED
+    ), ended AS (
+        UPDATE herald.deliveries AS d
+        SET state = h.state, last_error = h.reason, finished_at = at, run_at = NULL,
+            error_history = d.error_history || format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), h.reason)
+        FROM hopeless AS h
+        WHERE d.id = h.id
+        RETURNING d.state
+    )
+    SELECT ended.state, count(*) FROM ended GROUP BY ended.state;
+$$;
+REVOKE ALL ON FUNCTION herald.end_hopeless_retries(timestamp with time zone,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.end_hopeless_retries(timestamp with time zone,integer) TO herald_daemon;
+
+-- A configuration problem nothing waits on any more is cleared, so herald.app_problems and
+-- herald status stop reporting it. While deliveries wait, a probe confirms failed_at every
+-- minute; one unconfirmed for five minutes is checked against the queued deliveries that
+-- need that configuration (rare, so the scan is rare). Returns how many were cleared.
+CREATE OR REPLACE FUNCTION herald.clear_idle_config_problems(at timestamptz) RETURNS int
+LANGUAGE sql AS $$
+    WITH cleared AS (
+        DELETE FROM herald.app_config_problems p
+        WHERE p.failed_at < at - interval '5 minutes'
+          AND NOT EXISTS (
+              SELECT 1
+              FROM herald.deliveries d
+              JOIN herald.notifications n ON n.id = d.notification_id
+              LEFT JOIN herald.devices dev ON dev.id = d.device_id
+              WHERE d.state = 'queued' AND n.app_id = p.app_id
+                AND CASE p.scope
+                        WHEN 'web' THEN d.payload_kind = 'web'
+                        WHEN 'apns' THEN dev.token_kind = 'apns_device_token' AND d.payload_kind LIKE 'ios%'
+                        WHEN 'fcm_apns' THEN d.payload_kind LIKE 'ios%' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                        ELSE d.payload_kind <> 'web' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                    END)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM cleared;
+$$;
+REVOKE ALL ON FUNCTION herald.clear_idle_config_problems(timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.clear_idle_config_problems(timestamp with time zone) TO herald_daemon;
