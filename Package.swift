@@ -111,7 +111,7 @@ let package = Package(
         .target(
             name: "HeraldEmulator",
             dependencies: [
-                "HeraldFCM", "HeraldWebPush", "HeraldAPNs", "HeraldCrypto",
+                "HeraldFCM", "HeraldWebPush", "HeraldCrypto",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -171,10 +171,7 @@ let package = Package(
             dependencies: [
                 "HeraldDaemon",
                 "HeraldSchema",
-                "HeraldHTTP",
-                "HeraldWorkers",
                 "HeraldCrypto",
-                "HeraldWebPush",
                 "HeraldQueue",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -199,7 +196,7 @@ let package = Package(
         .target(
             name: "HeraldTestSupport",
             dependencies: [
-                "HeraldPostgres", "HeraldQueue", "HeraldSchema", "HeraldCrypto", "HeraldFCM", "HeraldEmulator",
+                "HeraldPostgres", "HeraldQueue", "HeraldSchema", "HeraldCrypto", "HeraldFCM",
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ]
         ),
@@ -259,13 +256,12 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldEmulatorTests",
-            dependencies: ["HeraldEmulator", "HeraldFCM", "HeraldCrypto", "HeraldHTTP", "HeraldTestSupport"]
+            dependencies: ["HeraldEmulator", "HeraldFCM", "HeraldCrypto", "HeraldHTTP"]
         ),
         .testTarget(
             name: "HeraldDaemonTests",
             dependencies: [
-                "HeraldDaemon", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldEndpoint", "HeraldWorkers",
-                "HeraldFCM", "HeraldEmulator", "HeraldHTTP",
+                "HeraldDaemon", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldEmulator",
             ]
         ),
     ]
