@@ -8,7 +8,7 @@ import NIOCore
 import Prometheus
 import Synchronization
 
-/// The endpoint's routes, over the SQL functions of `migrations/007_reconcile.sql`.
+/// The endpoint's routes, over the SQL functions of `migrations/functions/reconcile.sql`.
 final class EndpointAPI: Sendable {
     let connections: [PostgresConnection]
     let settings: Endpoint.Settings

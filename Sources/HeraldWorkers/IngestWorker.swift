@@ -4,7 +4,7 @@ import Logging
 import Metrics
 
 /// Turns new notifications into deliveries, a batch at a time: one call to
-/// `herald.ingest_next` (see `migrations/010_tables_are_their_own_queues.sql`) takes the
+/// `herald.ingest_next` (in `migrations/functions/ingest.sql`) takes the
 /// oldest notifications still `received`, skipping those another ingester holds, and in the
 /// same transaction rejects bad ones with their reason and fans the rest out to one queued
 /// delivery per enabled device.

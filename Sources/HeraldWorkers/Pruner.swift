@@ -49,7 +49,7 @@ public struct Pruner: Service {
 
     enum SQL {
         /// Deletes up to $2 finished notifications older than $1 seconds, with their deliveries
-        /// (`herald.prune`, migration 006); returns how many.
+        /// (`herald.prune`, `migrations/functions/retention.sql`); returns how many.
         static let prune = "SELECT herald.prune(make_interval(secs => $1), $2)"
     }
 }

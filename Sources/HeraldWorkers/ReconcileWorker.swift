@@ -5,7 +5,7 @@ import Logging
 import Metrics
 
 /// Applies delivery reports in batches, with one call to `herald.reconcile` (see
-/// `migrations/007_reconcile.sql`): reported deliveries become `delivered`, and an iOS device
+/// `migrations/functions/reconcile.sql`): reported deliveries become `delivered`, and an iOS device
 /// whose report shows it missed earlier notifications gets one silent wake-up, at most one per
 /// device per quiet period, whatever the number of daemons.
 ///
@@ -28,7 +28,7 @@ public struct ReconcileWorker: JobHandler {
 
     enum SQL {
         /// Reconciles reports $1 at $2, with the wake-up interval $3 and grace $4 in seconds
-        /// (`herald.reconcile`, migration 010).
+        /// (`herald.reconcile`, `migrations/functions/reconcile.sql`).
         static let reconcile = """
             SELECT reports, delivered, wakeups
             FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4),

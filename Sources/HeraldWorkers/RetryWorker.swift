@@ -89,10 +89,10 @@ public struct RetryWorker: BatchWorker {
 
     enum SQL {
         /// Ends up to $2 deliveries waiting for a retry that can no longer be sent, at $1
-        /// (`herald.end_hopeless_retries`, migration 013), and counts them by state.
+        /// (`herald.end_hopeless_retries`, `migrations/functions/retry.sql`), and counts them by state.
         static let endHopelessRetries = "SELECT state, deliveries FROM herald.end_hopeless_retries($1, $2)"
         /// Clears, at $1, the configuration problems nothing waits on (`herald.clear_idle_config_problems`,
-        /// migration 015).
+        /// `migrations/functions/retry.sql`).
         static let clearIdleProblems = "SELECT herald.clear_idle_config_problems($1)"
         /// Wakes the workers of kind $1 on every host (`WakeHub.channel`).
         static let wake = "SELECT pg_notify('\(WakeHub.channel)', $1)"

@@ -1,7 +1,7 @@
 extension DispatchWorker {
     enum SQL {
         /// Leases up to $2 deliveries due by $1 to worker $3 for $4 seconds and reads everything
-        /// needed to send them, in one statement (`herald.claim_deliveries`, migration 010).
+        /// needed to send them, in one statement (`herald.claim_deliveries`, `migrations/functions/dispatch.sql`).
         static let claim = "SELECT * FROM herald.claim_deliveries($1, $2, $3, make_interval(secs => $4))"
 
         /// Records a batch's outcomes in one statement, so in one transaction: the

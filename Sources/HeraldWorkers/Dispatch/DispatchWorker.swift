@@ -9,7 +9,8 @@ import Logging
 import Metrics
 
 /// Sends deliveries and records what became of each. The deliveries are the queue: each claim
-/// leases the due ones (``SQL/claim``), and each is recorded when its provider answered.
+/// leases the due ones (``SQL/claim``: `herald.claim_deliveries` in
+/// `migrations/functions/dispatch.sql`), and each is recorded when its provider answered.
 ///
 /// Per claim: deliveries that cannot or need not be sent end at once (``DeliveryLife``); the
 /// rest are split into routes (an app's FCM, its iOS through FCM, its APNs, each push service
