@@ -40,6 +40,22 @@ $$;
 
 
 --
+-- Name: app_setups(text[]); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+           a.apns_certificate_file
+    FROM herald.apps a
+    WHERE a.app_id = ANY(apps);
+$$;
+
+
+--
 -- Name: are_host_patterns(text[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -178,10 +194,10 @@ $_$;
 
 
 --
--- Name: claim_deliveries(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: claim_sends(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, web_push_hosts text[], web_push_private_addresses boolean, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -213,12 +229,8 @@ CREATE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integ
            c.device_id, dev.push_token, dev.token_kind,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
-           n.app_id, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-           a.apns_certificate_file,
-           -- A browser's route only: the hosts it may name, and whether they may be private.
-           CASE WHEN c.payload_kind = 'web' THEN coalesce(a.web_push_hosts, herald.default_web_push_hosts()) END,
-           a.web_push_private_addresses,
+           -- Any change to the app's row gives it a new xmin.
+           n.app_id, a.xmin::text,
            CASE WHEN c.payload_kind = 'web' THEN p.web
                 WHEN dev.token_kind = 'apns_device_token' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
@@ -1724,6 +1736,23 @@ ALTER TABLE herald.redrives ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: route_saturation; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.route_saturation (
+    app_id text NOT NULL,
+    route text NOT NULL,
+    origin text DEFAULT ''::text NOT NULL,
+    worker text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    seen_at timestamp with time zone NOT NULL,
+    in_flight integer NOT NULL,
+    postponed bigint NOT NULL,
+    CONSTRAINT route_saturation_route_check CHECK ((route = ANY (ARRAY['fcm'::text, 'fcm_apns'::text, 'apns'::text, 'web'::text])))
+);
+
+
+--
 -- Name: schema_functions; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -1911,6 +1940,14 @@ ALTER TABLE ONLY herald.redrives
 
 
 --
+-- Name: route_saturation route_saturation_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.route_saturation
+    ADD CONSTRAINT route_saturation_pkey PRIMARY KEY (app_id, route, origin, worker);
+
+
+--
 -- Name: schema_functions schema_functions_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -2087,6 +2124,14 @@ ALTER TABLE ONLY herald.producer_apps
 
 
 --
+-- Name: route_saturation route_saturation_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.route_saturation
+    ADD CONSTRAINT route_saturation_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
 -- Name: wakeups wakeups_device_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -2148,6 +2193,14 @@ GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_producer;
 
 
 --
+-- Name: FUNCTION app_setups(apps text[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.app_setups(apps text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.app_setups(apps text[]) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION are_host_patterns(patterns text[]); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -2188,11 +2241,11 @@ GRANT ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.a
 
 
 --
--- Name: FUNCTION claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION claim_sends(at timestamp with time zone, batch integer, worker text, lease interval); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) TO herald_daemon;
 
 
 --
@@ -2780,6 +2833,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.redrives TO herald_daemon;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE herald.redrives_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE route_saturation; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.route_saturation TO herald_daemon;
+GRANT SELECT ON TABLE herald.route_saturation TO herald_operator;
 
 
 --

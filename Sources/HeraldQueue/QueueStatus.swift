@@ -31,6 +31,21 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var appProblems: [AppProblem] = []
+
+    /// A route whose window of sends in flight was full in the last two minutes, so that its
+    /// other deliveries waited (rows of `herald.route_saturation`, summed over workers).
+    public struct SaturatedRoute: Sendable, Codable, Equatable {
+        public var app: String
+        /// `fcm`, `fcm_apns`, `apns` or `web`.
+        public var route: String
+        /// The push service's origin, for `web`.
+        public var origin: String?
+        public var inFlight: Int
+        public var postponed: Int
+        public var since: Date
+    }
+
+    public var saturatedRoutes: [SaturatedRoute] = []
     /// Apps every producer may act for: granted to `herald_producer` itself, as migration 015
     /// left the apps that existed before it.
     public var openToEveryProducer: [String] = []
@@ -44,6 +59,13 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             )
         }
         status.openToEveryProducer = try await connection.query(SQL.openToEveryProducer).map { try $0.decode(0) }
+        status.saturatedRoutes = try await connection.query(SQL.saturatedRoutes).map { row in
+            let origin: String = try row.decode("origin")
+            return SaturatedRoute(
+                app: try row.decode("app_id"), route: try row.decode("route"), origin: origin.isEmpty ? nil : origin,
+                inFlight: try row.decode("in_flight"), postponed: try row.decode("postponed"),
+                since: try row.decode("since"))
+        }
         return status
     }
 
@@ -68,6 +90,13 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             problems.append(
                 "app \(app): every producer may act for it (granted to herald_producer): grant it to its producers' roles"
                     + " in herald.producer_apps, then delete that row")
+        }
+        for saturated in saturatedRoutes {
+            let route = saturated.origin.map { "\(saturated.route) \($0)" } ?? saturated.route
+            problems.append(
+                "app \(saturated.app), route \(route): slow, its window is full (\(saturated.inFlight) in flight,"
+                    + " \(saturated.postponed) postponed since \(saturated.since)); its other deliveries wait, the"
+                    + " other routes go on")
         }
         for kind in kinds {
             if kind.dead > 0 {
@@ -108,6 +137,12 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
         static let openToEveryProducer = """
             SELECT app_id FROM herald.producer_apps WHERE producer = 'herald_producer'::regrole ORDER BY app_id
+            """
+        static let saturatedRoutes = """
+            SELECT app_id, route, origin, sum(in_flight)::int AS in_flight, sum(postponed)::int8 AS postponed,
+                   min(since) AS since
+            FROM herald.route_saturation WHERE seen_at > now() - interval '2 minutes'
+            GROUP BY app_id, route, origin ORDER BY app_id, route, origin
             """
         static let queueDepth = """
             SELECT kind, ready, scheduled, running, lease_expired, dead,

@@ -31,7 +31,7 @@ import Testing
         #expect(
             tables == [
                 "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications",
-                "producer_apps", "redrives",
+                "producer_apps", "redrives", "route_saturation",
                 "schema_functions", "schema_migrations", "secrets", "wakeups",
             ])
 

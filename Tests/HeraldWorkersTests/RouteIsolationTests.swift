@@ -1,6 +1,7 @@
 import Foundation
 import HeraldEmulator
 import HeraldPostgres
+import HeraldQueue
 import HeraldTestSupport
 import HeraldWorkers
 import Testing
@@ -150,5 +151,46 @@ import Testing
         #expect(taken == 0, "the other worker claimed deliveries still being sent")
         #expect(try await states(f, devices: "iphone-%") == ["sent": 5])
         #expect(await f.emulator.apnsReceived.count == 5, "each iPhone once")
+    }
+
+    /// A slow route whose window is full postpones its newer deliveries, and operators see it:
+    /// a row of herald.route_saturation, and a line of `herald status`.
+    @Test func aSaturatedRouteIsRecordedForHeraldStatus() async throws {
+        let f = try await WorkerFixture.make(apns: true)
+        for n in 0..<130 {
+            let token = try await f.registerIPhone("iphone-\(n)", user: "ios-\(n)")
+            await f.emulator.setBehaviour(.slow(milliseconds: 4000), forToken: token)
+        }
+        let worker = DispatchWorker(context: f.context)
+        try await f.db.execute(
+            "SELECT herald.send('shop', user_ref => 'ios-' || n, title => 'first') FROM generate_series(0, 119) AS n")
+        try await f.ingest()
+        #expect(try await worker.runBatch(limit: 120, isStopping: { false }) == 120)
+        // Over a second later the route is slow, and its window (the claim's size, 100 at least)
+        // is full.
+        try await Task.sleep(for: .milliseconds(1200))
+        try await f.db.execute(
+            "SELECT herald.send('shop', user_ref => 'ios-' || n, title => 'more') FROM generate_series(120, 129) AS n")
+        try await f.ingest()
+        #expect(try await worker.runBatch(limit: 100, isStopping: { false }) == 10)
+        let row = try await f.db.query(
+            "SELECT route, origin, in_flight, postponed FROM herald.route_saturation WHERE app_id = 'shop'")
+        #expect(row.count == 1)
+        if let row = row.first {
+            #expect(try row.decode("route", as: String.self) == "apns")
+            #expect(try row.decode("in_flight", as: Int.self) == 120)
+            #expect(try row.decode("postponed", as: Int.self) == 10)
+        }
+        let problems = try await QueueStatus.load(f.db).problems(maximumReadyAge: 3600)
+        #expect(
+            problems.contains {
+                $0.hasPrefix("app shop, route apns: slow, its window is full (120 in flight, 10 postponed")
+            },
+            "\(problems)")
+        await worker.finish()
+        // The postponed ones were not attempted: no attempt spent, no error recorded.
+        let waiting = try await f.db.query(
+            "SELECT count(*) FROM herald.deliveries WHERE state = 'queued' AND attempts = 0 AND last_error IS NULL")
+        #expect(try waiting[0].decode(0, as: Int.self) == 10)
     }
 }

@@ -7,8 +7,9 @@
 -- The dispatch worker's claim: leases up to `batch` deliveries due by `at`, oldest first, to
 -- `worker` until `at + lease`, and returns each with everything needed to send it: the
 -- notification's content, the device's token and its kind (and why it is disabled, if it is),
--- a browser's subscription keys, the app's FCM, APNs and VAPID setup, the hosts a browser's
--- endpoint may name, and the configuration problem that holds the delivery back (the one of
+-- a browser's subscription keys, the version of its app's row (the daemon reads an app's setup,
+-- herald.app_setups, only when that changes), and the configuration problem that holds the
+-- delivery back (the one of
 -- its own route's scope: web, apns for an APNs device token, fcm and fcm_apns for iOS through
 -- FCM, fcm for the rest). The lease is run_at itself: a claimed delivery is not due again
 -- until its lease ends, so one whose worker died is simply due again then, and the next claim,
@@ -26,7 +27,7 @@
 -- off rules that out, for this function only. Not knowing `batch`, it would hash the whole
 -- table to join the picked rows (75 µs a delivery); the array condition keeps the update on
 -- the primary key.
-CREATE OR REPLACE FUNCTION herald.claim_deliveries(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, web_push_hosts text[], web_push_private_addresses boolean, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -58,12 +59,8 @@ CREATE OR REPLACE FUNCTION herald.claim_deliveries(at timestamp with time zone, 
            c.device_id, dev.push_token, dev.token_kind,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
-           n.app_id, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-           a.apns_certificate_file,
-           -- A browser's route only: the hosts it may name, and whether they may be private.
-           CASE WHEN c.payload_kind = 'web' THEN coalesce(a.web_push_hosts, herald.default_web_push_hosts()) END,
-           a.web_push_private_addresses,
+           -- Any change to the app's row gives it a new xmin.
+           n.app_id, a.xmin::text,
            CASE WHEN c.payload_kind = 'web' THEN p.web
                 WHEN dev.token_kind = 'apns_device_token' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
@@ -77,5 +74,21 @@ CREATE OR REPLACE FUNCTION herald.claim_deliveries(at timestamp with time zone, 
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
-REVOKE ALL ON FUNCTION herald.claim_deliveries(timestamp with time zone,integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.claim_deliveries(timestamp with time zone,integer,text,interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval) TO herald_daemon;
+
+-- The setups of the apps named, as the dispatch worker makes their routes from them, with each
+-- row's version (as herald.claim_sends returns it): the hosts a browser's endpoint may name are
+-- the app's own or the default.
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+           a.apns_certificate_file
+    FROM herald.apps a
+    WHERE a.app_id = ANY(apps);
+$$;
+REVOKE ALL ON FUNCTION herald.app_setups(text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.app_setups(text[]) TO herald_daemon;

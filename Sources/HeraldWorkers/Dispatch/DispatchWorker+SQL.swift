@@ -1,8 +1,12 @@
 extension DispatchWorker {
     enum SQL {
         /// Leases up to $2 deliveries due by $1 to worker $3 for $4 seconds and reads everything
-        /// needed to send them, in one statement (`herald.claim_deliveries`, `migrations/functions/dispatch.sql`).
-        static let claim = "SELECT * FROM herald.claim_deliveries($1, $2, $3, make_interval(secs => $4))"
+        /// needed to send them but their apps' setups, in one statement (`herald.claim_sends`,
+        /// `migrations/functions/dispatch.sql`).
+        static let claim = "SELECT * FROM herald.claim_sends($1, $2, $3, make_interval(secs => $4))"
+
+        /// The setups of apps $1, with their rows' versions (`herald.app_setups`, the same file).
+        static let appSetups = "SELECT * FROM herald.app_setups($1)"
 
         /// Records a batch's outcomes in one statement, so in one transaction: the
         /// deliveries, with their leases released; devices whose token or subscription the
@@ -77,6 +81,19 @@ extension DispatchWorker {
         static let extendLeases = """
             UPDATE herald.deliveries SET run_at = $3::timestamptz + make_interval(secs => $4)
             WHERE id = ANY($1::bigint[]) AND state = 'queued' AND locked_by = $2
+            """
+
+        /// Route $1 / $2 / $3 (app, route, origin or '') of worker $4 had its window full at $5,
+        /// with $6 sends in flight and $7 deliveries postponed since the last report. Two quiet
+        /// minutes end an episode: the next one starts its own `since` and count.
+        static let recordSaturation = """
+            INSERT INTO herald.route_saturation AS s (app_id, route, origin, worker, since, seen_at, in_flight, postponed)
+            VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
+            ON CONFLICT (app_id, route, origin, worker) DO UPDATE
+            SET since = CASE WHEN s.seen_at < excluded.seen_at - interval '2 minutes' THEN excluded.since ELSE s.since END,
+                postponed = CASE WHEN s.seen_at < excluded.seen_at - interval '2 minutes' THEN 0 ELSE s.postponed END
+                            + excluded.postponed,
+                seen_at = excluded.seen_at, in_flight = excluded.in_flight
             """
 
         static let secret = "SELECT value FROM herald.secrets WHERE name = 'report_hmac'"

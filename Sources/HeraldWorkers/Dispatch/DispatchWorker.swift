@@ -7,9 +7,10 @@ import HeraldPostgres
 import HeraldQueue
 import Logging
 import Metrics
+import Synchronization
 
 /// Sends deliveries and records what became of each. The deliveries are the queue: each claim
-/// leases the due ones (``SQL/claim``: `herald.claim_deliveries` in
+/// leases the due ones (``SQL/claim``: `herald.claim_sends` in
 /// `migrations/functions/dispatch.sql`), and each is recorded when its provider answered.
 ///
 /// Per claim: deliveries that cannot or need not be sent end at once (``DeliveryLife``); the
@@ -35,6 +36,8 @@ public struct DispatchWorker: BatchWorker {
     var windows: RouteWindows { context.senders?.routeWindows ?? ownWindows }
     private let ownWindows = RouteWindows()
     let inFlight = InFlightTasks()
+    /// The setups of the apps this loop sends for, read again when an app's row changes.
+    let appSetups = AppSetups()
     private let claimDuration = Metrics.Timer(
         label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.dispatch.rawValue)])
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
@@ -66,8 +69,11 @@ public struct DispatchWorker: BatchWorker {
                 settled[delivery.deliveryID] = DeliveryLife.next(
                     delivery, after: .crowdedOut(wait: admission.wait), now: now, backoff: context.backoff)
             }
-            if admission.count < batch.count {
-                windows.noteSaturated(key, postponed: batch.count - admission.count, logger: context.logger)
+            if admission.count < batch.count,
+                let saturation = windows.noteSaturated(
+                    key, postponed: batch.count - admission.count, logger: context.logger)
+            {
+                await recordSaturation(key, saturation, now: now)
             }
             guard admission.count > 0 else { continue }
             let part = Array(batch.prefix(admission.count))
@@ -94,6 +100,20 @@ public struct DispatchWorker: BatchWorker {
                 settled, of: claimed, problems: problems, leaseEnds: claimedAt.advanced(by: context.lease), now: now)
         }
         return claimed.count + unreadable.count
+    }
+
+    /// Records that a route's window is full, for `herald status` (``SQL/recordSaturation``).
+    func recordSaturation(_ key: RouteKey, _ saturation: RouteWindows.Saturation, now: Date) async {
+        do {
+            try await context.connection.query(
+                SQL.recordSaturation,
+                [
+                    key.app, key.route.metricName, key.origin ?? "", context.workerID, now, saturation.inFlight,
+                    saturation.postponed,
+                ])
+        } catch {
+            context.logger.warning("could not record a saturated route", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Waits for the routes' sends still in flight to be recorded (at shutdown, or at the end
@@ -323,7 +343,7 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// Leases up to `limit` due deliveries and reads them (``SQL/claim``), with their apps'
-    /// setups. A row that cannot be read (whatever it holds: a value out of Swift's range, a
+    /// setups (read from `herald.apps` only when an app's row changed). A row that cannot be read (whatever it holds: a value out of Swift's range, a
     /// column out of step) is not sent and ends `failed` with the reason; the rest of the batch
     /// goes on.
     func claim(limit: Int, now: Date) async throws -> (
@@ -333,17 +353,14 @@ public struct DispatchWorker: BatchWorker {
             SQL.claim, [now, limit, context.workerID, context.lease.seconds])
         var readable: [OutgoingDelivery] = []
         var unreadable: [Int64: DeliveryResult] = [:]
-        var apps: [String: AppSetup] = [:]
+        var versions: [String: String] = [:]
         readable.reserveCapacity(rows.count)
         for row in rows {
             // The primary key: a bigint, never NULL, so always readable.
             let id: Int64 = try row.decode("delivery_id")
             do {
                 let delivery = try Self.delivery(from: row)
-                // The claim gives a browser's allowed hosts on browsers' rows only.
-                if apps[delivery.appID] == nil || (delivery.route == .web && apps[delivery.appID]?.webPushHosts == []) {
-                    apps[delivery.appID] = try Self.appSetup(from: row)
-                }
+                versions[delivery.appID] = try row.decode("app_version")
                 readable.append(delivery)
             } catch {
                 unreadable[id] = DeliveryResult(
@@ -355,7 +372,7 @@ public struct DispatchWorker: BatchWorker {
                 "failed deliveries whose rows could not be read; see herald.deliveries.last_error",
                 metadata: ["count": "\(unreadable.count)", "deliveries": "\(unreadable.keys.sorted().prefix(10))"])
         }
-        return (readable, unreadable, apps)
+        return (readable, unreadable, try await appSetups.setups(versions, connection: context.connection))
     }
 
     static func delivery(from row: PostgresRow) throws -> OutgoingDelivery {
@@ -396,22 +413,6 @@ public struct DispatchWorker: BatchWorker {
                 auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
         case .registrationToken, nil: return .registrationToken(token)
         }
-    }
-
-    static func appSetup(from row: PostgresRow) throws -> AppSetup {
-        AppSetup(
-            appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
-            credentialsFile: try row.decode("credentials_file", as: String?.self),
-            vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
-            vapidSubject: try row.decode("vapid_subject", as: String?.self),
-            webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
-            webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
-            apnsEnvironment: try row.decode("apns_environment", as: String?.self) ?? "production",
-            apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
-            apnsTeamID: try row.decode("apns_team_id", as: String?.self),
-            apnsKeyID: try row.decode("apns_key_id", as: String?.self),
-            apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
-            apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self))
     }
 
     /// A JSON object of strings, in its keys' order.
@@ -494,5 +495,39 @@ actor SecretCache {
         let reference = DeliveryReference(secret: [UInt8](try row.decode(0, as: Data.self)))
         cached = reference
         return reference
+    }
+}
+
+/// The setups of the apps a dispatch loop sends for, by app, with the version of the row they
+/// were read from (its xmin, which every change to the row renews). A claim returns each
+/// delivery's app version; only apps whose version is new are read again, in one statement.
+final class AppSetups: Sendable {
+    private let cache = Mutex<[String: (version: String, setup: AppSetup)]>([:])
+
+    func setups(_ versions: [String: String], connection: PostgresConnection) async throws -> [String: AppSetup] {
+        let stale = cache.withLock { cache in versions.filter { cache[$0.key]?.version != $0.value }.map(\.key) }
+        if !stale.isEmpty {
+            let rows = try await connection.query(DispatchWorker.SQL.appSetups, [stale])
+            let read = try rows.map { row in
+                (
+                    version: try row.decode("app_version", as: String.self),
+                    setup: AppSetup(
+                        appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
+                        credentialsFile: try row.decode("credentials_file", as: String?.self),
+                        vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
+                        vapidSubject: try row.decode("vapid_subject", as: String?.self),
+                        webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
+                        webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
+                        apnsEnvironment: try row.decode("apns_environment", as: String?.self) ?? "production",
+                        apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
+                        apnsTeamID: try row.decode("apns_team_id", as: String?.self),
+                        apnsKeyID: try row.decode("apns_key_id", as: String?.self),
+                        apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
+                        apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self))
+                )
+            }
+            cache.withLock { cache in for entry in read { cache[entry.setup.appID] = entry } }
+        }
+        return cache.withLock { cache in versions.keys.reduce(into: [:]) { $0[$1] = cache[$1]?.setup } }
     }
 }

@@ -14,8 +14,9 @@ import Synchronization
 /// one claim's worth of leases (and those its
 /// prompt answers are being recorded for); the rest waits, postponed without spending an
 /// attempt, by about as long as the route's oldest send has been out (1 to 10 s).
-/// Saturation shows as `herald_route_saturated_total` and a warning at most once a minute per
-/// route; `herald_route_in_flight` is each route's current count.
+/// Saturation shows as `herald_route_saturated_total`, and at most once a minute per route as a
+/// warning in the log and a row of `herald.route_saturation` (which `herald status` lists);
+/// `herald_route_in_flight` is each route's current count.
 final class RouteWindows: Sendable {
     /// The shortest and longest a postponed delivery of a slow route waits before it is claimed
     /// again.
@@ -41,6 +42,8 @@ final class RouteWindows: Sendable {
         /// Sends in flight, by ticket: how many deliveries, and when they started.
         var sends: [UInt64: (count: Int, started: ContinuousClock.Instant)] = [:]
         var lastWarned: ContinuousClock.Instant?
+        /// Postponed since saturation was last reported.
+        var unreported = 0
         var inFlight: Int { sends.values.reduce(0) { $0 + $1.count } }
         var oldest: ContinuousClock.Instant? { sends.values.map(\.started).min() }
     }
@@ -86,25 +89,37 @@ final class RouteWindows: Sendable {
         gauge(key)
     }
 
-    /// Counts what a full window postponed, and says so at most once a minute per route.
-    func noteSaturated(_ key: DispatchWorker.RouteKey, postponed: Int, logger: Logger) {
+    /// What a route's saturation comes to since it was last reported: its sends in flight now,
+    /// and the deliveries its full window postponed meanwhile.
+    struct Saturation: Sendable {
+        var inFlight: Int
+        var postponed: Int
+    }
+
+    /// Counts what a full window postponed; once a minute per route, says so in the log and
+    /// returns what to record for `herald status` (nil in between).
+    @discardableResult
+    func noteSaturated(_ key: DispatchWorker.RouteKey, postponed: Int, logger: Logger) -> Saturation? {
         Counter(label: "herald_route_saturated_total", dimensions: dimensions(key)).increment(by: postponed)
         let now = ContinuousClock.now
-        let (warn, inFlight) = state.withLock { state -> (Bool, Int) in
+        let report = state.withLock { state -> Saturation? in
             var route = state.routes[key] ?? Route()
-            let warn = route.lastWarned.map { now - $0 >= .seconds(60) } ?? true
-            if warn { route.lastWarned = now }
-            state.routes[key] = route
-            return (warn, route.inFlight)
+            route.unreported += postponed
+            defer { state.routes[key] = route }
+            guard route.lastWarned.map({ now - $0 >= .seconds(60) }) ?? true else { return nil }
+            route.lastWarned = now
+            defer { route.unreported = 0 }
+            return Saturation(inFlight: route.inFlight, postponed: route.unreported)
         }
-        if warn {
+        if let report {
             logger.warning(
                 "a route is slow and its window is full: its other deliveries wait, the other routes go on",
                 metadata: [
                     "app": "\(key.app)", "route": "\(key.route.description)", "origin": "\(key.origin ?? "")",
-                    "in_flight": "\(inFlight)", "postponed": "\(postponed)",
+                    "in_flight": "\(report.inFlight)", "postponed": "\(report.postponed)",
                 ])
         }
+        return report
     }
 
     func inFlight(_ key: DispatchWorker.RouteKey) -> Int {
