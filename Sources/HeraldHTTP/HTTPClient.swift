@@ -34,6 +34,18 @@ public final class HTTPClient: Sendable {
         /// Time limit for a request that names none. Default 30 s.
         public var timeout: Duration = .seconds(30)
         public var connectTimeout: Duration = .seconds(10)
+        /// How long an HTTP/2 connection may keep requests waiting without a byte before it is
+        /// given up for dead. Default 5 s; zero turns the check off.
+        ///
+        /// A connection that has had something to answer for half this long without receiving
+        /// anything gets an HTTP/2 PING; if nothing at all arrives in the other half, its socket
+        /// is shut down: the requests on it fail at once as connection errors (which the
+        /// providers' clients retry), or libcurl resends them on a fresh connection, and later
+        /// requests open a fresh connection. A server that is merely slow still answers the PING,
+        /// so it is left alone. HTTP/1.1 connections are not judged: there is no PING to tell a
+        /// slow server from a stuck one, and each carries one request, which its own timeout
+        /// bounds. Linux only (the kernel's TCP counters).
+        public var stallTimeout: Duration = .seconds(5)
         /// A PEM file of trusted CA certificates, instead of the system's (for a TLS stand-in).
         public var caBundle: String?
         /// Event-loop threads, each with its own share of the connections. One thread handles
@@ -232,8 +244,19 @@ final class TransferLoop: @unchecked Sendable {
     /// 7.88 can stall transfers that it parks itself while waiting for a free stream.
     private var originLimit: Int { configuration.maxConnectionsPerHost * configuration.maxConcurrentStreams }
     private var activeLimit: Int { configuration.maxConnections * configuration.maxConcurrentStreams }
-    /// The multi handle's sockets, corked while `curl_multi_perform` writes (see `perform()`).
+    /// The multi handle's sockets, corked while `curl_multi_perform` writes (see `perform()`)
+    /// and watched for stalls (see `checkConnections()`).
     private let sockets = UnsafeMutablePointer<herald_socket_set>.allocate(capacity: 1)
+    /// The handle `checkConnections()` PINGs the multi handle's HTTP/2 connections with.
+    private let upkeep: UnsafeMutableRawPointer
+    /// When `checkConnections()` next looks (ms, `monotonicMilliseconds()`).
+    private var nextCheck: Int64 = 0
+    /// How often it looks, and how long the poll may wait: a quarter of the stall limit, at
+    /// most a second.
+    private let checkInterval: Int64
+    /// The local ports of the connections the last check shut down: the transfers that fail on
+    /// them are told why.
+    private var stalledPorts: Set<Int> = []
 
     init(configuration: HTTPClient.Configuration, guardsAddresses: Bool, logger: Logger) {
         _ = Self.globalInit
@@ -251,6 +274,12 @@ final class TransferLoop: @unchecked Sendable {
         herald_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         herald_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxConnections)
         herald_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
+        checkInterval = max(10, min(1000, configuration.stallTimeout.milliseconds / 4))
+        // Added with no URL, it fails at the first pass and stays in the multi handle, finished
+        // (its message is skipped: it has no transfer), so that upkeep visits this multi
+        // handle's connections.
+        upkeep = curl_easy_init()!
+        curl_multi_add_handle(multi, upkeep)
         let thread = Thread { [self] in
             run()
             finished.signal()
@@ -308,6 +337,8 @@ final class TransferLoop: @unchecked Sendable {
                 }
                 active.removeAll()
                 idleHandles.forEach { curl_easy_cleanup($0) }
+                curl_multi_remove_handle(multi, upkeep)
+                curl_easy_cleanup(upkeep)
                 curl_multi_cleanup(multi)
                 sockets.deallocate()
                 return
@@ -319,10 +350,22 @@ final class TransferLoop: @unchecked Sendable {
             startQueued()
             perform()
             collectFinished()
+            if configuration.stallTimeout > .zero {
+                let now = monotonicMilliseconds()
+                if now >= nextCheck {
+                    nextCheck = now + checkInterval
+                    if checkConnections(now: now) {
+                        // The stalled connections' streams fail now, before new transfers are
+                        // started (none may be put on a stalled connection meanwhile).
+                        perform()
+                        collectFinished()
+                    }
+                }
+            }
             // Completions made room for queued transfers. libcurl times new transfers to run at
             // once, so the poll returns without waiting and the next pass sends them.
             startQueued()
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            curl_multi_poll(multi, nil, 0, Int32(checkInterval), nil)
         }
     }
 
@@ -336,6 +379,45 @@ final class TransferLoop: @unchecked Sendable {
         herald_socket_set_cork(sockets, 1)
         curl_multi_perform(multi, &running)
         herald_socket_set_cork(sockets, 0)
+    }
+
+    /// Gives up connections that stopped answering; returns whether it shut any down.
+    ///
+    /// A connection whose TCP path dies, or whose server stops answering while its kernel
+    /// still acknowledges, looks healthy to libcurl: every stream on it waits for its timeout,
+    /// and new streams keep being multiplexed onto it for as long as it stays open (a stream
+    /// timing out leaves its HTTP/2 connection open). So the loop watches each connection's
+    /// byte counters (`herald_socket_set_sample`): an HTTP/2 connection that has had something
+    /// to answer for half of `stallTimeout` gets a PING, through `curl_easy_upkeep` (libcurl's
+    /// only way to send one); if it then receives nothing for the other half, its socket is
+    /// shut down. libcurl reads the end of it at the next pass: the streams on it fail as
+    /// connection errors (or, for a stream that got nothing back on a reused connection, are
+    /// sent again on a fresh one), the connection is closed, and new streams go to a new one.
+    ///
+    /// The kernel's own means see less: TCP keepalive and `TCP_USER_TIMEOUT` notice a dead path
+    /// only, not a stuck server, and keepalive only on an idle connection. A dead path is found
+    /// here too: nothing comes back. libcurl 8.14 writes an upkeep PING only with the
+    /// connection's next write, so an idle connection cannot be checked this way: one that died
+    /// idle is found when a request is put on it (TCP keepalive finds a dead path before that).
+    private func checkConnections(now: Int64) -> Bool {
+        let half = configuration.stallTimeout.milliseconds / 2
+        if herald_socket_set_sample(sockets, now, half) > 0 {
+            // Queues a PING on every HTTP/2 connection not PINGed within a quarter of the stall
+            // limit (a handful of connections per loop): every one that awaited half of it gets one.
+            herald_easy_upkeep_every(upkeep, Int(half / 2))
+            herald_socket_set_ask_pings(sockets, now, half)
+        }
+        var peer = [CChar](repeating: 0, count: 64)
+        var ports = [Int](repeating: 0, count: 16)
+        let shut = herald_socket_set_shut_stalled(sockets, now, half, &peer, peer.count, &ports, Int32(ports.count))
+        stalledPorts = Set(ports.prefix(Int(shut)).filter { $0 != 0 })
+        if shut > 0 {
+            let address = String(decoding: peer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            logger.warning(
+                "HTTP/2 connection to \(address) stopped answering (nothing received in \(half) ms after a PING); closed it: its requests fail as connection errors, and new ones open a fresh connection",
+                metadata: shut > 1 ? ["connections": "\(shut)"] : [:])
+        }
+        return shut > 0
     }
 
     /// Hands waiting transfers to libcurl, each origin's while it has fewer than `originLimit`
@@ -374,6 +456,7 @@ final class TransferLoop: @unchecked Sendable {
         herald_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
         herald_easy_enable_ssl_read_ahead(easy)
         herald_easy_track_sockets(easy, sockets)
+        herald_easy_tcp_keepalive(easy, 30, 10, 3)
         return easy
     }
 
@@ -446,6 +529,14 @@ final class TransferLoop: @unchecked Sendable {
             herald_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
             herald_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
             herald_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+            if connects > 0 && version >= Int(CURL_HTTP_VERSION_2_0) {
+                // Once per connection: it carries HTTP/2, so the stall check may PING it.
+                var peerPort = 0
+                herald_easy_getinfo_long(easy, CURLINFO_PRIMARY_PORT, &peerPort)
+                herald_socket_set_mark_http2(sockets, localPort(easy), peerPort)
+            }
+            // Did it fail because its connection was shut down as stalled?
+            let stalled = code != CURLE_OK && !stalledPorts.isEmpty && stalledPorts.contains(localPort(easy))
             curl_multi_remove_handle(multi, easy)
             if idleHandles.count < 1024 {
                 idleHandles.append(easy)
@@ -465,10 +556,26 @@ final class TransferLoop: @unchecked Sendable {
                 // No address could be connected to, and at least one was refused (a name may
                 // resolve to a public and a private address: then the public one was tried).
                 transfer.complete(.failure(Self.refusal(addressGuard.pointee)))
+            } else if stalled {
+                // Its connection was shut down as stalled: say so, rather than libcurl's word
+                // for a connection that ended.
+                transfer.complete(
+                    .failure(
+                        HTTPClientError(
+                            kind: .connection, curlCode: Int(code.rawValue),
+                            message:
+                                "the connection stopped answering (nothing received for \(configuration.stallTimeout), not even an answer to a PING) and was closed; the request may be sent again"
+                        )))
             } else {
                 transfer.complete(.failure(Self.error(code, transfer.errorBuffer)))
             }
         }
+    }
+
+    private func localPort(_ easy: UnsafeMutableRawPointer) -> Int {
+        var port = 0
+        herald_easy_getinfo_long(easy, CURLINFO_LOCAL_PORT, &port)
+        return port
     }
 
     /// The failure of a transfer none of whose addresses it could connect to, some refused.
@@ -538,6 +645,13 @@ private func headerCallback(
         }
     }
     return length
+}
+
+/// A monotonic clock in milliseconds (not wall time, which can jump).
+private func monotonicMilliseconds() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
 }
 
 extension Duration {
