@@ -182,8 +182,8 @@ static inline int herald_socket_set_sample(herald_socket_set *set, int64_t now, 
     return unasked;
 }
 
-// After curl_easy_upkeep, with an interval shorter than `ping_after`: every HTTP/2 connection
-// that has awaited `ping_after` now has a PING queued (one was queued after it started awaiting).
+// After curl_easy_upkeep with no interval: every HTTP/2 connection that has awaited `ping_after`
+// now has a PING queued; the next sample that sees it write takes the PING as sent.
 static inline void herald_socket_set_ask_pings(herald_socket_set *set, int64_t now, int64_t ping_after) {
     for (int i = 0; i < set->count; i++) {
         herald_socket_health *health = &set->health[i];

@@ -274,7 +274,8 @@ final class TransferLoop: @unchecked Sendable {
         herald_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         herald_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxConnections)
         herald_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
-        checkInterval = max(10, min(1000, configuration.stallTimeout.milliseconds / 4))
+        checkInterval =
+            configuration.stallTimeout > .zero ? max(10, min(1000, configuration.stallTimeout.milliseconds / 4)) : 1000
         // Added with no URL, it fails at the first pass and stays in the multi handle, finished
         // (its message is skipped: it has no transfer), so that upkeep visits this multi
         // handle's connections.
@@ -402,9 +403,9 @@ final class TransferLoop: @unchecked Sendable {
     private func checkConnections(now: Int64) -> Bool {
         let half = configuration.stallTimeout.milliseconds / 2
         if herald_socket_set_sample(sockets, now, half) > 0 {
-            // Queues a PING on every HTTP/2 connection not PINGed within a quarter of the stall
-            // limit (a handful of connections per loop): every one that awaited half of it gets one.
-            herald_easy_upkeep_every(upkeep, Int(half / 2))
+            // Queues a PING on every HTTP/2 connection of the loop (a handful; upkeep cannot pick
+            // one), so that each one asked about below surely has one queued now.
+            herald_easy_upkeep_every(upkeep, 0)
             herald_socket_set_ask_pings(sockets, now, half)
         }
         var peer = [CChar](repeating: 0, count: 64)
