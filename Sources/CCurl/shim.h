@@ -82,8 +82,11 @@ typedef struct {
     uint64_t written_at_ping;   // `written` when libcurl was asked to PING it, while ping_asked
     int64_t pinged_at;          // when that PING was seen to go out, unanswered since, or 0
     unsigned char ping_asked;   // libcurl was asked to PING it, and nothing has arrived since
-    unsigned char http2;        // it carries HTTP/2 (known once a transfer that opened it ended)
+    unsigned char http2;        // it carries HTTP/2 (known once a transfer on it ended)
     unsigned char shut;         // shut down as stalled, so that libcurl closes it
+    unsigned char named;        // its addresses below are known (read once, when connected)
+    long local_port, peer_port;
+    char peer_ip[INET6_ADDRSTRLEN];
 } herald_socket_health;
 
 // The sockets of one multi handle, so that its loop can cork them around a curl_multi_perform,
@@ -196,21 +199,46 @@ static inline void herald_socket_set_ask_pings(herald_socket_set *set, int64_t n
 
 // Notes that the connection from local port `local_port` to port `peer_port` carries HTTP/2
 // (called when a transfer that opened a connection ends; reads each unmarked socket's ports).
-static inline void herald_socket_set_mark_http2(herald_socket_set *set, long local_port, long peer_port) {
+static inline long herald_sockaddr_port(const struct sockaddr_storage *address) {
+    return address->ss_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)address)->sin6_port)
+                                          : ntohs(((const struct sockaddr_in *)address)->sin_port);
+}
+
+// Reads a connection's local port and peer once it is connected; 0 until then.
+static inline int herald_socket_health_name(curl_socket_t socket, herald_socket_health *health) {
+    if (health->named) return 1;
+    struct sockaddr_storage address;
+    socklen_t length = sizeof address;
+    if (getsockname(socket, (struct sockaddr *)&address, &length) != 0) return 0;
+    long local_port = herald_sockaddr_port(&address);
+    length = sizeof address;
+    if (local_port == 0 || getpeername(socket, (struct sockaddr *)&address, &length) != 0) return 0;
+    const void *ip = address.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&address)->sin6_addr
+                                                   : (const void *)&((struct sockaddr_in *)&address)->sin_addr;
+    if (!inet_ntop(address.ss_family, ip, health->peer_ip, sizeof health->peer_ip)) return 0;
+    health->local_port = local_port;
+    health->peer_port = herald_sockaddr_port(&address);
+    health->named = 1;
+    return 1;
+}
+
+// A transfer over HTTP/2 ended: its connection (found by its local port and its peer's address
+// and port, as one local port may serve connections to different peers) carries HTTP/2, so the
+// stall check may PING it. Each socket's addresses are read once, so this costs no system call
+// once its connections are known.
+static inline void herald_easy_mark_http2(CURL *easy, herald_socket_set *set) {
+    long local_port = 0, peer_port = 0;
+    char *peer_ip = NULL;
+    curl_easy_getinfo(easy, CURLINFO_LOCAL_PORT, &local_port);
+    curl_easy_getinfo(easy, CURLINFO_PRIMARY_PORT, &peer_port);
+    curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &peer_ip);
+    if (!peer_ip) return;
     for (int i = 0; i < set->count; i++) {
-        if (set->health[i].http2) continue;
-        struct sockaddr_storage address;
-        socklen_t length = sizeof address;
-        if (getsockname(set->sockets[i], (struct sockaddr *)&address, &length) != 0) continue;
-        long port = address.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&address)->sin6_port)
-                                                  : ntohs(((struct sockaddr_in *)&address)->sin_port);
-        if (port != local_port) continue;
-        length = sizeof address;
-        if (getpeername(set->sockets[i], (struct sockaddr *)&address, &length) != 0) continue;
-        port = address.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&address)->sin6_port)
-                                             : ntohs(((struct sockaddr_in *)&address)->sin_port);
-        if (port != peer_port) continue;
-        set->health[i].http2 = 1;
+        herald_socket_health *health = &set->health[i];
+        if (!herald_socket_health_name(set->sockets[i], health)) continue;
+        if (health->local_port != local_port || health->peer_port != peer_port || strcmp(health->peer_ip, peer_ip))
+            continue;
+        health->http2 = 1;
         return;
     }
 }

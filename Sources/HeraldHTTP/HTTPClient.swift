@@ -530,11 +530,10 @@ final class TransferLoop: @unchecked Sendable {
             herald_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
             herald_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
             herald_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
-            if connects > 0 && version >= Int(CURL_HTTP_VERSION_2_0) {
-                // Once per connection: it carries HTTP/2, so the stall check may PING it.
-                var peerPort = 0
-                herald_easy_getinfo_long(easy, CURLINFO_PRIMARY_PORT, &peerPort)
-                herald_socket_set_mark_http2(sockets, localPort(easy), peerPort)
+            if version >= Int(CURL_HTTP_VERSION_2_0) {
+                // Its connection carries HTTP/2, so the stall check may PING it. Any transfer
+                // tells, not only the one that opened it, which may be the one that stalls.
+                herald_easy_mark_http2(easy, sockets)
             }
             // Did it fail because its connection was shut down as stalled?
             let stalled = code != CURLE_OK && !stalledPorts.isEmpty && stalledPorts.contains(localPort(easy))

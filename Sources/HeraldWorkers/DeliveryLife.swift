@@ -68,6 +68,12 @@ public enum DeliveryLife {
                     error: delivery.payloadKind == .topic
                         ? "the notification has no topic" : "the device has no push token")
             }
+            if delivery.route == nil {
+                return DeliveryResult(
+                    state: .cancelled,
+                    error: "the device registered again as another platform since ingest: its token does not fit a"
+                        + " \(delivery.payloadKind.rawValue) notification")
+            }
             return nil
 
         case .configurationFailing(let failedAt, let probe, let route):

@@ -4,7 +4,7 @@ import HeraldQueue
 import Logging
 
 /// What a worker gets from the daemon: its own connection, the clock, a logger, how it
-/// leases and retries what it claims, the FCM senders every sending worker shares, and the
+/// leases and retries what it claims, the providers' routes every sending worker shares, and the
 /// settings of the workers that have some.
 public struct WorkerContext: Sendable {
     public var connection: PostgresConnection

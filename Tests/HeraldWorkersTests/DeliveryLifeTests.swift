@@ -29,6 +29,9 @@ import Testing
         let disabled = try #require(next(delivery { $0.deviceDisabledReason = "token_invalid" }, .claimed))
         #expect(disabled.state == .cancelled && disabled.error?.contains("token_invalid") == true)
         #expect(next(delivery { $0.target = nil }, .claimed)?.error == "the device has no push token")
+        // An Android notification for a device that registered again as an iPhone since ingest.
+        let moved = try #require(next(delivery { $0.target = .apnsDeviceToken("abc") }, .claimed))
+        #expect(moved.state == .cancelled && moved.error?.contains("another platform") == true, "\(moved)")
         // Claimed once more after its last lease ran out: dead, naming who held it.
         let abandoned = try #require(
             next(delivery(attempts: DeliveryLife.maxAttempts + 1) { $0.abandonedBy = "host-a" }, .claimed))

@@ -85,8 +85,12 @@ extension DispatchWorker {
 
         /// Route $1 / $2 / $3 (app, route, origin or '') of worker $4 had its window full at $5,
         /// with $6 sends in flight and $7 deliveries postponed since the last report. Two quiet
-        /// minutes end an episode: the next one starts its own `since` and count.
+        /// minutes end an episode: the next one starts its own `since` and count. Rows not seen
+        /// for a day (a route long healthy, a worker long gone) are deleted on the way.
         static let recordSaturation = """
+            WITH forgotten AS (
+                DELETE FROM herald.route_saturation WHERE seen_at < $5::timestamptz - interval '1 day'
+            )
             INSERT INTO herald.route_saturation AS s (app_id, route, origin, worker, since, seen_at, in_flight, postponed)
             VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
             ON CONFLICT (app_id, route, origin, worker) DO UPDATE

@@ -48,9 +48,26 @@ public struct DispatchWorker: BatchWorker {
         let builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
         let claimedAt = ContinuousClock.now
         let now = context.clock.now()
-        let (claimed, unreadable, apps) = try await claim(limit: limit, now: now)
+        let (claimed, unreadable, versions) = try await claim(limit: limit, now: now)
         claimDuration.record(duration: ContinuousClock.now - claimedAt)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
+        let apps: [String: AppSetup]
+        do {
+            apps = try await appSetups.setups(versions, connection: context.connection)
+        } catch {
+            // The deliveries are leased: give them back (not an attempt) rather than leave them
+            // to their lease.
+            context.logger.warning(
+                "could not read the apps' setups; giving the claim back", metadata: ["error": "\(error)"])
+            var givenBack = unreadable
+            for delivery in claimed {
+                givenBack[delivery.deliveryID] = DeliveryLife.next(
+                    delivery, after: .crowdedOut(wait: RouteWindows.shortestWait), now: now, backoff: context.backoff)
+            }
+            await recordOutcomes(
+                givenBack, of: claimed, problems: [:], leaseEnds: claimedAt.advanced(by: context.lease), now: now)
+            return claimed.count + unreadable.count
+        }
 
         var (settled, routes) = decide(claimed, now: now)
         settled.merge(unreadable) { decided, _ in decided }
@@ -73,7 +90,7 @@ public struct DispatchWorker: BatchWorker {
                 let saturation = windows.noteSaturated(
                     key, postponed: batch.count - admission.count, logger: context.logger)
             {
-                await recordSaturation(key, saturation, now: now)
+                inFlight.start { [self] in await recordSaturation(key, saturation, now: now) }
             }
             guard admission.count > 0 else { continue }
             let part = Array(batch.prefix(admission.count))
@@ -126,6 +143,11 @@ public struct DispatchWorker: BatchWorker {
     /// again. At each half-life of the lease, one statement extends it for the send's
     /// deliveries this worker still holds. Returns the send's result and when the lease held
     /// now ends (recording stops retrying then, see ``recordOutcomes``).
+    /// The longest a send keeps its deliveries leased: far beyond any request's timeout
+    /// (`HERALD_HTTP_TIMEOUT`) and a rate limiter's wait, so only a send that will never return
+    /// lets its leases run out.
+    static let longestSend: Duration = .seconds(600)
+
     func keepingLeases<Result: Sendable>(
         of part: [OutgoingDelivery], claimedAt: ContinuousClock.Instant, _ send: () async -> Result
     ) async -> (Result, ContinuousClock.Instant) {
@@ -133,7 +155,7 @@ public struct DispatchWorker: BatchWorker {
         let renewals = Task { [context] () -> ContinuousClock.Instant in
             var heldUntil = claimedAt.advanced(by: lease)
             let ids = part.map(\.deliveryID)
-            while true {
+            while heldUntil - claimedAt < Self.longestSend {
                 do {
                     try await Task.sleep(until: heldUntil - lease / 2, clock: .continuous)
                 } catch {
@@ -145,6 +167,7 @@ public struct DispatchWorker: BatchWorker {
                         SQL.extendLeases, [ids, context.workerID, context.clock.now(), lease.seconds])
                     heldUntil = asked.advanced(by: lease)
                 } catch {
+                    if Task.isCancelled { return heldUntil }
                     context.logger.warning(
                         "could not extend the leases of a slow route's deliveries; trying again",
                         metadata: ["error": "\(error)", "deliveries": "\(ids.count)"])
@@ -152,6 +175,12 @@ public struct DispatchWorker: BatchWorker {
                     if Task.isCancelled { return heldUntil }
                 }
             }
+            // A send out this long is not coming back (every request has a timeout): its leases
+            // run out, and the deliveries are claimed again, as after a crash.
+            context.logger.error(
+                "a route's send has not returned in 10 minutes; its deliveries' leases are left to run out",
+                metadata: ["deliveries": "\(ids.count)"])
+            return heldUntil
         }
         let result = await send()
         renewals.cancel()
@@ -342,12 +371,13 @@ public struct DispatchWorker: BatchWorker {
         text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
     }
 
-    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``), with their apps'
-    /// setups (read from `herald.apps` only when an app's row changed). A row that cannot be read (whatever it holds: a value out of Swift's range, a
-    /// column out of step) is not sent and ends `failed` with the reason; the rest of the batch
-    /// goes on.
+    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``), with the version of
+    /// each one's app (for ``AppSetups``). A row that cannot be read (whatever it holds: a value
+    /// out of Swift's range, a column out of step) is not sent and ends `failed` with the
+    /// reason; the rest of the batch goes on.
+
     func claim(limit: Int, now: Date) async throws -> (
-        readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], apps: [String: AppSetup]
+        readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], appVersions: [String: String]
     ) {
         let rows = try await context.connection.query(
             SQL.claim, [now, limit, context.workerID, context.lease.seconds])
@@ -372,7 +402,7 @@ public struct DispatchWorker: BatchWorker {
                 "failed deliveries whose rows could not be read; see herald.deliveries.last_error",
                 metadata: ["count": "\(unreadable.count)", "deliveries": "\(unreadable.keys.sorted().prefix(10))"])
         }
-        return (readable, unreadable, try await appSetups.setups(versions, connection: context.connection))
+        return (readable, unreadable, versions)
     }
 
     static func delivery(from row: PostgresRow) throws -> OutgoingDelivery {

@@ -115,14 +115,16 @@ public struct OutgoingDelivery: Sendable {
         }
     }
 
-    /// Its route; nil when there is nothing to send it to.
+    /// Its route, by its target; nil when there is nothing to send it to, or when the target
+    /// does not fit the payload (the device registered again, as another platform, since ingest).
     public var route: Route? {
-        switch target {
-        case .registrationToken, .installationID: payloadKind.isIOS ? .fcmAPNs : .fcm
-        case .topic: .fcm
-        case .apnsDeviceToken: .apns
-        case .browser: .web
-        case nil: nil
+        switch (target, payloadKind) {
+        case (.topic, .topic): .fcm
+        case (.registrationToken, .androidData), (.installationID, .androidData): .fcm
+        case (.registrationToken, _), (.installationID, _): payloadKind.isIOS ? .fcmAPNs : nil
+        case (.apnsDeviceToken, _): payloadKind.isIOS ? .apns : nil
+        case (.browser, .web): .web
+        default: nil
         }
     }
 
