@@ -105,8 +105,10 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         #expect(stuck.count == 100)
         #expect(stuck.allSatisfy { $0.isSuccessOrRetryable }, "\(stuck)")
         #expect(stuckTime < .seconds(12), "the stuck connection's requests took \(stuckTime)")
-        // The healthy origin was not held up.
-        #expect(healthyLatencies.allSatisfy { $0 < .seconds(2) }, "\(healthyLatencies)")
+        // The healthy origin was not held up by the stuck one (whose requests would wait 25 s):
+        // its batches take well under a second alone, a few seconds at most on a machine busy
+        // with the whole suite.
+        #expect(healthyLatencies.allSatisfy { $0 < .seconds(8) }, "\(healthyLatencies)")
 
         // New requests go over a fresh connection, at the server's own pace (1 s).
         let sent = ContinuousClock.now
