@@ -41,7 +41,28 @@ import Testing
         let windows = RouteWindows()
         _ = windows.admit(apns, count: 500, window: 500)
         try await Task.sleep(for: RouteWindows.slowAfter)
-        let wait = windows.admit(apns, count: 10, window: 500).wait
+        let wait = try #require(windows.admit(apns, count: 10, window: 500).waits.first)
         #expect(wait >= RouteWindows.slowAfter && wait <= RouteWindows.longestWait, "\(wait)")
+    }
+
+    /// A slow route's backlog comes back at the pace the route sends (a window per age of its
+    /// oldest send), across claims, not all at once: at most a minute away.
+    @Test func aSlowRoutesBacklogIsSpreadAtItsPace() async throws {
+        let windows = RouteWindows()
+        _ = windows.admit(apns, count: 100, window: 100)
+        try await Task.sleep(for: RouteWindows.slowAfter)
+        let first = windows.admit(apns, count: 1000, window: 100).waits
+        #expect(first.count == 1000)
+        #expect(first == first.sorted(), "in order")
+        // About a second for the first, a hundredth of a second (a second / a window of 100)
+        // between each: the thousandth is ten seconds later.
+        #expect(first[0] >= .seconds(1) && first[0] < .seconds(2), "\(first[0])")
+        let span = first[999] - first[0]
+        #expect(span > .seconds(9.5) && span < .seconds(20), "\(span)")
+        // The next claim's share goes after this one's.
+        let second = windows.admit(apns, count: 10_000, window: 100).waits
+        #expect(try #require(second.first) >= first[999])
+        // Never more than a minute away.
+        #expect(second.last == RouteWindows.longestSpread)
     }
 }

@@ -82,9 +82,9 @@ public struct DispatchWorker: BatchWorker {
         var awaited = 0
         for (key, batch) in routes {
             let admission = windows.admit(key, count: batch.count, window: limit)
-            for delivery in batch.dropFirst(admission.count) {
+            for (delivery, wait) in zip(batch.dropFirst(admission.count), admission.waits) {
                 settled[delivery.deliveryID] = DeliveryLife.next(
-                    delivery, after: .crowdedOut(wait: admission.wait), now: now, backoff: context.backoff)
+                    delivery, after: .crowdedOut(wait: wait), now: now, backoff: context.backoff)
             }
             if admission.count < batch.count,
                 let saturation = windows.noteSaturated(

@@ -13,7 +13,9 @@ import Synchronization
 /// its window has (the claim's size, at least ``smallestWindow``), so a slow route holds about
 /// one claim's worth of leases (and those its
 /// prompt answers are being recorded for); the rest waits, postponed without spending an
-/// attempt, by about as long as the route's oldest send has been out (1 to 10 s).
+/// attempt, from about as long as the route's oldest send has been out (1 to 10 s), spread out
+/// at the pace the route sends (up to a minute), so that a large backlog of a slow route does
+/// not come back to every claim.
 /// Saturation shows as `herald_route_saturated_total`, and at most once a minute per route as a
 /// warning in the log and a row of `herald.route_saturation` (which `herald status` lists);
 /// `herald_route_in_flight` is each route's current count.
@@ -28,14 +30,17 @@ final class RouteWindows: Sendable {
     /// small, at `BatchSizer.smallest`, and grow under load).
     static let smallestWindow = 100
 
+    /// The longest a postponed delivery of a slow route is spread out to (see ``admit``).
+    static let longestSpread: Duration = .seconds(60)
+
     /// What a claim may send on one route: `count` deliveries now (under `ticket`, to release
     /// when they are answered), whether the claim waits for them (the route had nothing in
-    /// flight), and how long the rest should wait.
+    /// flight), and how long each of the rest should wait, in order.
     struct Admission: Sendable {
         var count: Int
         var ticket: UInt64
         var awaited: Bool
-        var wait: Duration
+        var waits: [Duration]
     }
 
     private struct Route {
@@ -44,6 +49,8 @@ final class RouteWindows: Sendable {
         var lastWarned: ContinuousClock.Instant?
         /// Postponed since saturation was last reported.
         var unreported = 0
+        /// When the next postponed delivery is due again.
+        var nextSlot: ContinuousClock.Instant?
         var inFlight: Int { sends.values.reduce(0) { $0 + $1.count } }
         var oldest: ContinuousClock.Instant? { sends.values.map(\.started).min() }
     }
@@ -64,13 +71,27 @@ final class RouteWindows: Sendable {
             // Slow: a send of it has been out for a second. One still younger (its first send
             // fetching a token, say) is healthy: taken whole and waited for.
             let slow = !route.sends.isEmpty && age >= Self.slowAfter
-            let taken = slow ? min(count, max(0, max(window, Self.smallestWindow) - route.inFlight)) : count
+            let room = max(window, Self.smallestWindow)
+            let taken = slow ? min(count, max(0, room - route.inFlight)) : count
+            // What waits comes back at about the pace the route sends (a window per age of its
+            // oldest send), from about that age on: a slow route's backlog is claimed again at
+            // the rate it can be sent, not all of it at every claim, which would take the
+            // claims from the healthy routes. Spread out to a minute at most.
+            var waits: [Duration] = []
+            if taken < count {
+                let spacing = max(age, Self.slowAfter) / room
+                var slot = max(now + min(max(age, Self.shortestWait), Self.longestWait), route.nextSlot ?? now)
+                waits.reserveCapacity(count - taken)
+                for _ in taken..<count {
+                    waits.append(min(slot - now, Self.longestSpread))
+                    slot += spacing
+                }
+                route.nextSlot = min(slot, now + Self.longestSpread)
+            }
             state.nextTicket += 1
             if taken > 0 { route.sends[state.nextTicket] = (taken, now) }
             state.routes[key] = route
-            return Admission(
-                count: taken, ticket: state.nextTicket, awaited: !slow,
-                wait: min(max(age, Self.shortestWait), Self.longestWait))
+            return Admission(count: taken, ticket: state.nextTicket, awaited: !slow, waits: waits)
         }
         if admission.count > 0 { gauge(key) }
         return admission
