@@ -58,6 +58,11 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         }
     }
 
+    // Time bounds in these tests are "well under the requests' 25 s timeout", which is what the
+    // stuck connection costs each of them without the stall check: generous, since the whole
+    // suite runs beside them on two cores (a fresh connection's 50 requests at the server's 1 s
+    // pace took 9 s once there, 1 s alone).
+
     /// The provider stops answering with requests in flight (its server takes a second to
     /// answer each), and more are put on the connection after that: all of them end within
     /// seconds, another origin's requests go on meanwhile, and new requests go over a fresh
@@ -104,7 +109,7 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         // retryable error or a success. None is lost or left hanging.
         #expect(stuck.count == 100)
         #expect(stuck.allSatisfy { $0.isSuccessOrRetryable }, "\(stuck)")
-        #expect(stuckTime < .seconds(12), "the stuck connection's requests took \(stuckTime)")
+        #expect(stuckTime < .seconds(20), "the stuck connection's requests took \(stuckTime)")
         // The healthy origin was not held up by the stuck one (whose requests would wait 25 s):
         // its batches take well under a second alone, a few seconds at most on a machine busy
         // with the whole suite.
@@ -114,7 +119,7 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         let sent = ContinuousClock.now
         let fresh = outcomes(await client.send(Array(repeating: request, count: 50)))
         #expect(fresh.allSatisfy { $0 == .success(200) }, "\(fresh)")
-        #expect(ContinuousClock.now - sent < .seconds(5), "took \(ContinuousClock.now - sent)")
+        #expect(ContinuousClock.now - sent < .seconds(20), "took \(ContinuousClock.now - sent)")
 
         let stats = try await stuckRelay.stats()
         #expect(stats.connections >= 2, "no new connection was opened: \(stats)")
@@ -141,12 +146,12 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         for case .failure(let error) in results {
             #expect(error.message.contains("stopped answering"), "\(error)")
         }
-        #expect(ContinuousClock.now - frozen < .seconds(10), "took \(ContinuousClock.now - frozen)")
+        #expect(ContinuousClock.now - frozen < .seconds(20), "took \(ContinuousClock.now - frozen)")
 
         let sent = ContinuousClock.now
         let fresh = outcomes(await client.send(Array(repeating: request(relay), count: 20)))
         #expect(fresh.allSatisfy { $0 == .success(200) }, "\(fresh)")
-        #expect(ContinuousClock.now - sent < .seconds(3), "took \(ContinuousClock.now - sent)")
+        #expect(ContinuousClock.now - sent < .seconds(20), "took \(ContinuousClock.now - sent)")
         let stats = try await relay.stats()
         #expect(stats.connections >= 2, "\(stats)")
         #expect(stats.list.first?.clientClosed == true, "the client kept the stuck connection open: \(stats)")
