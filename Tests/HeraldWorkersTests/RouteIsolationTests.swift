@@ -173,6 +173,11 @@ import Testing
             "SELECT herald.send('shop', user_ref => 'ios-' || n, title => 'more') FROM generate_series(120, 129) AS n")
         try await f.ingest()
         #expect(try await worker.runBatch(limit: 100, isStopping: { false }) == 10)
+        // Recorded beside the claim, not in its way.
+        #expect(
+            try await eventually(timeout: .seconds(5), every: .milliseconds(20)) {
+                try await f.db.query("SELECT 1 FROM herald.route_saturation").count == 1
+            })
         let row = try await f.db.query(
             "SELECT route, origin, in_flight, postponed FROM herald.route_saturation WHERE app_id = 'shop'")
         #expect(row.count == 1)
