@@ -13,6 +13,12 @@ import Logging
 /// network failure): the call that finds it broken fails with a ``PostgresError/Kind/connection``
 /// error, and the next call reconnects. Statements with parameters are prepared once per
 /// connection and reused.
+///
+/// A server that can no longer take writes (see ``PostgresError/isReadOnlyServer``: a primary
+/// turned read-only, a standby) is left the same way: the call that met it fails, the connection
+/// is closed when that call's session ends, and the next call connects again through the
+/// connection string, whose host list and `target_session_attrs=read-write` find the writable
+/// server after a failover.
 public final class PostgresConnection: @unchecked Sendable {
     /// The libpq connection string (`host=… dbname=…` or `postgresql://…`); empty means libpq's
     /// defaults and the standard `PG*` environment variables.
@@ -24,6 +30,8 @@ public final class PostgresConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var preparedNames: [String: String] = [:]
     private var setupStatements: [String] = []
+    /// The server refused a statement as read-only: close the connection once the session ends.
+    private var replaceAfterSession: PostgresError?
 
     /// The number of distinct statements kept prepared per connection; others run unprepared.
     static let preparedStatementLimit = 256
@@ -63,11 +71,14 @@ public final class PostgresConnection: @unchecked Sendable {
     public func withSession<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(
-                    with: Result {
-                        try self.ensureConnected()
-                        return try body(PostgresSession(connection: self))
-                    })
+                let result = Result {
+                    try self.ensureConnected()
+                    return try body(PostgresSession(connection: self))
+                }
+                // Not earlier: a transaction that met the refusal still rolls back on its own
+                // connection, and the session's later statements do not find it gone.
+                self.replaceIfReadOnly()
+                continuation.resume(with: result)
             }
         }
     }
@@ -127,6 +138,23 @@ public final class PostgresConnection: @unchecked Sendable {
         if let handle { PQfinish(handle) }
         handle = nil
         preparedNames.removeAll()
+        replaceAfterSession = nil
+    }
+
+    /// Closes a connection whose server refused a statement as read-only, so that the next call
+    /// looks for a writable server.
+    private func replaceIfReadOnly() {
+        guard let error = replaceAfterSession else { return }
+        if let handle {
+            // Host and port only: the connection string may hold a password.
+            logger.warning(
+                "PostgreSQL server is read-only (in recovery, or default_transaction_read_only is on); closing the connection, the next call connects to a writable server",
+                metadata: [
+                    "server": "\(Self.text(PQhost(handle))):\(Self.text(PQport(handle)))",
+                    "error": "\(error)",
+                ])
+        }
+        dropHandle()
     }
 
     /// After a failure, forget a connection that is no longer usable so the next call reconnects.
@@ -178,6 +206,7 @@ public final class PostgresConnection: @unchecked Sendable {
             let error = Self.error(from: result)
             PQclear(result)
             checkHealth()
+            if error.isReadOnlyServer, handle != nil { replaceAfterSession = error }
             throw error
         }
     }
@@ -192,6 +221,10 @@ public final class PostgresConnection: @unchecked Sendable {
         return PostgresError(
             sqlState == nil ? .connection : .server, message,
             sqlState: sqlState, detail: field("D"), hint: field("H"))
+    }
+
+    static func text(_ value: UnsafePointer<CChar>?) -> String {
+        value.map { String(cString: $0) } ?? ""
     }
 
     static func trimmed(_ message: UnsafePointer<CChar>?) -> String {

@@ -48,6 +48,24 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// `true` for a unique violation (SQLSTATE 23505).
     public var isUniqueViolation: Bool { sqlState == "23505" }
 
+    /// `true` when the server refused because it cannot take writes now, so a connection to it is
+    /// of no use to Herald and another server (found through the connection string's host list and
+    /// `target_session_attrs=read-write`) should be tried:
+    ///
+    /// - `25006` read_only_sql_transaction: a write in a read-only transaction. A primary turned
+    ///   read-only without closing its connections (`default_transaction_read_only = on` and a
+    ///   reload, which is what an Aurora failover looks like to a client) says this for every
+    ///   write, and so does a standby, whose transactions are all read-only, including its
+    ///   `cannot execute LISTEN during recovery`.
+    /// - `57P03` cannot_connect_now: the server is starting up, shutting down or in recovery
+    ///   ("the database system is in recovery mode").
+    ///
+    /// A transaction the caller itself made read-only (`BEGIN READ ONLY`) also fails with `25006`;
+    /// Herald makes none, so that costs at most one needless reconnect.
+    public var isReadOnlyServer: Bool { sqlState.map(Self.readOnlyServerStates.contains) ?? false }
+
+    static let readOnlyServerStates: Set<String> = ["25006", "57P03"]
+
     /// The SQLSTATE's class, its first two characters, for server errors: `22` data exception
     /// (a value out of range or of the wrong form), `23` integrity constraint violation,
     /// `08` connection exception, and so on (PostgreSQL's "Errcodes" appendix).

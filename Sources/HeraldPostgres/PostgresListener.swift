@@ -20,6 +20,13 @@ public struct PostgresNotification: Sendable, Equatable {
 /// `PQconsumeInput` and hands each message from `PQnotifies` to `onNotification`. If the
 /// connection breaks it reconnects with backoff, subscribes again and calls `onReconnect`,
 /// since messages sent while it was away are lost and the caller should look for work.
+///
+/// A server that cannot take writes is left the same way. A `NOTIFY` is sent by the writable
+/// server, so a listener on a standby, or on a primary turned read-only without closing its
+/// connections (as in an Aurora failover), would wait forever while its server stays up. The
+/// listener asks its server every ``readOnlyCheckInterval`` whether it is read-only, the test
+/// libpq itself makes for `target_session_attrs=read-write`, and if so connects again through the
+/// connection string, whose host list finds the writable server.
 public final class PostgresListener: Sendable {
     private let conninfo: String
     private let channels: [String]
@@ -32,6 +39,9 @@ public final class PostgresListener: Sendable {
 
     /// How often the thread checks whether it was asked to stop.
     static let pollInterval: Int32 = 200
+    /// How often the thread asks its server whether it is read-only: one `SHOW` on an idle
+    /// connection, a notification's delay at most this much (plus a reconnect) after a failover.
+    static let readOnlyCheckInterval: Duration = .seconds(2)
 
     public init(
         conninfo: String,
@@ -111,33 +121,87 @@ public final class PostgresListener: Sendable {
         let result = PQexec(connection, statements)
         defer { PQclear(result) }
         guard let result, PQresultStatus(result) == PGRES_COMMAND_OK else {
-            logger.warning("listener cannot subscribe; retrying")
+            let error =
+                result.map(PostgresConnection.error(from:))
+                ?? PostgresError(.connection, PostgresConnection.trimmed(PQerrorMessage(connection)))
+            if error.isReadOnlyServer {
+                warnReadOnly(connection, error: error)
+            } else {
+                logger.warning("listener cannot subscribe; retrying", metadata: ["error": "\(error)"])
+            }
+            PQfinish(connection)
+            return nil
+        }
+        // LISTEN works on a primary turned read-only, where no NOTIFY will come.
+        if readOnly(connection) != false {
             PQfinish(connection)
             return nil
         }
         return connection
     }
 
+    /// Whether the server is read-only: `nil` if the connection failed, after a warning.
+    private func readOnly(_ connection: OpaquePointer) -> Bool? {
+        let result = PQexec(connection, "SHOW transaction_read_only")
+        defer { PQclear(result) }
+        guard let result, PQresultStatus(result) == PGRES_TUPLES_OK, PQntuples(result) == 1 else {
+            logger.warning(
+                "listener connection lost; reconnecting",
+                metadata: ["error": "\(PostgresConnection.trimmed(PQerrorMessage(connection)))"])
+            return nil
+        }
+        guard PostgresConnection.text(PQgetvalue(result, 0, 0)) == "on" else { return false }
+        warnReadOnly(
+            connection, error: PostgresError(.server, "transaction_read_only is on", sqlState: "25006"))
+        return true
+    }
+
+    private func warnReadOnly(_ connection: OpaquePointer, error: PostgresError) {
+        // Host and port only: the connection string may hold a password.
+        logger.warning(
+            "listener's PostgreSQL server is read-only (in recovery, or default_transaction_read_only is on); connecting again to find a writable server",
+            metadata: [
+                "server":
+                    "\(PostgresConnection.text(PQhost(connection))):\(PostgresConnection.text(PQport(connection)))",
+                "error": "\(error)",
+            ])
+    }
+
     /// Waits for notifications until the connection breaks or the listener is stopped.
+    /// Waits for notifications until the connection breaks, its server turns read-only, or the
+    /// listener is stopped.
     private func listen(on connection: OpaquePointer) {
         let socket = PQsocket(connection)
+        let clock = ContinuousClock()
+        var nextCheck = clock.now.advanced(by: Self.readOnlyCheckInterval)
         while !stopped.load(ordering: .relaxed) {
             var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
             let ready = poll(&descriptor, 1, Self.pollInterval)
             if ready < 0 && errno != EINTR { return }
-            if ready <= 0 { continue }
-            guard PQconsumeInput(connection) == 1 else {
-                logger.warning("listener connection lost; reconnecting")
-                return
+            if ready > 0 {
+                guard PQconsumeInput(connection) == 1 else {
+                    logger.warning("listener connection lost; reconnecting")
+                    return
+                }
+                deliverNotifications(connection)
+                if PQstatus(connection) != CONNECTION_OK { return }
             }
-            while let notify = PQnotifies(connection) {
-                let message = PostgresNotification(
-                    channel: String(cString: notify.pointee.relname),
-                    payload: String(cString: notify.pointee.extra))
-                PQfreemem(notify)
-                onNotification(message)
+            if clock.now >= nextCheck {
+                if readOnly(connection) != false { return }
+                // Notifications that came in during the check wait in libpq, not on the socket.
+                deliverNotifications(connection)
+                nextCheck = clock.now.advanced(by: Self.readOnlyCheckInterval)
             }
-            if PQstatus(connection) != CONNECTION_OK { return }
+        }
+    }
+
+    private func deliverNotifications(_ connection: OpaquePointer) {
+        while let notify = PQnotifies(connection) {
+            let message = PostgresNotification(
+                channel: String(cString: notify.pointee.relname),
+                payload: String(cString: notify.pointee.extra))
+            PQfreemem(notify)
+            onNotification(message)
         }
     }
 }
