@@ -26,9 +26,10 @@ import Testing
         #expect(await eventually(timeout: .seconds(10)) { inbox.messages.withLock { $0.count } == 1 })
         #expect(inbox.messages.withLock { $0 } == [PostgresNotification(channel: "herald_test", payload: "first")])
 
-        // End the listener's session from outside, as a server restart would.
+        // End the listener's session from outside, as a server restart would: the only other
+        // session on this database (its last query is its read-only check, not LISTEN).
         try await sender.query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         #expect(await eventually(timeout: .seconds(10)) { inbox.reconnects.load(ordering: .relaxed) == 1 })
         try await sender.query("SELECT pg_notify('herald_test', $1)", ["second"])
