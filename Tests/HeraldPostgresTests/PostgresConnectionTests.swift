@@ -1,6 +1,7 @@
 import Foundation
 import HeraldPostgres
 import HeraldTestSupport
+import Synchronization
 import Testing
 
 @Suite struct PostgresConnectionTests {
@@ -225,6 +226,41 @@ import Testing
         let answer = try await connection.query("SELECT $1::int + 1", [41])[0].decode(0, as: Int.self)
         #expect(answer == 42)
         #expect(try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self) != pid)
+    }
+
+    /// A session made read-only stands in for a server turned read-only: the refused write
+    /// throws, the transaction still rolls back on its own connection, and the connection is
+    /// replaced once the session ends (a new backend, prepared statements prepared again).
+    @Test func readOnlyRefusalReplacesTheConnectionAfterTheSession() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let connection = try await database.connect()
+        try await connection.execute("CREATE TABLE notes (note text)")
+        _ = try await connection.query("INSERT INTO notes VALUES ($1)", ["prepared"])
+        let pid = try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self)
+        try await connection.execute("SET default_transaction_read_only = on")
+
+        let samePidAfterRefusal = Mutex<Int?>(nil)
+        let failure = await #expect(throws: PostgresError.self) {
+            try await connection.withSession { session in
+                do {
+                    _ = try session.transaction { try $0.query("INSERT INTO notes VALUES ($1)", ["refused"]) }
+                } catch {
+                    // The rest of the session still has its connection.
+                    samePidAfterRefusal.withLock {
+                        $0 = try? session.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self)
+                    }
+                    throw error
+                }
+            }
+        }
+        #expect(failure?.sqlState == "25006")
+        #expect(failure?.isReadOnlyServer == true)
+        #expect(samePidAfterRefusal.withLock { $0 } == pid)
+
+        _ = try await connection.query("INSERT INTO notes VALUES ($1)", ["written"])
+        #expect(try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self) != pid)
+        let notes = try await connection.query("SELECT note FROM notes ORDER BY note")
+        #expect(try (0..<notes.count).map { try notes[$0].decode(0, as: String.self) } == ["prepared", "written"])
     }
 
     @Test func badConnectionStringFailsWithLibpqMessage() async throws {
