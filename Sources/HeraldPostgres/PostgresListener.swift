@@ -125,7 +125,7 @@ public final class PostgresListener: Sendable {
                 result.map(PostgresConnection.error(from:))
                 ?? PostgresError(.connection, PostgresConnection.trimmed(PQerrorMessage(connection)))
             if error.isReadOnlyServer {
-                warnReadOnly(connection, error: error)
+                warnReadOnly(connection, reason: "\(error)")
             } else {
                 logger.warning("listener cannot subscribe; retrying", metadata: ["error": "\(error)"])
             }
@@ -151,23 +151,21 @@ public final class PostgresListener: Sendable {
             return nil
         }
         guard PostgresConnection.text(PQgetvalue(result, 0, 0)) == "on" else { return false }
-        warnReadOnly(
-            connection, error: PostgresError(.server, "transaction_read_only is on", sqlState: "25006"))
+        warnReadOnly(connection, reason: "SHOW transaction_read_only: on")
         return true
     }
 
-    private func warnReadOnly(_ connection: OpaquePointer, error: PostgresError) {
+    private func warnReadOnly(_ connection: OpaquePointer, reason: String) {
         // Host and port only: the connection string may hold a password.
         logger.warning(
             "listener's PostgreSQL server is read-only (in recovery, or default_transaction_read_only is on); connecting again to find a writable server",
             metadata: [
                 "server":
                     "\(PostgresConnection.text(PQhost(connection))):\(PostgresConnection.text(PQport(connection)))",
-                "error": "\(error)",
+                "error": "\(reason)",
             ])
     }
 
-    /// Waits for notifications until the connection breaks or the listener is stopped.
     /// Waits for notifications until the connection breaks, its server turns read-only, or the
     /// listener is stopped.
     private func listen(on connection: OpaquePointer) {
