@@ -160,7 +160,8 @@ final class EndpointAPI: Sendable {
     /// carries 22021) is the request's fault: 400, with PostgreSQL's words, which name the value's
     /// problem and hold nothing but what the request sent. A database that is unreachable,
     /// shutting down, overloaded or that cancelled the query (a lost connection, classes 08, 53,
-    /// 57, and 40 for a transaction to retry) is 503: retrying later can succeed. Anything else
+    /// 57, and 40 for a transaction to retry), or read-only in a failover (25006), is 503:
+    /// retrying later can succeed. Anything else
     /// is Herald's own failure (a schema that does not match, a row it cannot read): 500, logged,
     /// and answered without details.
     func failure(_ error: any Error, route: String) -> (HTTPResponse.Status, String) {
@@ -169,6 +170,9 @@ final class EndpointAPI: Sendable {
         case "22", "23":
             return (.badRequest, "the database refused a value of this request: \(postgres!.message.prefix(200))")
         case "08", "53", "57", "40":
+            return (.serviceUnavailable, "the database is unavailable; retry")
+        case _ where postgres?.isReadOnlyServer == true:
+            // A primary turned read-only in a failover; the connection is being replaced.
             return (.serviceUnavailable, "the database is unavailable; retry")
         default:
             if postgres?.kind == .connection {

@@ -326,6 +326,25 @@ import Testing
         #expect(try await f.count("SELECT count(*) FROM herald.notifications WHERE state = 'received'") == 0)
     }
 
+    /// A server turned read-only (here: the session) is no bad row: the batch fails as a whole,
+    /// nothing is rejected, and the next batch, on a new connection, ingests it.
+    @Test func aReadOnlyServerRejectsNothing() async throws {
+        let f = try await fixture()
+        _ = try await register(f, "pixel", "android", "tok-1")
+        let id = try await send(f, "user_ref => 'alice', title => 't'")
+        let worker = IngestWorker(
+            context: WorkerContext(connection: f.herald, clock: SystemClock(), logger: Logger(label: "test")))
+        try await f.herald.execute("SET default_transaction_read_only = on")
+        let failure = await #expect(throws: PostgresError.self) {
+            _ = try await worker.runBatch(limit: 10) { false }
+        }
+        #expect(failure?.isReadOnlyServer == true)
+        #expect(try await f.notification(id).state == "received")
+        #expect(try await worker.runBatch(limit: 10) { false } == 1)
+        #expect(try await f.notification(id).state != "rejected")
+        #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 1)
+    }
+
     @Test func ingestingTheSameBatchTwiceChangesNothing() async throws {
         let f = try await fixture()
         _ = try await register(f, "pixel", "android", "tok-1")
