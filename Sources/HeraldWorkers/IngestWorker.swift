@@ -38,17 +38,18 @@ public struct IngestWorker: BatchWorker {
             let counts = try await ingest(SQL.ingestNext, [limit, context.clock.now()])
             claimDuration.record(duration: ContinuousClock.now - started)
             return counts
-        } catch let error as PostgresError where error.kind == .server && !error.isReadOnlyServer {
+        } catch let error as PostgresError where error.kind == .server && !error.isTransient {
             // One bad row must not block the rest: go one by one, and reject what still fails.
-            // Not when the server is read-only (a failover): no row is at fault, and the failed
-            // statement's connection is replaced, so a rejection could land on the new primary.
+            // Not when the failure is transient (a lock or statement timeout, a deadlock, a
+            // shutdown, a read-only server in a failover): no row is at fault, and the batch is
+            // tried again whole.
             context.logger.warning(
                 "ingesting a batch failed; retrying its notifications one at a time", metadata: ["error": "\(error)"])
             let ids = try await context.connection.query(SQL.waiting, [limit]).map { try $0.decode(0, as: Int64.self) }
             for id in ids {
                 do {
                     _ = try await ingest(SQL.ingest, [[id], context.clock.now()])
-                } catch let error as PostgresError where error.kind == .server && !error.isReadOnlyServer {
+                } catch let error as PostgresError where error.kind == .server && !error.isTransient {
                     try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
                     context.logger.error(
                         "rejected a notification that cannot be ingested",

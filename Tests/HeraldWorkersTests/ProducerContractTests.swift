@@ -345,6 +345,29 @@ import Testing
         #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 1)
     }
 
+    /// A failure that is not about the rows (here a lock timeout, as another session holds the
+    /// deliveries table) rejects nothing: the batch is tried again whole, and ingested once the
+    /// lock is gone.
+    @Test func aTransientFailureRejectsNothing() async throws {
+        let f = try await fixture()
+        _ = try await register(f, "pixel", "android", "tok-1")
+        let id = try await send(f, "user_ref => 'alice', title => 't'")
+        let worker = IngestWorker(
+            context: WorkerContext(connection: f.herald, clock: SystemClock(), logger: Logger(label: "test")))
+        let holder = try await f.database.connect()
+        try await holder.execute("BEGIN; LOCK TABLE herald.deliveries IN ACCESS EXCLUSIVE MODE")
+        try await f.herald.execute("SET lock_timeout = '200ms'")
+        let failure = await #expect(throws: PostgresError.self) {
+            _ = try await worker.runBatch(limit: 10) { false }
+        }
+        #expect(failure?.sqlState == "55P03" && failure?.isTransient == true, "\(String(describing: failure))")
+        #expect(try await f.notification(id).state == "received")
+        try await holder.execute("COMMIT")
+        #expect(try await worker.runBatch(limit: 10) { false } == 1)
+        #expect(try await f.notification(id).state != "rejected")
+        #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 1)
+    }
+
     @Test func ingestingTheSameBatchTwiceChangesNothing() async throws {
         let f = try await fixture()
         _ = try await register(f, "pixel", "android", "tok-1")
