@@ -9,8 +9,9 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 
-/// `herald run`: checks the schema, then runs the configured workers and the pruner
-/// until SIGTERM or SIGINT, when each worker finishes the batch in hand and the process exits.
+/// `herald run`: waits for the database if it cannot be reached yet, checks the schema, then
+/// runs the configured workers and the pruner until SIGTERM or SIGINT, when each worker
+/// finishes the batch in hand and the process exits.
 ///
 /// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one briefly for the
 /// schema check, one for pruning, one for LISTEN, two for the HTTP endpoint, one for metrics.
@@ -33,9 +34,7 @@ public struct Daemon {
 
     public func run() async throws {
         let factories = try WorkerCatalog.factories(for: configuration.workers)
-        let schemaCheck = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-        try await checkSchema(schemaCheck)
-        await schemaCheck.close()
+        try await waitForTheDatabase()
 
         let hub = WakeHub()
         // One HTTP/2 client, and each app's FCM, APNs and Web Push clients, shared by every
@@ -125,6 +124,32 @@ public struct Daemon {
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
             senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
             retryInterval: configuration.rescueInterval)
+    }
+
+    /// The longest wait between two tries to reach the database at start.
+    static let longestStartWait: Duration = .seconds(30)
+
+    /// Checks the schema, first waiting for the database while it cannot be reached or take
+    /// writes (down, restarting, in a failover): tries again with a doubling wait (1 s to 30 s),
+    /// saying so in the log and to systemd (`STATUS=`), which is told the daemon is ready only
+    /// once it can work. A schema out of date, or a refused login, still stops it.
+    private func waitForTheDatabase() async throws {
+        var wait: Duration = .seconds(1)
+        while true {
+            let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+            do {
+                try await checkSchema(connection)
+                await connection.close()
+                return
+            } catch let error as PostgresError where error.isTransient {
+                await connection.close()
+                logger.warning(
+                    "waiting for the database", metadata: ["error": "\(error)", "retry_in": "\(wait)"])
+                _ = SystemdNotifier().notify("STATUS=waiting for the database: \(error)")
+                try await Task.sleep(for: wait)
+                wait = min(wait * 2, Self.longestStartWait)
+            }
+        }
     }
 
     /// Refuses to start on a database that lacks migrations or function files (new or changed)

@@ -102,6 +102,30 @@ import Testing
         #expect(await daemon.waitForExit(timeout: .seconds(10)))
     }
 
+    /// Started before its database exists, the daemon waits for it (saying so) instead of
+    /// exiting, and starts once it is there and migrated.
+    @Test func runWaitsForItsDatabase() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let admin = try await PostgresConnection.connect("dbname=postgres")
+        try await admin.execute("DROP DATABASE \(database.name)")
+        let daemon = try HeraldProcess(["run"], environment: environment(database))
+        #expect(
+            try await eventually(timeout: .seconds(10)) { daemon.output.contains("waiting for the database") },
+            "\(daemon.output)")
+        #expect(!daemon.output.contains("herald is running"))
+        // Made and migrated under another name, then renamed: it appears whole.
+        try await admin.execute("CREATE DATABASE \(database.name)_next")
+        let migrated = try await HeraldProcess.run(
+            ["migrate"], environment: ["HERALD_DATABASE_URL": "dbname=\(database.name)_next"])
+        #expect(migrated.status == 0, "\(migrated.output)")
+        try await admin.execute("ALTER DATABASE \(database.name)_next RENAME TO \(database.name)")
+        #expect(
+            try await eventually(timeout: .seconds(10)) { daemon.output.contains("herald is running") },
+            "\(daemon.output)")
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(10)))
+    }
+
     @Test func runRefusesAnUnmigratedDatabaseAndMigrateIsIdempotent() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let refused = try await HeraldProcess.run(["run"], environment: environment(database))
