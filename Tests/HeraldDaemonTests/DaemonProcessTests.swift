@@ -105,20 +105,21 @@ import Testing
     /// Started before its database exists, the daemon waits for it (saying so) instead of
     /// exiting, and starts once it is there and migrated.
     @Test func runWaitsForItsDatabase() async throws {
-        let database = try await TestDatabase.create(migrated: false)
+        // A database that does not exist yet (no DROP DATABASE: it waits on every backend).
+        let name = "herald_later_\(UInt32.random(in: 0...UInt32.max))"
         let admin = try await PostgresConnection.connect("dbname=postgres")
-        try await admin.execute("DROP DATABASE \(database.name)")
-        let daemon = try HeraldProcess(["run"], environment: environment(database))
+        let environment = ["HERALD_DATABASE_URL": "dbname=\(name)", "HERALD_WORKERS": "sleep"]
+        let daemon = try HeraldProcess(["run"], environment: environment)
         #expect(
             try await eventually(timeout: .seconds(10)) { daemon.output.contains("waiting for the database") },
             "\(daemon.output)")
         #expect(!daemon.output.contains("herald is running"))
         // Made and migrated under another name, then renamed: it appears whole.
-        try await admin.execute("CREATE DATABASE \(database.name)_next")
+        try await admin.execute("CREATE DATABASE \(name)_next")
         let migrated = try await HeraldProcess.run(
-            ["migrate"], environment: ["HERALD_DATABASE_URL": "dbname=\(database.name)_next"])
+            ["migrate"], environment: ["HERALD_DATABASE_URL": "dbname=\(name)_next"])
         #expect(migrated.status == 0, "\(migrated.output)")
-        try await admin.execute("ALTER DATABASE \(database.name)_next RENAME TO \(database.name)")
+        try await admin.execute("ALTER DATABASE \(name)_next RENAME TO \(name)")
         #expect(
             try await eventually(timeout: .seconds(10)) { daemon.output.contains("herald is running") },
             "\(daemon.output)")

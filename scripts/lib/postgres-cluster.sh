@@ -25,10 +25,11 @@ standby)
   mkdir -p "$dir"
   [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
   # initdb's pg_hba.conf lets local replication connections in (trust); a fast checkpoint,
-  # so the copy starts at once.
+  # so the copy starts at once. A test's standby need not survive a crash of the machine: no
+  # fsyncs (they stall every other test on this disk).
   as_postgres "$(postgres_bin)/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
-    -D "$dir/data" -R -X stream --checkpoint=fast >"$dir/basebackup.log" 2>&1
-  start_postgres "$dir" >/dev/null
+    -D "$dir/data" -R -X stream --checkpoint=fast --no-sync >"$dir/basebackup.log" 2>&1
+  start_postgres "$dir" -c fsync=off >/dev/null
   echo "$PGPORT"
   ;;
 crash)
