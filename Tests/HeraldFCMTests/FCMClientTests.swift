@@ -16,9 +16,12 @@ import Testing
         let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: project)
         let http = HTTPClient()
+        // A minute, not FCM's 10 s: these tests are about what answers mean, and the suite's
+        // start (databases, clusters and servers made at once on two cores) can hold the
+        // emulator's answers back for 20 s.
         let client = FCMClient(
             tokens: AccessTokenSource(account: account, http: http), http: http,
-            configuration: .init(endpoint: emulator.baseURL))
+            configuration: .init(endpoint: emulator.baseURL, timeout: .seconds(60)))
         return Fixture(emulator: emulator, client: client)
     }
 
