@@ -255,29 +255,12 @@ static inline int herald_socket_set_shut_stalled(herald_socket_set *set, int64_t
         herald_socket_health *health = &set->health[i];
         if (health->shut || !health->pinged_at || now - health->pinged_at < answer_within) continue;
         health->shut = 1;
-        struct sockaddr_storage address;
-        socklen_t length = sizeof address;
-        if (shut < capacity && getsockname(set->sockets[i], (struct sockaddr *)&address, &length) == 0) {
-            ports[shut] = address.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&address)->sin6_port)
-                                                        : ntohs(((struct sockaddr_in *)&address)->sin_port);
-        }
         shutdown(set->sockets[i], SHUT_RDWR);
+        // Only an HTTP/2 connection is PINGed, and one is known to be HTTP/2 by its addresses
+        // (herald_easy_mark_http2), so they are known here.
+        if (shut < capacity) ports[shut] = health->local_port;
         shut++;
-        length = sizeof address;
-        char host[INET6_ADDRSTRLEN] = "?";
-        int port = 0;
-        if (getpeername(set->sockets[i], (struct sockaddr *)&address, &length) == 0) {
-            if (address.ss_family == AF_INET) {
-                struct sockaddr_in *v4 = (struct sockaddr_in *)&address;
-                inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-                port = ntohs(v4->sin_port);
-            } else if (address.ss_family == AF_INET6) {
-                struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&address;
-                inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-                port = ntohs(v6->sin6_port);
-            }
-        }
-        snprintf(peer, peer_size, "%s port %d", host, port);
+        snprintf(peer, peer_size, "%s port %ld", health->peer_ip, health->peer_port);
     }
     return shut;
 }

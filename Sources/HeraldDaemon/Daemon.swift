@@ -132,7 +132,9 @@ public struct Daemon {
     /// Checks the schema, first waiting for the database while it cannot be reached or take
     /// writes (down, restarting, in a failover): tries again with a doubling wait (1 s to 30 s),
     /// saying so in the log and to systemd (`STATUS=`), which is told the daemon is ready only
-    /// once it can work. A schema out of date, or a refused login, still stops it.
+    /// once it can work. A schema out of date still stops it. (A refused login is waited for
+    /// too, its reason in each warning: libpq gives a failed connection no SQLSTATE to tell it
+    /// from a server still starting.)
     private func waitForTheDatabase() async throws {
         var wait: Duration = .seconds(1)
         while true {

@@ -158,29 +158,21 @@ final class EndpointAPI: Sendable {
     /// How a failed query is answered. A value PostgreSQL refuses (SQLSTATE class 22, data
     /// exception, or 23, integrity constraint violation; the Postgres layer's refusal of a NUL
     /// carries 22021) is the request's fault: 400, with PostgreSQL's words, which name the value's
-    /// problem and hold nothing but what the request sent. A database that is unreachable,
-    /// shutting down, overloaded or that cancelled the query (a lost connection, classes 08, 53,
-    /// 57, and 40 for a transaction to retry), or read-only in a failover (25006), is 503:
-    /// retrying later can succeed. Anything else
-    /// is Herald's own failure (a schema that does not match, a row it cannot read): 500, logged,
-    /// and answered without details.
+    /// problem and hold nothing but what the request sent. A failure that is not about the
+    /// request (``PostgresError/isTransient``: a database unreachable, shutting down, overloaded,
+    /// read-only in a failover, or that cancelled the query or rolled back its transaction) is
+    /// 503: retrying later can succeed. Anything else is Herald's own failure (a schema that does
+    /// not match, a row it cannot read): 500, logged, and answered without details.
     func failure(_ error: any Error, route: String) -> (HTTPResponse.Status, String) {
         let postgres = error as? PostgresError
-        switch postgres?.sqlStateClass {
-        case "22", "23":
-            return (.badRequest, "the database refused a value of this request: \(postgres!.message.prefix(200))")
-        case "08", "53", "57", "40":
-            return (.serviceUnavailable, "the database is unavailable; retry")
-        case _ where postgres?.isReadOnlyServer == true:
-            // A primary turned read-only in a failover; the connection is being replaced.
-            return (.serviceUnavailable, "the database is unavailable; retry")
-        default:
-            if postgres?.kind == .connection {
-                return (.serviceUnavailable, "the database is unavailable; retry")
-            }
-            logger.error("endpoint request failed", metadata: ["route": "\(route)", "error": "\(error)"])
-            return (.internalServerError, "Herald failed to answer this request; its log says why")
+        if let postgres, ["22", "23"].contains(postgres.sqlStateClass) {
+            return (.badRequest, "the database refused a value of this request: \(postgres.message.prefix(200))")
         }
+        if postgres?.isTransient == true {
+            return (.serviceUnavailable, "the database is unavailable; retry")
+        }
+        logger.error("endpoint request failed", metadata: ["route": "\(route)", "error": "\(error)"])
+        return (.internalServerError, "Herald failed to answer this request; its log says why")
     }
 
     /// Why one of `fields` is refused, or nil: a control character (NUL, newline, escape, …)

@@ -66,17 +66,18 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
 
     static let readOnlyServerStates: Set<String> = ["25006", "57P03"]
 
-    /// `true` when the server refused for a reason that is not about the statement's data, so the
-    /// same statement may well succeed later: a connection exception (class `08`), a transaction
+    /// `true` when the statement failed for a reason that is not about its data, so the same
+    /// statement may well succeed later: a connection that could not be made or broke, a
+    /// connection exception (class `08`), a transaction
     /// rolled back (`40`: serialization failure, deadlock), insufficient resources (`53`), a lock
     /// not available in time (`55P03`), operator intervention (`57`: cancelled, a statement
     /// timeout, a shutdown), a system error (`58`), and a server that cannot take writes
     /// (``isReadOnlyServer``). A worker that tells bad rows apart by retrying them alone must not
     /// blame a row for these.
     public var isTransient: Bool {
-        guard kind == .server || kind == .connection, let sqlState else { return kind == .connection }
-        return ["08", "40", "53", "57", "58"].contains(String(sqlState.prefix(2))) || sqlState == "55P03"
-            || isReadOnlyServer
+        if kind == .connection { return true }
+        guard kind == .server, let sqlStateClass else { return false }
+        return ["08", "40", "53", "57", "58"].contains(sqlStateClass) || sqlState == "55P03" || isReadOnlyServer
     }
 
     /// The SQLSTATE's class, its first two characters, for server errors: `22` data exception

@@ -137,17 +137,17 @@ public struct DispatchWorker: BatchWorker {
     /// of a test's drain).
     public func finish() async { await inFlight.waitAll() }
 
-    /// Runs one route's send while keeping its deliveries leased: a send may take longer than
-    /// the lease (a route answering slowly, its requests queued behind a full window, a token
-    /// fetch), and a lease that ran out mid-send would let another worker claim and send them
-    /// again. At each half-life of the lease, one statement extends it for the send's
-    /// deliveries this worker still holds. Returns the send's result and when the lease held
-    /// now ends (recording stops retrying then, see ``recordOutcomes``).
     /// The longest a send keeps its deliveries leased: far beyond any request's timeout
     /// (`HERALD_HTTP_TIMEOUT`) and a rate limiter's wait, so only a send that will never return
     /// lets its leases run out.
     static let longestSend: Duration = .seconds(600)
 
+    /// Runs one route's send while keeping its deliveries leased: a send may take longer than
+    /// the lease (a route answering slowly, its requests queued behind a full window, a token
+    /// fetch), and a lease that ran out mid-send would let another worker claim and send them
+    /// again. At each half-life of the lease, one statement extends it for the send's
+    /// deliveries this worker still holds, for up to ``longestSend``. Returns the send's result
+    /// and when the lease held now ends (recording stops retrying then, see ``recordOutcomes``).
     func keepingLeases<Result: Sendable>(
         of part: [OutgoingDelivery], claimedAt: ContinuousClock.Instant, _ send: () async -> Result
     ) async -> (Result, ContinuousClock.Instant) {
@@ -187,9 +187,9 @@ public struct DispatchWorker: BatchWorker {
         return (result, await renewals.value)
     }
 
-    /// Schedules what stays queued, counts the outcomes and records them with their leases
-    /// released (``record(_:disabled:problems:now:)``), keeping them while the database is away
-    /// until the lease ends.
+    /// Counts the outcomes and records them with their leases released
+    /// (``record(_:disabled:problems:now:)``), keeping them while the database is away until the
+    /// lease ends.
     func recordOutcomes(
         _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],
         leaseEnds: ContinuousClock.Instant, now: Date
