@@ -120,8 +120,9 @@ import Testing
             ["migrate"], environment: ["HERALD_DATABASE_URL": "dbname=\(name)_next"])
         #expect(migrated.status == 0, "\(migrated.output)")
         try await admin.execute("ALTER DATABASE \(name)_next RENAME TO \(name)")
+        // Its waits double to 30 s, and a busy machine may take a while to make the database.
         #expect(
-            try await eventually(timeout: .seconds(10)) { daemon.output.contains("herald is running") },
+            try await eventually(timeout: .seconds(45)) { daemon.output.contains("herald is running") },
             "\(daemon.output)")
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(10)))
