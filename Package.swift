@@ -54,6 +54,7 @@ let package = Package(
             dependencies: [
                 "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // The schema: migrations/*.sql, embedded at build time by the plugin below, and the

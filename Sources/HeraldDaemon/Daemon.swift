@@ -21,6 +21,8 @@ public struct Daemon {
     let clock: any WallClock
     /// Where swift-metrics records, when the process bootstrapped it with Prometheus.
     let metrics: PrometheusCollectorRegistry?
+    /// What every connection of the daemon knows of the database, for `/healthz` and the metrics.
+    let link: DatabaseLink
 
     public init(
         configuration: Configuration, logger: Logger, clock: any WallClock = SystemClock(),
@@ -30,6 +32,12 @@ public struct Daemon {
         self.logger = logger
         self.clock = clock
         self.metrics = metrics
+        self.link = DatabaseLink(logger: logger)
+    }
+
+    /// A new connection to the database, reporting to the daemon's link.
+    private func connection() -> PostgresConnection {
+        PostgresConnection(conninfo: configuration.databaseURL, logger: logger, link: link)
     }
 
     public func run() async throws {
@@ -53,10 +61,7 @@ public struct Daemon {
         var kinds: [String] = []
         for factory in factories {
             for _ in 0..<configuration.concurrency {
-                let worker = factory(
-                    context(
-                        on: PostgresConnection(conninfo: configuration.databaseURL, logger: logger),
-                        senders: senders))
+                let worker = factory(context(on: connection(), senders: senders))
                 if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
                     worker: worker,
@@ -68,9 +73,7 @@ public struct Daemon {
             }
         }
         services.append(
-            Pruner(
-                connection: PostgresConnection(conninfo: configuration.databaseURL, logger: logger),
-                retention: configuration.retention, logger: logger))
+            Pruner(connection: connection(), retention: configuration.retention, logger: logger))
         if let address = configuration.httpAddress {
             services.append(endpoint(.app, at: address, connections: 2))
         }
@@ -79,7 +82,7 @@ public struct Daemon {
         }
 
         let listener = PostgresListener(
-            conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger,
+            conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger, link: link,
             onNotification: { hub.wake(kind: $0.payload) },
             onReconnect: { hub.wakeAll() })
         listener.start()
@@ -110,9 +113,7 @@ public struct Daemon {
         settings.timeout = configuration.httpTimeout
         return Endpoint(
             settings: settings,
-            connections: (0..<connections).map { _ in
-                PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
-            }, logger: logger)
+            connections: (0..<connections).map { _ in connection() }, logger: logger)
     }
 
     /// What a worker (or lease rescue) works with on `connection`: the configured worker id,
@@ -138,13 +139,13 @@ public struct Daemon {
     private func waitForTheDatabase() async throws {
         var wait: Duration = .seconds(1)
         while true {
-            let connection = PostgresConnection(conninfo: configuration.databaseURL, logger: logger)
+            let database = connection()
             do {
-                try await checkSchema(connection)
-                await connection.close()
+                try await checkSchema(database)
+                await database.close()
                 return
             } catch let error as PostgresError where error.isTransient {
-                await connection.close()
+                await database.close()
                 logger.warning(
                     "waiting for the database", metadata: ["error": "\(error)", "retry_in": "\(wait)"])
                 _ = SystemdNotifier().notify("STATUS=waiting for the database: \(error)")

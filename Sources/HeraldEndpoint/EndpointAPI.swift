@@ -54,13 +54,25 @@ final class EndpointAPI: Sendable {
         }
     }
 
+    /// 200 while the daemon reaches a server that takes writes, 503 otherwise; with the daemon's
+    /// view of its database (`server`, `writable`, `reconnects`, and while it has no writable
+    /// server, for how long and why).
     func health() async -> Response {
-        do {
-            _ = try await connection.query(SQL.alive)
-            return Self.json(.ok, ["status": "ok"])
-        } catch {
-            return Self.json(.serviceUnavailable, ["status": "database unavailable"])
+        let connection = self.connection
+        let answered = (try? await connection.query(SQL.alive)) != nil
+        guard let link = connection.link?.snapshot else {
+            return answered
+                ? Self.json(.ok, ["status": "ok"]) : Self.json(.serviceUnavailable, ["status": "database unavailable"])
         }
+        var database: [String: Any] = ["writable": link.writable, "reconnects": link.reconnects]
+        database["server"] = link.server
+        if !link.writable {
+            database["unwritable_seconds"] = Int(link.unwritableFor.components.seconds)
+            database["problem"] = link.problem
+        }
+        let healthy = answered && link.writable
+        let status = healthy ? "ok" : answered ? "database not writable" : "database unavailable"
+        return Self.json(healthy ? .ok : .serviceUnavailable, ["status": status, "database": database])
     }
 
     /// Kinds whose queue gauges were set, so a kind whose jobs are all gone drops to zero.
@@ -320,7 +332,7 @@ final class EndpointAPI: Sendable {
 
     struct RequestTimedOut: Error {}
 
-    static func json(_ status: HTTPResponse.Status, _ fields: [String: String], close: Bool = false) -> Response {
+    static func json(_ status: HTTPResponse.Status, _ fields: [String: Any], close: Bool = false) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         if close { headers[.connection] = "close" }

@@ -18,16 +18,28 @@ import Logging
 /// turned read-only, a standby) is left the same way: the call that met it fails, the connection
 /// is closed when that call's session ends, and the next call connects again through the
 /// connection string, whose host list and `target_session_attrs=read-write` find the writable
-/// server after a failover.
+/// server after a failover. So is a server that says it is read-only (`in_hot_standby` or
+/// `default_transaction_read_only`, which PostgreSQL 14 and later report to the client at
+/// connect and whenever they change): a connection that reaches one fails as if refused, and
+/// one whose server turns read-only is closed at the end of the session that learns it, even
+/// a session of reads. (Unless it was made to accept read-only servers: an administrator's
+/// connection to a standby, say.)
 public final class PostgresConnection: @unchecked Sendable {
     /// The libpq connection string (`host=… dbname=…` or `postgresql://…`); empty means libpq's
     /// defaults and the standard `PG*` environment variables.
     public let conninfo: String
+    /// The daemon's shared view of its database, told of every connect, failure and session.
+    public let link: DatabaseLink?
+    /// Stays on a read-only server, rather than leaving it for a writable one.
+    let acceptsReadOnlyServers: Bool
     let logger: Logger
     private let queue: DispatchQueue
 
     // State below is touched only on `queue`.
     private var handle: OpaquePointer?
+    /// `host:port` of `handle`'s server.
+    private var server = ""
+    private var everConnected = false
     private var preparedNames: [String: String] = [:]
     private var setupStatements: [String] = []
     /// The server refused a statement as read-only: close the connection once the session ends.
@@ -36,8 +48,13 @@ public final class PostgresConnection: @unchecked Sendable {
     /// The number of distinct statements kept prepared per connection; others run unprepared.
     static let preparedStatementLimit = 256
 
-    public init(conninfo: String, logger: Logger = Logger(label: "herald.postgres")) {
+    public init(
+        conninfo: String, logger: Logger = Logger(label: "herald.postgres"), link: DatabaseLink? = nil,
+        acceptsReadOnlyServers: Bool = false
+    ) {
         self.conninfo = conninfo
+        self.link = link
+        self.acceptsReadOnlyServers = acceptsReadOnlyServers
         self.logger = logger
         self.queue = DispatchQueue(label: "herald.postgres.connection")
     }
@@ -48,9 +65,10 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Opens a connection now, so that a bad connection string fails here rather than later.
     public static func connect(
-        _ conninfo: String, logger: Logger = Logger(label: "herald.postgres")
+        _ conninfo: String, logger: Logger = Logger(label: "herald.postgres"), acceptsReadOnlyServers: Bool = false
     ) async throws -> PostgresConnection {
-        let connection = PostgresConnection(conninfo: conninfo, logger: logger)
+        let connection = PostgresConnection(
+            conninfo: conninfo, logger: logger, acceptsReadOnlyServers: acceptsReadOnlyServers)
         try await connection.withSession { _ in }
         return connection
     }
@@ -77,7 +95,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 }
                 // Not earlier: a transaction that met the refusal still rolls back on its own
                 // connection, and the session's later statements do not find it gone.
-                self.replaceIfReadOnly()
+                self.endSession()
                 continuation.resume(with: result)
             }
         }
@@ -117,9 +135,20 @@ public final class PostgresConnection: @unchecked Sendable {
         guard PQstatus(fresh) == CONNECTION_OK else {
             let message = Self.trimmed(PQerrorMessage(fresh))
             PQfinish(fresh)
-            throw PostgresError(.connection, message.isEmpty ? "cannot connect" : message)
+            let error = PostgresError(.connection, message.isEmpty ? "cannot connect" : message)
+            link?.unreachable("\(error)")
+            throw error
         }
         handle = fresh
+        server = Self.server(of: fresh)
+        link?.connected(to: server, again: everConnected)
+        everConnected = true
+        if !acceptsReadOnlyServers, let reason = Self.readOnlyReason(fresh) {
+            // What the server itself would answer to a write; no statement is tried on it.
+            replaceAfterSession = PostgresError(
+                .server, "the server is read-only (\(reason))", sqlState: PostgresError.readOnlyTransaction)
+            throw replaceAfterSession!
+        }
         // Every session speaks UTC and ISO dates, which the decoders rely on.
         var setup = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_min_messages = 'warning';"
         if let name = PQparameterStatus(fresh, "application_name"), name.pointee == 0 {
@@ -141,26 +170,41 @@ public final class PostgresConnection: @unchecked Sendable {
         replaceAfterSession = nil
     }
 
-    /// Closes a connection whose server refused a statement as read-only, so that the next call
-    /// looks for a writable server.
-    private func replaceIfReadOnly() {
-        guard let error = replaceAfterSession else { return }
-        if let handle {
-            // Host and port only: the connection string may hold a password.
-            logger.warning(
-                "PostgreSQL server is read-only (in recovery, or default_transaction_read_only is on); closing the connection, the next call connects to a writable server",
-                metadata: [
-                    "server": "\(Self.text(PQhost(handle))):\(Self.text(PQport(handle)))",
-                    "error": "\(error)",
-                ])
+    /// Closes a connection whose server refused a statement as read-only or says it is read-only
+    /// now, so that the next call looks for a writable server; tells the link how the session went.
+    private func endSession() {
+        guard let handle, !acceptsReadOnlyServers else { return }
+        guard let reason = replaceAfterSession.map({ "\($0)" }) ?? Self.readOnlyReason(handle) else {
+            link?.worked(on: server)
+            return
         }
+        // Host and port only: the connection string may hold a password.
+        logger.debug("closing a connection to a read-only server", metadata: ["server": "\(server)"])
+        link?.readOnly(server, reason)
         dropHandle()
     }
 
+    /// Why the server says it takes no writes, from what it reports of itself; nil when it takes
+    /// them (or is older than PostgreSQL 14 and says nothing: then a refused write tells).
+    static func readOnlyReason(_ handle: OpaquePointer) -> String? {
+        for parameter in ["in_hot_standby", "default_transaction_read_only"]
+        where text(PQparameterStatus(handle, parameter)) == "on" {
+            return "\(parameter) is on"
+        }
+        return nil
+    }
+
+    /// `host:port`, never the user or the password.
+    static func server(of handle: OpaquePointer) -> String {
+        "\(text(PQhost(handle))):\(text(PQport(handle)))"
+    }
+
     /// After a failure, forget a connection that is no longer usable so the next call reconnects.
-    private func checkHealth() {
+    private func checkHealth(_ message: String) {
         if let handle, PQstatus(handle) != CONNECTION_OK {
-            logger.warning("PostgreSQL connection lost; it will be reopened on next use")
+            logger.debug(
+                "PostgreSQL connection lost; it will be reopened on next use", metadata: ["server": "\(server)"])
+            link?.unreachable(message)
             dropHandle()
         }
     }
@@ -196,7 +240,7 @@ public final class PostgresConnection: @unchecked Sendable {
     private func consume(_ result: OpaquePointer?) throws -> PostgresResult {
         guard let result else {
             let message = handle.map { Self.trimmed(PQerrorMessage($0)) } ?? "no connection"
-            checkHealth()
+            checkHealth(message)
             throw PostgresError(.connection, message)
         }
         switch PQresultStatus(result) {
@@ -205,7 +249,7 @@ public final class PostgresConnection: @unchecked Sendable {
         default:
             let error = Self.error(from: result)
             PQclear(result)
-            checkHealth()
+            checkHealth("\(error)")
             if error.isReadOnlyServer, handle != nil { replaceAfterSession = error }
             throw error
         }

@@ -64,7 +64,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// Herald makes none, so that costs at most one needless reconnect.
     public var isReadOnlyServer: Bool { sqlState.map(Self.readOnlyServerStates.contains) ?? false }
 
-    static let readOnlyServerStates: Set<String> = ["25006", "57P03"]
+    static let readOnlyServerStates: Set<String> = [readOnlyTransaction, "57P03"]
+    /// `read_only_sql_transaction`: a write refused by a read-only server.
+    static let readOnlyTransaction = "25006"
 
     /// `true` when the statement failed for a reason that is not about its data, so the same
     /// statement may well succeed later: a connection that could not be made or broke, a

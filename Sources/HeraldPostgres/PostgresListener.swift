@@ -31,6 +31,7 @@ public final class PostgresListener: Sendable {
     private let conninfo: String
     private let channels: [String]
     private let logger: Logger
+    private let link: DatabaseLink?
     private let onNotification: @Sendable (PostgresNotification) -> Void
     private let onReconnect: @Sendable () -> Void
     private let stopped = Atomic<Bool>(false)
@@ -47,12 +48,14 @@ public final class PostgresListener: Sendable {
         conninfo: String,
         channels: [String],
         logger: Logger,
+        link: DatabaseLink? = nil,
         onNotification: @escaping @Sendable (PostgresNotification) -> Void,
         onReconnect: @escaping @Sendable () -> Void = {}
     ) {
         self.conninfo = conninfo
         self.channels = channels
         self.logger = logger
+        self.link = link
         self.onNotification = onNotification
         self.onReconnect = onReconnect
     }
@@ -100,6 +103,7 @@ public final class PostgresListener: Sendable {
                 ready.signal()
                 signalledReady = true
             }
+            link?.connected(to: PostgresConnection.server(of: connection), again: connectedBefore)
             if connectedBefore { onReconnect() }
             connectedBefore = true
             listen(on: connection)
@@ -156,12 +160,15 @@ public final class PostgresListener: Sendable {
     }
 
     private func warnReadOnly(_ connection: OpaquePointer, reason: String) {
+        if let link {
+            link.readOnly(PostgresConnection.server(of: connection), reason)
+            return
+        }
         // Host and port only: the connection string may hold a password.
         logger.warning(
             "listener's PostgreSQL server is read-only (in recovery, or default_transaction_read_only is on); connecting again to find a writable server",
             metadata: [
-                "server":
-                    "\(PostgresConnection.text(PQhost(connection))):\(PostgresConnection.text(PQport(connection)))",
+                "server": "\(PostgresConnection.server(of: connection))",
                 "error": "\(reason)",
             ])
     }

@@ -46,6 +46,21 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var saturatedRoutes: [SaturatedRoute] = []
+
+    /// The server `herald status` reached (a writable one: it refuses read-only servers, as the
+    /// daemons do), and the Herald connections on it by client address. A daemon missing here
+    /// after a failover is connected elsewhere, or nowhere: its `/healthz` says which.
+    public struct Database: Sendable, Codable, Equatable {
+        public var server: String
+        public struct Clients: Sendable, Codable, Equatable {
+            /// The client's address, `local` for a Unix socket, `hidden` when the role may not see it.
+            public var client: String
+            public var connections: Int
+        }
+        public var clients: [Clients]
+    }
+
+    public var database: Database?
     /// Apps every producer may act for: granted to `herald_producer` itself, as migration 015
     /// left the apps that existed before it.
     public var openToEveryProducer: [String] = []
@@ -59,6 +74,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             )
         }
         status.openToEveryProducer = try await connection.query(SQL.openToEveryProducer).map { try $0.decode(0) }
+        let clients = try await connection.query(SQL.heraldClients).map { row in
+            Database.Clients(client: try row.decode("client"), connections: try row.decode("connections"))
+        }
+        status.database = connection.link?.snapshot.server.map { Database(server: $0, clients: clients) }
         status.saturatedRoutes = try await connection.query(SQL.saturatedRoutes).map { row in
             let origin: String = try row.decode("origin")
             return SaturatedRoute(
@@ -126,10 +145,17 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         }
         if kinds.isEmpty { rows.append(["(no jobs)", "", "", "", "", "", ""]) }
         let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-        return rows.map { row in
+        var table = rows.map { row in
             row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
                 .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
         }.joined(separator: "\n")
+        if let database {
+            let clients = database.clients.map { "\($0.client) (\($0.connections))" }
+            table +=
+                "\n\ndatabase: \(database.server), takes writes; Herald connections here: "
+                + (clients.isEmpty ? "none" : clients.joined(separator: ", "))
+        }
+        return table
     }
 
     enum SQL {
@@ -143,6 +169,15 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                    min(since) AS since
             FROM herald.route_saturation WHERE seen_at > now() - interval '2 minutes'
             GROUP BY app_id, route, origin ORDER BY app_id, route, origin
+            """
+        /// Every session named `herald…` but this one: daemons set `application_name` to `herald`
+        /// unless the connection string names them.
+        static let heraldClients = """
+            SELECT coalesce(host(client_addr), CASE WHEN client_port = -1 THEN 'local' ELSE 'hidden' END) AS client,
+                   count(*)::int AS connections
+            FROM pg_stat_activity
+            WHERE application_name LIKE 'herald%' AND pid <> pg_backend_pid()
+            GROUP BY 1 ORDER BY 1
             """
         static let queueDepth = """
             SELECT kind, ready, scheduled, running, lease_expired, dead,

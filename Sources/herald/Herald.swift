@@ -115,7 +115,8 @@ struct Status: AsyncParsableCommand {
         let status: QueueStatus
         do {
             let configuration = try options.load()
-            let connection = try await PostgresConnection.connect(configuration.databaseURL)
+            let connection = PostgresConnection(
+                conninfo: configuration.databaseURL, link: DatabaseLink(logger: Logger(label: "herald.status")))
             status = try await QueueStatus.load(connection)
         } catch {
             throw fail(error)
@@ -124,11 +125,15 @@ struct Status: AsyncParsableCommand {
         if json {
             struct Output: Encodable {
                 var queues: [QueueStatus.Kind]
+                var database: QueueStatus.Database?
                 var problems: [String]
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(Output(queues: status.kinds, problems: problems)), as: UTF8.self))
+            print(
+                String(
+                    decoding: try encoder.encode(
+                        Output(queues: status.kinds, database: status.database, problems: problems)), as: UTF8.self))
         } else {
             print(status.table())
             print(

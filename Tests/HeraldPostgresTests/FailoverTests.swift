@@ -16,16 +16,19 @@ import Testing
 
     @Test func connectionAndListenerFollowAPrimaryTurnedReadOnlyToThePromotedStandby() async throws {
         let primary = try await onOwnThread { try PrivateCluster() }
-        let primaryAdmin = try await PostgresConnection.connect(primary.conninfo("postgres"))
+        let primaryAdmin = try await PostgresConnection.connect(
+            primary.conninfo("postgres"), acceptsReadOnlyServers: true)
         try await primaryAdmin.execute("CREATE TABLE failover (port int NOT NULL, note text NOT NULL)")
         let standby = try await onOwnThread { try PrivateCluster(standbyOf: primary) }
-        let standbyAdmin = try await PostgresConnection.connect(standby.conninfo("postgres"))
+        let standbyAdmin = try await PostgresConnection.connect(
+            standby.conninfo("postgres"), acceptsReadOnlyServers: true)
         #expect(try await standbyAdmin.query("SELECT pg_is_in_recovery()")[0].decode(0, as: Bool.self))
 
         let conninfo =
             "host=127.0.0.1,127.0.0.1 port=\(primary.port),\(standby.port) user=postgres dbname=postgres "
             + "target_session_attrs=read-write connect_timeout=5"
-        let connection = PostgresConnection(conninfo: conninfo)
+        let link = DatabaseLink(logger: Logger(label: "test"))
+        let connection = PostgresConnection(conninfo: conninfo, link: link)
         // A transaction with a prepared statement, as the workers' writes are.
         @Sendable func write(_ note: String) async throws -> Int32 {
             try await connection.transaction { session in
@@ -35,6 +38,7 @@ import Testing
             }
         }
         #expect(try await write("before") == Int32(primary.port))
+        #expect(link.snapshot.server == "127.0.0.1:\(primary.port)" && link.snapshot.writable)
 
         let inbox = Inbox()
         let listener = PostgresListener(
@@ -70,6 +74,9 @@ import Testing
         #expect(failures.count <= 1, "\(failures)")
         #expect(failures.allSatisfy { $0.isReadOnlyServer }, "\(failures)")
         #expect(try await connection.query("SELECT pg_is_in_recovery()")[0].decode(0, as: Bool.self) == false)
+        // What `/healthz` and the metrics show: the new server, writable, after one reconnect.
+        let seen = link.snapshot
+        #expect(seen.server == "127.0.0.1:\(standby.port)" && seen.writable && seen.reconnects == 1, "\(seen)")
 
         // The listener moves too, and says so, so that the workers look for work.
         let heard = await eventually(timeout: .seconds(15), every: .milliseconds(200)) {
@@ -78,5 +85,39 @@ import Testing
         }
         #expect(heard)
         #expect(inbox.reconnects.load(ordering: .relaxed) >= 1)
+    }
+
+    /// A primary turned read-only is noticed by a session of reads alone (PostgreSQL reports the
+    /// change to the client), so that no connection stays on it, not even the endpoint's; a
+    /// connection that reaches it fails before its statement runs; and once it takes writes
+    /// again, the link says so.
+    @Test func aSessionOfReadsNoticesTheServerTurnedReadOnly() async throws {
+        let cluster = try await onOwnThread { try PrivateCluster() }
+        let admin = try await PostgresConnection.connect(cluster.conninfo("postgres"), acceptsReadOnlyServers: true)
+        let link = DatabaseLink(logger: Logger(label: "test"))
+        let connection = PostgresConnection(conninfo: cluster.conninfo("postgres"), link: link)
+        try await connection.query("SELECT 1")
+        #expect(link.snapshot.writable && link.snapshot.problem == nil)
+
+        try await admin.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        try await admin.query("SELECT pg_reload_conf()")
+        let noticed = await eventually {
+            _ = try? await connection.query("SELECT 1")
+            return !link.snapshot.writable
+        }
+        #expect(noticed)
+        #expect(link.snapshot.problem?.contains("default_transaction_read_only is on") == true, "\(link.snapshot)")
+        do {
+            try await connection.query("SELECT 1")
+            Issue.record("a connection to a read-only server ran a statement")
+        } catch let error as PostgresError {
+            #expect(error.isReadOnlyServer && error.isTransient, "\(error)")
+        }
+
+        try await admin.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        try await admin.query("SELECT pg_reload_conf()")
+        #expect(await eventually { (try? await connection.query("SELECT 1")) != nil })
+        let after = link.snapshot
+        #expect(after.writable && after.unwritableFor == .zero && after.reconnects >= 2, "\(after)")
     }
 }
