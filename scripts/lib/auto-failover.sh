@@ -83,14 +83,15 @@ create)
     "$bin/pg_isready" -q -h 127.0.0.1 -p "$(cat "$dir/monitor.port")" && break
     sleep 0.1
   done
-  # A primary is considered lost after about 3 s rather than 20, and its standby promoted
+  # A primary is considered lost after a few seconds rather than 20 (a dead one refuses
+  # connections at once; the timeouts leave a busy one time to answer), and its standby promoted
   # without waiting 30 s for it to demote itself (its keeper is dead, or fenced).
   "$bin/psql" -X -q -h 127.0.0.1 -p "$(cat "$dir/monitor.port")" -U postgres pg_auto_failover <<'SQL'
 ALTER SYSTEM SET pgautofailover.health_check_period = 1000;
-ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000;
+ALTER SYSTEM SET pgautofailover.health_check_timeout = 2000;
 ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500;
-ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1;
-ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000;
+ALTER SYSTEM SET pgautofailover.health_check_max_retries = 2;
+ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 4000;
 ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 3000;
 SELECT pg_reload_conf();
 SQL

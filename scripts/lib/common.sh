@@ -41,10 +41,11 @@ install_libcurl8() {
 # What Herald needs to build and test: the C libraries, PostgreSQL 15, and the tools the tests use
 # (nginx and nghttp2 as HTTP/2 stand-ins, curl as an app calling the endpoint, systemd for
 # systemd-analyze verify, installing systemd starts nothing; procps for pgrep; dpkg-dev, fakeroot
-# and lintian to build and check the Debian package; promtool for the alert rules).
+# and lintian to build and check the Debian package; promtool for the alert rules; pg_auto_failover
+# and PgBouncer for the failover tests, which run their own).
 install_herald_dependencies() {
   install_packages pkg-config libpq-dev libssl-dev openssl postgresql postgresql-contrib python3 \
-    nginx-light nghttp2-client curl systemd procps dpkg-dev fakeroot lintian
+    nginx-light nghttp2-client curl systemd procps dpkg-dev fakeroot lintian postgresql-15-auto-failover pgbouncer
   install_libcurl8
   install_promtool
   if ! command -v swift >/dev/null; then

@@ -99,6 +99,10 @@ public struct DispatchWorker: BatchWorker {
                 let ((results, problems), heldUntil) = await keepingLeases(of: part, claimedAt: claimedAt) {
                     await send(route: key, part, app: apps[key.app], builder: builder, now: now)
                 }
+                // The provider has answered: the room is free, whenever the outcomes are recorded.
+                // (A record kept waiting by a failover must not make the route look slow, or
+                // the deliveries claimed after it would be postponed for up to a minute.)
+                windows.release(key, ticket: admission.ticket)
                 if !collector.take(results, problems, awaited: admission.awaited) {
                     // Late: recorded on its own, at its own time. It reports only the problems
                     // it found: its all-clear could undo a problem another route (of the same
@@ -107,7 +111,6 @@ public struct DispatchWorker: BatchWorker {
                         results, of: part, problems: problems.filter { $0.value != nil }, leaseEnds: heldUntil,
                         now: context.clock.now())
                 }
-                windows.release(key, ticket: admission.ticket)
             }
         }
         let (answered, problems) = await collector.collect(awaiting: awaited)

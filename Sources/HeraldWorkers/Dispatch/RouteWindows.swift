@@ -4,15 +4,15 @@ import Metrics
 import Synchronization
 
 /// What each route (an app's FCM, its iOS through FCM, its APNs, each push service of its
-/// browsers) has in flight across the daemon's dispatch loops: sent and not yet recorded.
+/// browsers) has in flight across the daemon's dispatch loops: sent and not yet answered. (Not
+/// recorded: a record held up by the database, in a failover, is no sign of a slow provider.)
 ///
 /// A claim sends every route at once and records together what answers promptly
 /// (``RouteCollector``); a route still sending after that is left to record its own outcomes
-/// later, and stays in flight here. A route with a send out for more than ``slowAfter`` when
+/// later, and stays in flight here until its provider answers. A route with a send out for more than ``slowAfter`` when
 /// the next claim comes is slow: that claim does not wait for it, and gives it only what room
 /// its window has (the claim's size, at least ``smallestWindow``), so a slow route holds about
-/// one claim's worth of leases (and those its
-/// prompt answers are being recorded for); the rest waits, postponed without spending an
+/// one claim's worth of sends; the rest waits, postponed without spending an
 /// attempt, from about as long as the route's oldest send has been out (1 to 10 s), spread out
 /// at the pace the route sends (up to a minute), so that a large backlog of a slow route does
 /// not come back to every claim.
@@ -97,7 +97,7 @@ final class RouteWindows: Sendable {
         return admission
     }
 
-    /// A send of the route is recorded (or handed to the claim's record): its room is free again.
+    /// A send of the route was answered: its room is free again.
     func release(_ key: DispatchWorker.RouteKey, ticket: UInt64) {
         state.withLock { state in
             state.routes[key]?.sends[ticket] = nil
