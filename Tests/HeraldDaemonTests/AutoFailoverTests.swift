@@ -14,41 +14,6 @@ import Testing
 /// and is never restarted. Nothing may be lost, duplicates stay within what was in flight, and
 /// sending resumes within seconds of the promotion.
 @Suite struct AutoFailoverTests {
-    /// A producer committing three notifications every 50 ms (60 a second) through the formation's URI,
-    /// as an app's backend would, trying again while the database fails over.
-    final class Producer: Sendable {
-        struct Batch {
-            var ids: [Int64]
-            var committedAt: ContinuousClock.Instant
-        }
-        let batches = Mutex<[Batch]>([])
-        let failures = Atomic<Int>(0)
-        let stopped = Atomic<Bool>(false)
-
-        func run(_ db: PostgresConnection, users: Int) async {
-            while !stopped.load(ordering: .relaxed) {
-                do {
-                    let ids = try await db.query(
-                        """
-                        INSERT INTO herald.notifications (app_id, user_ref, title)
-                        SELECT 'crash', 'u' || (1 + (random() * ($1 - 1))::int), 'steady' FROM generate_series(1, 3)
-                        RETURNING id
-                        """, [users]
-                    ).map { try $0.decode(0, as: Int64.self) }
-                    batches.withLock { $0.append(Batch(ids: ids, committedAt: .now)) }
-                } catch {
-                    failures.add(1, ordering: .relaxed)
-                }
-                try? await Task.sleep(for: .milliseconds(50))
-            }
-        }
-
-        /// The ids of the first batch committed at or after `instant`.
-        func firstCommitted(after instant: ContinuousClock.Instant) -> Set<Int64>? {
-            batches.withLock { $0.first { $0.committedAt >= instant }.map { Set($0.ids) } }
-        }
-    }
-
     @Test func followsASwitchoverAndAHardFailoverUnderLoad() async throws {
         let formation = try await onOwnThread { try AutoFailoverFormation() }
         let migrated = try await HeraldProcess.run(["migrate"], environment: ["HERALD_DATABASE_URL": formation.uri])
@@ -60,15 +25,9 @@ import Testing
         let daemon = try HeraldProcess(
             ["run"], environment: load.daemonEnvironment(formation.uri, lease: "300s", rescueInterval: "500ms"))
         defer { daemon.send(SIGKILL) }
-        let producer = Producer()
+        let producer = SteadyProducer()
         let producing = Task { await producer.run(try await PostgresConnection.connect(formation.uri), users: users) }
 
-        /// How many deliveries the database has as sent since `date`; nil while it is away.
-        func sentSince(_ date: Date) async -> Int? {
-            try? await db.query(
-                "SELECT count(*) FROM herald.deliveries WHERE state = 'sent' AND sent_at >= $1", [date]
-            )[0].decode(0, as: Int.self)
-        }
         /// Whether any of `ids` has been sent.
         func anySent(_ ids: Set<Int64>) async -> Bool {
             let sent = try? await db.query(
@@ -102,7 +61,7 @@ import Testing
             // Sending resumes: a send answered after the promotion is recorded on the new primary.
             var resumed: ContinuousClock.Instant?
             _ = await eventually(timeout: .seconds(30), every: .milliseconds(50)) {
-                guard (await sentSince(promotion.date) ?? 0) > 0 else { return false }
+                guard await CrashLoad.sentAny(db, since: promotion.date) else { return false }
                 resumed = .now
                 return true
             }
@@ -153,5 +112,40 @@ import Testing
             "pg_auto_failover under load: \(figures.joined(separator: "; ")); \(total) notifications,"
                 + " \(sends); \(producer.failures.load(ordering: .relaxed)) producer commits failed and were"
                 + " tried again; \(reconnects) reconnects")
+    }
+}
+
+/// A producer committing three notifications every 50 ms (60 a second) through a
+/// failover, as an app's backend would, trying again while the database fails over.
+final class SteadyProducer: Sendable {
+    struct Batch {
+        var ids: [Int64]
+        var committedAt: ContinuousClock.Instant
+    }
+    let batches = Mutex<[Batch]>([])
+    let failures = Atomic<Int>(0)
+    let stopped = Atomic<Bool>(false)
+
+    func run(_ db: PostgresConnection, users: Int) async {
+        while !stopped.load(ordering: .relaxed) {
+            do {
+                let ids = try await db.query(
+                    """
+                    INSERT INTO herald.notifications (app_id, user_ref, title)
+                    SELECT 'crash', 'u' || (1 + (random() * ($1 - 1))::int), 'steady' FROM generate_series(1, 3)
+                    RETURNING id
+                    """, [users]
+                ).map { try $0.decode(0, as: Int64.self) }
+                batches.withLock { $0.append(Batch(ids: ids, committedAt: .now)) }
+            } catch {
+                failures.add(1, ordering: .relaxed)
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// The ids of the first batch committed at or after `instant`.
+    func firstCommitted(after instant: ContinuousClock.Instant) -> Set<Int64>? {
+        batches.withLock { $0.first { $0.committedAt >= instant }.map { Set($0.ids) } }
     }
 }

@@ -185,6 +185,14 @@ struct CrashLoad {
         }
     }
 
+    /// Whether a delivery was sent (and recorded) since `date`; false while the database is away.
+    static func sentAny(_ db: PostgresConnection, since date: Date) async -> Bool {
+        let sent = try? await db.query(
+            "SELECT count(*) FROM herald.deliveries WHERE state = 'sent' AND sent_at >= $1", [date]
+        )[0].decode(0, as: Int.self)
+        return (sent ?? 0) > 0
+    }
+
     /// Nothing lost: every notification accepted, every delivery sent, no job left, every
     /// notification received by its device. At-least-once: at most `window` sends repeated.
     /// Returns a line with the figures.
