@@ -245,7 +245,7 @@ let package = Package(
             name: "HeraldWorkersTests",
             dependencies: [
                 "HeraldWorkers", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM", "HeraldEmulator",
-                "HeraldHTTP",
+                "HeraldHTTP", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(

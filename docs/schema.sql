@@ -792,23 +792,26 @@ $$;
 
 
 --
--- Name: prune(interval, integer); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: prune(interval, integer, bigint); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.prune(older_than interval DEFAULT '7 days'::interval, batch integer DEFAULT 1000) RETURNS integer
+CREATE FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
     cutoff timestamptz := now() - older_than;
-    deleted int;
+    scanned int;
 BEGIN
+    SELECT max(w.id), count(*), coalesce(bool_or(w.created_at >= cutoff), false)
+    INTO last_id, scanned, done
+    FROM (SELECT n.id, n.created_at FROM herald.notifications n WHERE n.id > after_id ORDER BY n.id LIMIT batch) w;
+    done := done OR scanned < batch;
+    last_id := coalesce(last_id, after_id);
     WITH old AS (
         SELECT n.id
         FROM herald.notifications n
-        WHERE n.created_at < cutoff AND n.state <> 'received'
+        WHERE n.id > after_id AND n.id <= last_id AND n.created_at < cutoff AND n.state <> 'received'
           AND NOT EXISTS (SELECT 1 FROM herald.deliveries d WHERE d.notification_id = n.id AND d.state = 'queued')
-        ORDER BY n.created_at
-        LIMIT batch
         FOR UPDATE SKIP LOCKED
     ), their_deliveries AS (
         DELETE FROM herald.deliveries d USING old WHERE d.notification_id = old.id
@@ -816,9 +819,8 @@ BEGIN
     DELETE FROM herald.notifications n USING old WHERE n.id = old.id;
     GET DIAGNOSTICS deleted = ROW_COUNT;
     DELETE FROM herald.delivery_reports
-    WHERE id IN (SELECT id FROM herald.delivery_reports
-                 WHERE processed_at < cutoff ORDER BY processed_at LIMIT batch);
-    RETURN deleted;
+    WHERE id IN (SELECT r.id FROM (SELECT id, processed_at FROM herald.delivery_reports ORDER BY id LIMIT batch) r
+                 WHERE r.processed_at < cutoff);
 END;
 $$;
 
@@ -2413,11 +2415,11 @@ GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
 
 
 --
--- Name: FUNCTION prune(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.prune(older_than interval, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.prune(older_than interval, batch integer) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) TO herald_daemon;
 
 
 --

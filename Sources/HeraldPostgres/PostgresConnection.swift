@@ -2,6 +2,7 @@ import CLibPQ
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// One libpq connection, safe to share between tasks.
 ///
@@ -44,6 +45,9 @@ public final class PostgresConnection: @unchecked Sendable {
     private var setupStatements: [String] = []
     /// The server refused a statement as read-only: close the connection once the session ends.
     private var replaceAfterSession: PostgresError?
+    /// libpq's means to cancel the statement running on `handle`, from any thread (``cancel()``):
+    /// a `PGcancel` pointer's bits (a pointer is not `Sendable`), 0 for none.
+    private let canceller = Mutex<Int>(0)
 
     /// The number of distinct statements kept prepared per connection; others run unprepared.
     static let preparedStatementLimit = 256
@@ -60,6 +64,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     deinit {
+        canceller.withLock { PQfreeCancel(OpaquePointer(bitPattern: $0)) }
         if let handle { PQfinish(handle) }
     }
 
@@ -114,6 +119,17 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Asks the server to cancel the statement running now, if any (it fails with SQLSTATE
+    /// `57014`); callable from any task or thread, unlike everything else here, which waits its
+    /// turn on the connection's queue. A statement that ends first is not affected.
+    public func cancel() {
+        canceller.withLock { cancel in
+            guard let pointer = OpaquePointer(bitPattern: cancel) else { return }
+            var reason = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(pointer, &reason, Int32(reason.count))
+        }
+    }
+
     /// Closes the connection; a later call opens a new one.
     public func close() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -140,6 +156,8 @@ public final class PostgresConnection: @unchecked Sendable {
             throw error
         }
         handle = fresh
+        let cancel = Int(bitPattern: PQgetCancel(fresh))
+        canceller.withLock { $0 = cancel }
         server = Self.server(of: fresh)
         link?.connected(to: server, again: everConnected)
         everConnected = true
@@ -164,6 +182,10 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     private func dropHandle() {
+        canceller.withLock { cancel in
+            PQfreeCancel(OpaquePointer(bitPattern: cancel))
+            cancel = 0
+        }
         if let handle { PQfinish(handle) }
         handle = nil
         preparedNames.removeAll()

@@ -2,8 +2,14 @@ import HeraldPostgres
 import Logging
 import ServiceLifecycle
 
-/// Deletes finished notifications (and their deliveries) older than the retention period, in
-/// bounded batches, so the hot tables stay small and vacuum keeps up.
+/// Deletes finished notifications (and their deliveries) older than the retention period, so
+/// the hot tables stay small and vacuum keeps up.
+///
+/// Each pass walks the notifications by id from the oldest, a batch per statement
+/// (`herald.prune`), up to the cutoff: every statement reads at most a batch, however much
+/// unfinished work (a backlog, scheduled sends) sits among the old rows, and is a short
+/// transaction, so retention never holds a snapshot that stops vacuum. SIGTERM cancels the
+/// statement in hand; the next start prunes from the oldest again.
 public struct Pruner: Service {
     /// Default retention: 7 days.
     public static let defaultRetention: Duration = .seconds(7 * 24 * 3600)
@@ -24,32 +30,42 @@ public struct Pruner: Service {
 
     public func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            do {
-                let pruned = try await pruneAll()
-                if pruned > 0 { logger.info("pruned finished notifications", metadata: ["count": "\(pruned)"]) }
-            } catch {
-                logger.error("pruning failed; will try again", metadata: ["error": "\(error)"])
+            await withGracefulShutdownHandler {
+                do {
+                    let pruned = try await pruneAll()
+                    if pruned > 0 { logger.info("pruned finished notifications", metadata: ["count": "\(pruned)"]) }
+                } catch {
+                    if !Task.isShuttingDownGracefully {
+                        logger.error("pruning failed; will try again", metadata: ["error": "\(error)"])
+                    }
+                }
+            } onGracefulShutdown: { [connection] in
+                connection.cancel()
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.interval) }
         }
     }
 
-    /// Prunes in batches until a batch comes back short; returns how many it deleted.
+    /// One pass, from the oldest notification to the cutoff; returns how many it deleted.
     @discardableResult
     public func pruneAll() async throws -> Int {
         var total = 0
+        var after: Int64 = 0
         let seconds = Int(retention.components.seconds)
         while !Task.isShuttingDownGracefully {
-            let deleted = try await connection.query(SQL.prune, [seconds, Self.batchSize])[0].decode(0, as: Int.self)
-            total += deleted
-            if deleted < Self.batchSize { break }
+            let step = try await connection.query(SQL.prune, [seconds, Self.batchSize, after])[0]
+            total += try step.decode("deleted", as: Int.self)
+            after = try step.decode("last_id", as: Int64.self)
+            if try step.decode("done", as: Bool.self) { break }
         }
         return total
     }
 
     enum SQL {
-        /// Deletes up to $2 finished notifications older than $1 seconds, with their deliveries
-        /// (`herald.prune`, `migrations/functions/retention.sql`); returns how many.
-        static let prune = "SELECT herald.prune(make_interval(secs => $1), $2)"
+        /// One step of a pass: reads the $2 notifications after id $3, deletes those finished and
+        /// older than $1 seconds with their deliveries (`herald.prune`,
+        /// `migrations/functions/retention.sql`); returns how many, the last id read, and whether
+        /// the pass is done.
+        static let prune = "SELECT deleted, last_id, done FROM herald.prune(make_interval(secs => $1), $2, $3)"
     }
 }

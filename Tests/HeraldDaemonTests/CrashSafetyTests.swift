@@ -19,101 +19,106 @@ import Testing
     static let routes = 2
 
     @Test func killingTheDaemonMidSendLosesNothing() async throws {
-        let count = 3000
-        let database = try await TestDatabase.create()
-        let db = try await database.connect()
-        // Half the devices are iPhones whose app sends straight to APNs.
-        let load = try await CrashLoad.start(db, notifications: count, iPhonesOnAPNs: true)
-        defer { load.accountFile.remove() }
-        let environment = load.daemonEnvironment(database.conninfo, lease: "2s", rescueInterval: "200ms")
-        func sent() async throws -> Int {
-            try await db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(0, as: Int.self)
-        }
-        var kills = 0
-        for round in 0..<4 {
-            let daemon = try HeraldProcess(["run"], environment: environment)
-            // Kill it once it is sending, at a different moment each round.
-            let before = try await sent()
-            _ = try await eventually(timeout: .seconds(20), every: .milliseconds(5)) {
-                try await sent() > before + 100 + round * 150
+        try await takingTurns {
+            let count = 3000
+            let database = try await TestDatabase.create()
+            let db = try await database.connect()
+            // Half the devices are iPhones whose app sends straight to APNs.
+            let load = try await CrashLoad.start(db, notifications: count, iPhonesOnAPNs: true)
+            defer { load.accountFile.remove() }
+            let environment = load.daemonEnvironment(database.conninfo, lease: "2s", rescueInterval: "200ms")
+            func sent() async throws -> Int {
+                try await db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(
+                    0, as: Int.self)
             }
-            try await Task.sleep(for: .milliseconds(Int64.random(in: 0...40)))
-            daemon.send(SIGKILL)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)))
-            kills += 1
-            if try await sent() == count { break }
+            var kills = 0
+            for round in 0..<4 {
+                let daemon = try HeraldProcess(["run"], environment: environment)
+                // Kill it once it is sending, at a different moment each round.
+                let before = try await sent()
+                _ = try await eventually(timeout: .seconds(20), every: .milliseconds(5)) {
+                    try await sent() > before + 100 + round * 150
+                }
+                try await Task.sleep(for: .milliseconds(Int64.random(in: 0...40)))
+                daemon.send(SIGKILL)
+                #expect(await daemon.waitForExit(timeout: .seconds(10)))
+                kills += 1
+                if try await sent() == count { break }
+            }
+
+            let survivor = try HeraldProcess(["run"], environment: environment)
+            #expect(try await CrashLoad.finishes(db), "\(survivor.output.suffix(2000))")
+            survivor.send(SIGTERM)
+            #expect(await survivor.waitForExit(timeout: .seconds(10)))
+
+            let sends = try await load.checkNothingLost(
+                db, notifications: count, window: kills * Self.batch * Self.concurrency * Self.routes)
+            let throughAPNs = await load.emulator.apnsReceived.count
+            print(
+                "crash safety: \(kills) kills, \(count) deliveries (half straight to APNs), \(sends); \(throughAPNs) to APNs"
+            )
+            #expect(throughAPNs >= count / 2)
         }
-
-        let survivor = try HeraldProcess(["run"], environment: environment)
-        #expect(try await CrashLoad.finishes(db), "\(survivor.output.suffix(2000))")
-        survivor.send(SIGTERM)
-        #expect(await survivor.waitForExit(timeout: .seconds(10)))
-
-        let sends = try await load.checkNothingLost(
-            db, notifications: count, window: kills * Self.batch * Self.concurrency * Self.routes)
-        let throughAPNs = await load.emulator.apnsReceived.count
-        print(
-            "crash safety: \(kills) kills, \(count) deliveries (half straight to APNs), \(sends); \(throughAPNs) to APNs"
-        )
-        #expect(throughAPNs >= count / 2)
     }
 
     /// PostgreSQL is killed outright (every server process, SIGKILL) while the daemon sends, and
     /// restarted on the same port: it recovers from its WAL, the daemon rides out the outage,
     /// producers carry on, and every notification still ends sent, once.
     @Test func crashingPostgreSQLMidSendLosesNothing() async throws {
-        let count = 2000
-        let later = 200
-        let cluster = try PrivateCluster()
-        let admin = try await PostgresConnection.connect(cluster.conninfo("postgres"))
-        try await admin.execute("CREATE DATABASE herald")
-        await admin.close()
-        let conninfo = cluster.conninfo("herald")
-        let migrated = try await HeraldProcess.run(["migrate"], environment: ["HERALD_DATABASE_URL": conninfo])
-        try #require(migrated.status == 0, "\(migrated.output)")
-        let load = try await CrashLoad.start(try await PostgresConnection.connect(conninfo), notifications: count)
-        defer { load.accountFile.remove() }
+        try await takingTurns {
+            let count = 2000
+            let later = 200
+            let cluster = try PrivateCluster()
+            let admin = try await PostgresConnection.connect(cluster.conninfo("postgres"))
+            try await admin.execute("CREATE DATABASE herald")
+            await admin.close()
+            let conninfo = cluster.conninfo("herald")
+            let migrated = try await HeraldProcess.run(["migrate"], environment: ["HERALD_DATABASE_URL": conninfo])
+            try #require(migrated.status == 0, "\(migrated.output)")
+            let load = try await CrashLoad.start(try await PostgresConnection.connect(conninfo), notifications: count)
+            defer { load.accountFile.remove() }
 
-        // A long lease: a batch whose outcomes were lost would be sent again only once it runs
-        // out, long after everything else is done.
-        let daemon = try HeraldProcess(
-            ["run"], environment: load.daemonEnvironment(conninfo, lease: "300s", rescueInterval: "500ms"))
-        defer { daemon.send(SIGKILL) }
-        let sendingNow = try await eventually(timeout: .seconds(30), every: .milliseconds(5)) {
-            await load.emulator.received.count > 300
+            // A long lease: a batch whose outcomes were lost would be sent again only once it runs
+            // out, long after everything else is done.
+            let daemon = try HeraldProcess(
+                ["run"], environment: load.daemonEnvironment(conninfo, lease: "300s", rescueInterval: "500ms"))
+            defer { daemon.send(SIGKILL) }
+            let sendingNow = try await eventually(timeout: .seconds(30), every: .milliseconds(5)) {
+                await load.emulator.received.count > 300
+            }
+            try #require(sendingNow, "\(daemon.output.suffix(2000))")
+            try await cluster.crash()
+            try await Task.sleep(for: .seconds(1))
+            try await cluster.restart()
+            let restarted = ContinuousClock.now
+
+            // A producer after the restart: its notifications are accepted and sent as well.
+            let after = try await PostgresConnection.connect(conninfo)
+            try await after.query(
+                "INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'crash', 'u' || n, 'again' FROM generate_series(1, $1) n",
+                [later])
+            // Batches sent while the database was away keep their outcomes and record them when it is
+            // back, so nothing waits for its lease to run out.
+            #expect(try await CrashLoad.finishes(after, within: .seconds(150)), "\(daemon.output.suffix(2000))")
+            let drained = ContinuousClock.now - restarted
+            #expect(daemon.process.isRunning, "the daemon did not survive the outage: \(daemon.output.suffix(2000))")
+            let kept = daemon.output.components(separatedBy: "recording a batch failed; retrying").count - 1
+            daemon.send(SIGTERM)
+            #expect(await daemon.waitForExit(timeout: .seconds(20)))
+
+            // Nothing FCM accepted is sent again. The one exception is not the database's doing: a
+            // send whose answer never came (the emulator, on a loaded machine, answered after the
+            // client's timeout) is retried, at least once by design; such a send names its
+            // unreachable FCM in the delivery's error history.
+            let unanswered = try await after.query(
+                "SELECT count(*) FROM herald.deliveries WHERE array_to_string(error_history, ' ') LIKE '%FCM unreachable%'"
+            )[0].decode(0, as: Int.self)
+            let sends = try await load.checkNothingLost(after, notifications: count + later, window: unanswered)
+            print(
+                "PostgreSQL crash: \(count + later) deliveries, \(sends); \(kept) tries to record outcomes kept"
+                    + " while it was away; all final \(String(format: "%.1f", drained.seconds)) s after the restart"
+                    + " (lease 300 s)")
         }
-        try #require(sendingNow, "\(daemon.output.suffix(2000))")
-        try await cluster.crash()
-        try await Task.sleep(for: .seconds(1))
-        try await cluster.restart()
-        let restarted = ContinuousClock.now
-
-        // A producer after the restart: its notifications are accepted and sent as well.
-        let after = try await PostgresConnection.connect(conninfo)
-        try await after.query(
-            "INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'crash', 'u' || n, 'again' FROM generate_series(1, $1) n",
-            [later])
-        // Batches sent while the database was away keep their outcomes and record them when it is
-        // back, so nothing waits for its lease to run out.
-        #expect(try await CrashLoad.finishes(after, within: .seconds(150)), "\(daemon.output.suffix(2000))")
-        let drained = ContinuousClock.now - restarted
-        #expect(daemon.process.isRunning, "the daemon did not survive the outage: \(daemon.output.suffix(2000))")
-        let kept = daemon.output.components(separatedBy: "recording a batch failed; retrying").count - 1
-        daemon.send(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(20)))
-
-        // Nothing FCM accepted is sent again. The one exception is not the database's doing: a
-        // send whose answer never came (the emulator, on a loaded machine, answered after the
-        // client's timeout) is retried, at least once by design; such a send names its
-        // unreachable FCM in the delivery's error history.
-        let unanswered = try await after.query(
-            "SELECT count(*) FROM herald.deliveries WHERE array_to_string(error_history, ' ') LIKE '%FCM unreachable%'"
-        )[0].decode(0, as: Int.self)
-        let sends = try await load.checkNothingLost(after, notifications: count + later, window: unanswered)
-        print(
-            "PostgreSQL crash: \(count + later) deliveries, \(sends); \(kept) tries to record outcomes kept"
-                + " while it was away; all final \(String(format: "%.1f", drained.seconds)) s after the restart"
-                + " (lease 300 s)")
     }
 }
 

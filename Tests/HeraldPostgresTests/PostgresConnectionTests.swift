@@ -228,22 +228,25 @@ import Testing
         #expect(try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self) != pid)
     }
 
-    /// A session made read-only stands in for a server turned read-only: the refused write
-    /// throws, the transaction still rolls back on its own connection, and the connection is
-    /// replaced once the session ends (a new backend, prepared statements prepared again).
+    /// A write refused as read-only (here in a transaction begun read-only, the refusal a server
+    /// gives when it does not report itself read-only: before PostgreSQL 14, or behind PgBouncer):
+    /// the refused write throws, the transaction still rolls back on its own connection, and the
+    /// connection is replaced once the session ends (a new backend, prepared statements prepared
+    /// again).
     @Test func readOnlyRefusalReplacesTheConnectionAfterTheSession() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let connection = try await database.connect()
         try await connection.execute("CREATE TABLE notes (note text)")
         _ = try await connection.query("INSERT INTO notes VALUES ($1)", ["prepared"])
         let pid = try await connection.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self)
-        try await connection.execute("SET default_transaction_read_only = on")
 
         let samePidAfterRefusal = Mutex<Int?>(nil)
         let failure = await #expect(throws: PostgresError.self) {
             try await connection.withSession { session in
                 do {
-                    _ = try session.transaction { try $0.query("INSERT INTO notes VALUES ($1)", ["refused"]) }
+                    try session.execute("BEGIN READ ONLY")
+                    defer { try? session.execute("ROLLBACK") }
+                    _ = try session.query("INSERT INTO notes VALUES ($1)", ["refused"])
                 } catch {
                     // The rest of the session still has its connection.
                     samePidAfterRefusal.withLock {

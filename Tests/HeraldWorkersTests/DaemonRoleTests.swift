@@ -29,7 +29,7 @@ import Testing
         try await queue.drain(ReconcileWorker(context: context))
         #expect(try await f.delivery(of: "iphone").state == "delivered")
         _ = try await daemon.query("SELECT * FROM herald.queue_depth")
-        _ = try await daemon.query("SELECT herald.prune(interval '7 days', 100)")
+        _ = try await daemon.query("SELECT * FROM herald.prune(interval '7 days', 100, 0)")
         _ = try await daemon.query("SELECT version FROM herald.schema_migrations")
         _ = try await daemon.query("SELECT file, checksum FROM herald.schema_functions")
 

@@ -326,19 +326,22 @@ import Testing
         #expect(try await f.count("SELECT count(*) FROM herald.notifications WHERE state = 'received'") == 0)
     }
 
-    /// A server turned read-only (here: the session) is no bad row: the batch fails as a whole,
-    /// nothing is rejected, and the next batch, on a new connection, ingests it.
+    /// A server turned read-only (here: the database, for new sessions) is no bad row: the batch
+    /// fails as a whole, nothing is rejected, and once it takes writes again the next batch
+    /// ingests it.
     @Test func aReadOnlyServerRejectsNothing() async throws {
         let f = try await fixture()
         _ = try await register(f, "pixel", "android", "tok-1")
         let id = try await send(f, "user_ref => 'alice', title => 't'")
         let worker = IngestWorker(
             context: WorkerContext(connection: f.herald, clock: SystemClock(), logger: Logger(label: "test")))
-        try await f.herald.execute("SET default_transaction_read_only = on")
+        try await f.producer.execute("ALTER DATABASE \(f.database.name) SET default_transaction_read_only = on")
+        await f.herald.close()
         let failure = await #expect(throws: PostgresError.self) {
             _ = try await worker.runBatch(limit: 10) { false }
         }
         #expect(failure?.isReadOnlyServer == true)
+        try await f.producer.execute("ALTER DATABASE \(f.database.name) RESET default_transaction_read_only")
         #expect(try await f.notification(id).state == "received")
         #expect(try await worker.runBatch(limit: 10) { false } == 1)
         #expect(try await f.notification(id).state != "rejected")

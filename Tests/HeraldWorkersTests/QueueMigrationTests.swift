@@ -183,7 +183,9 @@ import Testing
         #expect(try await state("d2") == "queued")
         #expect(try await state("d4") == "queued")
 
-        #expect(try await db.query("SELECT herald.prune(interval '7 days')")[0].decode(0, as: Int.self) == 1)
+        #expect(
+            try await db.query("SELECT deleted FROM herald.prune(interval '7 days', 1000, 0)")[0].decode(
+                0, as: Int.self) == 1)
         #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == before - 1)
     }
 }
