@@ -802,6 +802,9 @@ DECLARE
     cutoff timestamptz := now() - older_than;
     scanned int;
 BEGIN
+    IF batch < 1 THEN
+        RAISE EXCEPTION 'herald.prune: batch must be at least 1, not %', batch;
+    END IF;
     SELECT max(w.id), count(*), coalesce(bool_or(w.created_at >= cutoff), false)
     INTO last_id, scanned, done
     FROM (SELECT n.id, n.created_at FROM herald.notifications n WHERE n.id > after_id ORDER BY n.id LIMIT batch) w;
@@ -818,10 +821,24 @@ BEGIN
     )
     DELETE FROM herald.notifications n USING old WHERE n.id = old.id;
     GET DIAGNOSTICS deleted = ROW_COUNT;
-    DELETE FROM herald.delivery_reports
-    WHERE id IN (SELECT r.id FROM (SELECT id, processed_at FROM herald.delivery_reports ORDER BY id LIMIT batch) r
-                 WHERE r.processed_at < cutoff);
 END;
+$$;
+
+
+--
+-- Name: prune_reports(interval, integer); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.prune_reports(older_than interval, batch integer) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH gone AS (
+        DELETE FROM herald.delivery_reports
+        WHERE id IN (SELECT id FROM herald.delivery_reports
+                     WHERE processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
 $$;
 
 
@@ -2024,6 +2041,13 @@ CREATE INDEX deliveries_unreported ON herald.deliveries USING btree (device_id, 
 
 
 --
+-- Name: delivery_reports_processed; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX delivery_reports_processed ON herald.delivery_reports USING btree (processed_at) WHERE (processed_at IS NOT NULL);
+
+
+--
 -- Name: delivery_reports_unprocessed; Type: INDEX; Schema: herald; Owner: -
 --
 
@@ -2420,6 +2444,14 @@ GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
 
 REVOKE ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION prune_reports(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.prune_reports(older_than interval, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.prune_reports(older_than interval, batch integer) TO herald_daemon;
 
 
 --

@@ -5,3 +5,7 @@
 -- daemon older than this migration still calls: it logs "pruning failed" and prunes nothing
 -- until it is upgraded.
 DROP FUNCTION herald.prune(interval, integer);
+
+-- Processed reports are pruned in order of processing, through this index, a batch per statement
+-- (herald.prune_reports), instead of a scan of the whole table at every call.
+CREATE INDEX delivery_reports_processed ON herald.delivery_reports (processed_at) WHERE processed_at IS NOT NULL;

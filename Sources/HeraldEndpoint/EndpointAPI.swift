@@ -22,7 +22,8 @@ final class EndpointAPI: Sendable {
     }
 
     enum SQL {
-        static let alive = "SELECT 1"
+        /// Whether the server takes writes.
+        static let writable = "SELECT NOT (pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on')"
         static let appProblems = "SELECT app_id, scope FROM herald.app_problems"
         static let report = "SELECT accepted, outcome, message FROM herald.report_delivery($1, $2, $3)"
         static let pending = """
@@ -54,15 +55,23 @@ final class EndpointAPI: Sendable {
         }
     }
 
-    /// 200 while the daemon reaches a server that takes writes, 503 otherwise; with the daemon's
-    /// view of its database (`server`, `writable`, `reconnects`, and while it has no writable
-    /// server, for how long and why).
+    /// 200 while the daemon reaches a server that takes writes, 503 otherwise (asked of the
+    /// server itself, which a pooler in front cannot hide). On the private metrics address it
+    /// adds the daemon's view of its database (`server`, `writable`, `reconnects`, and while it
+    /// has no writable server, for how long and why); the app address, which apps reach, names
+    /// no internal host and repeats no database error.
     func health() async -> Response {
         let connection = self.connection
-        let answered = (try? await connection.query(SQL.alive)) != nil
-        guard let link = connection.link?.snapshot else {
-            return answered
-                ? Self.json(.ok, ["status": "ok"]) : Self.json(.serviceUnavailable, ["status": "database unavailable"])
+        let writable = try? await connection.query(SQL.writable)[0].decode(0, as: Bool.self)
+        let status =
+            switch writable {
+            case true?: "ok"
+            case false?: "database read-only"
+            case nil: "database unavailable"
+            }
+        let code: HTTPResponse.Status = writable == true ? .ok : .serviceUnavailable
+        guard case .metrics = settings.routes, let link = connection.link?.snapshot else {
+            return Self.json(code, ["status": status])
         }
         var database: [String: Any] = ["writable": link.writable, "reconnects": link.reconnects]
         database["server"] = link.server
@@ -70,9 +79,7 @@ final class EndpointAPI: Sendable {
             database["unwritable_seconds"] = Int(link.unwritableFor.components.seconds)
             database["problem"] = link.problem
         }
-        let healthy = answered && link.writable
-        let status = healthy ? "ok" : answered ? "database not writable" : "database unavailable"
-        return Self.json(healthy ? .ok : .serviceUnavailable, ["status": status, "database": database])
+        return Self.json(code, ["status": status, "database": database])
     }
 
     /// Kinds whose queue gauges were set, so a kind whose jobs are all gone drops to zero.

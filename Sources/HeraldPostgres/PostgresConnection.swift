@@ -45,9 +45,13 @@ public final class PostgresConnection: @unchecked Sendable {
     private var setupStatements: [String] = []
     /// The server refused a statement as read-only: close the connection once the session ends.
     private var replaceAfterSession: PostgresError?
-    /// libpq's means to cancel the statement running on `handle`, from any thread (``cancel()``):
-    /// a `PGcancel` pointer's bits (a pointer is not `Sendable`), 0 for none.
-    private let canceller = Mutex<Int>(0)
+    /// libpq's means to cancel the statement running on `handle`, from any thread (``cancel()``).
+    private let canceller = Mutex<CancelHandle?>(nil)
+    /// Whether what the server reported of itself at connect (`in_hot_standby`,
+    /// `default_transaction_read_only`) proved true. A pooler may pass on a stale report (the
+    /// welcome it cached from a server that was a standby then): such a connection leaves only
+    /// on a refused write.
+    private var trustsReportedStatus = true
 
     /// The number of distinct statements kept prepared per connection; others run unprepared.
     static let preparedStatementLimit = 256
@@ -64,7 +68,6 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     deinit {
-        canceller.withLock { PQfreeCancel(OpaquePointer(bitPattern: $0)) }
         if let handle { PQfinish(handle) }
     }
 
@@ -123,10 +126,12 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `57014`); callable from any task or thread, unlike everything else here, which waits its
     /// turn on the connection's queue. A statement that ends first is not affected.
     public func cancel() {
-        canceller.withLock { cancel in
-            guard let pointer = OpaquePointer(bitPattern: cancel) else { return }
+        guard let cancel = canceller.withLock({ $0 }) else { return }
+        // PQcancel connects to the server, which may take long in a failover: not on the
+        // caller's thread, and not under the lock (the handle stays alive while it runs).
+        DispatchQueue.global().async {
             var reason = [CChar](repeating: 0, count: 256)
-            _ = PQcancel(pointer, &reason, Int32(reason.count))
+            _ = PQcancel(cancel.pointer, &reason, Int32(reason.count))
         }
     }
 
@@ -156,16 +161,29 @@ public final class PostgresConnection: @unchecked Sendable {
             throw error
         }
         handle = fresh
-        let cancel = Int(bitPattern: PQgetCancel(fresh))
+        let cancel = PQgetCancel(fresh).map(CancelHandle.init)
         canceller.withLock { $0 = cancel }
         server = Self.server(of: fresh)
         link?.connected(to: server, again: everConnected)
         everConnected = true
+        trustsReportedStatus = true
         if !acceptsReadOnlyServers, let reason = Self.readOnlyReason(fresh) {
-            // What the server itself would answer to a write; no statement is tried on it.
-            replaceAfterSession = PostgresError(
-                .server, "the server is read-only (\(reason))", sqlState: PostgresError.readOnlyTransaction)
-            throw replaceAfterSession!
+            let confirmed: Bool
+            do {
+                confirmed = try runQuery(
+                    "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'", []
+                )[0].decode(0, as: Bool.self)
+            } catch {
+                dropHandle()
+                throw error
+            }
+            if confirmed {
+                // What the server itself would answer to a write; no statement is tried on it.
+                replaceAfterSession = PostgresError(
+                    .server, "the server is read-only (\(reason))", sqlState: PostgresError.readOnlyTransaction)
+                throw replaceAfterSession!
+            }
+            trustsReportedStatus = false
         }
         // Every session speaks UTC and ISO dates, which the decoders rely on.
         var setup = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_min_messages = 'warning';"
@@ -182,10 +200,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     private func dropHandle() {
-        canceller.withLock { cancel in
-            PQfreeCancel(OpaquePointer(bitPattern: cancel))
-            cancel = 0
-        }
+        canceller.withLock { $0 = nil }
         if let handle { PQfinish(handle) }
         handle = nil
         preparedNames.removeAll()
@@ -196,7 +211,10 @@ public final class PostgresConnection: @unchecked Sendable {
     /// now, so that the next call looks for a writable server; tells the link how the session went.
     private func endSession() {
         guard let handle, !acceptsReadOnlyServers else { return }
-        guard let reason = replaceAfterSession.map({ "\($0)" }) ?? Self.readOnlyReason(handle) else {
+        guard
+            let reason = replaceAfterSession.map({ "\($0)" })
+                ?? (trustsReportedStatus ? Self.readOnlyReason(handle) : nil)
+        else {
             link?.worked(on: server)
             return
         }
@@ -387,4 +405,12 @@ private func withBoundParameters<R>(
         }
     }
     return try body(Int32(parameters.count), values, lengths, formats)
+}
+
+/// A `PGcancel`, freed when the last reference goes: ``PostgresConnection/cancel()`` may still
+/// be using it after the connection moved on.
+private final class CancelHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { PQfreeCancel(pointer) }
 }

@@ -47,11 +47,14 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     public var saturatedRoutes: [SaturatedRoute] = []
 
-    /// The server `herald status` reached (a writable one: it refuses read-only servers, as the
-    /// daemons do), and the Herald connections on it by client address. A daemon missing here
-    /// after a failover is connected elsewhere, or nowhere: its `/healthz` says which.
+    /// The server `herald status` reached, whether it takes writes, and the Herald connections on
+    /// it by client address. A daemon missing here after a failover is connected elsewhere, or
+    /// nowhere: its `/healthz` says which.
     public struct Database: Sendable, Codable, Equatable {
         public var server: String
+        /// False on a standby, or a primary made read-only in its configuration (not merely for
+        /// the role `herald status` runs as).
+        public var writable: Bool
         public struct Clients: Sendable, Codable, Equatable {
             /// The client's address, `local` for a Unix socket, `hidden` when the role may not see it.
             public var client: String
@@ -77,7 +80,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         let clients = try await connection.query(SQL.heraldClients).map { row in
             Database.Clients(client: try row.decode("client"), connections: try row.decode("connections"))
         }
-        status.database = connection.link?.snapshot.server.map { Database(server: $0, clients: clients) }
+        let writable = try await connection.query(SQL.serverWritable)[0].decode(0, as: Bool.self)
+        status.database = connection.link?.snapshot.server.map {
+            Database(server: $0, writable: writable, clients: clients)
+        }
         status.saturatedRoutes = try await connection.query(SQL.saturatedRoutes).map { row in
             let origin: String = try row.decode("origin")
             return SaturatedRoute(
@@ -105,6 +111,11 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     /// Things an operator should look at; empty when all is well.
     public func problems(maximumReadyAge: Double) -> [String] {
         var problems = appProblems.map { "app \($0.app), \($0.scope): \($0.problem) (waiting: \($0.waiting))" }
+        if let database, !database.writable {
+            problems.append(
+                "database \(database.server) is read-only (a standby, or default_transaction_read_only is on):"
+                    + " the daemons cannot work there; point HERALD_DATABASE_URL at the primary")
+        }
         for app in openToEveryProducer {
             problems.append(
                 "app \(app): every producer may act for it (granted to herald_producer): grant it to its producers' roles"
@@ -152,7 +163,8 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         if let database {
             let clients = database.clients.map { "\($0.client) (\($0.connections))" }
             table +=
-                "\n\ndatabase: \(database.server), takes writes; Herald connections here: "
+                "\n\ndatabase: \(database.server), \(database.writable ? "takes writes" : "read-only");"
+                + " Herald connections here: "
                 + (clients.isEmpty ? "none" : clients.joined(separator: ", "))
         }
         return table
@@ -178,6 +190,13 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             FROM pg_stat_activity
             WHERE application_name LIKE 'herald%' AND pid <> pg_backend_pid()
             GROUP BY 1 ORDER BY 1
+            """
+        /// Whether the server takes writes: not in recovery, and not read-only by its own
+        /// configuration (a read-only operator role is no read-only server).
+        static let serverWritable = """
+            SELECT NOT (pg_is_in_recovery() OR EXISTS (
+                SELECT 1 FROM pg_settings WHERE name = 'default_transaction_read_only' AND setting = 'on'
+                                            AND source IN ('configuration file', 'command line')))
             """
         static let queueDepth = """
             SELECT kind, ready, scheduled, running, lease_expired, dead,

@@ -33,7 +33,8 @@ public final class AutoFailoverFormation: Sendable {
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
-    /// SIGKILLs the primary's keeper and PostgreSQL at once, as if its machine was lost.
+    /// SIGKILLs the primary's keeper and postmaster at once (its backends exit as they see the
+    /// postmaster gone, closing their sockets).
     public func killPrimary() async throws {
         _ = try await onOwnThread { [directory] in
             try runLibraryScript("auto-failover.sh", ["kill-primary", directory])

@@ -46,7 +46,8 @@ public struct Pruner: Service {
         }
     }
 
-    /// One pass, from the oldest notification to the cutoff; returns how many it deleted.
+    /// One pass, from the oldest notification to the cutoff, then the processed reports older
+    /// than it; returns how many notifications it deleted.
     @discardableResult
     public func pruneAll() async throws -> Int {
         var total = 0
@@ -58,6 +59,10 @@ public struct Pruner: Service {
             after = try step.decode("last_id", as: Int64.self)
             if try step.decode("done", as: Bool.self) { break }
         }
+        while !Task.isShuttingDownGracefully {
+            let reports = try await connection.query(SQL.pruneReports, [seconds, Self.batchSize])[0]
+            if try reports.decode(0, as: Int.self) < Self.batchSize { break }
+        }
         return total
     }
 
@@ -67,5 +72,7 @@ public struct Pruner: Service {
         /// `migrations/functions/retention.sql`); returns how many, the last id read, and whether
         /// the pass is done.
         static let prune = "SELECT deleted, last_id, done FROM herald.prune(make_interval(secs => $1), $2, $3)"
+        /// Deletes up to $2 reports processed more than $1 seconds ago; returns how many.
+        static let pruneReports = "SELECT herald.prune_reports(make_interval(secs => $1), $2)"
     }
 }

@@ -115,8 +115,10 @@ struct Status: AsyncParsableCommand {
         let status: QueueStatus
         do {
             let configuration = try options.load()
+            // A read-only server is reported, not refused: an operator may point this at any of them.
             let connection = PostgresConnection(
-                conninfo: configuration.databaseURL, link: DatabaseLink(logger: Logger(label: "herald.status")))
+                conninfo: configuration.databaseURL, link: DatabaseLink(logger: Logger(label: "herald.status")),
+                acceptsReadOnlyServers: true)
             status = try await QueueStatus.load(connection)
         } catch {
             throw fail(error)

@@ -9,8 +9,8 @@ import Testing
 #endif
 
 /// Herald under load through the failovers operators run, with pg_auto_failover (a monitor and
-/// two nodes, synchronous replication): a planned switchover, then the primary's machine lost
-/// (keeper and PostgreSQL killed at once). The daemon is given the formation's multi-host URI
+/// two nodes, synchronous replication): a planned switchover, then the primary's processes
+/// lost (keeper and postmaster killed at once). The daemon is given the formation's multi-host URI
 /// and is never restarted. Nothing may be lost, duplicates stay within what was in flight, and
 /// sending resumes within seconds of the promotion.
 @Suite struct AutoFailoverTests {
@@ -97,7 +97,7 @@ import Testing
                 daemon.process.isRunning, "the daemon did not ride out the failovers: \(daemon.output.suffix(3000))")
             // What the daemon says of its database: the node that is primary now, writable, reconnected.
             let port = try #require(
-                daemon.output.firstMatch(of: /HTTP endpoint listening address=127\.0\.0\.1:(\d+) routes=app/)?.1)
+                daemon.output.firstMatch(of: /HTTP endpoint listening address=127\.0\.0\.1:(\d+) routes=metrics/)?.1)
             let health = try await runProgram("/usr/bin/curl", ["-s", "http://127.0.0.1:\(port)/healthz"])
             let primary = try #require(await formation.primaryPort())
             #expect(health.output.contains("\"server\":\"127.0.0.1:\(primary)\""), "\(health.output)")

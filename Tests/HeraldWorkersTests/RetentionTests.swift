@@ -84,10 +84,17 @@ import Testing
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%herald.prune%'"
                 )[0].decode(0, as: Int.self) == 1
             })
+        // Were the cancel lost, the lock would hold the pruner for ever: it is let go after 15 s,
+        // so that the test fails rather than hangs.
+        let release = Task {
+            try? await Task.sleep(for: .seconds(15))
+            try? await locker.execute("ROLLBACK")
+        }
         let asked = ContinuousClock.now
         await group.triggerGracefulShutdown()
         try await running.value
         #expect(ContinuousClock.now - asked < .seconds(5))
+        release.cancel()
         try await locker.execute("ROLLBACK")
     }
 

@@ -8,8 +8,7 @@
 -- of the primary key, so no call reads more than `batch` of them, whatever waits among them: a
 -- backlog, scheduled sends) and deletes those created before now() - older_than that are
 -- finished, with their deliveries (deliveries have no foreign key to cascade through: this
--- deletes them in the same statement); then the processed reports older than that among the
--- oldest `batch` reports. A notification is finished when it is no longer 'received' and none
+-- deletes them in the same statement). A notification is finished when it is no longer 'received' and none
 -- of its deliveries is still queued: one that is not is left for a later pass. Returns how many
 -- notifications it deleted, the last id it read (the next call's `after_id`), and whether the
 -- pass is done (it read past the cutoff, or to the end). Each call is a short transaction, so
@@ -21,6 +20,9 @@ DECLARE
     cutoff timestamptz := now() - older_than;
     scanned int;
 BEGIN
+    IF batch < 1 THEN
+        RAISE EXCEPTION 'herald.prune: batch must be at least 1, not %', batch;
+    END IF;
     SELECT max(w.id), count(*), coalesce(bool_or(w.created_at >= cutoff), false)
     INTO last_id, scanned, done
     FROM (SELECT n.id, n.created_at FROM herald.notifications n WHERE n.id > after_id ORDER BY n.id LIMIT batch) w;
@@ -37,10 +39,23 @@ BEGIN
     )
     DELETE FROM herald.notifications n USING old WHERE n.id = old.id;
     GET DIAGNOSTICS deleted = ROW_COUNT;
-    DELETE FROM herald.delivery_reports
-    WHERE id IN (SELECT r.id FROM (SELECT id, processed_at FROM herald.delivery_reports ORDER BY id LIMIT batch) r
-                 WHERE r.processed_at < cutoff);
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.prune(interval,integer,bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon;
+
+-- Deletes up to `batch` delivery reports processed before now() - older_than, the oldest first
+-- (through delivery_reports_processed); returns how many. Call it again while it returns `batch`.
+CREATE OR REPLACE FUNCTION herald.prune_reports(older_than interval, batch int)
+RETURNS int
+LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM herald.delivery_reports
+        WHERE id IN (SELECT id FROM herald.delivery_reports
+                     WHERE processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
+$$;
+REVOKE ALL ON FUNCTION herald.prune_reports(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.prune_reports(interval,integer) TO herald_daemon;

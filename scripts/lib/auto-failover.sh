@@ -6,8 +6,8 @@
 #                                    their keepers; prints the formation's connection URI
 #   auto-failover.sh primary DIR     prints the primary's port
 #   auto-failover.sh kill-primary DIR
-#                                    SIGKILLs the primary's keeper and its PostgreSQL (every
-#                                    process): a machine lost; the monitor promotes the standby
+#                                    SIGKILLs the primary's keeper and its postmaster: its
+#                                    processes lost; the monitor promotes the standby
 #   auto-failover.sh switchover DIR  a planned switchover (pg_autoctl perform switchover)
 #   auto-failover.sh wait-stable DIR waits until one node is primary and the other secondary
 #   auto-failover.sh stop DIR        stops every keeper and server
@@ -119,8 +119,11 @@ primary)
 kill-primary)
   node=$(primary_node)
   [ -n "$node" ] || { echo "no primary" >&2; exit 1; }
-  # The keeper, its children, its PostgreSQL and every backend, in one signal.
+  # The keeper, its children and its postmaster, in one signal (the backends, in sessions of
+  # their own, exit as they see the postmaster gone, closing their sockets: the clients learn
+  # of it at once, unlike a host lost from the network, where they wait for their timeouts).
   kill -KILL -- "-$(cat "$dir/$node.pgid")"
+  rm -f "$dir/$node.pgid"
   echo "$node"
   ;;
 switchover)

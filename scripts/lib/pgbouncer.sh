@@ -50,6 +50,11 @@ start)
     "$(postgres_bin)/pg_isready" -q -h 127.0.0.1 -p "$(cat "$dir/port")" -U postgres && break
     sleep 0.1
   done
+  if ! "$(postgres_bin)/pg_isready" -q -h 127.0.0.1 -p "$(cat "$dir/port")" -U postgres; then
+    echo "PgBouncer did not start:" >&2
+    tail -n 20 "$dir/pgbouncer.log" >&2 2>/dev/null || true
+    exit 1
+  fi
   cat "$dir/port"
   ;;
 repoint)
