@@ -27,9 +27,11 @@ import Testing
                 ["run"], environment: load.daemonEnvironment(formation.uri, lease: "300s", rescueInterval: "500ms"))
             defer { daemon.send(SIGKILL) }
             let producer = SteadyProducer()
-            let producing = Task {
-                await producer.run(try await PostgresConnection.connect(formation.uri), users: users)
-            }
+            // Stopped however the test ends, and given the URI alone: a producer left running
+            // would keep the formation (and its servers) alive.
+            defer { producer.stopped.store(true, ordering: .relaxed) }
+            let uri = formation.uri
+            let producing = Task { await producer.run(try await PostgresConnection.connect(uri), users: users) }
 
             /// Whether any of `ids` has been sent.
             func anySent(_ ids: Set<Int64>) async -> Bool {

@@ -35,6 +35,8 @@ import Testing
                 ["run"], environment: load.daemonEnvironment(conninfo, lease: "300s", rescueInterval: "500ms"))
             defer { daemon.send(SIGKILL) }
             let producer = SteadyProducer()
+            // Stopped however the test ends: a producer left running would hold what it uses.
+            defer { producer.stopped.store(true, ordering: .relaxed) }
             let producing = Task { await producer.run(try await PostgresConnection.connect(conninfo), users: users) }
             let sending = await eventually(timeout: .seconds(60), every: .milliseconds(20)) {
                 await load.emulator.received.count > 300
