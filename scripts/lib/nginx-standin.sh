@@ -72,7 +72,17 @@ http {
 }
 CONF
   # nginx daemonizes; it must not keep our stdout open, or a caller reading it would wait forever.
-  nginx -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >/dev/null 2>&1
+  for attempt in 1 2 3; do
+    nginx -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >/dev/null 2>&1 && break
+    if [ "$attempt" = 3 ]; then
+      cat "$dir/error.log" >&2
+      exit 1
+    fi
+    # The port was taken between choosing it and binding it (by another test): another one.
+    fresh=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    sed -i "s/listen 127.0.0.1:$port /listen 127.0.0.1:$fresh /" "$dir/nginx.conf"
+    port=$fresh
+  done
   for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     sleep 0.1
