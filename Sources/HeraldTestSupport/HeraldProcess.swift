@@ -45,6 +45,8 @@ public final class HeraldProcess: @unchecked Sendable {
     public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
     /// Waits for the process to end; returns false if it is still running after `timeout`.
+    /// Foundation learns of a child's exit from SIGCHLD on a dispatch queue, which the suite's
+    /// busiest moments have delayed by over 10 s even after a SIGKILL: give it a minute.
     public func waitForExit(timeout: Duration) async -> Bool {
         await eventually(timeout: timeout, every: .milliseconds(20)) { !process.isRunning }
     }

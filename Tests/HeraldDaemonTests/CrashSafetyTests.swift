@@ -41,7 +41,7 @@ import Testing
                 }
                 try await Task.sleep(for: .milliseconds(Int64.random(in: 0...40)))
                 daemon.send(SIGKILL)
-                #expect(await daemon.waitForExit(timeout: .seconds(10)))
+                #expect(await daemon.waitForExit(timeout: .seconds(60)))
                 kills += 1
                 if try await sent() == count { break }
             }
@@ -49,7 +49,7 @@ import Testing
             let survivor = try HeraldProcess(["run"], environment: environment)
             #expect(try await CrashLoad.finishes(db), "\(survivor.output.suffix(2000))")
             survivor.send(SIGTERM)
-            #expect(await survivor.waitForExit(timeout: .seconds(10)))
+            #expect(await survivor.waitForExit(timeout: .seconds(60)))
 
             let sends = try await load.checkNothingLost(
                 db, notifications: count, window: kills * Self.batch * Self.concurrency * Self.routes)
@@ -104,7 +104,7 @@ import Testing
             #expect(daemon.process.isRunning, "the daemon did not survive the outage: \(daemon.output.suffix(2000))")
             let kept = daemon.output.components(separatedBy: "recording a batch failed; retrying").count - 1
             daemon.send(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(20)))
+            #expect(await daemon.waitForExit(timeout: .seconds(60)))
 
             // Nothing FCM accepted is sent again. The one exception is not the database's doing: a
             // send whose answer never came (the emulator, on a loaded machine, answered after the

@@ -32,7 +32,7 @@ import Testing
 
         #expect(try await eventually { try await count(connection, "state = 'running'") == 10 }, "\(daemon.output)")
         daemon.send(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(20)), "herald did not stop after SIGTERM")
+        #expect(await daemon.waitForExit(timeout: .seconds(60)), "herald did not stop after SIGTERM")
         #expect(daemon.process.terminationStatus == 0, "\(daemon.output)")
         // The batch in hand was finished; nothing stays leased; the rest waits, untouched.
         #expect(try await count(connection, "state = 'running'") == 0)
@@ -58,7 +58,7 @@ import Testing
             try await eventually(timeout: .seconds(30)) { try await count(connection, "state = 'running'") == jobs },
             "\(victim.output)")
         victim.send(SIGKILL)
-        #expect(await victim.waitForExit(timeout: .seconds(10)))
+        #expect(await victim.waitForExit(timeout: .seconds(60)))
         #expect(try await count(connection, "state = 'running'") == jobs)
 
         try await connection.query("UPDATE herald.jobs SET payload = '{\"ms\": 10}'")
@@ -70,7 +70,7 @@ import Testing
             "\(rescuer.output)")
         #expect(rescuer.output.contains("rescued jobs whose lease expired"))
         rescuer.send(SIGTERM)
-        #expect(await rescuer.waitForExit(timeout: .seconds(10)))
+        #expect(await rescuer.waitForExit(timeout: .seconds(60)))
     }
 
     @Test func daemonIngestsWhatAProducerSendsWithinMoments() async throws {
@@ -99,7 +99,7 @@ import Testing
             try await producer.query("SELECT count(*) FROM herald.deliveries WHERE notification_id = $1", [id])[0]
                 .decode(0, as: Int.self) == 2)
         daemon.send(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)))
+        #expect(await daemon.waitForExit(timeout: .seconds(60)))
     }
 
     /// Started before its database exists, the daemon waits for it (saying so) instead of
@@ -125,7 +125,7 @@ import Testing
             try await eventually(timeout: .seconds(45)) { daemon.output.contains("herald is running") },
             "\(daemon.output)")
         daemon.send(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)))
+        #expect(await daemon.waitForExit(timeout: .seconds(60)))
     }
 
     @Test func runRefusesAnUnmigratedDatabaseAndMigrateIsIdempotent() async throws {

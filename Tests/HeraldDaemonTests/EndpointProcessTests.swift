@@ -117,7 +117,7 @@ import Testing
         #expect(try await curl(["\(running.base)/v1/pending/\(String(forged))"]).status == 403)
         #expect(try await curl(["\(running.base)/v1/pending/\(references[2])?limit=1000"]).status == 400)
         running.daemon.send(SIGTERM)
-        #expect(await running.daemon.waitForExit(timeout: .seconds(20)))
+        #expect(await running.daemon.waitForExit(timeout: .seconds(60)))
     }
 
     @Test func oversizedAndSlowRequestsAreRefused() async throws {

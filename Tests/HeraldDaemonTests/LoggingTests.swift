@@ -62,7 +62,7 @@ import Testing
                     0, as: Int.self) == 1
             })
         daemon.send(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(20)))
+        #expect(await daemon.waitForExit(timeout: .seconds(60)))
 
         let output = daemon.output
         let lines = output.split(separator: "\n")

@@ -79,7 +79,7 @@ import Testing
             #expect(exported.contains(metric), "deploy/ queries \(metric), which the daemon does not export")
         }
         daemon.send(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(20)))
+        #expect(await daemon.waitForExit(timeout: .seconds(60)))
     }
 
     static func get(_ url: String) async throws -> String {
