@@ -22,8 +22,6 @@ final class EndpointAPI: Sendable {
     }
 
     enum SQL {
-        /// Whether the server takes writes.
-        static let writable = "SELECT NOT (pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on')"
         static let appProblems = "SELECT app_id, scope FROM herald.app_problems"
         static let report = "SELECT accepted, outcome, message FROM herald.report_delivery($1, $2, $3)"
         static let pending = """
@@ -62,7 +60,7 @@ final class EndpointAPI: Sendable {
     /// no internal host and repeats no database error.
     func health() async -> Response {
         let connection = self.connection
-        let writable = try? await connection.query(SQL.writable)[0].decode(0, as: Bool.self)
+        let writable = try? await !connection.query(PostgresConnection.readOnlyTest)[0].decode(0, as: Bool.self)
         let status =
             switch writable {
             case true?: "ok"

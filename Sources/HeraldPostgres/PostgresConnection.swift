@@ -53,6 +53,10 @@ public final class PostgresConnection: @unchecked Sendable {
     /// on a refused write.
     private var trustsReportedStatus = true
 
+    /// Whether the server takes no writes, asked of the server itself: in recovery (a standby), or
+    /// its transactions read-only (`default_transaction_read_only`). One row, one boolean.
+    public static let readOnlyTest = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+
     /// The number of distinct statements kept prepared per connection; others run unprepared.
     static let preparedStatementLimit = 256
 
@@ -170,9 +174,7 @@ public final class PostgresConnection: @unchecked Sendable {
         if !acceptsReadOnlyServers, let reason = Self.readOnlyReason(fresh) {
             let confirmed: Bool
             do {
-                confirmed = try runQuery(
-                    "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'", []
-                )[0].decode(0, as: Bool.self)
+                confirmed = try runQuery(Self.readOnlyTest, [])[0].decode(0, as: Bool.self)
             } catch {
                 dropHandle()
                 throw error

@@ -24,9 +24,9 @@ public struct PostgresNotification: Sendable, Equatable {
 /// A server that cannot take writes is left the same way. A `NOTIFY` is sent by the writable
 /// server, so a listener on a standby, or on a primary turned read-only without closing its
 /// connections (as in an Aurora failover), would wait forever while its server stays up. The
-/// listener asks its server every ``readOnlyCheckInterval`` whether it is read-only, the test
-/// libpq itself makes for `target_session_attrs=read-write`, and if so connects again through the
-/// connection string, whose host list finds the writable server.
+/// listener asks its server every ``readOnlyCheckInterval`` whether it is read-only
+/// (``PostgresConnection/readOnlyTest``), and if so connects again through the connection
+/// string, whose host list finds the writable server.
 public final class PostgresListener: Sendable {
     private let conninfo: String
     private let channels: [String]
@@ -40,7 +40,7 @@ public final class PostgresListener: Sendable {
 
     /// How often the thread checks whether it was asked to stop.
     static let pollInterval: Int32 = 200
-    /// How often the thread asks its server whether it is read-only: one `SHOW` on an idle
+    /// How often the thread asks its server whether it is read-only: one query on an idle
     /// connection, a notification's delay at most this much (plus a reconnect) after a failover.
     static let readOnlyCheckInterval: Duration = .seconds(2)
 
@@ -146,7 +146,7 @@ public final class PostgresListener: Sendable {
 
     /// Whether the server is read-only: `nil` if the connection failed, after a warning.
     private func readOnly(_ connection: OpaquePointer) -> Bool? {
-        let result = PQexec(connection, "SHOW transaction_read_only")
+        let result = PQexec(connection, PostgresConnection.readOnlyTest)
         defer { PQclear(result) }
         guard let result, PQresultStatus(result) == PGRES_TUPLES_OK, PQntuples(result) == 1 else {
             logger.warning(
@@ -154,8 +154,8 @@ public final class PostgresListener: Sendable {
                 metadata: ["error": "\(PostgresConnection.trimmed(PQerrorMessage(connection)))"])
             return nil
         }
-        guard PostgresConnection.text(PQgetvalue(result, 0, 0)) == "on" else { return false }
-        warnReadOnly(connection, reason: "SHOW transaction_read_only: on")
+        guard PostgresConnection.text(PQgetvalue(result, 0, 0)) == "t" else { return false }
+        warnReadOnly(connection, reason: "in recovery, or its transactions are read-only")
         return true
     }
 

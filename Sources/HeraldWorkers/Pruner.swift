@@ -8,7 +8,8 @@ import ServiceLifecycle
 /// Each pass walks the notifications by id from the oldest, a batch per statement
 /// (`herald.prune`), up to the cutoff: every statement reads at most a batch, however much
 /// unfinished work (a backlog, scheduled sends) sits among the old rows, and is a short
-/// transaction, so retention never holds a snapshot that stops vacuum. SIGTERM cancels the
+/// transaction, so retention never holds a snapshot that stops vacuum. Then the processed
+/// reports older than the cutoff go, a batch per statement, oldest first. SIGTERM cancels the
 /// statement in hand; the next start prunes from the oldest again.
 public struct Pruner: Service {
     /// Default retention: 7 days.

@@ -9,13 +9,13 @@ import Synchronization
 ///
 /// A claim sends every route at once and records together what answers promptly
 /// (``RouteCollector``); a route still sending after that is left to record its own outcomes
-/// later, and stays in flight here until its provider answers. A route with a send out for more than ``slowAfter`` when
-/// the next claim comes is slow: that claim does not wait for it, and gives it only what room
-/// its window has (the claim's size, at least ``smallestWindow``), so a slow route holds about
-/// one claim's worth of sends; the rest waits, postponed without spending an
-/// attempt, from about as long as the route's oldest send has been out (1 to 10 s), spread out
-/// at the pace the route sends (up to a minute), so that a large backlog of a slow route does
-/// not come back to every claim.
+/// later, and stays in flight here until its provider answers. A route with a send out for
+/// more than ``slowAfter`` when the next claim comes is slow: that claim does not wait for it,
+/// and gives it only what room its window has (the claim's size, at least ``smallestWindow``),
+/// so a slow route holds about one claim's worth of sends; the rest waits, postponed without
+/// spending an attempt, from about as long as the route's oldest send has been out (1 to 10 s),
+/// spread out at the pace the route sends (up to a minute), so that a large backlog of a slow
+/// route does not come back to every claim.
 /// Saturation shows as `herald_route_saturated_total`, and at most once a minute per route as a
 /// warning in the log and a row of `herald.route_saturation` (which `herald status` lists);
 /// `herald_route_in_flight` is each route's current count.
