@@ -301,6 +301,40 @@ $$;
 
 
 --
+-- Name: draw_fcm_quota(text, integer, integer); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    at timestamptz := clock_timestamp();
+    this_second timestamptz := date_trunc('second', clock_timestamp());
+    quota herald.fcm_quotas;
+BEGIN
+    SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO herald.fcm_quotas (project_id) VALUES (project) ON CONFLICT DO NOTHING;
+        SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
+    END IF;
+    granted := 0;
+    good_for := this_second + interval '1 second' - at;
+    IF quota.paused_until > at THEN
+        paused_for := quota.paused_until - at;
+        paused_reason := quota.paused_reason;
+        RETURN;
+    END IF;
+    IF quota.window_start <> this_second THEN
+        quota.drawn := 0;
+    END IF;
+    granted := greatest(0, least(wanted, coalesce(quota.per_second, fleet_rate) - quota.drawn));
+    UPDATE herald.fcm_quotas q SET window_start = this_second, drawn = quota.drawn + granted
+    WHERE q.project_id = project;
+END;
+$$;
+
+
+--
 -- Name: enable_device(text, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -734,6 +768,22 @@ BEGIN
     device_id := ('x' || encode(substring(raw FROM 9 FOR 8), 'hex'))::bit(64)::bigint;
 END;
 $_$;
+
+
+--
+-- Name: pause_fcm_project(text, interval, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    INSERT INTO herald.fcm_quotas AS q (project_id, paused_until, paused_reason)
+    VALUES (project, clock_timestamp() + pause, reason)
+    ON CONFLICT (project_id) DO UPDATE
+    SET paused_until = greatest(q.paused_until, excluded.paused_until),
+        paused_reason = CASE WHEN excluded.paused_until > q.paused_until THEN excluded.paused_reason
+                             ELSE q.paused_reason END;
+$$;
 
 
 --
@@ -1517,6 +1567,28 @@ CREATE VIEW herald.disabled_devices AS
 
 
 --
+-- Name: fcm_quotas; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.fcm_quotas (
+    project_id text NOT NULL,
+    per_second integer,
+    window_start timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    drawn integer DEFAULT 0 NOT NULL,
+    paused_until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    paused_reason text,
+    CONSTRAINT fcm_quotas_per_second_check CHECK ((per_second > 0))
+);
+
+
+--
+-- Name: TABLE fcm_quotas; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.fcm_quotas IS 'Each FCM project''s sends, drawn a second at a time by every daemon on the database; paused after a 429';
+
+
+--
 -- Name: jobs_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
 --
 
@@ -1900,6 +1972,14 @@ ALTER TABLE ONLY herald.devices
 
 ALTER TABLE ONLY herald.devices
     ADD CONSTRAINT devices_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: fcm_quotas fcm_quotas_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.fcm_quotas
+    ADD CONSTRAINT fcm_quotas_pkey PRIMARY KEY (project_id);
 
 
 --
@@ -2300,6 +2380,14 @@ GRANT ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bi
 
 
 --
+-- Name: FUNCTION draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION enable_device(app text, device text); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -2418,6 +2506,14 @@ GRANT ALL ON FUNCTION herald.notify_worker() TO herald_daemon;
 
 REVOKE ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION pause_fcm_project(project text, pause interval, reason text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) TO herald_daemon;
 
 
 --
@@ -2617,6 +2713,35 @@ GRANT SELECT,USAGE ON SEQUENCE herald.devices_id_seq TO herald_daemon;
 
 GRANT SELECT ON TABLE herald.disabled_devices TO herald_operator;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.disabled_devices TO herald_daemon;
+
+
+--
+-- Name: TABLE fcm_quotas; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.fcm_quotas TO herald_daemon;
+GRANT SELECT ON TABLE herald.fcm_quotas TO herald_operator;
+
+
+--
+-- Name: COLUMN fcm_quotas.project_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(project_id) ON TABLE herald.fcm_quotas TO herald_operator;
+
+
+--
+-- Name: COLUMN fcm_quotas.per_second; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(per_second),UPDATE(per_second) ON TABLE herald.fcm_quotas TO herald_operator;
+
+
+--
+-- Name: COLUMN fcm_quotas.paused_until; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT UPDATE(paused_until) ON TABLE herald.fcm_quotas TO herald_operator;
 
 
 --

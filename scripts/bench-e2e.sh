@@ -56,9 +56,6 @@ q() { "$(postgres_bin)/psql" "$HERALD_DATABASE_URL" -qtA -c "$1"; }
 # Row writes (inserts, updates, deletes) to Herald's tables so far, and the WAL position.
 writes() { q "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE schemaname = 'herald'"; }
 wal() { q "SELECT pg_current_wal_lsn() - '0/0'"; }
-# CPU time in clock ticks: the whole machine's busy time, and one process's.
-machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
-process_cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 nginx_pid=$(cat "$work/nginx/nginx.pid")
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 writes_before=$(writes)

@@ -16,6 +16,11 @@ public enum PushOutcome: Sendable, Equatable {
     /// Try again later: after `after` when the server said so (or a quota's 60 s floor), otherwise
     /// after the caller's own backoff.
     case retry(after: Duration?, reason: String)
+    /// The sender is over its own quota (FCM's per-project quota, or a 429 FCM gives when
+    /// overloaded): every send of the sender waits `after` (its `Retry-After`, else a minute),
+    /// and this one is not the device's fault, nor an attempt. A rate of one device or topic
+    /// is a `retry` of that target's sends only.
+    case overQuota(after: Duration, reason: String)
     /// The sender's credentials or setup are wrong (403 permission denied, a refused token
     /// request, 401 THIRD_PARTY_AUTH_ERROR, a refused VAPID token). Never the device's fault;
     /// `scope` says what waits until it is fixed.

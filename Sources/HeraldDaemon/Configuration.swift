@@ -40,8 +40,8 @@ public struct Configuration: Sendable {
     public var caBundle: String?
     /// APNs' base URL for every app (a local stand-in); nil: each app's environment decides.
     public var apnsEndpoint: String?
-    /// Sends per second per FCM project.
-    public var fcmRateLimit: Double = RateLimiter.defaultRate
+    /// Sends per second per FCM project, for every daemon on the database together.
+    public var fcmRateLimit: Double = FCMQuota.defaultRate
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
     public var httpAddress: (host: String, port: Int)? = ("127.0.0.1", 8480)
     /// Where Prometheus scrapes `/metrics`; nil: turned off.
@@ -110,7 +110,8 @@ public struct Configuration: Sendable {
             ),
             (
                 "HERALD_FCM_RATE_LIMIT", "\(Int(defaults.fcmRateLimit))",
-                "sends per second per FCM project (FCM allows 600,000 a minute)"
+                "sends per second per FCM project, all daemons together (FCM allows 600,000 a minute);"
+                    + " herald.fcm_quotas.per_second sets one project's"
             ),
             (
                 "HERALD_HTTP_ADDRESS", address(defaults.httpAddress),

@@ -14,7 +14,8 @@ import ServiceLifecycle
 /// finishes the batch in hand and the process exits.
 ///
 /// Connections: one per worker loop (`HERALD_CONCURRENCY` per worker), one briefly for the
-/// schema check, one for pruning, one for LISTEN, two for the HTTP endpoint, one for metrics.
+/// schema check, one for pruning, one for LISTEN, one for drawing FCM's quota with the fleet, two
+/// for the HTTP endpoint, one for metrics.
 public struct Daemon {
     let configuration: Configuration
     let logger: Logger
@@ -55,7 +56,8 @@ public struct Daemon {
         providers.ratePerSecond = configuration.fcmRateLimit
         providers.apnsEndpoint = configuration.apnsEndpoint
         let senders = Senders(
-            http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger)
+            http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger,
+            quotaConnection: connection())
         var services: [any Service] = []
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []

@@ -14,6 +14,8 @@ public struct ReceivedMessage: Sendable {
     public var validateOnly: Bool
     /// The name the emulator answered (`projects/<p>/messages/<n>`).
     public var name: String
+    /// When it was taken.
+    public var at: Date
 
     /// The `message` object, parsed.
     public var message: [String: Any] {
@@ -109,6 +111,16 @@ public final class Emulator: Sendable {
             await apns.setBehaviour(behaviour, token: token, times: times)
         }
     }
+
+    /// Holds FCM project `project` to `perSecond` sends in each second of the clock (nil: no
+    /// quota), answering the rest 429 as FCM answers a project over its quota (Google's
+    /// ErrorInfo `RATE_LIMIT_EXCEEDED`), with `Retry-After: retryAfter` when given.
+    public func setProjectQuota(_ project: String, perSecond: Int?, retryAfter: Int? = nil) async {
+        await state.setProjectQuota(project, perSecond: perSecond, retryAfter: retryAfter)
+    }
+
+    /// When each of project `project`'s sends was refused for its quota.
+    public func quotaRefusals(project: String) async -> [Date] { await state.quotaRefusals[project] ?? [] }
 
     /// A new APNs signing key for `teamID`, trusted for `topics` (bundle ids): its private key
     /// as PEM, as Apple's .p8 file.

@@ -24,6 +24,10 @@ actor EmulatorState {
     private var tokenFailures: [(status: Int, error: String)] = []
     private var tokenLifetime = 3600
     private(set) var messages: [ReceivedMessage] = []
+    private var projectQuotas: [String: (perSecond: Int, retryAfter: Int?)] = [:]
+    /// Each project's sends in the current second of the clock.
+    private var projectSends: [String: (second: Int, count: Int)] = [:]
+    private(set) var quotaRefusals: [String: [Date]] = [:]
     private(set) var tokenRequests = 0
     private(set) var sendRequests = 0
 
@@ -40,6 +44,10 @@ actor EmulatorState {
     }
 
     func setTokenLifetime(_ seconds: Int) { tokenLifetime = seconds }
+
+    func setProjectQuota(_ project: String, perSecond: Int?, retryAfter: Int?) {
+        projectQuotas[project] = perSecond.map { ($0, retryAfter) }
+    }
 
     func revokeAccessTokens() { accessTokens.removeAll() }
     var issuedAccessTokens: [String] { Array(accessTokens.keys) }
@@ -141,6 +149,16 @@ actor EmulatorState {
             return fcmError(
                 400, "INVALID_ARGUMENT", problem.message, errorCode: "INVALID_ARGUMENT", field: problem.field)
         }
+        if let quota = projectQuotas[project] {
+            let now = Date()
+            let second = Int(now.timeIntervalSince1970)
+            let sends = projectSends[project].flatMap { $0.second == second ? $0.count : nil } ?? 0
+            guard sends < quota.perSecond else {
+                quotaRefusals[project, default: []].append(now)
+                return projectOverQuota(project, retryAfter: quota.retryAfter)
+            }
+            projectSends[project] = (second, sends + 1)
+        }
         let message = object["message"] as! [String: Any]
         let target = (message["token"] ?? message["topic"] ?? message["condition"] ?? message["fid"]) as? String ?? ""
         var delay: Duration?
@@ -161,7 +179,8 @@ actor EmulatorState {
         let validateOnly = (object["validate_only"] ?? object["validateOnly"]) as? Bool ?? false
         messages.append(
             ReceivedMessage(
-                projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name))
+                projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name,
+                at: Date()))
         return Answer(status: 200, json: #"{"name":"\#(name)"}"#, delay: delay)
     }
 
@@ -200,6 +219,31 @@ actor EmulatorState {
         case .slow:
             return Answer(status: 200, json: "{}")
         }
+    }
+
+    /// FCM's answer to a project over its quota: Google's API quota error, with no FcmError
+    /// detail (as firebase/firebase-admin-go#719 shows it).
+    private func projectOverQuota(_ project: String, retryAfter: Int?) -> Answer {
+        let error: [String: Any] = [
+            "code": 429, "status": "RESOURCE_EXHAUSTED",
+            "message":
+                "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service"
+                + " 'fcm.googleapis.com' for consumer 'project_number:\(project)'.",
+            "details": [
+                [
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
+                    "domain": "googleapis.com",
+                    "metadata": [
+                        "quota_metric": "fcm.googleapis.com/send_requests", "quota_unit": "1/min/{project}",
+                        "quota_limit": "SendsPerMinutePerProject", "service": "fcm.googleapis.com",
+                    ],
+                ]
+            ],
+        ]
+        let json = String(
+            decoding: try! JSONSerialization.data(withJSONObject: ["error": error], options: [.sortedKeys]),
+            as: UTF8.self)
+        return Answer(status: 429, json: json, retryAfter: retryAfter)
     }
 
     private func fcmError(_ code: Int, _ status: String, _ message: String, errorCode: String?, field: String? = nil)

@@ -7,7 +7,8 @@ import HeraldHTTP
 /// `google.firebase.fcm.v1.FcmError` detail's `errorCode` decides, never the generic top-level
 /// `status`.
 public enum FCMErrorClassifier {
-    /// The longest FCM asks a sender to wait after `QUOTA_EXCEEDED`, at the least.
+    /// How long a target over its rate (`QUOTA_EXCEEDED`) waits at the least, and the project
+    /// after a 429 that gives no `Retry-After`.
     public static let quotaFloor: Duration = .seconds(60)
 
     /// What FCM's error body says.
@@ -18,6 +19,9 @@ public enum FCMErrorClassifier {
         public var errorCode: String?
         /// Fields named by a `google.rpc.BadRequest` detail.
         public var fieldViolations: [String]
+        /// The `reason` of a `google.rpc.ErrorInfo` detail: `RATE_LIMIT_EXCEEDED` when the
+        /// project's quota ran out.
+        public var errorInfoReason: String? = nil
     }
 
     /// Classifies a response; `accessTokenRejected` is true for a 401 that only means the access
@@ -49,7 +53,14 @@ public enum FCMErrorClassifier {
             // A 404 without UNREGISTERED is a wrong project or URL: the sender's fault.
             return (.configurationError(reason: reason, scope: .fcm), false)
         case 429:
-            return (.retry(after: max(retryAfter ?? .zero, quotaFloor), reason: reason), false)
+            // The project's quota answers with Google's ErrorInfo (RATE_LIMIT_EXCEEDED, quota
+            // "SendsPerMinutePerProject"), one device's or topic's rate with FcmError
+            // QUOTA_EXCEEDED alone; a 429 with neither is FCM overloaded, which the whole
+            // project waits out too.
+            if code == "QUOTA_EXCEEDED" && error.errorInfoReason != "RATE_LIMIT_EXCEEDED" {
+                return (.retry(after: max(retryAfter ?? .zero, quotaFloor), reason: reason), false)
+            }
+            return (.overQuota(after: retryAfter ?? quotaFloor, reason: reason), false)
         case 500...599:
             return (.retry(after: retryAfter, reason: reason), false)
         default:
@@ -78,11 +89,14 @@ public enum FCMErrorClassifier {
             return ErrorBody(status: nil, message: text, errorCode: nil, fieldViolations: [])
         }
         var errorCode: String?
+        var errorInfoReason: String?
         var violations: [String] = []
         for detail in error["details"] as? [[String: Any]] ?? [] {
             switch detail["@type"] as? String {
             case "type.googleapis.com/google.firebase.fcm.v1.FcmError":
                 errorCode = detail["errorCode"] as? String
+            case "type.googleapis.com/google.rpc.ErrorInfo":
+                errorInfoReason = detail["reason"] as? String
             case "type.googleapis.com/google.rpc.BadRequest":
                 for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
                     if let field = violation["field"] as? String { violations.append(field) }
@@ -93,6 +107,6 @@ public enum FCMErrorClassifier {
         }
         return ErrorBody(
             status: error["status"] as? String, message: error["message"] as? String ?? "", errorCode: errorCode,
-            fieldViolations: violations)
+            fieldViolations: violations, errorInfoReason: errorInfoReason)
     }
 }

@@ -47,6 +47,17 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     public var saturatedRoutes: [SaturatedRoute] = []
 
+    /// An FCM project paused after FCM answered 429 for its quota: every daemon waits until then
+    /// (rows of `herald.fcm_quotas`).
+    public struct PausedProject: Sendable, Codable, Equatable {
+        public var project: String
+        public var until: Date
+        /// FCM's words.
+        public var reason: String?
+    }
+
+    public var pausedFCMProjects: [PausedProject] = []
+
     /// The server `herald status` reached, whether it takes writes, and the Herald connections on
     /// it by client address. A daemon missing here after a failover is connected elsewhere, or
     /// nowhere: its `/healthz` says which.
@@ -91,6 +102,11 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                 inFlight: try row.decode("in_flight"), postponed: try row.decode("postponed"),
                 since: try row.decode("since"))
         }
+        status.pausedFCMProjects = try await connection.query(SQL.pausedFCMProjects).map { row in
+            PausedProject(
+                project: try row.decode("project_id"), until: try row.decode("paused_until"),
+                reason: try row.decode("paused_reason"))
+        }
         return status
     }
 
@@ -127,6 +143,12 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                 "app \(saturated.app), route \(route): slow, its window is full (\(saturated.inFlight) in flight,"
                     + " \(saturated.postponed) postponed since \(saturated.since)); its other deliveries wait, the"
                     + " other routes go on")
+        }
+        for paused in pausedFCMProjects {
+            problems.append(
+                "FCM project \(paused.project): over its quota, every daemon waits until \(paused.until)"
+                    + " (FCM: \(paused.reason ?? "429")); if it recurs, lower HERALD_FCM_RATE_LIMIT or the"
+                    + " project's herald.fcm_quotas.per_second, or ask Google for more")
         }
         for kind in kinds {
             if kind.dead > 0 {
@@ -181,6 +203,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                    min(since) AS since
             FROM herald.route_saturation WHERE seen_at > now() - interval '2 minutes'
             GROUP BY app_id, route, origin ORDER BY app_id, route, origin
+            """
+        static let pausedFCMProjects = """
+            SELECT project_id, paused_until, paused_reason FROM herald.fcm_quotas
+            WHERE paused_until > now() ORDER BY project_id
             """
         /// Every session named `herald…` but this one: daemons set `application_name` to `herald`
         /// unless the connection string names them.

@@ -103,6 +103,11 @@ public enum DeliveryLife {
                 result = DeliveryResult(state: .tokenInvalid, error: reason, invalidSince: since)
             case .retry(let after, let reason):
                 result = retry(delivery, reason: reason, notBefore: after ?? .zero, at: at, backoff: backoff)
+            case .overQuota(let after, let reason):
+                // Not the delivery's fault, nor an attempt: it waits with its project.
+                result = DeliveryResult(
+                    state: .queued, error: "waiting: the FCM project is over its quota: \(reason)",
+                    requeue: .postponed(until: at.addingTimeInterval(after.seconds)))
             case .configurationError(let reason, _):
                 result = retry(
                     delivery, reason: "configuration: \(reason)", notBefore: configurationProbeInterval, at: at,

@@ -16,7 +16,9 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald-bench",
         abstract: "Benchmarks that print figures.",
-        subcommands: [QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self, CryptoBench.self])
+        subcommands: [
+            QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self, SoakBench.self, CryptoBench.self,
+        ])
 }
 
 /// The settings file option, as `herald` reads it: the benchmarks connect where the daemon would.
@@ -296,21 +298,24 @@ struct HTTPBench: AsyncParsableCommand {
     }
 }
 
-/// Prepares `scripts/bench-e2e.sh`: N devices (half Android, half iOS, one user each), N
-/// notifications waiting for ingest, and a service account whose token endpoint is the stand-in.
+/// Prepares `scripts/bench-e2e.sh` and the others: devices (half Android, half iOS, one user
+/// each), notifications waiting for ingest, and a service account whose token endpoint is the stand-in.
 struct PrepareEndToEnd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prepare-e2e", abstract: "Load devices and notifications for the end-to-end benchmark.")
 
     @OptionGroup var options: CommonOptions
-    @Option(help: "Notifications (and devices).") var notifications = 100_000
+    @Option(help: "Notifications waiting for ingest.") var notifications = 100_000
+    @Option(help: "Devices, one user each (default: as many as notifications).") var devices: Int?
     @Option(help: "The token endpoint the generated service account names.") var tokenURI: String
     @Option(help: "Where to write the generated service account.") var credentialsOut: String
+    @Flag(inversion: .prefixedNo, help: "Migrate the schema first (--no-migrate: another build, which migrated it).")
+    var migrate = true
 
     func run() async throws {
         let configuration = try options.load()
         let connection = try await PostgresConnection.connect(configuration.databaseURL)
-        try await Migrator(logger: Logger(label: "bench")).migrate(connection)
+        if migrate { try await Migrator(logger: Logger(label: "bench")).migrate(connection) }
         let account = try ServiceAccount.generate(projectID: "bench", tokenURI: tokenURI)
         try account.writeFile(to: credentialsOut)
         try await connection.execute(
@@ -325,7 +330,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
             SELECT 'bench', 'device-' || n, CASE WHEN n % 2 = 0 THEN 'android' ELSE 'ios' END, 'token-' || n, 'user-' || n
             FROM generate_series(1, $1) AS n
-            """, [notifications])
+            """, [devices ?? notifications])
         try await connection.query(
             """
             INSERT INTO herald.notifications (app_id, user_ref, title, body, data)
@@ -335,7 +340,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
         for table in ["notifications", "devices"] {
             try await connection.execute("VACUUM ANALYZE herald.\(table)")
         }
-        print("prepared \(notifications) notifications for \(notifications) devices")
+        print("prepared \(notifications) notifications for \(devices ?? notifications) devices")
     }
 }
 

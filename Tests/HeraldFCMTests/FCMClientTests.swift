@@ -171,4 +171,35 @@ import Testing
             now: now)
         guard case .configurationError = notFound.outcome else { Issue.record("\(notFound)"); return }
     }
+
+    /// A 429 for the project's quota (Google's ErrorInfo, no FcmError) or FCM overloaded (neither)
+    /// holds the whole project back for its Retry-After, a minute without one; a 429 for one
+    /// target's rate (FcmError QUOTA_EXCEEDED) is that target's retry, a minute at the least.
+    @Test func a429IsTheProjectsUnlessItNamesTheTargetsRate() {
+        func classify(_ json: String, retryAfter: String? = nil) -> PushOutcome {
+            FCMErrorClassifier.classify(
+                HTTPResponse(
+                    status: 429, headers: retryAfter.map { [("retry-after", $0)] } ?? [], body: Array(json.utf8)),
+                now: now
+            ).outcome
+        }
+        // As firebase/firebase-admin-go#719 quotes FCM's answer to a project over its quota.
+        let project =
+            #"{"error":{"code":429,"message":"Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:1'.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","metadata":{"quota_limit":"SendsPerMinutePerProject","quota_unit":"1/min/{project}"}}]}}"#
+        let device =
+            #"{"error":{"code":429,"message":"Device message rate exceeded.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"QUOTA_EXCEEDED"}]}}"#
+        let overloaded = #"{"error":{"code":429,"message":"Too many requests.","status":"RESOURCE_EXHAUSTED"}}"#
+        guard case .overQuota(let after, let reason) = classify(project, retryAfter: "7") else {
+            Issue.record("\(classify(project))"); return
+        }
+        #expect(after == .seconds(7) && reason.hasPrefix("429 RESOURCE_EXHAUSTED: Quota exceeded"))
+        #expect(classify(project) == .overQuota(after: .seconds(60), reason: reason))
+        guard case .overQuota(after: .seconds(60), _) = classify(overloaded) else {
+            Issue.record("\(classify(overloaded))"); return
+        }
+        guard case .retry(after: .seconds(60), let targetReason) = classify(device, retryAfter: "7") else {
+            Issue.record("\(classify(device))"); return
+        }
+        #expect(targetReason == "429 QUOTA_EXCEEDED: Device message rate exceeded.")
+    }
 }

@@ -30,7 +30,8 @@ import Testing
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "jobs", "notifications",
+                "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "fcm_quotas", "jobs",
+                "notifications",
                 "producer_apps", "redrives", "route_saturation",
                 "schema_functions", "schema_migrations", "secrets", "wakeups",
             ])

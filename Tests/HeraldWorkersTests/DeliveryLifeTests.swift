@@ -54,6 +54,18 @@ import Testing
         #expect(last.error == "gave up after 25 attempts: 503 UNAVAILABLE")
     }
 
+    /// The project over its quota is no attempt of the delivery's, even its last: it waits with
+    /// the project, however many attempts it has spent.
+    @Test func theProjectOverItsQuotaIsNoAttempt() throws {
+        let over = PushOutcome.overQuota(after: .seconds(30), reason: "429 RESOURCE_EXHAUSTED: Quota exceeded")
+        let result = try #require(
+            next(delivery(attempts: DeliveryLife.maxAttempts), .sent(over, dryRun: false, at: now)))
+        #expect(result.state == .queued && !result.dead)
+        guard case .postponed(let until) = result.requeue else { Issue.record("\(result)"); return }
+        #expect(until == now.addingTimeInterval(30))
+        #expect(result.error == "waiting: the FCM project is over its quota: 429 RESOURCE_EXHAUSTED: Quota exceeded")
+    }
+
     @Test func answersEndTheDelivery() throws {
         let sent = try #require(next(delivery(), .sent(.sent(messageName: "m/1"), dryRun: false, at: now)))
         #expect(sent.state == .sent && sent.messageName == "m/1" && sent.answeredAt == now)

@@ -1,4 +1,5 @@
--- dispatch: the dispatch worker's claim (DispatchWorker, Sources/HeraldWorkers/Dispatch/).
+-- dispatch: the dispatch worker's claim (DispatchWorker, Sources/HeraldWorkers/Dispatch/), and the FCM quota
+-- every daemon draws from (FCMQuota).
 --
 -- What runs now: `herald migrate` applies this file again whenever its text changes (after the
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
@@ -92,3 +93,55 @@ CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id t
 $$;
 REVOKE ALL ON FUNCTION herald.app_setups(text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.app_setups(text[]) TO herald_daemon;
+
+-- Draws up to `wanted` sends from FCM project `project`'s budget for the current second (the
+-- server's clock), which every daemon on the database shares: `fleet_rate` a second, or the
+-- project's own per_second when an operator set one. Returns how many were granted and how long
+-- they stay good: to the end of the second, since what a daemon has not spent by then is lost,
+-- never carried into the next (so the fleet never sends more than a second's budget in any
+-- second). While the project is paused after a 429, nothing is granted: `paused_for` says for
+-- how long, and `paused_reason` FCM's words.
+CREATE OR REPLACE FUNCTION herald.draw_fcm_quota(project text, wanted int, fleet_rate int,
+    OUT granted int, OUT good_for interval, OUT paused_for interval, OUT paused_reason text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    at timestamptz := clock_timestamp();
+    this_second timestamptz := date_trunc('second', clock_timestamp());
+    quota herald.fcm_quotas;
+BEGIN
+    SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO herald.fcm_quotas (project_id) VALUES (project) ON CONFLICT DO NOTHING;
+        SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
+    END IF;
+    granted := 0;
+    good_for := this_second + interval '1 second' - at;
+    IF quota.paused_until > at THEN
+        paused_for := quota.paused_until - at;
+        paused_reason := quota.paused_reason;
+        RETURN;
+    END IF;
+    IF quota.window_start <> this_second THEN
+        quota.drawn := 0;
+    END IF;
+    granted := greatest(0, least(wanted, coalesce(quota.per_second, fleet_rate) - quota.drawn));
+    UPDATE herald.fcm_quotas q SET window_start = this_second, drawn = quota.drawn + granted
+    WHERE q.project_id = project;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.draw_fcm_quota(text,integer,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.draw_fcm_quota(text,integer,integer) TO herald_daemon;
+
+-- FCM answered 429 for project `project`: pauses it for every daemon for `pause` from now
+-- (never shortening a longer pause already set), keeping FCM's words.
+CREATE OR REPLACE FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO herald.fcm_quotas AS q (project_id, paused_until, paused_reason)
+    VALUES (project, clock_timestamp() + pause, reason)
+    ON CONFLICT (project_id) DO UPDATE
+    SET paused_until = greatest(q.paused_until, excluded.paused_until),
+        paused_reason = CASE WHEN excluded.paused_until > q.paused_until THEN excluded.paused_reason
+                             ELSE q.paused_reason END;
+$$;
+REVOKE ALL ON FUNCTION herald.pause_fcm_project(text,interval,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.pause_fcm_project(text,interval,text) TO herald_daemon;

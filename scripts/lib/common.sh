@@ -118,3 +118,8 @@ stop_postgres() {
   bin=$(postgres_bin)
   as_postgres "$bin/pg_ctl" -D "$1/data" -m fast stop >/dev/null 2>&1 || true
 }
+
+# CPU time in clock ticks (getconf CLK_TCK a second), for the benchmarks: the whole machine's
+# busy time, and one process's.
+machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+process_cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }

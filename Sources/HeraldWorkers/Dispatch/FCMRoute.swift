@@ -5,7 +5,7 @@ import HeraldFCM
 /// An app's sends through FCM HTTP v1: Android and topic sends (route `fcm`), and iOS devices
 /// with FCM tokens (`fcm_apns`, which also need the app's APNs setup in Firebase). Made from
 /// the app's project and service-account file (or `GOOGLE_APPLICATION_CREDENTIALS`); the
-/// project's rate limit is shared by every app that sends through it.
+/// project's quota is shared by every app that sends through it, in every daemon (``FCMQuota``).
 struct FCMRoute: ProviderRoute {
     struct Setup: Equatable, Sendable {
         var project: String
@@ -13,7 +13,7 @@ struct FCMRoute: ProviderRoute {
     }
 
     let client: FCMClient
-    let limiter: RateLimiter
+    let quota: FCMQuota
 
     static func setup(of app: AppSetup) -> Setup {
         Setup(project: app.fcmProjectID, credentialsFile: app.credentialsFile)
@@ -37,23 +37,50 @@ struct FCMRoute: ProviderRoute {
         shared.logger.info(
             "loaded FCM credentials",
             metadata: ["app": "\(app)", "project": "\(setup.project)", "account": "\(account.clientEmail)"])
-        return FCMRoute(client: client, limiter: shared.limiter(project: setup.project))
+        return FCMRoute(client: client, quota: shared.quota(project: setup.project))
     }
 
-    /// A dry run is FCM's `validate_only`: checked by FCM, not sent.
+    /// A dry run is FCM's `validate_only`: checked by FCM, not sent. Sends go out as the
+    /// project's quota grants them, each grant's at once; while the project is paused after a
+    /// 429, the rest wait with it (no attempt), and a 429 for the project's quota pauses it in
+    /// every daemon.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
+        var answered: [(OutgoingDelivery, DeliveryLife.Event)] = []
         for dryRun in [false, true] {
-            let part = batch.filter { $0.dryRun == dryRun }
-            if part.isEmpty { continue }
-            await limiter.acquire(part.count)
-            let outcomes = await client.send(part.map { builder.fcmMessage(for: $0, now: now) }, validateOnly: dryRun)
-            let at = context.clock.now()
-            events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
+            var waiting = batch.filter { $0.dryRun == dryRun }[...]
+            await withTaskGroup(of: [(OutgoingDelivery, DeliveryLife.Event)].self) { group in
+                while !waiting.isEmpty {
+                    switch await quota.take(upTo: waiting.count) {
+                    case .send(let count):
+                        let part = Array(waiting.prefix(count))
+                        waiting = waiting.dropFirst(count)
+                        group.addTask {
+                            let outcomes = await client.send(
+                                part.map { builder.fcmMessage(for: $0, now: now) }, validateOnly: dryRun)
+                            let at = context.clock.now()
+                            return zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
+                        }
+                    case .paused(let wait, let reason):
+                        let at = context.clock.now()
+                        events += waiting.map {
+                            ($0, .sent(.overQuota(after: wait, reason: reason), dryRun: dryRun, at: at))
+                        }
+                        waiting = []
+                    }
+                }
+                for await part in group { answered += part }
+            }
         }
-        return events
+        let refusals = answered.compactMap { _, event -> (after: Duration, reason: String)? in
+            if case .sent(.overQuota(let after, let reason), _, _) = event { (after, reason) } else { nil }
+        }
+        if let longest = refusals.max(by: { $0.after < $1.after }) {
+            await quota.overQuota(for: longest.after, reason: longest.reason)
+        }
+        return events + answered
     }
 }
 

@@ -3,6 +3,7 @@ import HeraldAPNs
 import HeraldCore
 import HeraldFCM
 import HeraldHTTP
+import HeraldPostgres
 import Logging
 
 /// An app's row of `herald.apps`, as its routes are made from it.
@@ -44,12 +45,13 @@ protocol ProviderRoute: Sendable {
 }
 
 /// Each app's routes, made on first use and shared by every sending worker over one HTTP/2
-/// client, with what routes share: FCM rate limits per project, APNs provider tokens per key.
+/// client, with what routes share: FCM quotas per project (drawn with the fleet), APNs provider tokens per key.
 public actor Senders {
     public struct Configuration: Sendable {
         public var fcmEndpoint: String = FCMClient.defaultEndpoint
         public var defaultCredentialsFile: String?
-        public var ratePerSecond: Double = RateLimiter.defaultRate
+        /// Each FCM project's sends a second, for the whole fleet.
+        public var ratePerSecond: Double = FCMQuota.defaultRate
         /// APNs' base URL for every app, instead of Apple's production or development servers (a
         /// local stand-in); nil: each app's environment decides.
         public var apnsEndpoint: String?
@@ -63,7 +65,10 @@ public actor Senders {
     nonisolated let routeWindows = RouteWindows()
     /// Each route made, by app and provider, with the setup it was made from.
     private var routes: [String: (setup: any Sendable, route: any ProviderRoute)] = [:]
-    private var limiters: [String: RateLimiter] = [:]
+    /// Where each FCM project's quota is drawn, shared with every daemon on the database; nil:
+    /// this daemon keeps to the rate alone.
+    let quotaConnection: PostgresConnection?
+    private var quotas: [String: FCMQuota] = [:]
     private var providerTokens: [String: APNsProviderTokens] = [:]
     /// Certificates' expiry, by app, as read when loaded; `unrecorded` until the worker wrote it
     /// to `herald.apps`.
@@ -71,10 +76,13 @@ public actor Senders {
     private var expiryWarned: [String: ContinuousClock.Instant] = [:]
     private var logged: [String: (problem: String, at: ContinuousClock.Instant)] = [:]
 
-    public init(http: HTTPClient, configuration: Configuration, logger: Logger) {
+    public init(
+        http: HTTPClient, configuration: Configuration, logger: Logger, quotaConnection: PostgresConnection? = nil
+    ) {
         self.http = http
         self.configuration = configuration
         self.logger = logger
+        self.quotaConnection = quotaConnection
     }
 
     /// The app's route of provider `R`, or why there is none. A changed setup in `herald.apps`
@@ -94,12 +102,13 @@ public actor Senders {
         }
     }
 
-    /// The rate limiter of an FCM project, shared by the apps that send through it.
-    func limiter(project: String) -> RateLimiter {
-        if let limiter = limiters[project] { return limiter }
-        let limiter = RateLimiter(perSecond: configuration.ratePerSecond)
-        limiters[project] = limiter
-        return limiter
+    /// The quota of an FCM project, shared by the apps that send through it (and the fleet).
+    func quota(project: String) -> FCMQuota {
+        if let quota = quotas[project] { return quota }
+        let quota = FCMQuota(
+            project: project, perSecond: configuration.ratePerSecond, connection: quotaConnection, logger: logger)
+        quotas[project] = quota
+        return quota
     }
 
     /// The provider tokens of an APNs key, shared by the apps that use it.

@@ -1,0 +1,91 @@
+import Foundation
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Logging
+import Testing
+
+/// An FCM project's quota, drawn by several daemons (here, several ``FCMQuota``s on their own
+/// connections) from one row.
+@Suite struct FCMQuotaTests {
+    /// Two daemons taking as fast as they can get no more, together, than the project's rate:
+    /// a second's worth at once, then the rate (each on its own budget would get twice that).
+    @Test func twoDaemonsTogetherKeepToTheRate() async throws {
+        let database = try await TestDatabase.create()
+        let rate = 100
+        var quotas: [FCMQuota] = []
+        for _ in 0..<2 {
+            quotas.append(
+                FCMQuota(
+                    project: "shop-prod", perSecond: Double(rate), connection: try await database.connect(),
+                    logger: Logger(label: "test")))
+        }
+        let start = ContinuousClock.now
+        let taken = await withTaskGroup(of: Int.self) { [quotas] group in
+            for quota in quotas {
+                group.addTask {
+                    var taken = 0
+                    while ContinuousClock.now - start < .seconds(3) {
+                        if case .send(let count) = await quota.take(upTo: 7) { taken += count }
+                    }
+                    return taken
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let elapsed = (ContinuousClock.now - start).seconds
+        // Seconds of the server's clock begun meanwhile, each a budget; a grant drawn in the last
+        // one may end after the daemon stopped asking.
+        let budget = Double(rate) * (elapsed.rounded(.up) + 1)
+        #expect(Double(taken.reduce(0, +)) <= budget, "\(taken) in \(elapsed) s")
+        #expect(taken.allSatisfy { $0 > 0 }, "both drew: \(taken)")
+    }
+
+    /// A 429 seen by one daemon pauses the project for the others, with FCM's words; an
+    /// operator's per_second for the project overrides the daemons' rate.
+    @Test func a429PausesTheProjectForEveryDaemon() async throws {
+        let database = try await TestDatabase.create()
+        let first = FCMQuota(
+            project: "shop-prod", perSecond: 100, connection: try await database.connect(),
+            logger: Logger(label: "test"))
+        let second = FCMQuota(
+            project: "shop-prod", perSecond: 100, connection: try await database.connect(),
+            logger: Logger(label: "test"))
+        // A twentieth of the rate, as a daemon draws it: nothing is left over in this second.
+        #expect(await second.take(upTo: 5) == .send(5))
+        await first.overQuota(for: .seconds(30), reason: "429 RESOURCE_EXHAUSTED: Quota exceeded")
+        guard case .paused(let wait, let reason) = await second.take(upTo: 1) else {
+            Issue.record("the second daemon was not paused"); return
+        }
+        #expect(wait > .seconds(28) && wait <= .seconds(30))
+        #expect(reason == "429 RESOURCE_EXHAUSTED: Quota exceeded")
+
+        // Operators see it in `herald status`.
+        let db = try await database.connect()
+        let problems = try await QueueStatus.load(db).problems(maximumReadyAge: 60)
+        #expect(
+            problems.contains { $0.hasPrefix("FCM project shop-prod: over its quota, every daemon waits until") },
+            "\(problems)")
+        try await db.execute("INSERT INTO herald.fcm_quotas (project_id, per_second) VALUES ('other', 4)")
+        let other = FCMQuota(project: "other", perSecond: 100, connection: db, logger: Logger(label: "test"))
+        let granted = await other.take(upTo: 10)
+        #expect(granted == .send(4), "the project's own per_second, not the daemons' 100")
+    }
+
+    /// Without the database (a failover), a daemon keeps to the rate alone rather than stop.
+    @Test func withoutTheDatabaseADaemonKeepsToTheRateAlone() async throws {
+        let unreachable = PostgresConnection(conninfo: "host=127.0.0.1 port=1 dbname=none connect_timeout=1")
+        let quota = FCMQuota(project: "p", perSecond: 50, connection: unreachable, logger: Logger(label: "test"))
+        let start = ContinuousClock.now
+        var taken = 0
+        while taken < 100 {
+            guard case .send(let count) = await quota.take(upTo: 10) else {
+                Issue.record("paused without a database"); return
+            }
+            taken += count
+        }
+        // A second's worth at once, then 50 a second.
+        #expect(ContinuousClock.now - start >= .milliseconds(900))
+    }
+}
