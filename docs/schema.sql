@@ -304,32 +304,33 @@ $$;
 -- Name: draw_fcm_quota(text, integer, integer); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text) RETURNS record
+CREATE FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    at timestamptz := clock_timestamp();
-    this_second timestamptz := date_trunc('second', clock_timestamp());
+    at timestamptz;
     quota herald.fcm_quotas;
 BEGIN
+    INSERT INTO herald.fcm_quotas (project_id) VALUES (project) ON CONFLICT DO NOTHING;
     SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO herald.fcm_quotas (project_id) VALUES (project) ON CONFLICT DO NOTHING;
-        SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
-    END IF;
-    granted := 0;
+    at := clock_timestamp();
+    this_second := date_trunc('second', at);
     good_for := this_second + interval '1 second' - at;
+    rate := coalesce(quota.per_second, fleet_rate);
+    granted := 0;
     IF quota.paused_until > at THEN
         paused_for := quota.paused_until - at;
-        paused_reason := quota.paused_reason;
-        RETURN;
+    -- A window ahead of this second: the server's clock stepped back; grant nothing until it is past.
+    ELSIF quota.window_start <= this_second THEN
+        IF quota.window_start < this_second THEN
+            quota.drawn := 0;
+        END IF;
+        granted := greatest(0, least(wanted, rate - quota.drawn));
+        IF granted > 0 THEN
+            UPDATE herald.fcm_quotas q SET window_start = this_second, drawn = quota.drawn + granted
+            WHERE q.project_id = project;
+        END IF;
     END IF;
-    IF quota.window_start <> this_second THEN
-        quota.drawn := 0;
-    END IF;
-    granted := greatest(0, least(wanted, coalesce(quota.per_second, fleet_rate) - quota.drawn));
-    UPDATE herald.fcm_quotas q SET window_start = this_second, drawn = quota.drawn + granted
-    WHERE q.project_id = project;
 END;
 $$;
 
@@ -2380,11 +2381,11 @@ GRANT ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bi
 
 
 --
--- Name: FUNCTION draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT good_for interval, OUT paused_for interval, OUT paused_reason text) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) TO herald_daemon;
 
 
 --
@@ -2735,13 +2736,6 @@ GRANT INSERT(project_id) ON TABLE herald.fcm_quotas TO herald_operator;
 --
 
 GRANT INSERT(per_second),UPDATE(per_second) ON TABLE herald.fcm_quotas TO herald_operator;
-
-
---
--- Name: COLUMN fcm_quotas.paused_until; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT UPDATE(paused_until) ON TABLE herald.fcm_quotas TO herald_operator;
 
 
 --

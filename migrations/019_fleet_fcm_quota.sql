@@ -12,9 +12,10 @@ CREATE TABLE herald.fcm_quotas (
     window_start  timestamptz NOT NULL DEFAULT '-infinity',
     drawn         int NOT NULL DEFAULT 0,
     -- After a 429: nothing is drawn until then (FCM's Retry-After, 60 s when it gives none).
+    -- Only the daemons set it; a pause ends by itself.
     paused_until  timestamptz NOT NULL DEFAULT '-infinity',
     paused_reason text
 );
 COMMENT ON TABLE herald.fcm_quotas IS
     'Each FCM project''s sends, drawn a second at a time by every daemon on the database; paused after a 429';
-GRANT SELECT, INSERT (project_id, per_second), UPDATE (per_second, paused_until) ON herald.fcm_quotas TO herald_operator;
+GRANT SELECT, INSERT (project_id, per_second), UPDATE (per_second) ON herald.fcm_quotas TO herald_operator;

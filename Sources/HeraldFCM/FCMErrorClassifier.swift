@@ -10,6 +10,10 @@ public enum FCMErrorClassifier {
     /// How long a target over its rate (`QUOTA_EXCEEDED`) waits at the least, and the project
     /// after a 429 that gives no `Retry-After`.
     public static let quotaFloor: Duration = .seconds(60)
+    /// The shortest and the longest a project waits after a 429 for its quota, whatever
+    /// `Retry-After` says.
+    public static let shortestPause: Duration = .seconds(5)
+    public static let longestPause: Duration = .seconds(3600)
 
     /// What FCM's error body says.
     public struct ErrorBody: Sendable, Equatable {
@@ -60,7 +64,9 @@ public enum FCMErrorClassifier {
             if code == "QUOTA_EXCEEDED" && error.errorInfoReason != "RATE_LIMIT_EXCEEDED" {
                 return (.retry(after: max(retryAfter ?? .zero, quotaFloor), reason: reason), false)
             }
-            return (.overQuota(after: retryAfter ?? quotaFloor, reason: reason), false)
+            // A Retry-After of 0 (or a date past) would resend at once, without end.
+            let wait = min(max(retryAfter ?? quotaFloor, shortestPause), longestPause)
+            return (.overQuota(after: wait, reason: reason), false)
         case 500...599:
             return (.retry(after: retryAfter, reason: reason), false)
         default:

@@ -31,7 +31,8 @@ public enum DeliveryLife {
         /// Its route's configuration has been failing since the last probe at `failedAt`; the
         /// route's first delivery is the probe when one is due.
         case configurationFailing(failedAt: Date, probe: Bool, route: String)
-        /// Its route's window was full: it waits `wait`, not an attempt.
+        /// Its route's window was full, or its FCM project is paused after a 429: it waits
+        /// `wait`, not an attempt.
         case crowdedOut(wait: Duration)
         /// What its send came to, answered at `at` (a provider's answer, or what Herald found
         /// before it could send: an unusable subscription, a refused request, a route that

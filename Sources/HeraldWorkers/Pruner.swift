@@ -14,8 +14,12 @@ import ServiceLifecycle
 public struct Pruner: Service {
     /// Default retention: 7 days.
     public static let defaultRetention: Duration = .seconds(7 * 24 * 3600)
-    /// How often it looks. Default 1 minute.
-    public static let interval: Duration = .seconds(60)
+    /// How often it looks: a sixth of the retention, between 5 s and a minute. A pass deletes
+    /// what finished in the interval since the last, at once, and leaves that many dead rows to
+    /// vacuum; at a short retention a minute's worth is a large share of the table.
+    public static func interval(retention: Duration) -> Duration {
+        min(.seconds(60), max(.seconds(5), retention / 6))
+    }
     /// Notifications per statement.
     public static let batchSize = 1000
 
@@ -43,7 +47,7 @@ public struct Pruner: Service {
             } onGracefulShutdown: { [connection] in
                 connection.cancel()
             }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.interval) }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.interval(retention: retention)) }
         }
     }
 

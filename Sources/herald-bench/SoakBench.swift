@@ -37,6 +37,7 @@ struct SoakBench: AsyncParsableCommand {
             "soak: \(rate) notifications/s for \(seconds) s, \(perStatement) per herald.send statement, sampled every \(sample) s"
         )
         print(Sample.header)
+        fflush(nil)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await produce(on: producer, from: start, until: end, counting: produced) }
             group.addTask { try await watch(on: watcher, until: end, into: longest) }
@@ -52,6 +53,7 @@ struct SoakBench: AsyncParsableCommand {
                         on: sampler, at: (next - start).seconds, produced: produced.value, lag: produced.lag,
                         longest: longest.takeWindow(), previous: previous, window: sample)
                     print(taken.line)
+                    fflush(nil)  // as it comes, into a file too
                     samples.append(taken)
                     previous = taken
                 }

@@ -194,6 +194,9 @@ import Testing
         }
         #expect(after == .seconds(7) && reason.hasPrefix("429 RESOURCE_EXHAUSTED: Quota exceeded"))
         #expect(classify(project) == .overQuota(after: .seconds(60), reason: reason))
+        // Never at once (a resend without end), never for days.
+        #expect(classify(project, retryAfter: "0") == .overQuota(after: .seconds(5), reason: reason))
+        #expect(classify(project, retryAfter: "86400") == .overQuota(after: .seconds(3600), reason: reason))
         guard case .overQuota(after: .seconds(60), _) = classify(overloaded) else {
             Issue.record("\(classify(overloaded))"); return
         }

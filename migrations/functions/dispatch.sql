@@ -94,39 +94,41 @@ $$;
 REVOKE ALL ON FUNCTION herald.app_setups(text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.app_setups(text[]) TO herald_daemon;
 
--- Draws up to `wanted` sends from FCM project `project`'s budget for the current second (the
--- server's clock), which every daemon on the database shares: `fleet_rate` a second, or the
--- project's own per_second when an operator set one. Returns how many were granted and how long
--- they stay good: to the end of the second, since what a daemon has not spent by then is lost,
--- never carried into the next (so the fleet never sends more than a second's budget in any
--- second). While the project is paused after a 429, nothing is granted: `paused_for` says for
--- how long, and `paused_reason` FCM's words.
+-- Draws up to `wanted` sends from FCM project `project`'s budget for the current second of the
+-- server's clock, which every daemon on the database shares: `fleet_rate` a second, or the
+-- project's own per_second when an operator set one (returned as `rate`). Returns how many were
+-- granted, the second they belong to and how long it has left: a daemon spends them within it or
+-- loses them, never carrying them into the next, so the fleet never draws more than a second's
+-- budget for any second. While the project is paused after a 429, nothing is granted and
+-- `paused_for` says for how long. The clock is read once the row is locked, so a draw that
+-- waited for the lock into the next second draws from that one.
 CREATE OR REPLACE FUNCTION herald.draw_fcm_quota(project text, wanted int, fleet_rate int,
-    OUT granted int, OUT good_for interval, OUT paused_for interval, OUT paused_reason text)
+    OUT granted int, OUT this_second timestamptz, OUT good_for interval, OUT paused_for interval, OUT rate int)
 LANGUAGE plpgsql AS $$
 DECLARE
-    at timestamptz := clock_timestamp();
-    this_second timestamptz := date_trunc('second', clock_timestamp());
+    at timestamptz;
     quota herald.fcm_quotas;
 BEGIN
+    INSERT INTO herald.fcm_quotas (project_id) VALUES (project) ON CONFLICT DO NOTHING;
     SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO herald.fcm_quotas (project_id) VALUES (project) ON CONFLICT DO NOTHING;
-        SELECT * INTO quota FROM herald.fcm_quotas q WHERE q.project_id = project FOR UPDATE;
-    END IF;
-    granted := 0;
+    at := clock_timestamp();
+    this_second := date_trunc('second', at);
     good_for := this_second + interval '1 second' - at;
+    rate := coalesce(quota.per_second, fleet_rate);
+    granted := 0;
     IF quota.paused_until > at THEN
         paused_for := quota.paused_until - at;
-        paused_reason := quota.paused_reason;
-        RETURN;
+    -- A window ahead of this second: the server's clock stepped back; grant nothing until it is past.
+    ELSIF quota.window_start <= this_second THEN
+        IF quota.window_start < this_second THEN
+            quota.drawn := 0;
+        END IF;
+        granted := greatest(0, least(wanted, rate - quota.drawn));
+        IF granted > 0 THEN
+            UPDATE herald.fcm_quotas q SET window_start = this_second, drawn = quota.drawn + granted
+            WHERE q.project_id = project;
+        END IF;
     END IF;
-    IF quota.window_start <> this_second THEN
-        quota.drawn := 0;
-    END IF;
-    granted := greatest(0, least(wanted, coalesce(quota.per_second, fleet_rate) - quota.drawn));
-    UPDATE herald.fcm_quotas q SET window_start = this_second, drawn = quota.drawn + granted
-    WHERE q.project_id = project;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.draw_fcm_quota(text,integer,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

@@ -141,7 +141,7 @@ public struct DispatchWorker: BatchWorker {
     public func finish() async { await inFlight.waitAll() }
 
     /// The longest a send keeps its deliveries leased: far beyond any request's timeout
-    /// (`HERALD_HTTP_TIMEOUT`) and a rate limiter's wait, so only a send that will never return
+    /// (`HERALD_HTTP_TIMEOUT`) and an FCM quota's wait, so only a send that will never return
     /// lets its leases run out.
     static let longestSend: Duration = .seconds(600)
 
@@ -291,7 +291,12 @@ public struct DispatchWorker: BatchWorker {
         // A route that found a problem tells nothing of its other scopes; one that found none
         // clears those of every scope it depends on.
         for (scope, problem) in found { problems[ProblemKey(app: key.app, scope: scope)] = .some(problem) }
-        if found.isEmpty {
+        // Only an answer, or what Herald found when it tried, tells: deliveries that waited (a
+        // full window, a paused FCM project) tried nothing.
+        let tried = events.contains { _, event in
+            if case .crowdedOut = event { false } else { true }
+        }
+        if found.isEmpty && tried {
             for scope in key.route.scopes { problems[ProblemKey(app: key.app, scope: scope)] = .some(nil) }
         }
         for (problemKey, problem) in problems {

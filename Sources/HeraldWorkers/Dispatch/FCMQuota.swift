@@ -8,11 +8,12 @@ import Logging
 /// would send as many times the quota as it has daemons.
 ///
 /// A daemon draws the project's sends from its row in `herald.fcm_quotas`, a second's budget at a
-/// time (`herald.draw_fcm_quota`), in chunks of a twentieth of it so that it asks the database
-/// about once per chunk, not once per send. What it has not spent when the second ends is lost,
-/// never carried over, so the fleet never sends more than a second's budget in any second. A 429
-/// for the project's quota pauses it for every daemon (`herald.pause_fcm_project`) for FCM's
-/// `Retry-After`, or a minute. While the database cannot be reached, the daemon keeps to the
+/// time (`herald.draw_fcm_quota`), in chunks of a twentieth of it (or what a caller wants, if
+/// more), so that it asks the database about once per chunk, not once per send; one draw at a
+/// time, which every caller waiting shares. What it has not spent when the second ends is
+/// lost, never carried over, so the fleet never draws more than a second's budget for a
+/// second. A 429 for the project's quota pauses it for every daemon
+/// (`herald.pause_fcm_project`). While the database cannot be reached, the daemon keeps to the
 /// rate on its own, as each daemon did before.
 public actor FCMQuota {
     /// Just under FCM's default 600,000 messages a minute.
@@ -22,33 +23,41 @@ public actor FCMQuota {
     public enum Grant: Equatable, Sendable {
         /// Send this many (at least one).
         case send(Int)
-        /// The project is paused after a 429: nothing goes for `wait`.
-        case paused(wait: Duration, reason: String)
+        /// Send nothing for `wait`: the project is paused after a 429 (or the daemon is stopping).
+        case paused(wait: Duration)
     }
 
     let project: String
+    /// The daemons' rate (`HERALD_FCM_RATE_LIMIT`); the project's row may set its own.
     let perSecond: Int
     let connection: PostgresConnection?
     let logger: Logger
-    /// Drawn and not yet spent, good until `reserveEnds` (the end of the server's second).
+    /// Drawn and not yet spent, for the server's second `reserveSecond`, good until
+    /// `reserveEnds` here.
     private var reserve = 0
+    private var reserveSecond = Date.distantPast
     private var reserveEnds = ContinuousClock.now
+    /// The last draw got less than it asked for: the fleet has spent this second's budget.
+    private var spent = false
     private var pausedUntil = ContinuousClock.now
-    private var pauseReason = ""
-    /// The daemon's own budget, while the database cannot be reached.
-    private var alone: TokenBucket
-    /// The database could not be reached: the daemon keeps to the rate alone until then, before
-    /// it asks again.
+    /// The draw in flight, which the other callers wait for.
+    private var drawing: Task<Void, Never>?
+    /// The project's rate as the database last gave it.
+    private var rate: Int
+    /// The daemon's own budget: while the database cannot be reached (asked again from
+    /// `aloneUntil`), or always without a connection.
+    private var alone: TokenBucket?
     private var aloneUntil = ContinuousClock.now
-    private var databaseLost = false
+    private var sessionReady = false
 
     /// `connection` nil: this daemon keeps to `perSecond` alone (a test, a tool).
     public init(project: String, perSecond: Double, connection: PostgresConnection?, logger: Logger) {
         self.project = project
-        self.perSecond = max(1, Int(perSecond))
+        self.perSecond = max(1, Int(min(perSecond, Double(Int32.max))))
+        self.rate = self.perSecond
         self.connection = connection
         self.logger = logger
-        self.alone = TokenBucket(rate: perSecond)
+        if connection == nil { alone = TokenBucket(rate: Double(self.perSecond), full: true) }
     }
 
     /// Up to `wanted` sends, as soon as any may go (waiting for the next second when this one's
@@ -56,66 +65,87 @@ public actor FCMQuota {
     public func take(upTo wanted: Int) async -> Grant {
         while true {
             let now = ContinuousClock.now
-            if now < pausedUntil { return .paused(wait: pausedUntil - now, reason: pauseReason) }
+            if now < pausedUntil { return .paused(wait: pausedUntil - now) }
+            if Task.isCancelled { return .paused(wait: .seconds(1)) }
             if now < reserveEnds && reserve > 0 {
                 let granted = min(reserve, wanted)
                 reserve -= granted
                 return .send(granted)
             }
             guard let connection, now >= aloneUntil else { return await takeAlone(wanted) }
-            let chunk = max(wanted, perSecond / 20)
-            let granted: Int
-            let goodFor: Double
-            let pausedFor: Double?
-            let reason: String?
-            do {
-                let row = try await connection.query(SQL.draw, [project, chunk, perSecond])[0]
-                (granted, goodFor) = (try row.decode("granted"), try row.decode("good_for"))
-                (pausedFor, reason) = (try row.decode("paused_for"), try row.decode("paused_reason"))
-                if databaseLost {
-                    databaseLost = false
-                    logger.info("FCM quota shared with the fleet again", metadata: ["project": "\(project)"])
-                }
-            } catch {
-                aloneUntil = now + .seconds(1)
-                if !databaseLost {
-                    databaseLost = true
-                    logger.warning(
-                        "FCM quota: the database cannot be reached; this daemon keeps to the rate alone",
-                        metadata: ["project": "\(project)", "rate": "\(perSecond)", "error": "\(error)"])
-                }
-                return await takeAlone(wanted)
+            if let drawing {
+                await drawing.value
+                continue
+            }
+            if spent && now < reserveEnds {
+                // This second's budget is spent, for the whole fleet.
+                try? await Task.sleep(until: reserveEnds)
+                continue
+            }
+            let draw = Task { await self.draw(max(wanted, perSecond / 20), on: connection) }
+            drawing = draw
+            await draw.value
+        }
+    }
+
+    private func draw(_ chunk: Int, on connection: PostgresConnection) async {
+        // Done before the draw's waiters resume: one that found it still set would wait on it
+        // again and again, without giving way to the actor.
+        defer { drawing = nil }
+        let asked = ContinuousClock.now
+        do {
+            if !sessionReady {
+                try await connection.addSetupStatement(SQL.session)
+                sessionReady = true
+            }
+            let row = try await connection.query(SQL.draw, [project, chunk, perSecond])[0]
+            let granted: Int = try row.decode("granted")
+            let second: Date = try row.decode("this_second")
+            let goodFor: Double = try row.decode("good_for")
+            let pausedFor: Double? = try row.decode("paused_for")
+            rate = try row.decode("rate")
+            if alone != nil {
+                alone = nil
+                logger.info("FCM quota drawn with the fleet again", metadata: ["project": "\(project)"])
             }
             if let pausedFor {
-                pause(until: now + .seconds(pausedFor), reason: reason ?? "paused")
-                continue
+                pause(until: asked + .seconds(pausedFor))
+                return
             }
-            // Counted from before the draw: the second ends no later than this here.
-            let ends = now + .seconds(goodFor)
-            if granted == 0 {
-                if Task.isCancelled { return .paused(wait: .seconds(1), reason: "the daemon is stopping") }
-                try? await Task.sleep(until: ends)
-                continue
+            if second != reserveSecond {
+                reserve = 0
+                reserveSecond = second
             }
-            let sent = min(granted, wanted)
-            // Another take may have drawn meanwhile: keep the newer second's reserve only.
-            if ends >= reserveEnds {
-                reserve = granted - sent
-                reserveEnds = ends
+            // Counted from before the draw, so it ends here no later than on the server.
+            reserveEnds = asked + .seconds(goodFor)
+            reserve += granted
+            spent = granted < chunk
+        } catch {
+            aloneUntil = ContinuousClock.now + .seconds(1)
+            guard alone == nil else { return }
+            // Starting empty, at the project's rate as last drawn: no second's worth more than the fleet's.
+            alone = TokenBucket(rate: Double(rate), full: false)
+            if let error = error as? PostgresError, error.isTransient {
+                logger.warning(
+                    "FCM quota: the database cannot be reached; this daemon keeps to the project's rate alone",
+                    metadata: ["project": "\(project)", "rate": "\(rate)", "error": "\(error)"])
+            } else {
+                logger.error(
+                    "FCM quota: drawing failed; this daemon keeps to the project's rate alone",
+                    metadata: ["project": "\(project)", "rate": "\(rate)", "error": "\(error)"])
             }
-            return .send(sent)
         }
     }
 
     /// FCM answered 429 for the project's quota: every daemon waits `duration` before its next
     /// send of the project.
     public func overQuota(for duration: Duration, reason: String) async {
-        if ContinuousClock.now >= pausedUntil {
-            logger.warning(
-                "FCM project over its quota: every daemon waits",
-                metadata: ["project": "\(project)", "seconds": "\(Int(duration.seconds))", "reason": "\(reason)"])
-        }
-        pause(until: .now + duration, reason: reason)
+        let until = ContinuousClock.now + duration
+        guard until > pausedUntil + .seconds(1) else { return }
+        logger.warning(
+            "FCM project over its quota: every daemon waits",
+            metadata: ["project": "\(project)", "seconds": "\(Int(duration.seconds))", "reason": "\(reason)"])
+        pause(until: until)
         guard let connection else { return }
         do {
             try await connection.query(SQL.pause, [project, duration.seconds, reason])
@@ -128,27 +158,29 @@ public actor FCMQuota {
 
     /// Without the database: the daemon's own budget.
     private func takeAlone(_ wanted: Int) async -> Grant {
-        let (granted, wait) = alone.take(upTo: wanted, now: .now)
+        var bucket = alone ?? TokenBucket(rate: Double(rate), full: false)
+        let (granted, wait) = bucket.take(upTo: wanted, now: .now)
+        alone = bucket
         // Taken already, so a caller after this one waits behind it.
         if wait > .zero { try? await Task.sleep(for: wait) }
         return .send(granted)
     }
 
-    private func pause(until: ContinuousClock.Instant, reason: String) {
-        if until > pausedUntil {
-            pausedUntil = until
-            pauseReason = reason
-        }
+    private func pause(until: ContinuousClock.Instant) {
+        pausedUntil = max(pausedUntil, until)
         reserve = 0
     }
 
     enum SQL {
+        /// The quota's session: a draw that waits longer than a second or two (a lock held by a
+        /// stalled session, a server going away) is better given up for the daemon's own budget;
+        /// and a draw need not wait for its commit to be durable (a crash loses a second's count).
+        static let session = "SET statement_timeout = '2s'; SET synchronous_commit = off"
         /// Up to $2 sends of project $1 at $3 a second for the fleet (`herald.draw_fcm_quota`,
-        /// `migrations/functions/dispatch.sql`); how many, for how many seconds, or how long the
-        /// project is paused and why.
+        /// `migrations/functions/dispatch.sql`).
         static let draw = """
-            SELECT granted, extract(epoch FROM good_for)::float8 AS good_for,
-                   extract(epoch FROM paused_for)::float8 AS paused_for, paused_reason
+            SELECT granted, this_second, extract(epoch FROM good_for)::float8 AS good_for,
+                   extract(epoch FROM paused_for)::float8 AS paused_for, rate
             FROM herald.draw_fcm_quota($1, $2, $3)
             """
         /// Pauses project $1 for $2 seconds for every daemon, FCM's words $3.
@@ -162,9 +194,10 @@ struct TokenBucket {
     private var tokens: Double
     private var updated = ContinuousClock.now
 
-    init(rate: Double) {
+    /// `full`: a second's worth at once; otherwise none until they come.
+    init(rate: Double, full: Bool) {
         self.rate = rate
-        self.tokens = rate
+        self.tokens = full ? rate : 0
     }
 
     /// Takes up to `wanted` (at most a second's worth) at once; returns how many, and how long

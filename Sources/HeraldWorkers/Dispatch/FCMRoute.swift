@@ -41,14 +41,13 @@ struct FCMRoute: ProviderRoute {
     }
 
     /// A dry run is FCM's `validate_only`: checked by FCM, not sent. Sends go out as the
-    /// project's quota grants them, each grant's at once; while the project is paused after a
-    /// 429, the rest wait with it (no attempt), and a 429 for the project's quota pauses it in
-    /// every daemon.
+    /// project's quota grants them, each grant's at once. A 429 for the project's quota pauses
+    /// it in every daemon as soon as it comes; while it is paused, the deliveries not yet sent
+    /// wait with it (postponed, no attempt).
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
-        var answered: [(OutgoingDelivery, DeliveryLife.Event)] = []
         for dryRun in [false, true] {
             var waiting = batch.filter { $0.dryRun == dryRun }[...]
             await withTaskGroup(of: [(OutgoingDelivery, DeliveryLife.Event)].self) { group in
@@ -61,26 +60,21 @@ struct FCMRoute: ProviderRoute {
                             let outcomes = await client.send(
                                 part.map { builder.fcmMessage(for: $0, now: now) }, validateOnly: dryRun)
                             let at = context.clock.now()
+                            let refusal = outcomes.lazy.compactMap { outcome -> (Duration, String)? in
+                                if case .overQuota(let after, let reason) = outcome { (after, reason) } else { nil }
+                            }.first
+                            if let (after, reason) = refusal { await quota.overQuota(for: after, reason: reason) }
                             return zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
                         }
-                    case .paused(let wait, let reason):
-                        let at = context.clock.now()
-                        events += waiting.map {
-                            ($0, .sent(.overQuota(after: wait, reason: reason), dryRun: dryRun, at: at))
-                        }
+                    case .paused(let wait):
+                        events += waiting.map { ($0, .crowdedOut(wait: wait)) }
                         waiting = []
                     }
                 }
-                for await part in group { answered += part }
+                for await part in group { events += part }
             }
         }
-        let refusals = answered.compactMap { _, event -> (after: Duration, reason: String)? in
-            if case .sent(.overQuota(let after, let reason), _, _) = event { (after, reason) } else { nil }
-        }
-        if let longest = refusals.max(by: { $0.after < $1.after }) {
-            await quota.overQuota(for: longest.after, reason: longest.reason)
-        }
-        return events + answered
+        return events
     }
 }
 

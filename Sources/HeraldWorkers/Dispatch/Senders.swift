@@ -32,7 +32,7 @@ public struct AppSetup: Sendable, Equatable {
 /// app's setup (and made again when that changes), how a delivery becomes its request, how
 /// the requests are sent, and what their answers mean for each delivery. Each provider's
 /// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`) knows no database; its route adds what
-/// Herald keeps: rate limits, dry runs, the checks its deliveries need.
+/// Herald keeps: FCM's quota, dry runs, the checks its deliveries need.
 protocol ProviderRoute: Sendable {
     /// What of the app's setup the route is made from: a change makes a new one.
     associatedtype Setup: Equatable & Sendable
