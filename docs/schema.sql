@@ -437,6 +437,7 @@ $$;
 
 CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, deliveries integer)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $_$
 BEGIN
     -- Lock the batch in id order, so concurrent ingesters cannot deadlock.
@@ -621,6 +622,7 @@ $_$;
 
 CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, deliveries integer)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     ids bigint[];

@@ -187,15 +187,8 @@ public final class PostgresConnection: @unchecked Sendable {
             }
             trustsReportedStatus = false
         }
-        // Every session speaks UTC and ISO dates, which the decoders rely on. Each statement is
-        // planned for the tables as they are when it runs: a session keeps its prepared
-        // statements and its functions' statements for days, and a plan cached while a table was
-        // small (a new deployment's first minute) scans it whole at every call once it has grown,
-        // until autovacuum's next ANALYZE; ingest fell to 200 a second that way.
-        var setup = """
-            SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_min_messages = 'warning'; \
-            SET plan_cache_mode = 'force_custom_plan';
-            """
+        // Every session speaks UTC and ISO dates, which the decoders rely on.
+        var setup = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_min_messages = 'warning';"
         if let name = PQparameterStatus(fresh, "application_name"), name.pointee == 0 {
             setup += " SET application_name = 'herald';"
         }

@@ -211,43 +211,6 @@ import Testing
         #expect(try await connection.query("SELECT array_agg(id) FROM t")[0].decode(0, as: [Int].self) == [2])
     }
 
-    /// A statement is planned for the tables as they are when it runs, not as they were when the
-    /// session first ran it. Ingest, in a session that started on a new deployment's small
-    /// tables, went on reading the whole of a grown notifications table once per notification
-    /// of its batch (a cached plan) until autovacuum's next ANALYZE: 200 a second at 2,500.
-    @Test func ingestReadsItsBatchNotTheTableItGrewInto() async throws {
-        let database = try await TestDatabase.create()
-        let connection = try await database.connect()
-        try await connection.execute(
-            """
-            ALTER TABLE herald.notifications SET (autovacuum_enabled = false);
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
-            SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
-            """)
-        // The session's first calls, on a table of a few rows.
-        for _ in 1...10 {
-            try await connection.execute(
-                """
-                INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'early');
-                SELECT herald.ingest_next(100);
-                """)
-        }
-        try await connection.execute(
-            """
-            INSERT INTO herald.notifications (app_id, user_ref, title)
-            SELECT 'shop', 'alice', 'later' FROM generate_series(1, 50000);
-            """)
-        let (ingested, rowsRead) = try await connection.transaction { session in
-            let ingested = try session.query("SELECT accepted FROM herald.ingest_next(100)")[0].decode(0, as: Int.self)
-            let read = try session.query(
-                "SELECT seq_tup_read FROM pg_stat_xact_user_tables WHERE relid = 'herald.notifications'::regclass")[0]
-                .decode(0, as: Int.self)
-            return (ingested, read)
-        }
-        #expect(ingested == 100)
-        #expect(rowsRead == 0, "ingesting 100 notifications read \(rowsRead) rows of the table one by one")
-    }
-
     @Test func reconnectsAfterTheServerEndsTheSession() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let connection = try await database.connect()
