@@ -150,7 +150,8 @@ private struct Sample {
     var backlog: Int
     var sentPerSecond: Double
     var p99: Double?
-    var walBytes: Int64
+    /// The WAL position, in bytes from the start.
+    var walPosition: Int64
     var walPerNotification: Double
     var longest: (Double, String)
 
@@ -190,13 +191,13 @@ private struct Sample {
         let wal = Int64(try row.decode(6, as: Double.self))
         let sizeMB = try row.decode(0, as: Double.self)
         let newlyProduced = produced - (previous?.produced ?? 0)
-        let walBytes = wal - (previous?.walBytes ?? wal)
+        let walBytes = wal - (previous?.walPosition ?? wal)
         return Sample(
             at: at, produced: produced, lag: lag, sizeMB: sizeMB, live: try row.decode(1, as: Int.self),
             dead: try row.decode(2, as: Int.self), backlog: try row.decode(3, as: Int.self),
             sentPerSecond: Double(try row.decode(4, as: Int.self)) / Double(window),
             p99: try row.decode(5, as: Double?.self),
-            walBytes: wal, walPerNotification: newlyProduced > 0 ? Double(walBytes) / Double(newlyProduced) : 0,
+            walPosition: wal, walPerNotification: newlyProduced > 0 ? Double(walBytes) / Double(newlyProduced) : 0,
             longest: longest)
     }
 
@@ -207,8 +208,8 @@ private struct Sample {
         let worstDead = steady.map { Double($0.dead) / Double(max($0.live, 1)) }.max() ?? 0
         let worstBacklog = steady.map(\.backlog).max() ?? 0
         let worstP99 = steady.compactMap(\.p99).max() ?? 0
-        let longest = samples.map(\.longest).max { $0.0 < $1.0 } ?? (0, "")
-        let produced = Double(last.produced) / last.at
+        let longest = steady.map(\.longest).max { $0.0 < $1.0 } ?? (0, "")
+        let produced = Double(last.produced - first.produced) / max(last.at - first.at, 1)
         print("after the warm-up (\(Int(first.at)) s to \(Int(last.at)) s):")
         print(
             String(
