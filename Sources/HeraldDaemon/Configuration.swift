@@ -31,6 +31,8 @@ public struct Configuration: Sendable {
     public var backoffCap: Duration = Backoff.defaultCap
     /// How long finished notifications are kept.
     public var retention: Duration = Pruner.defaultRetention
+    /// The span of time one generation (one partition of each hot table) covers.
+    public var partitionInterval: Duration = Pruner.defaultPartitionInterval
     /// Apply missing migrations at startup instead of refusing to start.
     public var autoMigrate: Bool = false
     /// FCM's base URL; point it at the emulator for tests and demos.
@@ -97,6 +99,10 @@ public struct Configuration: Sendable {
             (
                 "HERALD_RETENTION", duration(defaults.retention),
                 "how long finished notifications and deliveries are kept"
+            ),
+            (
+                "HERALD_PARTITION_INTERVAL", duration(defaults.partitionInterval),
+                "the span of time each partition of notifications and deliveries covers; retention drops whole ones"
             ),
             ("HERALD_AUTO_MIGRATE", "\(defaults.autoMigrate)", "apply missing migrations when the daemon starts"),
             ("HERALD_FCM_ENDPOINT", defaults.fcmEndpoint, "FCM's base URL (the emulator's, for tests and demos)"),
@@ -185,6 +191,12 @@ public struct Configuration: Sendable {
         configuration.backoffBase = try reader.duration("HERALD_BACKOFF_BASE") ?? configuration.backoffBase
         configuration.backoffCap = try reader.duration("HERALD_BACKOFF_CAP") ?? configuration.backoffCap
         configuration.retention = try reader.duration("HERALD_RETENTION") ?? configuration.retention
+        configuration.partitionInterval =
+            try reader.duration("HERALD_PARTITION_INTERVAL") ?? configuration.partitionInterval
+        guard configuration.partitionInterval >= .seconds(1) else {
+            throw ConfigurationError(
+                setting: "HERALD_PARTITION_INTERVAL", message: "must be at least 1s: each interval makes two tables")
+        }
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
         configuration.caBundle = reader.string("HERALD_CA_BUNDLE")

@@ -75,7 +75,9 @@ public struct Daemon {
             }
         }
         services.append(
-            Pruner(connection: connection(), retention: configuration.retention, logger: logger))
+            Pruner(
+                connection: connection(), retention: configuration.retention,
+                partitionInterval: configuration.partitionInterval, logger: logger))
         if let address = configuration.httpAddress {
             services.append(endpoint(.app, at: address, connections: 2))
         }

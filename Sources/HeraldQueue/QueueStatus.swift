@@ -75,6 +75,23 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     public var database: Database?
+
+    /// The generations `herald.notifications` and `herald.deliveries` are partitioned by
+    /// (`herald.generations`), and the rows kept out of them.
+    public struct Partitions: Sendable, Codable, Equatable {
+        /// Generations with partitions, the open one and those made ahead included.
+        public var generations: Int
+        public var open: Int
+        public var openedAt: Date
+        /// Notifications and deliveries that outlived their generation (scheduled, backing off,
+        /// dead, not yet ingested).
+        public var keptNotifications: Int
+        public var keptDeliveries: Int
+        /// Rows past every partition made: no daemon opened a generation for a long time.
+        public var withoutPartition: Int
+    }
+
+    public var partitions: Partitions?
     /// Apps every producer may act for: granted to `herald_producer` itself, as migration 015
     /// left the apps that existed before it.
     public var openToEveryProducer: [String] = []
@@ -106,6 +123,13 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             PausedProject(
                 project: try row.decode("project_id"), until: try row.decode("paused_until"),
                 reason: try row.decode("paused_reason"))
+        }
+        status.partitions = try await connection.query(SQL.partitions).first.map { row in
+            Partitions(
+                generations: try row.decode("generations"), open: try row.decode("open"),
+                openedAt: try row.decode("opened_at"), keptNotifications: try row.decode("kept_notifications"),
+                keptDeliveries: try row.decode("kept_deliveries"), withoutPartition: try row.decode("without_partition")
+            )
         }
         return status
     }
@@ -150,6 +174,11 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                     + " (FCM: \(paused.reason ?? "429")); if it recurs, lower HERALD_FCM_RATE_LIMIT or the"
                     + " project's herald.fcm_quotas.per_second, or ask Google for more")
         }
+        if let partitions, partitions.withoutPartition > 0 {
+            problems.append(
+                "\(partitions.withoutPartition) notifications and deliveries past every partition (herald.*_default):"
+                    + " no daemon opened a generation for a long time; the next retention pass keeps them")
+        }
         for kind in kinds {
             if kind.dead > 0 {
                 problems.append(
@@ -189,6 +218,12 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                 + " Herald connections here: "
                 + (clients.isEmpty ? "none" : clients.joined(separator: ", "))
         }
+        if let partitions {
+            table +=
+                "\npartitions: \(partitions.generations) generations, g\(partitions.open) open since"
+                + " \(partitions.openedAt); kept out of them: \(partitions.keptNotifications) notifications,"
+                + " \(partitions.keptDeliveries) deliveries"
+        }
         return table
     }
 
@@ -203,6 +238,14 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                    min(since) AS since
             FROM herald.route_saturation WHERE seen_at > now() - interval '2 minutes'
             GROUP BY app_id, route, origin ORDER BY app_id, route, origin
+            """
+        static let partitions = """
+            SELECT count(*) FILTER (WHERE generation IS NOT NULL)::int AS generations,
+                   max(generation) FILTER (WHERE opened_at IS NOT NULL) AS open, max(opened_at) AS opened_at,
+                   sum(notifications) FILTER (WHERE part = 'kept')::int AS kept_notifications,
+                   sum(deliveries) FILTER (WHERE part = 'kept')::int AS kept_deliveries,
+                   sum(notifications + deliveries) FILTER (WHERE part = 'default')::int AS without_partition
+            FROM herald.partitions
             """
         static let pausedFCMProjects = """
             SELECT project_id, paused_until, paused_reason FROM herald.fcm_quotas

@@ -2,34 +2,51 @@ import HeraldPostgres
 import Logging
 import ServiceLifecycle
 
-/// Deletes finished notifications (and their deliveries) older than the retention period, so
-/// the hot tables stay small and vacuum keeps up.
+/// Keeps the hot tables to the retention: `herald.notifications` and `herald.deliveries` are
+/// partitioned by generation (a span of ids that is a span of time, migration 020), and retention
+/// drops whole generations instead of deleting rows.
 ///
-/// Each pass walks the notifications by id from the oldest, a batch per statement
-/// (`herald.prune`), up to the cutoff: every statement reads at most a batch, however much
-/// unfinished work (a backlog, scheduled sends) sits among the old rows, and is a short
-/// transaction, so retention never holds a snapshot that stops vacuum. Then the processed
-/// reports older than the cutoff go, a batch per statement, oldest first. SIGTERM cancels the
-/// statement in hand; the next start prunes from the oldest again.
+/// Each pass:
+/// 1. makes the generations ahead and opens the next one when the open one is a partition
+///    interval old (`herald.open_generation`);
+/// 2. retires each generation that closed more than the retention ago: its rows that still wait
+///    (scheduled, backing off, dead, not yet ingested) move to the kept partitions, ids unchanged,
+///    and its partitions are dropped (`herald.retire_generation`);
+/// 3. deletes the finished kept rows older than the retention, walking them by id a batch per
+///    statement (`herald.prune`), then the processed reports, idempotency keys and wake-ups
+///    older than it (`herald.prune_records`).
+/// Every statement is a short transaction, so retention never holds a snapshot that stops
+/// vacuum. One daemon at a time makes and drops partitions (an advisory lock); the others skip
+/// that part. SIGTERM cancels the statement in hand.
 public struct Pruner: Service {
     /// Default retention: 7 days.
     public static let defaultRetention: Duration = .seconds(7 * 24 * 3600)
-    /// How often it looks: a sixth of the retention, between 5 s and a minute. A pass deletes
-    /// what finished in the interval since the last, at once, and leaves that many dead rows to
-    /// vacuum; at a short retention a minute's worth is a large share of the table.
-    public static func interval(retention: Duration) -> Duration {
-        min(.seconds(60), max(.seconds(5), retention / 6))
+    /// Default span of a generation: a day, so a week's retention keeps eight.
+    public static let defaultPartitionInterval: Duration = .seconds(24 * 3600)
+    /// Generations made ahead of the open one, so that a missed pass never leaves new rows
+    /// without their partition (they would still be kept, in the default partitions).
+    public static let generationsAhead = 2
+    /// How often it looks: a sixth of the retention or of the partition interval, whichever is
+    /// shorter, between 5 s and a minute.
+    public static func interval(retention: Duration, partitionInterval: Duration = defaultPartitionInterval) -> Duration
+    {
+        min(.seconds(60), max(.seconds(5), min(retention, partitionInterval) / 6))
     }
-    /// Notifications per statement.
+    /// Kept notifications per statement.
     public static let batchSize = 1000
 
     let connection: PostgresConnection
     let retention: Duration
+    let partitionInterval: Duration
     let logger: Logger
 
-    public init(connection: PostgresConnection, retention: Duration = Pruner.defaultRetention, logger: Logger) {
+    public init(
+        connection: PostgresConnection, retention: Duration = Pruner.defaultRetention,
+        partitionInterval: Duration = Pruner.defaultPartitionInterval, logger: Logger
+    ) {
         self.connection = connection
         self.retention = retention
+        self.partitionInterval = partitionInterval
         self.logger = logger
     }
 
@@ -37,47 +54,82 @@ public struct Pruner: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             await withGracefulShutdownHandler {
                 do {
-                    let pruned = try await pruneAll()
-                    if pruned > 0 { logger.info("pruned finished notifications", metadata: ["count": "\(pruned)"]) }
+                    try await pass()
                 } catch {
                     if !Task.isShuttingDownGracefully {
-                        logger.error("pruning failed; will try again", metadata: ["error": "\(error)"])
+                        logger.error("retention failed; will try again", metadata: ["error": "\(error)"])
                     }
                 }
             } onGracefulShutdown: { [connection] in
                 connection.cancel()
             }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.interval(retention: retention)) }
+            try? await cancelWhenGracefulShutdown {
+                try await Task.sleep(for: Self.interval(retention: retention, partitionInterval: partitionInterval))
+            }
         }
     }
 
-    /// One pass, from the oldest notification to the cutoff, then the processed reports older
-    /// than it; returns how many notifications it deleted.
+    /// What one pass did.
+    public struct Pass: Equatable, Sendable {
+        /// Generations dropped, oldest first.
+        public var retired: [Int] = []
+        /// Rows of those generations moved to the kept partitions.
+        public var keptNotifications = 0
+        public var keptDeliveries = 0
+        /// Kept notifications deleted.
+        public var pruned = 0
+    }
+
+    /// One pass: generations opened and retired, then the kept rows and the other tables pruned.
     @discardableResult
-    public func pruneAll() async throws -> Int {
-        var total = 0
-        var after: Int64 = 0
+    public func pass() async throws -> Pass {
+        var done = Pass()
         let seconds = Int(retention.components.seconds)
+        let every = partitionInterval.seconds
+        try await connection.query(SQL.openGeneration, [every, Self.generationsAhead])
+        while !Task.isShuttingDownGracefully {
+            let retired = try await connection.query(SQL.retireGeneration, [seconds])[0]
+            guard let generation = try retired.decode("generation", as: Int?.self) else { break }
+            let notifications = try retired.decode("kept_notifications", as: Int.self)
+            let deliveries = try retired.decode("kept_deliveries", as: Int.self)
+            done.retired.append(generation)
+            done.keptNotifications += notifications
+            done.keptDeliveries += deliveries
+            logger.info(
+                "retired a generation of notifications and deliveries",
+                metadata: [
+                    "generation": "\(generation)", "kept_notifications": "\(notifications)",
+                    "kept_deliveries": "\(deliveries)",
+                ])
+        }
+        var after: Int64 = 0
         while !Task.isShuttingDownGracefully {
             let step = try await connection.query(SQL.prune, [seconds, Self.batchSize, after])[0]
-            total += try step.decode("deleted", as: Int.self)
+            done.pruned += try step.decode("deleted", as: Int.self)
             after = try step.decode("last_id", as: Int64.self)
             if try step.decode("done", as: Bool.self) { break }
         }
+        if done.pruned > 0 { logger.info("pruned kept notifications", metadata: ["count": "\(done.pruned)"]) }
         while !Task.isShuttingDownGracefully {
-            let reports = try await connection.query(SQL.pruneReports, [seconds, Self.batchSize])[0]
-            if try reports.decode(0, as: Int.self) < Self.batchSize { break }
+            let records = try await connection.query(SQL.pruneRecords, [seconds, Self.batchSize])[0]
+            if try records.decode(0, as: Int.self) < Self.batchSize { break }
         }
-        return total
+        return done
     }
 
     enum SQL {
-        /// One step of a pass: reads the $2 notifications after id $3, deletes those finished and
-        /// older than $1 seconds with their deliveries (`herald.prune`,
-        /// `migrations/functions/retention.sql`); returns how many, the last id read, and whether
-        /// the pass is done.
+        /// Makes the $2 generations ahead and opens the next when the open one is $1 seconds old
+        /// (`herald.open_generation`, `migrations/functions/retention.sql`).
+        static let openGeneration = "SELECT herald.open_generation(make_interval(secs => $1), $2)"
+        /// Retires the oldest generation closed more than $1 seconds ago, if any.
+        static let retireGeneration =
+            "SELECT generation, kept_notifications, kept_deliveries FROM herald.retire_generation(make_interval(secs => $1))"
+        /// One step over the kept notifications: reads the $2 after id $3, deletes those finished
+        /// and older than $1 seconds with their kept deliveries (`herald.prune`); returns how many,
+        /// the last id read, and whether the pass is done.
         static let prune = "SELECT deleted, last_id, done FROM herald.prune(make_interval(secs => $1), $2, $3)"
-        /// Deletes up to $2 reports processed more than $1 seconds ago; returns how many.
-        static let pruneReports = "SELECT herald.prune_reports(make_interval(secs => $1), $2)"
+        /// Deletes up to $2 reports, idempotency keys and wake-ups older than $1 seconds from each
+        /// table; returns the most from one.
+        static let pruneRecords = "SELECT herald.prune_records(make_interval(secs => $1), $2)"
     }
 }

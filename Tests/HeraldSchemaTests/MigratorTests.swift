@@ -26,14 +26,17 @@ import Testing
         #expect(applied.versions == Migration.embedded.map(\.version))
         #expect(applied.functionFiles == FunctionFile.embedded.map(\.name))
         let tables = try await connection.query(
-            "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = 'herald'"
+            """
+            SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables t
+            WHERE schemaname = 'herald'
+              AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = format('herald.%I', t.tablename)::regclass)
+            """
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "fcm_quotas", "jobs",
-                "notifications",
-                "producer_apps", "redrives", "route_saturation",
-                "schema_functions", "schema_migrations", "secrets", "wakeups",
+                "app_config_problems", "apps", "deliveries", "delivery_reports", "devices", "fcm_quotas",
+                "generations", "idempotency_keys", "jobs", "notifications", "producer_apps", "redrives",
+                "route_saturation", "schema_functions", "schema_migrations", "secrets", "wakeups",
             ])
 
         let before = try await schemaSnapshot(connection)

@@ -113,7 +113,7 @@ import Testing
         // only its own rows.
         let insert = """
             INSERT INTO herald.notifications (app_id, user_ref, title, idempotency_key)
-            VALUES ('shop', 'alice', 'plain', 'order-1') ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id
+            VALUES ('shop', 'alice', 'plain', 'order-1') RETURNING id
             """
         let first = try await producer.query(insert)
         #expect(first.count == 1)

@@ -7,33 +7,10 @@ import ServiceLifecycle
 import Testing
 
 @Suite struct RetentionTests {
-    @Test func pruningRemovesOldFinishedRowsInBatchesAndLeavesTheRest() async throws {
-        let database = try await TestDatabase.create()
-        let db = try await database.connect()
-        try await db.execute(
-            """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
-            SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
-            INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'shop', 'alice', 'n' || n FROM generate_series(1, 2500) n;
-            SELECT herald.ingest(array_agg(id)) FROM herald.notifications WHERE state = 'received';
-            -- 2,400 old and finished; 50 old but still queued; 50 recent and finished.
-            UPDATE herald.notifications SET created_at = now() - interval '8 days' WHERE id <= 2450;
-            UPDATE herald.deliveries SET state = 'sent', finished_at = now() WHERE notification_id <= 2400 OR notification_id > 2450;
-            """)
-        let pruner = Pruner(connection: db, retention: .seconds(7 * 24 * 3600), logger: Logger(label: "test"))
-        #expect(try await pruner.pruneAll() == 2400)
-        let left = try await db.query(
-            "SELECT count(*), count(*) FILTER (WHERE created_at > now() - interval '1 day') FROM herald.notifications")[
-                0]
-        #expect(try left.decode(0, as: Int.self) == 100)
-        #expect(try left.decode(1, as: Int.self) == 50)
-        #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == 100)
-        #expect(try await pruner.pruneAll() == 0)
-    }
-
-    /// A step reads at most a batch of notifications by id, however many old ones wait unfinished
-    /// (a backlog): it skips them, and the pass goes on past them to the finished ones.
-    @Test func aStepReadsOneBatchAndThePassGoesPastABacklog() async throws {
+    /// A step over the kept notifications reads at most a batch of them by id, however many old
+    /// ones wait unfinished (a backlog): it skips them, and the pass goes on past them to the
+    /// finished ones, which it deletes with their kept deliveries.
+    @Test func aStepReadsOneBatchOfKeptRowsAndThePassGoesPastABacklog() async throws {
         let database = try await TestDatabase.create()
         let db = try await database.connect()
         try await db.execute(
@@ -42,21 +19,30 @@ import Testing
             SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
             INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'shop', 'alice', 'n' || n FROM generate_series(1, 1500) n;
             SELECT herald.ingest(array_agg(id)) FROM herald.notifications WHERE state = 'received';
-            -- All old; the first 1,200 still queued (a backlog), the last 300 finished.
-            UPDATE herald.notifications SET created_at = now() - interval '8 days';
-            UPDATE herald.deliveries SET state = 'sent', finished_at = now() WHERE notification_id > 1200;
+            -- All old and kept (as a retired generation leaves them); the first 1,200 still queued
+            -- (a backlog), the last 300 finished; 20 recent ones not kept, which this leaves alone.
+            UPDATE herald.notifications SET created_at = now() - interval '8 days', kept = true;
+            UPDATE herald.deliveries SET kept = true;
+            UPDATE herald.deliveries SET state = 'sent', finished_at = now(), run_at = NULL
+            WHERE notification_id >= (SELECT min(id) + 1200 FROM herald.notifications);
+            INSERT INTO herald.notifications (app_id, user_ref, title, state) SELECT 'shop', 'alice', 'r' || n, 'rejected' FROM generate_series(1, 20) n;
             """)
+        let first = try await db.query("SELECT min(id) FROM herald.notifications")[0].decode(0, as: Int64.self)
         func step(after: Int64) async throws -> (deleted: Int, lastID: Int64, done: Bool) {
             let row = try await db.query("SELECT * FROM herald.prune(interval '7 days', 1000, $1)", [after])[0]
             return (try row.decode("deleted"), try row.decode("last_id"), try row.decode("done"))
         }
-        let first = try await step(after: 0)
-        #expect(first.deleted == 0 && first.lastID == 1000 && !first.done, "\(first)")
-        let second = try await step(after: first.lastID)
-        #expect(second.deleted == 300 && second.lastID == 1500 && second.done, "\(second)")
+        let one = try await step(after: 0)
+        #expect(one.deleted == 0 && one.lastID == first + 999 && !one.done, "\(one)")
+        let two = try await step(after: one.lastID)
+        #expect(two.deleted == 300 && two.lastID == first + 1499 && two.done, "\(two)")
         let pruner = Pruner(connection: db, retention: .seconds(7 * 24 * 3600), logger: Logger(label: "test"))
-        #expect(try await pruner.pruneAll() == 0)
-        #expect(try await db.query("SELECT count(*) FROM herald.notifications")[0].decode(0, as: Int.self) == 1200)
+        #expect(try await pruner.pass().pruned == 0)
+        let left = try await db.query(
+            "SELECT count(*) FILTER (WHERE kept), count(*) FILTER (WHERE NOT kept) FROM herald.notifications")[0]
+        #expect(try left.decode(0, as: Int.self) == 1200)
+        #expect(try left.decode(1, as: Int.self) == 20)
+        #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == 1200)
     }
 
     /// SIGTERM does not wait for retention: the statement in hand is cancelled (here one held
@@ -81,7 +67,7 @@ import Testing
         #expect(
             try await eventually {
                 try await db.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%herald.prune%'"
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%herald.prune_records%'"
                 )[0].decode(0, as: Int.self) == 1
             })
         // Were the cancel lost, the lock would hold the pruner for ever: it is let go after 15 s,

@@ -62,10 +62,14 @@ BEGIN
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
         SELECT n.id, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
-               -- The app's defaults; a ttl becomes the absolute expires_at it implies.
+               -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
+               -- from when the notification is to be sent (a scheduled one's send_at).
                coalesce(n.priority, a.default_priority) AS priority,
-               -- least(): created_at is Herald's, but a restored or hand-written row must not overflow.
-               coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, a.default_ttl)) AS expires_at,
+               -- least(): created_at is Herald's, but a restored or hand-written row must not
+               -- overflow, nor a send_at at the end of time (refused below, but computed first).
+               coalesce(n.expires_at,
+                        greatest(least(n.created_at, at), least(coalesce(n.send_at, '-infinity'), at + herald.max_schedule()))
+                        + coalesce(n.ttl, a.default_ttl)) AS expires_at,
                greatest(at, coalesce(n.send_at, at)) AS run_at,
                entries.data,
                -- A web device cannot take a payload this large; the others can.
@@ -238,13 +242,18 @@ GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone) TO he
 -- many it took; fewer than `batch` means none was left. Planned at every call, as herald.ingest.
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now())
 RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, deliveries int)
-LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
 BEGIN
+    -- The pick walks each partition's notifications_received in id order (a Merge Append) and
+    -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
+    -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends). The batch's
+    -- own statements plan as usual (the SET clause restores the caller's value on return).
     SELECT array_agg(picked.id) INTO ids
     FROM (SELECT n.id FROM herald.notifications n WHERE n.state = 'received'
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
+    PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0;
     ELSE

@@ -48,6 +48,37 @@ $$;
 REVOKE ALL ON FUNCTION herald.check_acts_for(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.check_acts_for(text,text) TO herald_daemon;
 
+-- The trigger notifications_idempotency_key (migration 020) calls it for each new notification
+-- with an idempotency key: the key is claimed in herald.idempotency_keys, unique across every
+-- partition, before the row is written, and a key the app used already skips the row (as
+-- ON CONFLICT DO NOTHING did before the table was partitioned). Keys that start with herald-
+-- are Herald's own wake-ups'.
+CREATE OR REPLACE FUNCTION herald.claim_idempotency_key() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- A row that moves to another partition (herald.retire_generation keeps it) is inserted there
+    -- anew, with its key claimed already.
+    IF EXISTS (SELECT 1 FROM herald.idempotency_keys k
+               WHERE k.app_id = NEW.app_id AND k.idempotency_key = NEW.idempotency_key AND k.notification_id = NEW.id) THEN
+        RETURN NEW;
+    END IF;
+    -- Refused here first, so that a key another app used tells a producer nothing about it.
+    PERFORM herald.check_acts_for(NEW.app_id, 'INSERT INTO herald.notifications');
+    IF NEW.origin = 'producer' AND NEW.idempotency_key LIKE 'herald-%' THEN
+        RAISE EXCEPTION 'idempotency keys starting with herald- are Herald''s own: send it again with another key'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO herald.idempotency_keys (app_id, idempotency_key, notification_id, created_at)
+    VALUES (NEW.app_id, NEW.idempotency_key, NEW.id, NEW.created_at)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.claim_idempotency_key() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
 -- base64url, with or without padding, as browsers write keys; NULL for anything else.
 CREATE OR REPLACE FUNCTION herald.base64url_decode(text text) RETURNS bytea
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -148,11 +179,11 @@ BEGIN
         send.image_url, send.sound, send.badge, send.android_channel_id, send.ios_category, send.ios_thread_id,
         send.deep_link, send.priority, send.ttl, send.expires_at, send.collapse_key, send.send_at,
         coalesce(send.silent, false), coalesce(send.dry_run, false))
-    ON CONFLICT (app_id, idempotency_key) DO NOTHING
     RETURNING n.id INTO notification_id;
     IF notification_id IS NULL THEN
-        SELECT n.id INTO notification_id FROM herald.notifications n
-        WHERE n.app_id = app AND n.idempotency_key = send.idempotency_key;
+        -- herald.claim_idempotency_key skipped it: the key was used.
+        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
+        WHERE k.app_id = app AND k.idempotency_key = send.idempotency_key;
     END IF;
     RETURN notification_id;
 END;

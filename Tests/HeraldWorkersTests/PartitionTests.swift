@@ -1,0 +1,219 @@
+import Foundation
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Logging
+import Testing
+
+/// The hot tables are partitioned by generation (migration 020): retention drops whole
+/// generations, and what still waits in one is kept, ids unchanged, and still sent.
+@Suite struct PartitionTests {
+    /// Opens the next generation now and retires every closed one, as passes do once the
+    /// partition interval and the retention have gone by; returns the generations retired and
+    /// the rows they kept.
+    static func rotateAndRetire(_ db: PostgresConnection) async throws -> (
+        retired: [Int], notifications: Int, deliveries: Int
+    ) {
+        try await db.query("SELECT herald.open_generation(interval '0 seconds')")
+        var done: (retired: [Int], notifications: Int, deliveries: Int) = ([], 0, 0)
+        while let row = try await db.query("SELECT * FROM herald.retire_generation(interval '0 seconds')").first,
+            let generation = try row.decode("generation", as: Int?.self)
+        {
+            done.retired.append(generation)
+            done.notifications += try row.decode("kept_notifications", as: Int.self)
+            done.deliveries += try row.decode("kept_deliveries", as: Int.self)
+        }
+        return done
+    }
+
+    static func partitionsOf(_ db: PostgresConnection, _ table: String) async throws -> [String] {
+        try await db.query(
+            """
+            SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+            WHERE i.inhparent = $1::regclass ORDER BY 1
+            """, ["herald.\(table)_rotating"]
+        ).map { try $0.decode(0, as: String.self) }
+    }
+
+    @Test func aRetiredGenerationKeepsWhatStillWaitsAndTheRestIsDropped() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
+        try await f.register("tablet", "android")
+        try await f.db.execute(
+            """
+            -- Finished, scheduled a year ahead, backing off for an hour, dead, and not yet ingested.
+            SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'done ' || n) FROM generate_series(1, 20) n;
+            SELECT herald.send('shop', device_ids => ARRAY['pixel', 'tablet'], title => 'next year',
+                               send_at => now() + interval '360 days', idempotency_key => 'birthday');
+            SELECT herald.send('shop', device_ids => ARRAY['tablet'], title => 'backing off');
+            SELECT herald.send('shop', device_ids => ARRAY['tablet'], title => 'dead');
+            """)
+        try await f.ingest()
+        try await f.dispatch()
+        try await f.db.execute(
+            """
+            UPDATE herald.deliveries d SET state = 'queued', attempts = 3, run_at = now() + interval '1 hour', finished_at = NULL
+            FROM herald.notifications n WHERE n.id = d.notification_id AND n.title = 'backing off';
+            UPDATE herald.deliveries d SET state = 'failed', dead_at = now(), last_error = 'gave up'
+            FROM herald.notifications n WHERE n.id = d.notification_id AND n.title = 'dead';
+            SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'waiting for ingest');
+            """)
+        let generation = try await f.db.query(
+            "SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL")[
+                0
+            ].decode(0, as: Int.self)
+        #expect(try await Self.partitionsOf(f.db, "deliveries").contains("deliveries_g\(generation)"))
+
+        let pass = try await Self.rotateAndRetire(f.db)
+        #expect(pass.retired.contains(generation), "\(pass)")
+        // Four notifications still wait (the scheduled one, the one backing off, the dead one's,
+        // the one not yet ingested); four deliveries (two scheduled, one backing off, one dead).
+        #expect(pass.notifications == 4 && pass.deliveries == 4, "\(pass)")
+        #expect(try await !Self.partitionsOf(f.db, "notifications").contains("notifications_g\(generation)"))
+        #expect(try await !Self.partitionsOf(f.db, "deliveries").contains("deliveries_g\(generation)"))
+        let kept = try await f.db.query(
+            "SELECT title FROM herald.notifications WHERE kept ORDER BY title"
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(kept == ["backing off", "dead", "next year", "waiting for ingest"])
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.notifications WHERE NOT kept")[0].decode(0, as: Int.self)
+                == 0)
+
+        // Kept work is still done: ingested, sent when due, and the key still names its notification.
+        try await f.db.execute("UPDATE herald.deliveries SET run_at = now() WHERE state = 'queued'")
+        try await f.ingest()
+        try await f.dispatch()
+        let states = try await f.db.query(
+            "SELECT state, count(*) FROM herald.deliveries GROUP BY state ORDER BY state"
+        ).map { "\(try $0.decode(0, as: String.self))=\(try $0.decode(1, as: Int.self))" }
+        #expect(states == ["failed=1", "sent=4"], "\(states)")
+        let again = try await f.db.query(
+            "SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'x', idempotency_key => 'birthday') = id FROM herald.notifications WHERE title = 'next year'"
+        )[0].decode(0, as: Bool.self)
+        #expect(again, "the key still names the kept notification")
+
+        // Once the retention has gone by since they finished or died, the kept rows go too.
+        #expect(
+            try await Pruner(connection: f.db, retention: .seconds(0), logger: Logger(label: "test")).pass().pruned == 4
+        )
+        #expect(try await f.db.query("SELECT count(*) FROM herald.notifications")[0].decode(0, as: Int.self) == 0)
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE kept")[0].decode(0, as: Int.self) == 0)
+    }
+
+    /// A generation lives for the retention after it closed: a pass before that retires nothing.
+    @Test func aGenerationIsRetiredOnlyOnceTheRetentionHasGoneBySinceItClosed() async throws {
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        let week = Pruner(
+            connection: db, retention: .seconds(7 * 24 * 3600), partitionInterval: .seconds(3600),
+            logger: Logger(label: "test"))
+        let opened = try await db.query("SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL")[0]
+            .decode(0, as: Int.self)
+        #expect(try await week.pass().retired == [])
+        // An hour later the next one opens; nothing is retired for a week after that.
+        try await db.execute(
+            "UPDATE herald.generations SET opened_at = opened_at - interval '1 hour' WHERE opened_at IS NOT NULL")
+        #expect(try await week.pass().retired == [])
+        let open = try await db.query("SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL")[0]
+            .decode(0, as: Int.self)
+        #expect(open == opened + 1)
+        #expect(
+            try await db.query("SELECT count(*) FROM herald.generations WHERE opened_at IS NULL")[0].decode(
+                0, as: Int.self) == Pruner.generationsAhead)
+        try await db.execute(
+            "UPDATE herald.generations SET closed_at = closed_at - interval '6 days' WHERE closed_at IS NOT NULL")
+        #expect(try await week.pass().retired == [])
+        try await db.execute(
+            "UPDATE herald.generations SET closed_at = closed_at - interval '1 day' WHERE closed_at IS NOT NULL")
+        #expect(try await week.pass().retired.count == 2, "the first one, and the one closed an hour ago")
+    }
+
+    /// Should the maintenance stop for so long that the ids pass every partition made ahead, new
+    /// rows land in the default partitions, never refused; the next pass keeps them and makes the
+    /// partitions again.
+    @Test func rowsPastEveryPartitionAreNeverRefusedAndAreKeptLater() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
+        let far = try await f.db.query("SELECT max(end_id) + (1::bigint << 32) FROM herald.generations")[0].decode(
+            0, as: Int64.self)
+        try await f.db.query(
+            "SELECT setval('herald.notifications_id_seq', $1), setval('herald.deliveries_id_seq', $1)", [far])
+        try await f.db.execute(
+            "SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'lost in the default')")
+        try await f.ingest()
+        let placed = try await f.db.query(
+            "SELECT (SELECT tableoid::regclass::text FROM herald.notifications), (SELECT tableoid::regclass::text FROM herald.deliveries)"
+        )[0]
+        #expect(try placed.decode(0, as: String.self) == "herald.notifications_default")
+        #expect(try placed.decode(1, as: String.self) == "herald.deliveries_default")
+        let before = try await QueueStatus.load(f.db)
+        #expect(before.partitions?.withoutPartition == 2)
+        #expect(before.problems(maximumReadyAge: 300).contains { $0.contains("past every partition") })
+
+        try await Pruner(connection: f.db, logger: Logger(label: "test")).pass()
+        let after = try await QueueStatus.load(f.db)
+        #expect(after.partitions?.withoutPartition == 0)
+        #expect(after.partitions?.keptNotifications == 1 && after.partitions?.keptDeliveries == 1)
+        #expect(!after.problems(maximumReadyAge: 300).contains { $0.contains("past every partition") })
+        let moved = try await f.db.query(
+            "SELECT (SELECT tableoid::regclass::text FROM herald.notifications), (SELECT tableoid::regclass::text FROM herald.deliveries)"
+        )[0]
+        #expect(try moved.decode(0, as: String.self) == "herald.notifications_kept")
+        #expect(try moved.decode(1, as: String.self) == "herald.deliveries_kept")
+        // The sequences moved past the default's ids, into partitions of their own.
+        try await f.db.execute("SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'placed')")
+        let next = try await f.db.query(
+            "SELECT tableoid::regclass::text FROM herald.notifications WHERE title = 'placed'")[0].decode(
+                0, as: String.self)
+        #expect(next.hasPrefix("herald.notifications_g"), "\(next)")
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+    }
+
+    /// A lookup by id (a report's reference, an outcome recorded) reads the kept partition and the
+    /// one generation its id names, however many generations there are.
+    @Test func aLookupByIdReadsTwoPartitions() async throws {
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        for _ in 0..<4 { try await db.query("SELECT herald.open_generation(interval '0 seconds')") }
+        let partitions = try await Self.partitionsOf(db, "deliveries").count
+        #expect(partitions >= 8, "\(partitions)")
+        try await db.execute(
+            "PREPARE lookup(bigint) AS SELECT state FROM herald.deliveries WHERE id = $1; SET plan_cache_mode = force_generic_plan"
+        )
+        let plan = try await db.query(
+            "EXPLAIN (ANALYZE, COSTS OFF, SUMMARY OFF, TIMING OFF) EXECUTE lookup(12884901889)"
+        )
+        .map { try $0.decode(0, as: String.self) }.joined(separator: "\n")
+        let scanned = plan.split(separator: "\n").filter { $0.contains("Scan") && !$0.contains("Bitmap Index Scan") }
+        #expect(scanned.count == 2, "\(plan)")
+    }
+
+    @Test func anIdempotencyKeyNamesOneNotificationAcrossGenerations() async throws {
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        try await db.execute("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p')")
+        let first = try await db.query(
+            "SELECT herald.send('shop', topic => 'deals', title => 'a', idempotency_key => 'k')")[0].decode(
+                0, as: Int64.self)
+        try await db.query("SELECT herald.open_generation(interval '0 seconds')")
+        let second = try await db.query(
+            "SELECT herald.send('shop', topic => 'deals', title => 'b', idempotency_key => 'k')")[0].decode(
+                0, as: Int64.self)
+        #expect(second == first)
+        // A plain INSERT with a used key writes nothing, as ON CONFLICT DO NOTHING did.
+        let inserted = try await db.query(
+            "INSERT INTO herald.notifications (app_id, topic, title, idempotency_key) VALUES ('shop', 'deals', 'c', 'k'), ('shop', 'deals', 'd', 'other') RETURNING title"
+        )
+        #expect(try inserted.map { try $0.decode(0, as: String.self) } == ["d"])
+        #expect(try await db.query("SELECT count(*) FROM herald.notifications")[0].decode(0, as: Int.self) == 2)
+        // Another app may use the same key.
+        try await db.execute("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('blog', 'p')")
+        let blog = try await db.query(
+            "SELECT herald.send('blog', topic => 'posts', title => 'a', idempotency_key => 'k')")[0].decode(
+                0, as: Int64.self)
+        #expect(blog != first)
+    }
+}
