@@ -203,12 +203,6 @@ CREATE FUNCTION herald.claim_idempotency_key() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    -- A row that moves to another partition (herald.retire_generation keeps it) is inserted there
-    -- anew, with its key claimed already.
-    IF EXISTS (SELECT 1 FROM herald.idempotency_keys k
-               WHERE k.app_id = NEW.app_id AND k.idempotency_key = NEW.idempotency_key AND k.notification_id = NEW.id) THEN
-        RETURN NEW;
-    END IF;
     -- Refused here first, so that a key another app used tells a producer nothing about it.
     PERFORM herald.check_acts_for(NEW.app_id, 'INSERT INTO herald.notifications');
     IF NEW.origin = 'producer' AND NEW.idempotency_key LIKE 'herald-%' THEN
@@ -3088,10 +3082,10 @@ CREATE TRIGGER jobs_notify_on_insert AFTER INSERT ON herald.jobs REFERENCING NEW
 
 
 --
--- Name: notifications notifications_idempotency_key; Type: TRIGGER; Schema: herald; Owner: -
+-- Name: notifications_rotating notifications_idempotency_key; Type: TRIGGER; Schema: herald; Owner: -
 --
 
-CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications FOR EACH ROW WHEN ((new.idempotency_key IS NOT NULL)) EXECUTE FUNCTION herald.claim_idempotency_key();
+CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications_rotating FOR EACH ROW WHEN ((new.idempotency_key IS NOT NULL)) EXECUTE FUNCTION herald.claim_idempotency_key();
 
 
 --

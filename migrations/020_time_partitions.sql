@@ -157,17 +157,13 @@ CREATE TRIGGER deliveries_notify_dispatch AFTER INSERT ON herald.deliveries
     FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('dispatch');
 
 -- A new notification's idempotency key is claimed in herald.idempotency_keys before its row is
--- written; a key the app used already skips the row, as ON CONFLICT DO NOTHING did. The function
--- is made here with its file's text (functions/producers.sql), since the trigger needs it now.
+-- written; a key the app used already skips the row, as ON CONFLICT DO NOTHING did. On the
+-- rotating side only, where every new row goes: a row that moves to the kept partition is
+-- inserted there anew, and must pass whatever became of its key. The function is made here with
+-- its file's text (functions/producers.sql), since the trigger needs it now.
 CREATE OR REPLACE FUNCTION herald.claim_idempotency_key() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    -- A row that moves to another partition (herald.retire_generation keeps it) is inserted there
-    -- anew, with its key claimed already.
-    IF EXISTS (SELECT 1 FROM herald.idempotency_keys k
-               WHERE k.app_id = NEW.app_id AND k.idempotency_key = NEW.idempotency_key AND k.notification_id = NEW.id) THEN
-        RETURN NEW;
-    END IF;
     -- Refused here first, so that a key another app used tells a producer nothing about it.
     PERFORM herald.check_acts_for(NEW.app_id, 'INSERT INTO herald.notifications');
     IF NEW.origin = 'producer' AND NEW.idempotency_key LIKE 'herald-%' THEN
@@ -183,7 +179,7 @@ BEGIN
     RETURN NEW;
 END;
 $$;
-CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications
+CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications_rotating
     FOR EACH ROW WHEN (NEW.idempotency_key IS NOT NULL) EXECUTE FUNCTION herald.claim_idempotency_key();
 
 ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;

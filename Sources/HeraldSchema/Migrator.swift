@@ -98,11 +98,14 @@ public struct Migrator: Sendable {
                     }
                     continue
                 }
+                let started = ContinuousClock.now
                 try session.transaction { session in
                     try session.execute(migration.sql)
                     try session.query(SQL.record, [migration.version, migration.name, migration.sql])
                 }
-                logger.info("applied migration \(migration.name)")
+                // Its locks lasted as long: what producers and daemons waited for, on a large table.
+                let took = (ContinuousClock.now - started).formatted(.units(allowed: [.seconds, .milliseconds]))
+                logger.info("applied migration \(migration.name) in \(took), one transaction")
                 run.versions.append(migration.version)
             }
             guard !functionFiles.isEmpty else { return run }

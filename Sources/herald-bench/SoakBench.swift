@@ -7,7 +7,8 @@ import HeraldPostgres
 /// rate does to the database: the hot tables' size and dead rows, the backlog, the p99 from the
 /// producer's commit to FCM's answer, the WAL written, and the longest transaction the daemon
 /// held open meanwhile (a long one stops vacuum of every hot table). Ends with the figures that
-/// say whether the run stayed flat after its warm-up.
+/// say whether the run stayed flat after its warm-up, and the CPU that retention's backend and
+/// autovacuum's workers took.
 struct SoakBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak", abstract: "A steady rate for minutes, sampled: size, dead rows, backlog, p99.")
@@ -31,6 +32,7 @@ struct SoakBench: AsyncParsableCommand {
         }
         let produced = Counter()
         let longest = LongestTransaction()
+        let cpu = RetentionCPU()
         let start = ContinuousClock.now
         let end = start.advanced(by: .seconds(seconds))
         print(
@@ -40,7 +42,7 @@ struct SoakBench: AsyncParsableCommand {
         fflush(nil)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await produce(on: producer, from: start, until: end, counting: produced) }
-            group.addTask { try await watch(on: watcher, until: end, into: longest) }
+            group.addTask { try await watch(on: watcher, until: end, into: longest, cpu: cpu) }
             group.addTask {
                 var samples: [Sample] = []
                 var previous = try await Sample.take(
@@ -58,6 +60,13 @@ struct SoakBench: AsyncParsableCommand {
                     previous = taken
                 }
                 Sample.summarize(samples, warmUp: Double(warmUp), rate: rate)
+                let (retention, autovacuum) = cpu.seconds()
+                let notifications = Double(max(produced.value, 1))
+                print(
+                    String(
+                        format:
+                            "  retention's PostgreSQL backend: %.1f s of CPU (%.1f µs a notification); autovacuum's workers: %.1f s (%.1f µs a notification)",
+                        retention, retention / notifications * 1e6, autovacuum, autovacuum / notifications * 1e6))
             }
             try await group.waitForAll()
         }
@@ -89,7 +98,8 @@ struct SoakBench: AsyncParsableCommand {
     /// Twice a second, the longest transaction the daemon's sessions (application_name `herald`)
     /// hold open, and what it runs.
     private func watch(
-        on connection: PostgresConnection, until end: ContinuousClock.Instant, into longest: LongestTransaction
+        on connection: PostgresConnection, until end: ContinuousClock.Instant, into longest: LongestTransaction,
+        cpu: RetentionCPU
     ) async throws {
         while ContinuousClock.now < end {
             let rows = try await connection.query(
@@ -101,6 +111,19 @@ struct SoakBench: AsyncParsableCommand {
                 """)
             if let row = rows.first {
                 longest.observe(try row.decode(0, as: Double.self), try row.decode(1, as: String.self))
+            }
+            // Retention's own backend (its last statement names it) and autovacuum's workers,
+            // whose CPU /proc keeps per process: what deleting or dropping the old rows costs.
+            let backends = try await connection.query(
+                """
+                SELECT pid, backend_type = 'autovacuum worker' FROM pg_stat_activity
+                WHERE backend_type = 'autovacuum worker'
+                   OR (application_name = 'herald' AND query ~ 'herald\\.(prune|open_generation|retire_generation)')
+                """)
+            for backend in backends {
+                cpu.observe(
+                    pid: try backend.decode(0, as: Int.self),
+                    autovacuum: try backend.decode(1, as: Bool.self))
             }
             try await Task.sleep(for: .milliseconds(500))
         }
@@ -140,6 +163,38 @@ private final class LongestTransaction: @unchecked Sendable {
     }
 }
 
+/// The CPU time of the backends watched, from /proc (the bench runs beside the server): each
+/// process counted from when it was first seen to when it was last seen, twice a second, so a
+/// short-lived autovacuum worker's first half second is not.
+private final class RetentionCPU: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seen: [Int: (first: Int, last: Int, autovacuum: Bool)] = [:]
+    private let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    func observe(pid: Int, autovacuum: Bool) {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return }
+        // After the command's closing parenthesis: state, then utime and stime at 12 and 13.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return }
+        lock.withLock {
+            let ticks = user + system
+            let first = seen[pid].map { $0.first } ?? ticks
+            seen[pid] = (first, ticks, autovacuum)
+        }
+    }
+
+    /// Seconds of CPU: retention's backend, autovacuum's workers.
+    func seconds() -> (Double, Double) {
+        lock.withLock {
+            let retention = seen.values.filter { !$0.autovacuum }.reduce(0) { $0 + $1.last - $1.first }
+            let autovacuum = seen.values.filter(\.autovacuum).reduce(0) { $0 + $1.last - $1.first }
+            return (Double(retention) / ticksPerSecond, Double(autovacuum) / ticksPerSecond)
+        }
+    }
+}
+
 private struct Sample {
     var at: Double
     var produced: Int
@@ -174,12 +229,12 @@ private struct Sample {
     ) async throws -> Sample {
         let row = try await connection.query(
             """
-            SELECT (SELECT sum(pg_total_relation_size(c.oid))::float8 / 1048576 FROM pg_class c
-                    WHERE c.relnamespace = 'herald'::regnamespace AND c.relname IN ('notifications', 'deliveries')),
-                   (SELECT sum(n_live_tup)::bigint FROM pg_stat_user_tables
-                    WHERE schemaname = 'herald' AND relname IN ('notifications', 'deliveries')),
-                   (SELECT sum(n_dead_tup)::bigint FROM pg_stat_user_tables
-                    WHERE schemaname = 'herald' AND relname IN ('notifications', 'deliveries')),
+            WITH hot AS (  -- the tables, or every partition of them (migration 020)
+                SELECT relid FROM pg_partition_tree('herald.notifications')
+                UNION ALL SELECT relid FROM pg_partition_tree('herald.deliveries'))
+            SELECT (SELECT sum(pg_total_relation_size(relid))::float8 / 1048576 FROM hot),
+                   (SELECT sum(s.n_live_tup)::bigint FROM pg_stat_user_tables s JOIN hot USING (relid)),
+                   (SELECT sum(s.n_dead_tup)::bigint FROM pg_stat_user_tables s JOIN hot USING (relid)),
                    (SELECT count(*) FROM herald.deliveries WHERE state = 'queued')
                      + (SELECT count(*) FROM herald.notifications WHERE state = 'received'),
                    (SELECT count(*) FROM herald.deliveries WHERE sent_at > now() - make_interval(secs => $1)),

@@ -191,6 +191,26 @@ import Testing
         #expect(scanned.count == 2, "\(plan)")
     }
 
+    /// A row that moves to the kept partition passes whatever became of its key: pruned after the
+    /// retention, and given since to a newer notification.
+    @Test func aKeptRowMovesWhateverBecameOfItsKey() async throws {
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        try await db.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            SELECT herald.send('shop', topic => 'deals', title => 'first', idempotency_key => 'k');
+            DELETE FROM herald.idempotency_keys;
+            SELECT herald.send('shop', topic => 'deals', title => 'second', idempotency_key => 'k');
+            """)
+        let retired = try await Self.rotateAndRetire(db)
+        #expect(retired.notifications == 2, "\(retired)")
+        let kept = try await db.query("SELECT title FROM herald.notifications WHERE kept ORDER BY id").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(kept == ["first", "second"])
+    }
+
     @Test func anIdempotencyKeyNamesOneNotificationAcrossGenerations() async throws {
         let database = try await TestDatabase.create()
         let db = try await database.connect()

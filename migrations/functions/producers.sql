@@ -48,20 +48,14 @@ $$;
 REVOKE ALL ON FUNCTION herald.check_acts_for(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.check_acts_for(text,text) TO herald_daemon;
 
--- The trigger notifications_idempotency_key (migration 020) calls it for each new notification
--- with an idempotency key: the key is claimed in herald.idempotency_keys, unique across every
--- partition, before the row is written, and a key the app used already skips the row (as
--- ON CONFLICT DO NOTHING did before the table was partitioned). Keys that start with herald-
--- are Herald's own wake-ups'.
+-- The trigger notifications_idempotency_key (migration 020, on herald.notifications_rotating,
+-- where every new row goes) calls it for each new notification with an idempotency key: the key
+-- is claimed in herald.idempotency_keys, unique across every partition, before the row is
+-- written, and a key the app used already skips the row (as ON CONFLICT DO NOTHING did before
+-- the table was partitioned). Keys that start with herald- are Herald's own wake-ups'.
 CREATE OR REPLACE FUNCTION herald.claim_idempotency_key() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    -- A row that moves to another partition (herald.retire_generation keeps it) is inserted there
-    -- anew, with its key claimed already.
-    IF EXISTS (SELECT 1 FROM herald.idempotency_keys k
-               WHERE k.app_id = NEW.app_id AND k.idempotency_key = NEW.idempotency_key AND k.notification_id = NEW.id) THEN
-        RETURN NEW;
-    END IF;
     -- Refused here first, so that a key another app used tells a producer nothing about it.
     PERFORM herald.check_acts_for(NEW.app_id, 'INSERT INTO herald.notifications');
     IF NEW.origin = 'producer' AND NEW.idempotency_key LIKE 'herald-%' THEN
