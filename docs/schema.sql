@@ -363,6 +363,47 @@ $$;
 
 
 --
+-- Name: drop_generation(integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.drop_generation(generation integer, hot text, older_than interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '500ms'
+    AS $$
+DECLARE
+    part regclass;
+    waiting boolean;
+BEGIN
+    IF hot NOT IN ('deliveries', 'notifications') THEN
+        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries or notifications, not %', hot;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
+        RETURN false;
+    END IF;
+    part := to_regclass(format('herald.%I', hot || '_g' || generation));
+    IF part IS NOT NULL THEN
+        EXECUTE format('LOCK TABLE ONLY herald.%I IN ACCESS EXCLUSIVE MODE', hot || '_rotating');
+        EXECUTE CASE hot
+            WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
+                                          part, 'queued', now() - older_than)
+            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received') END
+        INTO waiting;
+        IF waiting THEN
+            RETURN false;
+        END IF;
+        EXECUTE format('DROP TABLE %s', part);
+    END IF;
+    IF to_regclass(format('herald.deliveries_g%s', generation)) IS NULL
+       AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL THEN
+        DELETE FROM herald.generations g WHERE g.generation = drop_generation.generation;
+    END IF;
+    RETURN true;
+END;
+$$;
+
+
+--
 -- Name: enable_device(text, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -793,7 +834,7 @@ $$;
 CREATE FUNCTION herald.open_generation(every interval, ahead integer DEFAULT 2) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET lock_timeout TO '1s'
+    SET lock_timeout TO '500ms'
     AS $_$
 DECLARE
     open_one herald.generations;
@@ -806,9 +847,12 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN NULL;
     END IF;
-    -- Rows in the default partitions have ids past every generation made.
-    UPDATE herald.notifications SET kept = true WHERE NOT kept AND id >= (SELECT max(end_id) FROM herald.generations);
-    UPDATE herald.deliveries SET kept = true WHERE NOT kept AND id >= (SELECT max(end_id) FROM herald.generations);
+    -- Rows in the default partitions (ids past every generation made, or in a gap the sequences
+    -- jumped over): found there, moved by id, every call.
+    UPDATE herald.notifications SET kept = true
+    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.notifications_default));
+    UPDATE herald.deliveries SET kept = true
+    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.deliveries_default));
     SELECT * INTO open_one FROM herald.generations WHERE opened_at IS NOT NULL ORDER BY generation DESC LIMIT 1;
     -- The generation the sequences are in: past the open one when it filled its 2^32 ids.
     in_use := greatest(open_one.generation,
@@ -972,6 +1016,27 @@ $$;
 
 
 --
+-- Name: prune_orphans(interval, integer); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.prune_orphans(older_than interval, batch integer) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH gone AS (
+        DELETE FROM herald.deliveries d
+        WHERE d.kept AND d.id IN (
+            SELECT k.id FROM herald.deliveries k
+            WHERE k.kept AND k.state <> 'queued'
+              AND coalesce(k.dead_at, k.finished_at, k.created_at) < now() - older_than
+              AND NOT EXISTS (SELECT 1 FROM herald.notifications n WHERE n.id = k.notification_id)
+            LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
+$$;
+
+
+--
 -- Name: prune_records(interval, integer); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -984,10 +1049,12 @@ CREATE FUNCTION herald.prune_records(older_than interval, batch integer) RETURNS
                      WHERE processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
         RETURNING 1
     ), keys AS (
+        -- Only once its notification is gone: below every generation, and not kept.
         DELETE FROM herald.idempotency_keys k
         WHERE (k.app_id, k.idempotency_key) IN (
             SELECT o.app_id, o.idempotency_key FROM herald.idempotency_keys o
             WHERE o.created_at < now() - older_than
+              AND o.notification_id < (SELECT min(g.first_id) FROM herald.generations g)
               AND NOT EXISTS (SELECT 1 FROM herald.notifications n WHERE n.kept AND n.id = o.notification_id)
             ORDER BY o.created_at LIMIT batch)
         RETURNING 1
@@ -1114,6 +1181,9 @@ BEGIN
                 last_error = 'redriven after: ' || coalesce(d.last_error, 'no error recorded')
             WHERE d.dead_at IS NOT NULL
               AND (redrive.delivery_ids IS NULL OR d.id = ANY(redrive.delivery_ids))
+              -- A delivery can outlive its notification by up to a partition interval
+              -- (docs/scaling.md): with nothing left to send, it stays dead.
+              AND EXISTS (SELECT 1 FROM herald.notifications n WHERE n.id = d.notification_id)
               AND (redrive.since IS NULL OR d.dead_at >= redrive.since)
             RETURNING d.id
         )
@@ -1301,48 +1371,37 @@ $$;
 CREATE FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET lock_timeout TO '1s'
-    AS $_$
+    AS $$
 DECLARE
     due herald.generations;
+    cutoff timestamptz := now() - older_than;
     moved int;
 BEGIN
-    kept_notifications := 0;
-    kept_deliveries := 0;
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN;
     END IF;
     SELECT * INTO due FROM herald.generations g
-    WHERE g.closed_at < now() - older_than ORDER BY g.generation LIMIT 1;
+    WHERE g.closed_at < cutoff ORDER BY g.generation LIMIT 1;
     IF NOT FOUND THEN
         RETURN;
     END IF;
     generation := due.generation;
-    -- Twice: once while others may still write to the generation, then with its partitions locked,
-    -- for what changed in between (a redrive, a retry): nothing can change once they are locked.
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            EXECUTE format('LOCK TABLE herald.%1$I, herald.%2$I IN ACCESS EXCLUSIVE MODE',
-                           'deliveries_g' || due.generation, 'notifications_g' || due.generation);
-        END IF;
-        UPDATE herald.deliveries d SET kept = true
-        WHERE NOT d.kept AND d.id >= due.first_id AND d.id < due.end_id
-          AND (d.state = 'queued' OR d.dead_at IS NOT NULL);
-        GET DIAGNOSTICS moved = ROW_COUNT;
-        kept_deliveries := kept_deliveries + moved;
-        UPDATE herald.notifications n SET kept = true
-        WHERE NOT n.kept AND n.id >= due.first_id AND n.id < due.end_id
-          AND (n.state = 'received'
-               OR n.id IN (SELECT d.notification_id FROM herald.deliveries d
-                           WHERE (d.state = 'queued' OR d.dead_at IS NOT NULL)
-                             AND d.notification_id >= due.first_id AND d.notification_id < due.end_id));
-        GET DIAGNOSTICS moved = ROW_COUNT;
-        kept_notifications := kept_notifications + moved;
-    END LOOP;
-    EXECUTE format('DROP TABLE herald.%1$I, herald.%2$I', 'deliveries_g' || due.generation, 'notifications_g' || due.generation);
-    DELETE FROM herald.generations g WHERE g.generation = due.generation;
+    UPDATE herald.deliveries d SET kept = true
+    WHERE NOT d.kept AND d.id >= due.first_id AND d.id < due.end_id
+      AND (d.state = 'queued' OR d.dead_at >= cutoff);
+    GET DIAGNOSTICS kept_deliveries = ROW_COUNT;
+    UPDATE herald.notifications n SET kept = true
+    WHERE NOT n.kept AND n.id >= due.first_id AND n.id < due.end_id AND n.state = 'received';
+    GET DIAGNOSTICS kept_notifications = ROW_COUNT;
+    UPDATE herald.notifications n SET kept = true
+    FROM (SELECT DISTINCT d.notification_id FROM herald.deliveries d
+          WHERE (d.state = 'queued' OR d.dead_at >= cutoff)
+            AND d.notification_id >= due.first_id AND d.notification_id < due.end_id) w
+    WHERE NOT n.kept AND n.id = w.notification_id;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    kept_notifications := kept_notifications + moved;
 END;
-$_$;
+$$;
 
 
 --
@@ -2865,6 +2924,27 @@ CREATE INDEX jobs_leases ON herald.jobs USING btree (locked_until) WHERE (state 
 
 
 --
+-- Name: notifications_by_key; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX notifications_by_key ON ONLY herald.notifications USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: notifications_rotating_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX notifications_rotating_app_id_idempotency_key_idx ON ONLY herald.notifications_rotating USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: notifications_default_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX notifications_default_app_id_idempotency_key_idx ON herald.notifications_default USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
 -- Name: notifications_received; Type: INDEX; Schema: herald; Owner: -
 --
 
@@ -2883,6 +2963,13 @@ CREATE INDEX notifications_rotating_id_idx ON ONLY herald.notifications_rotating
 --
 
 CREATE INDEX notifications_default_id_idx ON herald.notifications_default USING btree (id) WHERE (state = 'received'::text);
+
+
+--
+-- Name: notifications_kept_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX notifications_kept_app_id_idempotency_key_idx ON herald.notifications_kept USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 
 --
@@ -3033,6 +3120,13 @@ ALTER INDEX herald.deliveries_retrying ATTACH PARTITION herald.deliveries_rotati
 
 
 --
+-- Name: notifications_default_app_id_idempotency_key_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.notifications_rotating_app_id_idempotency_key_idx ATTACH PARTITION herald.notifications_default_app_id_idempotency_key_idx;
+
+
+--
 -- Name: notifications_default_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
 --
 
@@ -3047,10 +3141,24 @@ ALTER INDEX herald.notifications_rotating_pkey ATTACH PARTITION herald.notificat
 
 
 --
+-- Name: notifications_kept_app_id_idempotency_key_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.notifications_by_key ATTACH PARTITION herald.notifications_kept_app_id_idempotency_key_idx;
+
+
+--
 -- Name: notifications_kept_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
 --
 
 ALTER INDEX herald.notifications_received ATTACH PARTITION herald.notifications_kept_id_idx;
+
+
+--
+-- Name: notifications_rotating_app_id_idempotency_key_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.notifications_by_key ATTACH PARTITION herald.notifications_rotating_app_id_idempotency_key_idx;
 
 
 --
@@ -3277,6 +3385,14 @@ GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_
 
 
 --
+-- Name: FUNCTION drop_generation(generation integer, hot text, older_than interval); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION enable_device(app text, device text); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -3437,6 +3553,14 @@ GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
 
 REVOKE ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION prune_orphans(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.prune_orphans(older_than interval, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.prune_orphans(older_than interval, batch integer) TO herald_daemon;
 
 
 --

@@ -138,6 +138,13 @@ BEGIN
 
     INSERT INTO herald.generations (generation, first_id, end_id, opened_at, closed_at)
     VALUES (old, -9223372036854775808, boundary, '-infinity', now());
+    -- The old tables keep their grants to producers and no row-level security: only the parent
+    -- is read and written, through the parent's.
+    EXECUTE format('REVOKE ALL ON herald.%1$I, herald.%2$I FROM PUBLIC, herald_producer, herald_operator, herald_daemon',
+                   'notifications_g' || old, 'deliveries_g' || old);
+    -- A producer looks its notification up by key (its INSERT returned no row): one index scan
+    -- per partition, for the keyed rows only.
+    CREATE INDEX notifications_by_key ON herald.notifications (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
     -- The first new generation, open, and two made ahead.
     FOR g IN first_new .. first_new + 2 LOOP
         FOREACH t IN ARRAY ARRAY['notifications', 'deliveries'] LOOP
@@ -146,6 +153,21 @@ BEGIN
         END LOOP;
         INSERT INTO herald.generations (generation, first_id, end_id, opened_at)
         VALUES (g, g::bigint << 32, (g::bigint + 1) << 32, CASE WHEN g = first_new THEN now() END);
+    END LOOP;
+    -- Storage parameters an operator gave the old tables (autovacuum settings) go to the new
+    -- partitions and the kept ones; herald.open_generation carries them on from there.
+    FOREACH t IN ARRAY ARRAY['notifications', 'deliveries'] LOOP
+        PERFORM 1 FROM pg_class c WHERE c.oid = format('herald.%I', t || '_g' || old)::regclass AND c.reloptions IS NOT NULL;
+        IF FOUND THEN
+            FOR g IN first_new .. first_new + 2 LOOP
+                EXECUTE format('ALTER TABLE herald.%1$I SET (%2$s)', t || '_g' || g,
+                               (SELECT string_agg(o, ', ') FROM pg_class c, unnest(c.reloptions) o
+                                WHERE c.oid = format('herald.%I', t || '_g' || old)::regclass));
+            END LOOP;
+            EXECUTE format('ALTER TABLE herald.%1$I SET (%2$s)', t || '_kept',
+                           (SELECT string_agg(o, ', ') FROM pg_class c, unnest(c.reloptions) o
+                            WHERE c.oid = format('herald.%I', t || '_g' || old)::regclass));
+        END IF;
     END LOOP;
 END
 $migrate$;

@@ -14,7 +14,8 @@
 #   HERALD=path/to/herald scripts/bench-soak.sh   # another build
 #   BEFORE=66f4d7d scripts/bench-soak.sh   # that commit's herald too, first at each rate: a
 #                                          # before and after on the same server (66f4d7d
-#                                          # pruned with DELETE, before the partitions)
+#                                          # pruned with DELETE, before the partitions), or
+#                                          # BEFORE=path/to/herald, a build of it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -54,7 +55,9 @@ fi
 swift build -c release --product herald-bench --static-swift-stdlib >/dev/null
 bench=.build/release/herald-bench
 heralds=("$HERALD")
-if [ -n "${BEFORE:-}" ]; then
+if [ -n "${BEFORE:-}" ] && [ -x "$BEFORE" ]; then
+  heralds=("$BEFORE" "$HERALD")
+elif [ -n "${BEFORE:-}" ]; then
   mkdir -p "$work/before"
   git archive "$BEFORE" | tar -x -C "$work/before"
   (cd "$work/before" && swift build -c release --product herald --static-swift-stdlib >/dev/null)

@@ -33,6 +33,8 @@ public struct Configuration: Sendable {
     public var retention: Duration = Pruner.defaultRetention
     /// The span of time one generation (one partition of each hot table) covers.
     public var partitionInterval: Duration = Pruner.defaultPartitionInterval
+    /// The most generations a retention may keep (HERALD_RETENTION / HERALD_PARTITION_INTERVAL).
+    public static let maximumGenerations = 30
     /// Apply missing migrations at startup instead of refusing to start.
     public var autoMigrate: Bool = false
     /// FCM's base URL; point it at the emulator for tests and demos.
@@ -196,6 +198,14 @@ public struct Configuration: Sendable {
         guard configuration.partitionInterval >= .seconds(1) else {
             throw ConfigurationError(
                 setting: "HERALD_PARTITION_INTERVAL", message: "must be at least 1s: each interval makes two tables")
+        }
+        // Every claim reads (and locks) each generation's partitions and their indexes.
+        guard configuration.retention / configuration.partitionInterval <= Double(Self.maximumGenerations) else {
+            throw ConfigurationError(
+                setting: "HERALD_PARTITION_INTERVAL",
+                message:
+                    "must be at least a \(Self.maximumGenerations)th of HERALD_RETENTION (\(SettingReader.format(configuration.retention))):"
+                    + " every claim reads each generation's partitions")
         }
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint

@@ -10,11 +10,12 @@ import ServiceLifecycle
 /// 1. makes the generations ahead and opens the next one when the open one is a partition
 ///    interval old (`herald.open_generation`);
 /// 2. retires each generation that closed more than the retention ago: its rows that still wait
-///    (scheduled, backing off, dead, not yet ingested) move to the kept partitions, ids unchanged,
-///    and its partitions are dropped (`herald.retire_generation`);
-/// 3. deletes the finished kept rows older than the retention, walking them by id a batch per
-///    statement (`herald.prune`), then the processed reports, idempotency keys and wake-ups
-///    older than it (`herald.prune_records`).
+///    (scheduled, backing off, dead, not yet ingested) move to the kept partitions, ids unchanged
+///    (`herald.retire_generation`), and its partitions are dropped, each table's in a transaction
+///    of its own (`herald.drop_generation`);
+/// 3. once a partition interval, deletes the finished kept rows older than the retention,
+///    walking them by id a batch per statement (`herald.prune`, `herald.prune_orphans`); then
+///    the processed reports, idempotency keys and wake-ups older than it (`herald.prune_records`).
 /// Every statement is a short transaction, so retention never holds a snapshot that stops
 /// vacuum. One daemon at a time makes and drops partitions (an advisory lock); the others skip
 /// that part. SIGTERM cancels the statement in hand.
@@ -51,15 +52,13 @@ public struct Pruner: Service {
     }
 
     public func run() async throws {
+        var keptPrunedAt: ContinuousClock.Instant?
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             await withGracefulShutdownHandler {
-                do {
-                    try await pass()
-                } catch {
-                    if !Task.isShuttingDownGracefully {
-                        logger.error("retention failed; will try again", metadata: ["error": "\(error)"])
-                    }
-                }
+                // The kept rows are walked whole, so once a partition interval, or after a retirement.
+                let pruneKept = keptPrunedAt.map { ContinuousClock.now - $0 >= partitionInterval } ?? true
+                let done = await pass(pruneKept: pruneKept)
+                if pruneKept || !done.retired.isEmpty { keptPrunedAt = .now }
             } onGracefulShutdown: { [connection] in
                 connection.cancel()
             }
@@ -78,41 +77,74 @@ public struct Pruner: Service {
         public var keptDeliveries = 0
         /// Kept notifications deleted.
         public var pruned = 0
+        /// Steps that failed (logged); the others still ran.
+        public var failed = 0
     }
 
-    /// One pass: generations opened and retired, then the kept rows and the other tables pruned.
+    /// One pass: generations opened and retired, then the kept rows (unless `pruneKept` is
+    /// false) and the other tables pruned. A step that fails is logged and the next one runs:
+    /// a generation that cannot be dropped now holds back no other retention.
     @discardableResult
-    public func pass() async throws -> Pass {
+    public func pass(pruneKept: Bool = true) async -> Pass {
         var done = Pass()
         let seconds = Int(retention.components.seconds)
-        let every = partitionInterval.seconds
-        try await connection.query(SQL.openGeneration, [every, Self.generationsAhead])
-        while !Task.isShuttingDownGracefully {
-            let retired = try await connection.query(SQL.retireGeneration, [seconds])[0]
-            guard let generation = try retired.decode("generation", as: Int?.self) else { break }
-            let notifications = try retired.decode("kept_notifications", as: Int.self)
-            let deliveries = try retired.decode("kept_deliveries", as: Int.self)
-            done.retired.append(generation)
-            done.keptNotifications += notifications
-            done.keptDeliveries += deliveries
-            logger.info(
-                "retired a generation of notifications and deliveries",
-                metadata: [
-                    "generation": "\(generation)", "kept_notifications": "\(notifications)",
-                    "kept_deliveries": "\(deliveries)",
-                ])
+        func step(_ name: String, _ body: () async throws -> Void) async {
+            guard !Task.isShuttingDownGracefully else { return }
+            do {
+                try await body()
+            } catch {
+                done.failed += 1
+                if !Task.isShuttingDownGracefully {
+                    logger.error(
+                        "retention failed; will try again", metadata: ["step": "\(name)", "error": "\(error)"])
+                }
+            }
         }
-        var after: Int64 = 0
-        while !Task.isShuttingDownGracefully {
-            let step = try await connection.query(SQL.prune, [seconds, Self.batchSize, after])[0]
-            done.pruned += try step.decode("deleted", as: Int.self)
-            after = try step.decode("last_id", as: Int64.self)
-            if try step.decode("done", as: Bool.self) { break }
+        await step("open a generation") {
+            try await connection.query(SQL.openGeneration, [partitionInterval.seconds, Self.generationsAhead])
         }
-        if done.pruned > 0 { logger.info("pruned kept notifications", metadata: ["count": "\(done.pruned)"]) }
-        while !Task.isShuttingDownGracefully {
-            let records = try await connection.query(SQL.pruneRecords, [seconds, Self.batchSize])[0]
-            if try records.decode(0, as: Int.self) < Self.batchSize { break }
+        await step("retire a generation") {
+            while !Task.isShuttingDownGracefully {
+                let retired = try await connection.query(SQL.retireGeneration, [seconds])[0]
+                guard let generation = try retired.decode("generation", as: Int?.self) else { return }
+                let notifications = try retired.decode("kept_notifications", as: Int.self)
+                let deliveries = try retired.decode("kept_deliveries", as: Int.self)
+                done.keptNotifications += notifications
+                done.keptDeliveries += deliveries
+                // Deliveries first: a notification is kept for any delivery that still waits.
+                for hot in ["deliveries", "notifications"] {
+                    let dropped = try await connection.query(SQL.dropGeneration, [generation, hot, seconds])[0]
+                    if try !dropped.decode(0, as: Bool.self) { return }  // something new waits: the next pass
+                }
+                done.retired.append(generation)
+                logger.info(
+                    "retired a generation of notifications and deliveries",
+                    metadata: [
+                        "generation": "\(generation)", "kept_notifications": "\(notifications)",
+                        "kept_deliveries": "\(deliveries)",
+                    ])
+            }
+        }
+        if pruneKept {
+            await step("prune kept rows") {
+                var after: Int64 = 0
+                while !Task.isShuttingDownGracefully {
+                    let step = try await connection.query(SQL.prune, [seconds, Self.batchSize, after])[0]
+                    done.pruned += try step.decode("deleted", as: Int.self)
+                    after = try step.decode("last_id", as: Int64.self)
+                    if try step.decode("done", as: Bool.self) { break }
+                }
+                while try await connection.query(SQL.pruneOrphans, [seconds, Self.batchSize])[0].decode(0, as: Int.self)
+                    == Self.batchSize && !Task.isShuttingDownGracefully
+                {}
+            }
+            if done.pruned > 0 { logger.info("pruned kept notifications", metadata: ["count": "\(done.pruned)"]) }
+        }
+        await step("prune records") {
+            while !Task.isShuttingDownGracefully {
+                let records = try await connection.query(SQL.pruneRecords, [seconds, Self.batchSize])[0]
+                if try records.decode(0, as: Int.self) < Self.batchSize { break }
+            }
         }
         return done
     }
@@ -121,9 +153,14 @@ public struct Pruner: Service {
         /// Makes the $2 generations ahead and opens the next when the open one is $1 seconds old
         /// (`herald.open_generation`, `migrations/functions/retention.sql`).
         static let openGeneration = "SELECT herald.open_generation(make_interval(secs => $1), $2)"
-        /// Retires the oldest generation closed more than $1 seconds ago, if any.
+        /// Keeps what still waits in the oldest generation closed more than $1 seconds ago, if any.
         static let retireGeneration =
             "SELECT generation, kept_notifications, kept_deliveries FROM herald.retire_generation(make_interval(secs => $1))"
+        /// Drops generation $1's partition of table $2 unless a row in it started waiting (false);
+        /// dead within $3 seconds counts as waiting.
+        static let dropGeneration = "SELECT herald.drop_generation($1, $2, make_interval(secs => $3))"
+        /// Deletes up to $2 kept deliveries whose notification is gone, finished more than $1 s ago.
+        static let pruneOrphans = "SELECT herald.prune_orphans(make_interval(secs => $1), $2)"
         /// One step over the kept notifications: reads the $2 after id $3, deletes those finished
         /// and older than $1 seconds with their kept deliveries (`herald.prune`); returns how many,
         /// the last id read, and whether the pass is done.

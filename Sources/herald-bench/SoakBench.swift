@@ -229,9 +229,10 @@ private struct Sample {
     ) async throws -> Sample {
         let row = try await connection.query(
             """
-            WITH hot AS (  -- the tables, or every partition of them (migration 020)
+            WITH hot AS (  -- the tables and, since migration 020, every partition of them
                 SELECT relid FROM pg_partition_tree('herald.notifications')
-                UNION ALL SELECT relid FROM pg_partition_tree('herald.deliveries'))
+                UNION SELECT relid FROM pg_partition_tree('herald.deliveries')
+                UNION SELECT 'herald.notifications'::regclass UNION SELECT 'herald.deliveries'::regclass)
             SELECT (SELECT sum(pg_total_relation_size(relid))::float8 / 1048576 FROM hot),
                    (SELECT sum(s.n_live_tup)::bigint FROM pg_stat_user_tables s JOIN hot USING (relid)),
                    (SELECT sum(s.n_dead_tup)::bigint FROM pg_stat_user_tables s JOIN hot USING (relid)),

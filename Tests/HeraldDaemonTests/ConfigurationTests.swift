@@ -47,6 +47,11 @@ import Testing
         ("HERALD_LOG_LEVEL", "loud", "HERALD_LOG_LEVEL \"loud\" is not a log level"),
         ("HERALD_AUTO_MIGRATE", "perhaps", "HERALD_AUTO_MIGRATE \"perhaps\" is not true or false"),
         ("HERALD_BATCHSIZE", "10", "HERALD_BATCHSIZE is not a Herald setting"),
+        ("HERALD_PARTITION_INTERVAL", "500ms", "HERALD_PARTITION_INTERVAL must be at least 1s"),
+        (
+            "HERALD_PARTITION_INTERVAL", "1h",
+            "HERALD_PARTITION_INTERVAL must be at least a 30th of HERALD_RETENTION (168h)"
+        ),
     ])
     func badValuesNameTheSetting(name: String, value: String, message: String) {
         #expect {

@@ -121,6 +121,14 @@ import Testing
         _ = try await admin.query("SELECT herald.send('rival', user_ref => 'carol', title => 'theirs')")
         let visible = try await producer.query("SELECT app_id, state FROM herald.notifications")
         #expect(try visible.map { try $0.decode(0, as: String.self) } == ["shop"])
+        // Not around row-level security through a partition: the old table (generation 0), a
+        // new generation's, the kept one.
+        for partition in ["notifications_g0", "notifications_g1", "notifications_kept", "deliveries_g0"] {
+            let denied = await #expect(throws: PostgresError.self) {
+                try await producer.query("SELECT count(*) FROM herald.\(partition)")
+            }
+            #expect(denied?.sqlState == "42501", "\(partition): \(denied?.message ?? "")")
+        }
 
         // Reports and fetches with another app's reference say what a forged one says.
         try await admin.execute("SELECT * FROM herald.ingest_next(10)")

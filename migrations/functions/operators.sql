@@ -220,6 +220,9 @@ BEGIN
                 last_error = 'redriven after: ' || coalesce(d.last_error, 'no error recorded')
             WHERE d.dead_at IS NOT NULL
               AND (redrive.delivery_ids IS NULL OR d.id = ANY(redrive.delivery_ids))
+              -- A delivery can outlive its notification by up to a partition interval
+              -- (docs/scaling.md): with nothing left to send, it stays dead.
+              AND EXISTS (SELECT 1 FROM herald.notifications n WHERE n.id = d.notification_id)
               AND (redrive.since IS NULL OR d.dead_at >= redrive.since)
             RETURNING d.id
         )

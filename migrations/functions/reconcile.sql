@@ -193,9 +193,9 @@ GRANT EXECUTE ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
 --    was offline, and APNs kept only the newest: it gets one wake-up, a background push that
 --    makes the app fetch what it missed, as a delivery queued in place. Deliveries sent within
 --    `grace` of `at` do not count (their reports may still be on their way), nor those older
---    than `fetch_window`. The exclusion constraint on herald.wakeups and the unique index on
---    pending wake-up deliveries keep it to one per device per `quiet` period, across all
---    daemons.
+--    than `fetch_window`. The exclusion constraint on herald.wakeups keeps it to one per
+--    device per `quiet` period, across all daemons, and none is made while one is queued
+--    (found through deliveries_pending_wakeup).
 CREATE OR REPLACE FUNCTION herald.reconcile(report_ids bigint[], at timestamptz DEFAULT now(),
                                             quiet interval DEFAULT interval '30 minutes',
                                             grace interval DEFAULT interval '1 minute',

@@ -12,10 +12,10 @@
 -- partitions first, since a partition cannot be made over rows the default one holds. Returns
 -- the generation open after the call. One caller at a time (an advisory lock); others return
 -- NULL at once. Making a partition locks its parent for an instant: a call that waits for that
--- longer than a second fails, and the next pass tries again.
+-- longer than half a second fails, and the next pass tries again.
 CREATE OR REPLACE FUNCTION herald.open_generation(every interval, ahead int DEFAULT 2)
 RETURNS int
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '1s' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
 DECLARE
     open_one herald.generations;
     in_use int;
@@ -27,9 +27,12 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN NULL;
     END IF;
-    -- Rows in the default partitions have ids past every generation made.
-    UPDATE herald.notifications SET kept = true WHERE NOT kept AND id >= (SELECT max(end_id) FROM herald.generations);
-    UPDATE herald.deliveries SET kept = true WHERE NOT kept AND id >= (SELECT max(end_id) FROM herald.generations);
+    -- Rows in the default partitions (ids past every generation made, or in a gap the sequences
+    -- jumped over): found there, moved by id, every call.
+    UPDATE herald.notifications SET kept = true
+    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.notifications_default));
+    UPDATE herald.deliveries SET kept = true
+    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.deliveries_default));
     SELECT * INTO open_one FROM herald.generations WHERE opened_at IS NOT NULL ORDER BY generation DESC LIMIT 1;
     -- The generation the sequences are in: past the open one when it filled its 2^32 ids.
     in_use := greatest(open_one.generation,
@@ -64,57 +67,91 @@ $$;
 REVOKE ALL ON FUNCTION herald.open_generation(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.open_generation(interval,integer) TO herald_daemon;
 
--- Retires the oldest generation that closed more than `older_than` ago: its rows that still wait
--- (deliveries queued or dead, notifications not yet ingested or with such a delivery in any
--- generation) move to the kept partitions with their ids, then its two partitions are dropped.
--- Dropping a partition locks its parent for an instant: a retirement that waits for a lock
--- longer than a second fails, and the next pass tries again. Returns the
--- generation retired (NULL: none was due) and how many rows were kept.
+-- The first step of retiring the oldest generation that closed more than `older_than` ago: its
+-- rows that still wait move to the kept partitions with their ids (deliveries queued, or dead
+-- within the retention, which an operator may still redrive; notifications not yet ingested, or
+-- with such a delivery in any generation). Reads partial indexes only, and locks no more than
+-- the rows it moves, so dispatch and ingest go on meanwhile. Returns the generation (NULL: none
+-- is due) and how many rows it kept; herald.drop_generation then drops its partitions.
 CREATE OR REPLACE FUNCTION herald.retire_generation(
     older_than interval, OUT generation int, OUT kept_notifications int, OUT kept_deliveries int)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '1s' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     due herald.generations;
+    cutoff timestamptz := now() - older_than;
     moved int;
 BEGIN
-    kept_notifications := 0;
-    kept_deliveries := 0;
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN;
     END IF;
     SELECT * INTO due FROM herald.generations g
-    WHERE g.closed_at < now() - older_than ORDER BY g.generation LIMIT 1;
+    WHERE g.closed_at < cutoff ORDER BY g.generation LIMIT 1;
     IF NOT FOUND THEN
         RETURN;
     END IF;
     generation := due.generation;
-    -- Twice: once while others may still write to the generation, then with its partitions locked,
-    -- for what changed in between (a redrive, a retry): nothing can change once they are locked.
-    FOR pass IN 1 .. 2 LOOP
-        IF pass = 2 THEN
-            EXECUTE format('LOCK TABLE herald.%1$I, herald.%2$I IN ACCESS EXCLUSIVE MODE',
-                           'deliveries_g' || due.generation, 'notifications_g' || due.generation);
-        END IF;
-        UPDATE herald.deliveries d SET kept = true
-        WHERE NOT d.kept AND d.id >= due.first_id AND d.id < due.end_id
-          AND (d.state = 'queued' OR d.dead_at IS NOT NULL);
-        GET DIAGNOSTICS moved = ROW_COUNT;
-        kept_deliveries := kept_deliveries + moved;
-        UPDATE herald.notifications n SET kept = true
-        WHERE NOT n.kept AND n.id >= due.first_id AND n.id < due.end_id
-          AND (n.state = 'received'
-               OR n.id IN (SELECT d.notification_id FROM herald.deliveries d
-                           WHERE (d.state = 'queued' OR d.dead_at IS NOT NULL)
-                             AND d.notification_id >= due.first_id AND d.notification_id < due.end_id));
-        GET DIAGNOSTICS moved = ROW_COUNT;
-        kept_notifications := kept_notifications + moved;
-    END LOOP;
-    EXECUTE format('DROP TABLE herald.%1$I, herald.%2$I', 'deliveries_g' || due.generation, 'notifications_g' || due.generation);
-    DELETE FROM herald.generations g WHERE g.generation = due.generation;
+    UPDATE herald.deliveries d SET kept = true
+    WHERE NOT d.kept AND d.id >= due.first_id AND d.id < due.end_id
+      AND (d.state = 'queued' OR d.dead_at >= cutoff);
+    GET DIAGNOSTICS kept_deliveries = ROW_COUNT;
+    UPDATE herald.notifications n SET kept = true
+    WHERE NOT n.kept AND n.id >= due.first_id AND n.id < due.end_id AND n.state = 'received';
+    GET DIAGNOSTICS kept_notifications = ROW_COUNT;
+    UPDATE herald.notifications n SET kept = true
+    FROM (SELECT DISTINCT d.notification_id FROM herald.deliveries d
+          WHERE (d.state = 'queued' OR d.dead_at >= cutoff)
+            AND d.notification_id >= due.first_id AND d.notification_id < due.end_id) w
+    WHERE NOT n.kept AND n.id = w.notification_id;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    kept_notifications := kept_notifications + moved;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.retire_generation(interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.retire_generation(interval) TO herald_daemon;
+
+-- The second step: drops one table's partition of a generation herald.retire_generation emptied
+-- of waiting rows (`hot`: 'deliveries' first, then 'notifications', each in a transaction of its
+-- own), and the generation's row once both are gone. The parent is locked first, as every
+-- statement locks it, so this waits for no one but the statements running on that table, and
+-- holds up the others only while it checks the partition (through its partial indexes) and
+-- drops it; after half a second of waiting it fails, and the next pass tries again. A row that
+-- started waiting since the first step leaves the partition in place (false) for the next pass
+-- to keep.
+CREATE OR REPLACE FUNCTION herald.drop_generation(generation int, hot text, older_than interval)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
+DECLARE
+    part regclass;
+    waiting boolean;
+BEGIN
+    IF hot NOT IN ('deliveries', 'notifications') THEN
+        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries or notifications, not %', hot;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
+        RETURN false;
+    END IF;
+    part := to_regclass(format('herald.%I', hot || '_g' || generation));
+    IF part IS NOT NULL THEN
+        EXECUTE format('LOCK TABLE ONLY herald.%I IN ACCESS EXCLUSIVE MODE', hot || '_rotating');
+        EXECUTE CASE hot
+            WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
+                                          part, 'queued', now() - older_than)
+            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received') END
+        INTO waiting;
+        IF waiting THEN
+            RETURN false;
+        END IF;
+        EXECUTE format('DROP TABLE %s', part);
+    END IF;
+    IF to_regclass(format('herald.deliveries_g%s', generation)) IS NULL
+       AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL THEN
+        DELETE FROM herald.generations g WHERE g.generation = drop_generation.generation;
+    END IF;
+    RETURN true;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.drop_generation(integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.drop_generation(integer,text,interval) TO herald_daemon;
 
 -- One step of a pass over the kept notifications (the rows that outlived their generation):
 -- reads the next `batch` of them by id after `after_id` and deletes those created before
@@ -156,8 +193,9 @@ GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon
 
 -- Deletes up to `batch` rows from each table outside the generations that grows with the
 -- traffic, oldest first: delivery reports processed before now() - older_than (through
--- delivery_reports_processed), idempotency keys older than that (but for kept notifications,
--- which still need theirs), and wake-ups whose quiet period ended before it. Returns the most it
+-- delivery_reports_processed), idempotency keys older than that whose notification is gone
+-- (its generation retired, and it was not kept), and wake-ups whose quiet period ended before
+-- it. Returns the most it
 -- deleted from one table: call it again while that is `batch`.
 CREATE OR REPLACE FUNCTION herald.prune_records(older_than interval, batch int)
 RETURNS int
@@ -168,10 +206,12 @@ LANGUAGE sql AS $$
                      WHERE processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
         RETURNING 1
     ), keys AS (
+        -- Only once its notification is gone: below every generation, and not kept.
         DELETE FROM herald.idempotency_keys k
         WHERE (k.app_id, k.idempotency_key) IN (
             SELECT o.app_id, o.idempotency_key FROM herald.idempotency_keys o
             WHERE o.created_at < now() - older_than
+              AND o.notification_id < (SELECT min(g.first_id) FROM herald.generations g)
               AND NOT EXISTS (SELECT 1 FROM herald.notifications n WHERE n.kept AND n.id = o.notification_id)
             ORDER BY o.created_at LIMIT batch)
         RETURNING 1
@@ -185,3 +225,25 @@ LANGUAGE sql AS $$
 $$;
 REVOKE ALL ON FUNCTION herald.prune_records(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune_records(interval,integer) TO herald_daemon;
+
+-- Deletes up to `batch` kept deliveries whose notification is gone, finished or dead before
+-- now() - older_than: a delivery made in the generation after its notification's (ingested just
+-- after the switch) that was kept when its own generation retired, after herald.prune had deleted
+-- the notification. Reads the kept deliveries that are not queued; returns how many it deleted.
+CREATE OR REPLACE FUNCTION herald.prune_orphans(older_than interval, batch int)
+RETURNS int
+LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM herald.deliveries d
+        WHERE d.kept AND d.id IN (
+            SELECT k.id FROM herald.deliveries k
+            WHERE k.kept AND k.state <> 'queued'
+              AND coalesce(k.dead_at, k.finished_at, k.created_at) < now() - older_than
+              AND NOT EXISTS (SELECT 1 FROM herald.notifications n WHERE n.id = k.notification_id)
+            LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
+$$;
+REVOKE ALL ON FUNCTION herald.prune_orphans(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.prune_orphans(interval,integer) TO herald_daemon;
