@@ -286,7 +286,8 @@ CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) R
           AND NOT EXISTS (
               SELECT 1
               FROM herald.deliveries d
-              JOIN herald.notifications n ON n.id = d.notification_id
+              CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
+                                  WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
               WHERE d.state = 'queued' AND n.app_id = p.app_id
                 AND CASE p.scope
@@ -440,7 +441,10 @@ CREATE FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch i
                     ELSE format('device disabled while waiting to be retried: %s', dev.disabled_reason)
                END AS reason
         FROM herald.deliveries AS d
-        JOIN herald.notifications AS n ON n.id = d.notification_id
+        -- Each delivery's notification by its id (OFFSET 0 keeps the lookup a lookup): a join the
+        -- planner may turn into reading every notification of a partition not yet analyzed.
+        CROSS JOIN LATERAL (SELECT n.expires_at FROM herald.notifications AS n
+                            WHERE n.id = d.notification_id OFFSET 0) AS n
         LEFT JOIN herald.devices AS dev ON dev.id = d.device_id
         WHERE d.state = 'queued' AND d.locked_by IS NULL AND d.attempts > 0
           AND (n.expires_at <= at OR dev.disabled_at IS NOT NULL)
@@ -870,8 +874,13 @@ BEGIN
             INTO settings
             FROM pg_class c, unnest(c.reloptions) o
             WHERE c.oid = to_regclass(format('herald.%I', t || '_g' || open_one.generation));
-            EXECUTE format('CREATE TABLE herald.%1$I PARTITION OF herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)%5$s',
-                           t || '_g' || g, t || '_rotating', g::bigint << 32, (g::bigint + 1) << 32, settings);
+            -- Made on its own, then attached: CREATE TABLE ... PARTITION OF would lock the parent
+            -- against every statement; ATTACH locks it only against other changes to its
+            -- partitions (and the empty default partition, which it checks, for an instant).
+            EXECUTE format('CREATE TABLE herald.%1$I (LIKE herald.%2$I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%3$s',
+                           t || '_g' || g, t || '_rotating', settings);
+            EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
+                           t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
         INSERT INTO herald.generations (generation, first_id, end_id) VALUES (g, g::bigint << 32, (g::bigint + 1) << 32);
     END LOOP;

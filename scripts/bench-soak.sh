@@ -74,7 +74,8 @@ for rate in $rates; do for herald in "${heralds[@]}"; do
     --credentials-out "$work/sa.json" >/dev/null
   echo
   partitions=()
-  if "$herald" config 2>/dev/null | grep -q HERALD_PARTITION_INTERVAL; then
+  # Not grep -q: it would stop reading, and pipefail would count the writer's SIGPIPE.
+  if "$herald" config 2>/dev/null | grep HERALD_PARTITION_INTERVAL >/dev/null; then
     partitions=(HERALD_PARTITION_INTERVAL="$partition_interval")
   fi
   echo "$herald ($("$herald" --version 2>/dev/null || echo "?")) at $rate notifications/s, retention $retention${partitions:+, partitions of $partition_interval}${PG_SETTINGS:+, PostgreSQL $PG_SETTINGS}:"

@@ -153,9 +153,11 @@ struct ConfigCommand: AsyncParsableCommand {
     @OptionGroup var options: CommonOptions
 
     func run() async throws {
+        // As wide as the longest name: padding(toLength:) also cuts a longer one short.
+        let width = Configuration.settings.map(\.name.count).max() ?? 0
         for setting in Configuration.settings {
             print(
-                "\(setting.name.padding(toLength: 24, withPad: " ", startingAt: 0)) default \(setting.defaultValue): \(setting.meaning)"
+                "\(setting.name.padding(toLength: width, withPad: " ", startingAt: 0)) default \(setting.defaultValue): \(setting.meaning)"
             )
         }
         do {

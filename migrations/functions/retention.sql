@@ -11,8 +11,8 @@
 -- (the default ones, only if this was not called for a long time) are moved to the kept
 -- partitions first, since a partition cannot be made over rows the default one holds. Returns
 -- the generation open after the call. One caller at a time (an advisory lock); others return
--- NULL at once. Making a partition locks its parent for an instant: a call that waits for that
--- longer than half a second fails, and the next pass tries again.
+-- NULL at once. A call that waits more than half a second for a lock fails, and the next pass
+-- tries again.
 CREATE OR REPLACE FUNCTION herald.open_generation(every interval, ahead int DEFAULT 2)
 RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
@@ -50,8 +50,13 @@ BEGIN
             INTO settings
             FROM pg_class c, unnest(c.reloptions) o
             WHERE c.oid = to_regclass(format('herald.%I', t || '_g' || open_one.generation));
-            EXECUTE format('CREATE TABLE herald.%1$I PARTITION OF herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)%5$s',
-                           t || '_g' || g, t || '_rotating', g::bigint << 32, (g::bigint + 1) << 32, settings);
+            -- Made on its own, then attached: CREATE TABLE ... PARTITION OF would lock the parent
+            -- against every statement; ATTACH locks it only against other changes to its
+            -- partitions (and the empty default partition, which it checks, for an instant).
+            EXECUTE format('CREATE TABLE herald.%1$I (LIKE herald.%2$I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%3$s',
+                           t || '_g' || g, t || '_rotating', settings);
+            EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
+                           t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
         INSERT INTO herald.generations (generation, first_id, end_id) VALUES (g, g::bigint << 32, (g::bigint + 1) << 32);
     END LOOP;

@@ -18,7 +18,10 @@ LANGUAGE sql AS $$
                     ELSE format('device disabled while waiting to be retried: %s', dev.disabled_reason)
                END AS reason
         FROM herald.deliveries AS d
-        JOIN herald.notifications AS n ON n.id = d.notification_id
+        -- Each delivery's notification by its id (OFFSET 0 keeps the lookup a lookup): a join the
+        -- planner may turn into reading every notification of a partition not yet analyzed.
+        CROSS JOIN LATERAL (SELECT n.expires_at FROM herald.notifications AS n
+                            WHERE n.id = d.notification_id OFFSET 0) AS n
         LEFT JOIN herald.devices AS dev ON dev.id = d.device_id
         WHERE d.state = 'queued' AND d.locked_by IS NULL AND d.attempts > 0
           AND (n.expires_at <= at OR dev.disabled_at IS NOT NULL)
@@ -49,7 +52,8 @@ LANGUAGE sql AS $$
           AND NOT EXISTS (
               SELECT 1
               FROM herald.deliveries d
-              JOIN herald.notifications n ON n.id = d.notification_id
+              CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
+                                  WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
               WHERE d.state = 'queued' AND n.app_id = p.app_id
                 AND CASE p.scope
