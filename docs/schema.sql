@@ -384,7 +384,7 @@ BEGIN
     END IF;
     part := to_regclass(format('herald.%I', hot || '_g' || generation));
     IF part IS NOT NULL THEN
-        EXECUTE format('LOCK TABLE ONLY herald.%I IN ACCESS EXCLUSIVE MODE', hot || '_rotating');
+        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE');
         EXECUTE CASE hot
             WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
                                           part, 'queued', now() - older_than)
@@ -780,6 +780,29 @@ $$;
 
 
 --
+-- Name: lock_when_free(text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.lock_when_free(target text, mode text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    FOR attempt IN 1 .. 100 LOOP
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN %s MODE NOWAIT', target, mode);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.005);
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'herald: % stayed in use for half a second; the next pass tries again', target
+        USING ERRCODE = 'lock_not_available';
+END;
+$$;
+
+
+--
 -- Name: max_schedule(); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -876,9 +899,11 @@ BEGIN
             WHERE c.oid = to_regclass(format('herald.%I', t || '_g' || open_one.generation));
             -- Made on its own, then attached: CREATE TABLE ... PARTITION OF would lock the parent
             -- against every statement; ATTACH locks it only against other changes to its
-            -- partitions (and the empty default partition, which it checks, for an instant).
+            -- partitions, and the empty default partition, which it checks, for an instant, taken
+            -- when no statement is using it.
             EXECUTE format('CREATE TABLE herald.%1$I (LIKE herald.%2$I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%3$s',
                            t || '_g' || g, t || '_rotating', settings);
+            PERFORM herald.lock_when_free(format('herald.%I', t || '_default'), 'ACCESS EXCLUSIVE');
             EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
                            t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
@@ -3480,6 +3505,13 @@ GRANT ALL ON FUNCTION herald.is_private_host(host text) TO herald_daemon;
 
 REVOKE ALL ON FUNCTION herald.is_reserved_data_key(key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.is_reserved_data_key(key text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION lock_when_free(target text, mode text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.lock_when_free(target text, mode text) FROM PUBLIC;
 
 
 --

@@ -5,6 +5,29 @@
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
 
+-- Takes a lock (`target` as LOCK TABLE names it, `mode` as it says it) without queueing for it:
+-- tried with NOWAIT every 5 ms for half a second. A queued ACCESS EXCLUSIVE request stops every
+-- statement that comes after it, and a claim that holds a partition's ROW SHARE lock while it
+-- asks for its ROW EXCLUSIVE one waits behind it: each would wait for the other until a timeout
+-- (measured in the soak: every statement held up half a second at each generation). Raises
+-- lock_not_available when the table never fell quiet; the next pass tries again.
+CREATE OR REPLACE FUNCTION herald.lock_when_free(target text, mode text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    FOR attempt IN 1 .. 100 LOOP
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN %s MODE NOWAIT', target, mode);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.005);
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'herald: % stayed in use for half a second; the next pass tries again', target
+        USING ERRCODE = 'lock_not_available';
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.lock_when_free(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
 -- Makes the generations ahead (`ahead` past the open one) and opens the next one when the open
 -- one is `every` old or its ids are spent: both id sequences move to the next generation's
 -- first id, so every row made from now on lands in its partitions. Rows that found no partition
@@ -52,9 +75,11 @@ BEGIN
             WHERE c.oid = to_regclass(format('herald.%I', t || '_g' || open_one.generation));
             -- Made on its own, then attached: CREATE TABLE ... PARTITION OF would lock the parent
             -- against every statement; ATTACH locks it only against other changes to its
-            -- partitions (and the empty default partition, which it checks, for an instant).
+            -- partitions, and the empty default partition, which it checks, for an instant, taken
+            -- when no statement is using it.
             EXECUTE format('CREATE TABLE herald.%1$I (LIKE herald.%2$I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%3$s',
                            t || '_g' || g, t || '_rotating', settings);
+            PERFORM herald.lock_when_free(format('herald.%I', t || '_default'), 'ACCESS EXCLUSIVE');
             EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
                            t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
@@ -117,9 +142,9 @@ GRANT EXECUTE ON FUNCTION herald.retire_generation(interval) TO herald_daemon;
 -- The second step: drops one table's partition of a generation herald.retire_generation emptied
 -- of waiting rows (`hot`: 'deliveries' first, then 'notifications', each in a transaction of its
 -- own), and the generation's row once both are gone. The parent is locked first, as every
--- statement locks it, so this waits for no one but the statements running on that table, and
--- holds up the others only while it checks the partition (through its partial indexes) and
--- drops it; after half a second of waiting it fails, and the next pass tries again. A row that
+-- statement locks it, when no statement is using the table (herald.lock_when_free), and the
+-- others wait only while it checks the partition (through its partial indexes) and drops it;
+-- when the table is never free for half a second it fails, and the next pass tries again. A row that
 -- started waiting since the first step leaves the partition in place (false) for the next pass
 -- to keep.
 CREATE OR REPLACE FUNCTION herald.drop_generation(generation int, hot text, older_than interval)
@@ -137,7 +162,7 @@ BEGIN
     END IF;
     part := to_regclass(format('herald.%I', hot || '_g' || generation));
     IF part IS NOT NULL THEN
-        EXECUTE format('LOCK TABLE ONLY herald.%I IN ACCESS EXCLUSIVE MODE', hot || '_rotating');
+        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE');
         EXECUTE CASE hot
             WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
                                           part, 'queued', now() - older_than)
