@@ -7,7 +7,6 @@
 --     <table>_kept                               kept = true: long-waiting rows, pruned by DELETE
 --     <table>_rotating                           kept = false, PARTITION BY RANGE (id)
 --       <table>_g<N>                             generation N: ids [N << 32, (N + 1) << 32)
---       <table>_default                          ids past every generation made (none, normally)
 -- A generation is a span of time: the maintenance (herald.open_generation) moves both id
 -- sequences to the next generation's first id every HERALD_PARTITION_INTERVAL, so each id says
 -- which partition holds its row and a lookup by id reads one generation's index and the kept
@@ -113,7 +112,6 @@ BEGIN
         EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (MINVALUE) TO (%3$s)',
                        t || '_rotating', t || '_g' || old, boundary);
         EXECUTE format('ALTER TABLE herald.%1$I DROP CONSTRAINT in_range', t || '_g' || old);
-        EXECUTE format('CREATE TABLE herald.%1$I PARTITION OF herald.%2$I DEFAULT', t || '_default', t || '_rotating');
     END LOOP;
 
     -- The partial indexes, made on the parents: the old tables' own match and are attached, not

@@ -87,8 +87,9 @@ public struct QueueStatus: Sendable, Codable, Equatable {
         /// dead, not yet ingested).
         public var keptNotifications: Int
         public var keptDeliveries: Int
-        /// Rows past every partition made: no daemon opened a generation for a long time.
-        public var withoutPartition: Int
+        /// Generations made ahead of the one in use (two, normally); none left means no retention
+        /// pass ran for a long time.
+        public var ahead: Int
     }
 
     public var partitions: Partitions?
@@ -128,7 +129,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             Partitions(
                 generations: try row.decode("generations"), open: try row.decode("open"),
                 openedAt: try row.decode("opened_at"), keptNotifications: try row.decode("kept_notifications"),
-                keptDeliveries: try row.decode("kept_deliveries"), withoutPartition: try row.decode("without_partition")
+                keptDeliveries: try row.decode("kept_deliveries"), ahead: try row.decode("ahead")
             )
         }
         return status
@@ -174,10 +175,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                     + " (FCM: \(paused.reason ?? "429")); if it recurs, lower HERALD_FCM_RATE_LIMIT or the"
                     + " project's herald.fcm_quotas.per_second, or ask Google for more")
         }
-        if let partitions, partitions.withoutPartition > 0 {
+        if let partitions, partitions.ahead == 0 {
             problems.append(
-                "\(partitions.withoutPartition) notifications and deliveries past every partition (herald.*_default):"
-                    + " no daemon opened a generation for a long time; the next retention pass keeps them")
+                "no generation of notifications and deliveries is made ahead of g\(partitions.open): no daemon has run"
+                    + " retention for a long time")
         }
         for kind in kinds {
             if kind.dead > 0 {
@@ -244,7 +245,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                    max(generation) FILTER (WHERE opened_at IS NOT NULL) AS open, max(opened_at) AS opened_at,
                    sum(notifications) FILTER (WHERE part = 'kept')::int AS kept_notifications,
                    sum(deliveries) FILTER (WHERE part = 'kept')::int AS kept_deliveries,
-                   sum(notifications + deliveries) FILTER (WHERE part = 'default')::int AS without_partition
+                   count(*) FILTER (WHERE generation IS NOT NULL AND opened_at IS NULL)::int AS ahead
             FROM herald.partitions
             """
         static let pausedFCMProjects = """

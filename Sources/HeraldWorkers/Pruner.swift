@@ -24,8 +24,9 @@ public struct Pruner: Service {
     public static let defaultRetention: Duration = .seconds(7 * 24 * 3600)
     /// Default span of a generation: a day, so a week's retention keeps eight.
     public static let defaultPartitionInterval: Duration = .seconds(24 * 3600)
-    /// Generations made ahead of the open one, so that a missed pass never leaves new rows
-    /// without their partition (they would still be kept, in the default partitions).
+    /// Generations made ahead of the open one, 4 billion ids each: rows flow on into them
+    /// should no pass run for a long time, so a missed pass never leaves a row without its
+    /// partition.
     public static let generationsAhead = 2
     /// How often it looks: a sixth of the retention or of the partition interval, whichever is
     /// shorter, between 5 s and a minute.

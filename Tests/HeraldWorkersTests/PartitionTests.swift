@@ -138,46 +138,47 @@ import Testing
         #expect(await week.pass().retired.count == 2, "the first one, and the one closed an hour ago")
     }
 
-    /// Should the maintenance stop for so long that the ids pass every partition made ahead, new
-    /// rows land in the default partitions, never refused; the next pass keeps them and makes the
-    /// partitions again.
-    @Test func rowsPastEveryPartitionAreNeverRefusedAndAreKeptLater() async throws {
+    /// Should no retention pass run for a whole generation's 4 billion ids, rows flow on into the
+    /// generation made ahead, never refused, and the next pass opens the one after it; status
+    /// says when no generation is left ahead.
+    @Test func aFullGenerationFlowsIntoTheOneMadeAheadAndTheNextPassOpensPastIt() async throws {
         let f = try await WorkerFixture.make()
         try await f.register("pixel", "android")
-        let far = try await f.db.query("SELECT max(end_id) + (1::bigint << 32) FROM herald.generations")[0].decode(
-            0, as: Int64.self)
+        let open = try await f.db.query("SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL")[0]
+            .decode(0, as: Int.self)
+        // Three ids left in the open generation, for the notifications and for the deliveries.
         try await f.db.query(
-            "SELECT setval('herald.notifications_id_seq', $1), setval('herald.deliveries_id_seq', $1)", [far])
-        try await f.db.execute(
-            "SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'lost in the default')")
+            "SELECT setval('herald.notifications_id_seq', $1), setval('herald.deliveries_id_seq', $1)",
+            [(Int64(open + 1) << 32) - 4])
+        for n in 1...6 {
+            try await f.db.execute("SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'n\(n)')")
+        }
         try await f.ingest()
         let placed = try await f.db.query(
-            "SELECT (SELECT tableoid::regclass::text FROM herald.notifications), (SELECT tableoid::regclass::text FROM herald.deliveries)"
-        )[0]
-        #expect(try placed.decode(0, as: String.self) == "herald.notifications_default")
-        #expect(try placed.decode(1, as: String.self) == "herald.deliveries_default")
-        let before = try await QueueStatus.load(f.db)
-        #expect(before.partitions?.withoutPartition == 2)
-        #expect(before.problems(maximumReadyAge: 300).contains { $0.contains("past every partition") })
+            "SELECT tableoid::regclass::text, count(*) FROM herald.notifications GROUP BY 1 ORDER BY 1"
+        ).map { "\(try $0.decode(0, as: String.self))=\(try $0.decode(1, as: Int.self))" }
+        #expect(placed == ["herald.notifications_g\(open)=3", "herald.notifications_g\(open + 1)=3"], "\(placed)")
 
-        try await Pruner(connection: f.db, logger: Logger(label: "test")).pass()
-        let after = try await QueueStatus.load(f.db)
-        #expect(after.partitions?.withoutPartition == 0)
-        #expect(after.partitions?.keptNotifications == 1 && after.partitions?.keptDeliveries == 1)
-        #expect(!after.problems(maximumReadyAge: 300).contains { $0.contains("past every partition") })
-        let moved = try await f.db.query(
-            "SELECT (SELECT tableoid::regclass::text FROM herald.notifications), (SELECT tableoid::regclass::text FROM herald.deliveries)"
-        )[0]
-        #expect(try moved.decode(0, as: String.self) == "herald.notifications_kept")
-        #expect(try moved.decode(1, as: String.self) == "herald.deliveries_kept")
-        // The sequences moved past the default's ids, into partitions of their own.
+        // Nothing opened for long: status says so once no generation is left ahead.
+        try await f.db.execute("UPDATE herald.generations SET opened_at = now() WHERE opened_at IS NULL")
+        #expect(try await QueueStatus.load(f.db).problems(maximumReadyAge: 300).contains { $0.contains("made ahead") })
+        try await f.db.query("UPDATE herald.generations SET opened_at = NULL WHERE generation > $1", [open])
+
+        let pass = await Pruner(connection: f.db, logger: Logger(label: "test")).pass()
+        #expect(pass.failed == 0)
+        let now = try await f.db.query("SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL")[0]
+            .decode(0, as: Int.self)
+        #expect(now == open + 2, "past the generation the ids flowed into")
         try await f.db.execute("SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'placed')")
         let next = try await f.db.query(
             "SELECT tableoid::regclass::text FROM herald.notifications WHERE title = 'placed'")[0].decode(
                 0, as: String.self)
-        #expect(next.hasPrefix("herald.notifications_g"), "\(next)")
+        #expect(next == "herald.notifications_g\(open + 2)")
+        #expect(try await QueueStatus.load(f.db).partitions?.ahead == Pruner.generationsAhead)
         try await f.dispatch()
-        #expect(try await f.delivery(of: "pixel").state == "sent")
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(
+                0, as: Int.self) == 6)
     }
 
     /// A lookup by id (a report's reference, an outcome recorded) reads the kept partition and the

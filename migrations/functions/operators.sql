@@ -121,8 +121,7 @@ GRANT INSERT, SELECT, UPDATE, DELETE ON herald.throughput TO herald_daemon;
 -- The partitions of herald.notifications and herald.deliveries (migration 020, docs/scaling.md):
 -- one row per generation (rows estimated from the statistics, -1 before the first ANALYZE) with
 -- when it opened and closed (it is dropped a retention after), then the kept partitions (rows
--- that outlived their generation) and the default ones (rows past every partition made: none
--- unless no daemon opened a generation for a long time), counted exactly.
+-- that outlived their generation), counted exactly.
 CREATE OR REPLACE VIEW herald.partitions AS
 SELECT 'g' || g.generation AS part, g.generation, g.opened_at, g.closed_at,
        n.reltuples::bigint AS notifications, d.reltuples::bigint AS deliveries,
@@ -133,11 +132,7 @@ JOIN pg_class d ON d.oid = to_regclass(format('herald.deliveries_g%s', g.generat
 UNION ALL
 SELECT 'kept', NULL, NULL, NULL, (SELECT count(*) FROM herald.notifications_kept),
        (SELECT count(*) FROM herald.deliveries_kept),
-       pg_total_relation_size('herald.notifications_kept') + pg_total_relation_size('herald.deliveries_kept')
-UNION ALL
-SELECT 'default', NULL, NULL, NULL, (SELECT count(*) FROM herald.notifications_default),
-       (SELECT count(*) FROM herald.deliveries_default),
-       pg_total_relation_size('herald.notifications_default') + pg_total_relation_size('herald.deliveries_default');
+       pg_total_relation_size('herald.notifications_kept') + pg_total_relation_size('herald.deliveries_kept');
 REVOKE ALL ON herald.partitions FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.partitions TO herald_operator, herald_daemon;
 

@@ -30,10 +30,10 @@ REVOKE ALL ON FUNCTION herald.lock_when_free(text,text) FROM PUBLIC, herald_prod
 
 -- Makes the generations ahead (`ahead` past the open one) and opens the next one when the open
 -- one is `every` old or its ids are spent: both id sequences move to the next generation's
--- first id, so every row made from now on lands in its partitions. Rows that found no partition
--- (the default ones, only if this was not called for a long time) are moved to the kept
--- partitions first, since a partition cannot be made over rows the default one holds. Returns
--- the generation open after the call. One caller at a time (an advisory lock); others return
+-- first id, so every row made from now on lands in its partitions. The sequences only ever move
+-- into a generation made already, and a generation holds 2^32 ids: should this not be called for
+-- a long time, rows fill the open generation and then the ones made ahead, 4 billion each, before
+-- one could find no partition. Returns the generation open after the call. One caller at a time (an advisory lock); others return
 -- NULL at once. A call that waits more than half a second for a lock fails, and the next pass
 -- tries again.
 CREATE OR REPLACE FUNCTION herald.open_generation(every interval, ahead int DEFAULT 2)
@@ -50,12 +50,6 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN NULL;
     END IF;
-    -- Rows in the default partitions (ids past every generation made, or in a gap the sequences
-    -- jumped over): found there, moved by id, every call.
-    UPDATE herald.notifications SET kept = true
-    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.notifications_default));
-    UPDATE herald.deliveries SET kept = true
-    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.deliveries_default));
     SELECT * INTO open_one FROM herald.generations WHERE opened_at IS NOT NULL ORDER BY generation DESC LIMIT 1;
     -- The generation the sequences are in: past the open one when it filled its 2^32 ids.
     in_use := greatest(open_one.generation,
@@ -75,11 +69,9 @@ BEGIN
             WHERE c.oid = to_regclass(format('herald.%I', t || '_g' || open_one.generation));
             -- Made on its own, then attached: CREATE TABLE ... PARTITION OF would lock the parent
             -- against every statement; ATTACH locks it only against other changes to its
-            -- partitions, and the empty default partition, which it checks, for an instant, taken
-            -- when no statement is using it.
+            -- partitions.
             EXECUTE format('CREATE TABLE herald.%1$I (LIKE herald.%2$I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%3$s',
                            t || '_g' || g, t || '_rotating', settings);
-            PERFORM herald.lock_when_free(format('herald.%I', t || '_default'), 'ACCESS EXCLUSIVE');
             EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
                            t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
