@@ -33,9 +33,9 @@ REVOKE ALL ON FUNCTION herald.lock_when_free(text,text) FROM PUBLIC, herald_prod
 -- first id, so every row made from now on lands in its partitions. The sequences only ever move
 -- into a generation made already, and a generation holds 2^32 ids: should this not be called for
 -- a long time, rows fill the open generation and then the ones made ahead, 4 billion each, before
--- one could find no partition. Returns the generation open after the call. One caller at a time (an advisory lock); others return
--- NULL at once. A call that waits more than half a second for a lock fails, and the next pass
--- tries again.
+-- one could find no partition. Returns the generation open after the call. One caller at a time
+-- (an advisory lock); others return NULL at once. A call that waits more than half a second for
+-- a lock fails, and the next pass tries again.
 CREATE OR REPLACE FUNCTION herald.open_generation(every interval, ahead int DEFAULT 2)
 RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
