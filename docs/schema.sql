@@ -874,12 +874,6 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN NULL;
     END IF;
-    -- Rows in the default partitions (ids past every generation made, or in a gap the sequences
-    -- jumped over): found there, moved by id, every call.
-    UPDATE herald.notifications SET kept = true
-    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.notifications_default));
-    UPDATE herald.deliveries SET kept = true
-    WHERE NOT kept AND id = ANY(ARRAY(SELECT id FROM herald.deliveries_default));
     SELECT * INTO open_one FROM herald.generations WHERE opened_at IS NOT NULL ORDER BY generation DESC LIMIT 1;
     -- The generation the sequences are in: past the open one when it filled its 2^32 ids.
     in_use := greatest(open_one.generation,
@@ -899,11 +893,9 @@ BEGIN
             WHERE c.oid = to_regclass(format('herald.%I', t || '_g' || open_one.generation));
             -- Made on its own, then attached: CREATE TABLE ... PARTITION OF would lock the parent
             -- against every statement; ATTACH locks it only against other changes to its
-            -- partitions, and the empty default partition, which it checks, for an instant, taken
-            -- when no statement is using it.
+            -- partitions.
             EXECUTE format('CREATE TABLE herald.%1$I (LIKE herald.%2$I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%3$s',
                            t || '_g' || g, t || '_rotating', settings);
-            PERFORM herald.lock_when_free(format('herald.%I', t || '_default'), 'ACCESS EXCLUSIVE');
             EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
                            t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
@@ -1766,38 +1758,6 @@ PARTITION BY RANGE (id);
 
 
 --
--- Name: deliveries_default; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.deliveries_default (
-    id bigint DEFAULT nextval('herald.deliveries_id_seq'::regclass) NOT NULL,
-    notification_id bigint NOT NULL,
-    device_id bigint,
-    payload_kind text NOT NULL,
-    state text DEFAULT 'queued'::text NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    provider_message_id text,
-    last_error text,
-    error_history text[] DEFAULT '{}'::text[] NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    sent_at timestamp with time zone,
-    delivered_at timestamp with time zone,
-    seen_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    opened_at timestamp with time zone,
-    run_at timestamp with time zone DEFAULT now(),
-    locked_by text,
-    dead_at timestamp with time zone,
-    provider_unique_id text,
-    kept boolean DEFAULT false NOT NULL,
-    CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text]))),
-    CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
-    CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
-);
-
-
---
 -- Name: deliveries_kept; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -2148,50 +2108,6 @@ PARTITION BY RANGE (id);
 
 
 --
--- Name: notifications_default; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.notifications_default (
-    id bigint DEFAULT nextval('herald.notifications_id_seq'::regclass) NOT NULL,
-    app_id text NOT NULL,
-    idempotency_key text,
-    user_ref text,
-    device_ids text[],
-    topic text,
-    title text,
-    body text,
-    data jsonb,
-    image_url text,
-    sound text,
-    badge integer,
-    android_channel_id text,
-    ios_category text,
-    ios_thread_id text,
-    deep_link text,
-    priority text,
-    ttl interval,
-    expires_at timestamp with time zone,
-    collapse_key text,
-    send_at timestamp with time zone,
-    silent boolean DEFAULT false NOT NULL,
-    dry_run boolean DEFAULT false NOT NULL,
-    state text DEFAULT 'received'::text NOT NULL,
-    reason text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    ingested_at timestamp with time zone,
-    origin text DEFAULT 'producer'::text NOT NULL,
-    kept boolean DEFAULT false NOT NULL,
-    CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
-    CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
-    CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
-    CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
-    CONSTRAINT notifications_state_check CHECK ((state = ANY (ARRAY['received'::text, 'accepted'::text, 'rejected'::text, 'expired'::text, 'no_devices'::text]))),
-    CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text]))),
-    CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
-);
-
-
---
 -- Name: notifications_kept; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -2259,17 +2175,7 @@ UNION ALL
            FROM herald.notifications_kept) AS notifications,
     ( SELECT count(*) AS count
            FROM herald.deliveries_kept) AS deliveries,
-    (pg_total_relation_size('herald.notifications_kept'::regclass) + pg_total_relation_size('herald.deliveries_kept'::regclass)) AS bytes
-UNION ALL
- SELECT 'default'::text AS part,
-    NULL::integer AS generation,
-    NULL::timestamp with time zone AS opened_at,
-    NULL::timestamp with time zone AS closed_at,
-    ( SELECT count(*) AS count
-           FROM herald.notifications_default) AS notifications,
-    ( SELECT count(*) AS count
-           FROM herald.deliveries_default) AS deliveries,
-    (pg_total_relation_size('herald.notifications_default'::regclass) + pg_total_relation_size('herald.deliveries_default'::regclass)) AS bytes;
+    (pg_total_relation_size('herald.notifications_kept'::regclass) + pg_total_relation_size('herald.deliveries_kept'::regclass)) AS bytes;
 
 
 --
@@ -2485,13 +2391,6 @@ ALTER TABLE herald.wakeups ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
--- Name: deliveries_default; Type: TABLE ATTACH; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.deliveries_rotating ATTACH PARTITION herald.deliveries_default DEFAULT;
-
-
---
 -- Name: deliveries_kept; Type: TABLE ATTACH; Schema: herald; Owner: -
 --
 
@@ -2503,13 +2402,6 @@ ALTER TABLE ONLY herald.deliveries ATTACH PARTITION herald.deliveries_kept FOR V
 --
 
 ALTER TABLE ONLY herald.deliveries ATTACH PARTITION herald.deliveries_rotating FOR VALUES IN (false);
-
-
---
--- Name: notifications_default; Type: TABLE ATTACH; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.notifications_rotating ATTACH PARTITION herald.notifications_default DEFAULT;
 
 
 --
@@ -2557,27 +2449,19 @@ ALTER TABLE ONLY herald.apps
 
 
 --
--- Name: deliveries_rotating deliveries_rotating_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.deliveries_rotating
-    ADD CONSTRAINT deliveries_rotating_pkey PRIMARY KEY (id);
-
-
---
--- Name: deliveries_default deliveries_default_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.deliveries_default
-    ADD CONSTRAINT deliveries_default_pkey PRIMARY KEY (id);
-
-
---
 -- Name: deliveries_kept deliveries_kept_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
 ALTER TABLE ONLY herald.deliveries_kept
     ADD CONSTRAINT deliveries_kept_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: deliveries_rotating deliveries_rotating_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.deliveries_rotating
+    ADD CONSTRAINT deliveries_rotating_pkey PRIMARY KEY (id);
 
 
 --
@@ -2653,27 +2537,19 @@ ALTER TABLE ONLY herald.jobs
 
 
 --
--- Name: notifications_rotating notifications_rotating_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.notifications_rotating
-    ADD CONSTRAINT notifications_rotating_pkey PRIMARY KEY (id);
-
-
---
--- Name: notifications_default notifications_default_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.notifications_default
-    ADD CONSTRAINT notifications_default_pkey PRIMARY KEY (id);
-
-
---
 -- Name: notifications_kept notifications_kept_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
 ALTER TABLE ONLY herald.notifications_kept
     ADD CONSTRAINT notifications_kept_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: notifications_rotating notifications_rotating_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.notifications_rotating
+    ADD CONSTRAINT notifications_rotating_pkey PRIMARY KEY (id);
 
 
 --
@@ -2755,115 +2631,10 @@ CREATE INDEX deliveries_dead ON ONLY herald.deliveries USING btree (dead_at) WHE
 
 
 --
--- Name: deliveries_rotating_dead_at_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_rotating_dead_at_idx ON ONLY herald.deliveries_rotating USING btree (dead_at) WHERE (dead_at IS NOT NULL);
-
-
---
--- Name: deliveries_default_dead_at_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_default_dead_at_idx ON herald.deliveries_default USING btree (dead_at) WHERE (dead_at IS NOT NULL);
-
-
---
--- Name: deliveries_pending_wakeup; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_pending_wakeup ON ONLY herald.deliveries USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
-
-
---
--- Name: deliveries_rotating_device_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_rotating_device_id_idx ON ONLY herald.deliveries_rotating USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
-
-
---
--- Name: deliveries_default_device_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_default_device_id_idx ON herald.deliveries_default USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
-
-
---
--- Name: deliveries_unreported; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_unreported ON ONLY herald.deliveries USING btree (device_id, sent_at DESC) WHERE (state = 'sent'::text);
-
-
---
--- Name: deliveries_rotating_device_id_sent_at_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_rotating_device_id_sent_at_idx ON ONLY herald.deliveries_rotating USING btree (device_id, sent_at DESC) WHERE (state = 'sent'::text);
-
-
---
--- Name: deliveries_default_device_id_sent_at_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_default_device_id_sent_at_idx ON herald.deliveries_default USING btree (device_id, sent_at DESC) WHERE (state = 'sent'::text);
-
-
---
--- Name: deliveries_rotating_notification_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_rotating_notification_id_idx ON ONLY herald.deliveries_rotating USING btree (notification_id);
-
-
---
--- Name: deliveries_default_notification_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_default_notification_id_idx ON herald.deliveries_default USING btree (notification_id);
-
-
---
 -- Name: deliveries_due; Type: INDEX; Schema: herald; Owner: -
 --
 
 CREATE INDEX deliveries_due ON ONLY herald.deliveries USING btree (run_at, id) WHERE (state = 'queued'::text);
-
-
---
--- Name: deliveries_rotating_run_at_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_rotating_run_at_id_idx ON ONLY herald.deliveries_rotating USING btree (run_at, id) WHERE (state = 'queued'::text);
-
-
---
--- Name: deliveries_default_run_at_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_default_run_at_id_idx ON herald.deliveries_default USING btree (run_at, id) WHERE (state = 'queued'::text);
-
-
---
--- Name: deliveries_retrying; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_retrying ON ONLY herald.deliveries USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
-
-
---
--- Name: deliveries_rotating_run_at_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_rotating_run_at_idx ON ONLY herald.deliveries_rotating USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
-
-
---
--- Name: deliveries_default_run_at_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX deliveries_default_run_at_idx ON herald.deliveries_default USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
 
 
 --
@@ -2874,10 +2645,24 @@ CREATE INDEX deliveries_kept_dead_at_idx ON herald.deliveries_kept USING btree (
 
 
 --
+-- Name: deliveries_pending_wakeup; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_pending_wakeup ON ONLY herald.deliveries USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
+
+
+--
 -- Name: deliveries_kept_device_id_idx; Type: INDEX; Schema: herald; Owner: -
 --
 
 CREATE INDEX deliveries_kept_device_id_idx ON herald.deliveries_kept USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
+
+
+--
+-- Name: deliveries_unreported; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_unreported ON ONLY herald.deliveries USING btree (device_id, sent_at DESC) WHERE (state = 'sent'::text);
 
 
 --
@@ -2902,10 +2687,59 @@ CREATE INDEX deliveries_kept_run_at_id_idx ON herald.deliveries_kept USING btree
 
 
 --
+-- Name: deliveries_retrying; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_retrying ON ONLY herald.deliveries USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
+
+
+--
 -- Name: deliveries_kept_run_at_idx; Type: INDEX; Schema: herald; Owner: -
 --
 
 CREATE INDEX deliveries_kept_run_at_idx ON herald.deliveries_kept USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
+
+
+--
+-- Name: deliveries_rotating_dead_at_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_rotating_dead_at_idx ON ONLY herald.deliveries_rotating USING btree (dead_at) WHERE (dead_at IS NOT NULL);
+
+
+--
+-- Name: deliveries_rotating_device_id_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_rotating_device_id_idx ON ONLY herald.deliveries_rotating USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
+
+
+--
+-- Name: deliveries_rotating_device_id_sent_at_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_rotating_device_id_sent_at_idx ON ONLY herald.deliveries_rotating USING btree (device_id, sent_at DESC) WHERE (state = 'sent'::text);
+
+
+--
+-- Name: deliveries_rotating_notification_id_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_rotating_notification_id_idx ON ONLY herald.deliveries_rotating USING btree (notification_id);
+
+
+--
+-- Name: deliveries_rotating_run_at_id_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_rotating_run_at_id_idx ON ONLY herald.deliveries_rotating USING btree (run_at, id) WHERE (state = 'queued'::text);
+
+
+--
+-- Name: deliveries_rotating_run_at_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX deliveries_rotating_run_at_idx ON ONLY herald.deliveries_rotating USING btree (run_at) WHERE ((state = 'queued'::text) AND (locked_by IS NULL) AND (attempts > 0));
 
 
 --
@@ -2965,17 +2799,10 @@ CREATE INDEX notifications_by_key ON ONLY herald.notifications USING btree (app_
 
 
 --
--- Name: notifications_rotating_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
+-- Name: notifications_kept_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
 --
 
-CREATE INDEX notifications_rotating_app_id_idempotency_key_idx ON ONLY herald.notifications_rotating USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
-
-
---
--- Name: notifications_default_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX notifications_default_app_id_idempotency_key_idx ON herald.notifications_default USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE INDEX notifications_kept_app_id_idempotency_key_idx ON herald.notifications_kept USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 
 --
@@ -2986,27 +2813,6 @@ CREATE INDEX notifications_received ON ONLY herald.notifications USING btree (id
 
 
 --
--- Name: notifications_rotating_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX notifications_rotating_id_idx ON ONLY herald.notifications_rotating USING btree (id) WHERE (state = 'received'::text);
-
-
---
--- Name: notifications_default_id_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX notifications_default_id_idx ON herald.notifications_default USING btree (id) WHERE (state = 'received'::text);
-
-
---
--- Name: notifications_kept_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX notifications_kept_app_id_idempotency_key_idx ON herald.notifications_kept USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
-
-
---
 -- Name: notifications_kept_id_idx; Type: INDEX; Schema: herald; Owner: -
 --
 
@@ -3014,59 +2820,24 @@ CREATE INDEX notifications_kept_id_idx ON herald.notifications_kept USING btree 
 
 
 --
+-- Name: notifications_rotating_app_id_idempotency_key_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX notifications_rotating_app_id_idempotency_key_idx ON ONLY herald.notifications_rotating USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: notifications_rotating_id_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX notifications_rotating_id_idx ON ONLY herald.notifications_rotating USING btree (id) WHERE (state = 'received'::text);
+
+
+--
 -- Name: wakeups_created; Type: INDEX; Schema: herald; Owner: -
 --
 
 CREATE INDEX wakeups_created ON herald.wakeups USING btree (created_at);
-
-
---
--- Name: deliveries_default_dead_at_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_dead_at_idx ATTACH PARTITION herald.deliveries_default_dead_at_idx;
-
-
---
--- Name: deliveries_default_device_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_device_id_idx ATTACH PARTITION herald.deliveries_default_device_id_idx;
-
-
---
--- Name: deliveries_default_device_id_sent_at_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_device_id_sent_at_idx ATTACH PARTITION herald.deliveries_default_device_id_sent_at_idx;
-
-
---
--- Name: deliveries_default_notification_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_notification_id_idx ATTACH PARTITION herald.deliveries_default_notification_id_idx;
-
-
---
--- Name: deliveries_default_pkey; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_pkey ATTACH PARTITION herald.deliveries_default_pkey;
-
-
---
--- Name: deliveries_default_run_at_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_run_at_id_idx ATTACH PARTITION herald.deliveries_default_run_at_id_idx;
-
-
---
--- Name: deliveries_default_run_at_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.deliveries_rotating_run_at_idx ATTACH PARTITION herald.deliveries_default_run_at_idx;
 
 
 --
@@ -3151,27 +2922,6 @@ ALTER INDEX herald.deliveries_due ATTACH PARTITION herald.deliveries_rotating_ru
 --
 
 ALTER INDEX herald.deliveries_retrying ATTACH PARTITION herald.deliveries_rotating_run_at_idx;
-
-
---
--- Name: notifications_default_app_id_idempotency_key_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.notifications_rotating_app_id_idempotency_key_idx ATTACH PARTITION herald.notifications_default_app_id_idempotency_key_idx;
-
-
---
--- Name: notifications_default_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.notifications_rotating_id_idx ATTACH PARTITION herald.notifications_default_id_idx;
-
-
---
--- Name: notifications_default_pkey; Type: INDEX ATTACH; Schema: herald; Owner: -
---
-
-ALTER INDEX herald.notifications_rotating_pkey ATTACH PARTITION herald.notifications_default_pkey;
 
 
 --
@@ -3757,13 +3507,6 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries_rotating TO herald_
 
 
 --
--- Name: TABLE deliveries_default; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries_default TO herald_daemon;
-
-
---
 -- Name: TABLE deliveries_kept; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -4053,13 +3796,6 @@ GRANT USAGE ON SEQUENCE herald.notifications_id_seq TO herald_producer;
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notifications_rotating TO herald_daemon;
-
-
---
--- Name: TABLE notifications_default; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notifications_default TO herald_daemon;
 
 
 --
