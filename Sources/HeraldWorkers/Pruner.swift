@@ -56,10 +56,10 @@ public struct Pruner: Service {
         var keptPrunedAt: ContinuousClock.Instant?
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             await withGracefulShutdownHandler {
-                // The kept rows are walked whole, so once a partition interval, or after a retirement.
+                // The kept rows are walked whole, so once a partition interval.
                 let pruneKept = keptPrunedAt.map { ContinuousClock.now - $0 >= partitionInterval } ?? true
-                let done = await pass(pruneKept: pruneKept)
-                if pruneKept || !done.retired.isEmpty { keptPrunedAt = .now }
+                await pass(pruneKept: pruneKept)
+                if pruneKept { keptPrunedAt = .now }
             } onGracefulShutdown: { [connection] in
                 connection.cancel()
             }
@@ -101,6 +101,12 @@ public struct Pruner: Service {
                 }
             }
         }
+        // Calls a statement that deletes up to a batch again while it deletes a whole one.
+        func untilShort(_ sql: String) async throws {
+            while !Task.isShuttingDownGracefully,
+                try await connection.query(sql, [seconds, Self.batchSize])[0].decode(0, as: Int.self) == Self.batchSize
+            {}
+        }
         await step("open a generation") {
             try await connection.query(SQL.openGeneration, [partitionInterval.seconds, Self.generationsAhead])
         }
@@ -135,18 +141,11 @@ public struct Pruner: Service {
                     after = try step.decode("last_id", as: Int64.self)
                     if try step.decode("done", as: Bool.self) { break }
                 }
-                while try await connection.query(SQL.pruneOrphans, [seconds, Self.batchSize])[0].decode(0, as: Int.self)
-                    == Self.batchSize && !Task.isShuttingDownGracefully
-                {}
+                try await untilShort(SQL.pruneOrphans)
             }
             if done.pruned > 0 { logger.info("pruned kept notifications", metadata: ["count": "\(done.pruned)"]) }
         }
-        await step("prune records") {
-            while !Task.isShuttingDownGracefully {
-                let records = try await connection.query(SQL.pruneRecords, [seconds, Self.batchSize])[0]
-                if try records.decode(0, as: Int.self) < Self.batchSize { break }
-            }
-        }
+        await step("prune records") { try await untilShort(SQL.pruneRecords) }
         return done
     }
 

@@ -136,9 +136,9 @@ GRANT EXECUTE ON FUNCTION herald.retire_generation(interval) TO herald_daemon;
 -- own), and the generation's row once both are gone. The parent is locked first, as every
 -- statement locks it, when no statement is using the table (herald.lock_when_free), and the
 -- others wait only while it checks the partition (through its partial indexes) and drops it;
--- when the table is never free for half a second it fails, and the next pass tries again. A row that
--- started waiting since the first step leaves the partition in place (false) for the next pass
--- to keep.
+-- when the table is never free for half a second it fails, and the next pass tries again. A row
+-- that started waiting since the first step leaves the partition in place (false) for the next
+-- pass to keep.
 CREATE OR REPLACE FUNCTION herald.drop_generation(generation int, hot text, older_than interval)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
@@ -217,8 +217,7 @@ GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon
 -- traffic, oldest first: delivery reports processed before now() - older_than (through
 -- delivery_reports_processed), idempotency keys older than that whose notification is gone
 -- (its generation retired, and it was not kept), and wake-ups whose quiet period ended before
--- it. Returns the most it
--- deleted from one table: call it again while that is `batch`.
+-- it. Returns the most it deleted from one table: call it again while that is `batch`.
 CREATE OR REPLACE FUNCTION herald.prune_records(older_than interval, batch int)
 RETURNS int
 LANGUAGE sql AS $$
