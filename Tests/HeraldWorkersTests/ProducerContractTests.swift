@@ -364,6 +364,9 @@ import Testing
             _ = try await worker.runBatch(limit: 10) { false }
         }
         #expect(failure?.sqlState == "55P03" && failure?.isTransient == true, "\(String(describing: failure))")
+        // The short timeout was for that one statement. Left in place, any brief wait on a busy
+        // machine (committing a NOTIFY queues on a lock every database shares) fails the rest.
+        try await f.herald.execute("RESET lock_timeout")
         #expect(try await f.notification(id).state == "received")
         try await holder.execute("COMMIT")
         #expect(try await worker.runBatch(limit: 10) { false } == 1)
