@@ -364,10 +364,10 @@ $$;
 
 
 --
--- Name: drop_generation(integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: drop_generation(integer, text, interval, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.drop_generation(generation integer, hot text, older_than interval) RETURNS boolean
+CREATE FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval DEFAULT NULL::interval) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET lock_timeout TO '500ms'
@@ -384,7 +384,7 @@ BEGIN
     END IF;
     part := to_regclass(format('herald.%I', hot || '_g' || generation));
     IF part IS NOT NULL THEN
-        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE');
+        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE', queue_for);
         EXECUTE CASE hot
             WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
                                           part, 'queued', now() - older_than)
@@ -780,10 +780,10 @@ $$;
 
 
 --
--- Name: lock_when_free(text, text); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: lock_when_free(text, text, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.lock_when_free(target text, mode text) RETURNS void
+CREATE FUNCTION herald.lock_when_free(target text, mode text, queue_for interval DEFAULT NULL::interval) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -796,6 +796,17 @@ BEGIN
             PERFORM pg_sleep(0.005);
         END;
     END LOOP;
+    IF queue_for IS NOT NULL THEN
+        -- Until the caller's transaction ends: what it does under the lock waits no longer.
+        PERFORM set_config('lock_timeout', ceil(extract(epoch FROM queue_for) * 1000)::bigint || 'ms', true);
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN %s MODE', target, mode);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE EXCEPTION 'herald: % stayed in use for half a second, and its lock did not come in % more in the queue; the next pass tries again', target, queue_for
+                USING ERRCODE = 'lock_not_available';
+        END;
+    END IF;
     RAISE EXCEPTION 'herald: % stayed in use for half a second; the next pass tries again', target
         USING ERRCODE = 'lock_not_available';
 END;
@@ -3169,11 +3180,11 @@ GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_
 
 
 --
--- Name: FUNCTION drop_generation(generation integer, hot text, older_than interval); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION drop_generation(generation integer, hot text, older_than interval, queue_for interval); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval) TO herald_daemon;
 
 
 --
@@ -3258,10 +3269,10 @@ GRANT ALL ON FUNCTION herald.is_reserved_data_key(key text) TO herald_daemon;
 
 
 --
--- Name: FUNCTION lock_when_free(target text, mode text); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION lock_when_free(target text, mode text, queue_for interval); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.lock_when_free(target text, mode text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION herald.lock_when_free(target text, mode text, queue_for interval) FROM PUBLIC;
 
 
 --

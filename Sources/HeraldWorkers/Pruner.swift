@@ -12,7 +12,9 @@ import ServiceLifecycle
 /// 2. retires each generation that closed more than the retention ago: its rows that still wait
 ///    (scheduled, backing off, dead, not yet ingested) move to the kept partitions, ids unchanged
 ///    (`herald.retire_generation`), and its partitions are dropped, each table's in a transaction
-///    of its own (`herald.drop_generation`);
+///    of its own (`herald.drop_generation`). A table is locked to drop its partition only in a
+///    moment no statement uses it; after `passesBeforeQueueing` passes that found none, the
+///    pass queues for the lock, at most `queueForLock`, which every statement then waits behind;
 /// 3. once a partition interval, deletes the finished kept rows older than the retention,
 ///    walking them by id a batch per statement (`herald.prune`, `herald.prune_orphans`); then
 ///    the processed reports, idempotency keys and wake-ups older than it (`herald.prune_records`).
@@ -36,6 +38,11 @@ public struct Pruner: Service {
     }
     /// Kept notifications per statement.
     public static let batchSize = 1000
+    /// Passes in a row that found a table never free to drop its partition, after which the
+    /// next one queues for the lock: a table under constant load has no free moment.
+    public static let passesBeforeQueueing = 2
+    /// How long a pass queues for that lock, holding up every statement on the table as long.
+    public static let queueForLock: Duration = .milliseconds(100)
 
     let connection: PostgresConnection
     let retention: Duration
@@ -54,11 +61,14 @@ public struct Pruner: Service {
 
     public func run() async throws {
         var keptPrunedAt: ContinuousClock.Instant?
+        var passesLockedOut = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             await withGracefulShutdownHandler {
                 // The kept rows are walked whole, so once a partition interval.
                 let pruneKept = keptPrunedAt.map { ContinuousClock.now - $0 >= partitionInterval } ?? true
-                await pass(pruneKept: pruneKept)
+                let queueFor = passesLockedOut >= Self.passesBeforeQueueing ? Self.queueForLock : nil
+                let done = await pass(pruneKept: pruneKept, queueFor: queueFor)
+                passesLockedOut = done.lockedOut ? passesLockedOut + 1 : 0
                 if pruneKept { keptPrunedAt = .now }
             } onGracefulShutdown: { [connection] in
                 connection.cancel()
@@ -76,6 +86,8 @@ public struct Pruner: Service {
         /// Rows of those generations moved to the kept partitions.
         public var keptNotifications = 0
         public var keptDeliveries = 0
+        /// A generation waits for a later pass: a table was never free to drop its partition.
+        public var lockedOut = false
         /// Kept notifications deleted.
         public var pruned = 0
         /// Steps that failed (logged); the others still ran.
@@ -84,9 +96,10 @@ public struct Pruner: Service {
 
     /// One pass: generations opened and retired, then the kept rows (unless `pruneKept` is
     /// false) and the other tables pruned. A step that fails is logged and the next one runs:
-    /// a generation that cannot be dropped now holds back no other retention.
+    /// a generation that cannot be dropped now holds back no other retention. A table never
+    /// free for half a second is queued for, up to `queueFor`, or not at all when it is nil.
     @discardableResult
-    public func pass(pruneKept: Bool = true) async -> Pass {
+    public func pass(pruneKept: Bool = true, queueFor: Duration? = nil) async -> Pass {
         var done = Pass()
         let seconds = Int(retention.components.seconds)
         func step(_ name: String, _ body: () async throws -> Void) async {
@@ -120,8 +133,19 @@ public struct Pruner: Service {
                 done.keptDeliveries += deliveries
                 // Deliveries first: a notification is kept for any delivery that still waits.
                 for hot in ["deliveries", "notifications"] {
-                    let dropped = try await connection.query(SQL.dropGeneration, [generation, hot, seconds])[0]
-                    if try !dropped.decode(0, as: Bool.self) { return }  // something new waits: the next pass
+                    let dropped: Bool
+                    do {
+                        dropped = try await connection.query(
+                            SQL.dropGeneration, [generation, hot, seconds, queueFor?.seconds]
+                        )[0].decode(0, as: Bool.self)
+                    } catch let error as PostgresError where error.sqlState == "55P03" {
+                        done.lockedOut = true
+                        logger.notice(
+                            "a table was never free to drop a generation's partition; a later pass tries again",
+                            metadata: ["generation": "\(generation)", "table": "\(hot)", "error": "\(error)"])
+                        return
+                    }
+                    if !dropped { return }  // something new waits: the next pass
                 }
                 done.retired.append(generation)
                 logger.info(
@@ -157,8 +181,10 @@ public struct Pruner: Service {
         static let retireGeneration =
             "SELECT generation, kept_notifications, kept_deliveries FROM herald.retire_generation(make_interval(secs => $1))"
         /// Drops generation $1's partition of table $2 unless a row in it started waiting (false);
-        /// dead within $3 seconds counts as waiting.
-        static let dropGeneration = "SELECT herald.drop_generation($1, $2, make_interval(secs => $3))"
+        /// dead within $3 seconds counts as waiting. Queues for the table's lock for $4 seconds
+        /// when it is never free (NULL: not at all).
+        static let dropGeneration =
+            "SELECT herald.drop_generation($1, $2, make_interval(secs => $3), make_interval(secs => $4))"
         /// Deletes up to $2 kept deliveries whose notification is gone, finished more than $1 s ago.
         static let pruneOrphans = "SELECT herald.prune_orphans(make_interval(secs => $1), $2)"
         /// One step over the kept notifications: reads the $2 after id $3, deletes those finished

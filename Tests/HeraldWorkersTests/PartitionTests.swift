@@ -138,6 +138,41 @@ import Testing
         #expect(await week.pass().retired.count == 2, "the first one, and the one closed an hour ago")
     }
 
+    /// A table no moment leaves free (here a reader in a long transaction) holds its generation
+    /// back without failing the pass; a pass told to queue waits for the lock at most as long as
+    /// it was told, and gets it once the reader ends.
+    @Test func aTableNeverFreeIsQueuedForWithinABound() async throws {
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        let reader = try await database.connect()
+        let watcher = try await database.connect()
+        let pruner = Pruner(connection: db, retention: .seconds(0), logger: Logger(label: "test"))
+        try await db.query("SELECT herald.open_generation(interval '0 seconds')")
+        try await reader.execute("BEGIN; SELECT count(*) FROM herald.deliveries")
+
+        let free = await pruner.pass()
+        #expect(free.lockedOut && free.retired.isEmpty && free.failed == 0, "\(free)")
+        let bounded = await pruner.pass(queueFor: .milliseconds(100))
+        #expect(bounded.lockedOut && bounded.retired.isEmpty && bounded.failed == 0, "\(bounded)")
+
+        let queued = Task { await pruner.pass(queueFor: .seconds(60)) }
+        let waiting = """
+            SELECT count(*) FROM pg_locks
+            WHERE relation = 'herald.deliveries_rotating'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted
+            """
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await watcher.query(waiting)[0].decode(0, as: Int.self) == 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await watcher.query(waiting)[0].decode(0, as: Int.self) == 1, "the pass queued for the lock")
+        try await reader.execute("COMMIT")
+        let done = await queued.value
+        #expect(!done.lockedOut && !done.retired.isEmpty && done.failed == 0, "\(done)")
+        #expect(
+            try await db.query("SELECT count(*) FROM herald.generations WHERE closed_at IS NOT NULL")[0].decode(
+                0, as: Int.self) == 0)
+    }
+
     /// Should no retention pass run for a whole generation's 4 billion ids, rows flow on into the
     /// generation made ahead, never refused, and the next pass opens the one after it; status
     /// says when no generation is left ahead.
@@ -237,7 +272,9 @@ import Testing
 
     /// Retiring generations while ingest and dispatch claim and record beside it: no statement of
     /// theirs fails but the transient one PostgreSQL gives for a row that moved partition as it
-    /// was updated (the workers try those again), and none deadlocks.
+    /// was updated (the workers try those again), and none deadlocks, also when a pass queues for
+    /// a table's lock (a claim asking for a stronger lock than it holds waits behind it, and the
+    /// pass gives up first).
     @Test func retiringBesideIngestAndDispatchDeadlocksNeither() async throws {
         let database = try await TestDatabase.create()
         let db = try await database.connect()
@@ -271,12 +308,15 @@ import Testing
             return (rounds, failures)
         }
         var retired = 0
+        var passes = 0
         var lockWaits = 0
         while ContinuousClock.now < end {
             do {
                 try await retention.query("SELECT herald.open_generation(interval '0 seconds')")
+                // Every other pass queues for the locks, as one does after passes found no free moment.
+                passes += 1
                 retired += await Pruner(connection: retention, retention: .seconds(0), logger: Logger(label: "test"))
-                    .pass().retired.count
+                    .pass(queueFor: passes % 2 == 0 ? Pruner.queueForLock : nil).retired.count
             } catch let error as PostgresError where error.sqlState == "55P03" {
                 lockWaits += 1
             }

@@ -9,9 +9,13 @@
 -- tried with NOWAIT every 5 ms for half a second. A queued ACCESS EXCLUSIVE request stops every
 -- statement that comes after it, and a claim that holds a partition's ROW SHARE lock while it
 -- asks for its ROW EXCLUSIVE one waits behind it: each would wait for the other until a timeout
--- (measured in the soak: every statement held up half a second at each generation). Raises
--- lock_not_available when the table never fell quiet; the next pass tries again.
-CREATE OR REPLACE FUNCTION herald.lock_when_free(target text, mode text) RETURNS void
+-- (measured in the soak: every statement held up half a second at each generation). When the
+-- table was never free, it queues for the lock after all if `queue_for` is given, for at most
+-- that long: a table under constant load has no free moment, and every statement waits at most
+-- `queue_for` behind the request. Raises lock_not_available when it has no lock; the next pass
+-- tries again.
+CREATE OR REPLACE FUNCTION herald.lock_when_free(target text, mode text, queue_for interval DEFAULT NULL)
+RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     FOR attempt IN 1 .. 100 LOOP
@@ -22,11 +26,22 @@ BEGIN
             PERFORM pg_sleep(0.005);
         END;
     END LOOP;
+    IF queue_for IS NOT NULL THEN
+        -- Until the caller's transaction ends: what it does under the lock waits no longer.
+        PERFORM set_config('lock_timeout', ceil(extract(epoch FROM queue_for) * 1000)::bigint || 'ms', true);
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN %s MODE', target, mode);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE EXCEPTION 'herald: % stayed in use for half a second, and its lock did not come in % more in the queue; the next pass tries again', target, queue_for
+                USING ERRCODE = 'lock_not_available';
+        END;
+    END IF;
     RAISE EXCEPTION 'herald: % stayed in use for half a second; the next pass tries again', target
         USING ERRCODE = 'lock_not_available';
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.lock_when_free(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+REVOKE ALL ON FUNCTION herald.lock_when_free(text,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 
 -- Makes the generations ahead (`ahead` past the open one) and opens the next one when the open
 -- one is `every` old or its ids are spent: both id sequences move to the next generation's
@@ -136,10 +151,11 @@ GRANT EXECUTE ON FUNCTION herald.retire_generation(interval) TO herald_daemon;
 -- own), and the generation's row once both are gone. The parent is locked first, as every
 -- statement locks it, when no statement is using the table (herald.lock_when_free), and the
 -- others wait only while it checks the partition (through its partial indexes) and drops it;
--- when the table is never free for half a second it fails, and the next pass tries again. A row
--- that started waiting since the first step leaves the partition in place (false) for the next
--- pass to keep.
-CREATE OR REPLACE FUNCTION herald.drop_generation(generation int, hot text, older_than interval)
+-- when the table is never free for half a second it queues for the lock for at most `queue_for`
+-- (NULL: not at all) and otherwise fails, and the next pass tries again. A row that started
+-- waiting since the first step leaves the partition in place (false) for the next pass to keep.
+CREATE OR REPLACE FUNCTION herald.drop_generation(
+    generation int, hot text, older_than interval, queue_for interval DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
 DECLARE
@@ -154,7 +170,7 @@ BEGIN
     END IF;
     part := to_regclass(format('herald.%I', hot || '_g' || generation));
     IF part IS NOT NULL THEN
-        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE');
+        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE', queue_for);
         EXECUTE CASE hot
             WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
                                           part, 'queued', now() - older_than)
@@ -172,8 +188,8 @@ BEGIN
     RETURN true;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.drop_generation(integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.drop_generation(integer,text,interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.drop_generation(integer,text,interval,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.drop_generation(integer,text,interval,interval) TO herald_daemon;
 
 -- One step of a pass over the kept notifications (the rows that outlived their generation):
 -- reads the next `batch` of them by id after `after_id` and deletes those created before
