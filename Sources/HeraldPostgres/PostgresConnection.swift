@@ -85,10 +85,23 @@ public final class PostgresConnection: @unchecked Sendable {
         return connection
     }
 
+    /// How a statement with parameters is planned.
+    public enum Planning: Sendable {
+        /// Prepared once per connection. After five calls PostgreSQL may settle on a generic
+        /// plan, which it keeps until the statistics of a table it reads change.
+        case prepared
+        /// Planned at each call, with the parameters' values and the tables as they are now: for
+        /// a statement that runs once a batch and reads a partition that grows from empty (a
+        /// generation's), where a generic plan made while it was empty would be kept as it grows.
+        case eachCall
+    }
+
     /// Runs one statement with parameters bound to `$1`, `$2`, …
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresResult {
-        try await withSession { try $0.query(sql, parameters) }
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = [], planning: Planning = .prepared)
+        async throws -> PostgresResult
+    {
+        try await withSession { try $0.query(sql, parameters, planning: planning) }
     }
 
     /// Runs a script of one or more statements without parameters (migrations, `SET`, `LISTEN`).
@@ -257,11 +270,13 @@ public final class PostgresConnection: @unchecked Sendable {
         _ = try consume(result)
     }
 
-    func runQuery(_ sql: String, _ parameters: [any PostgresEncodable]) throws -> PostgresResult {
+    func runQuery(_ sql: String, _ parameters: [any PostgresEncodable], planning: Planning = .prepared) throws
+        -> PostgresResult
+    {
         guard let handle else { throw PostgresError(.connection, "not connected") }
         // Parameters are bound first: one PostgreSQL cannot hold fails before anything is sent.
         let result = try withBoundParameters(parameters) { count, values, lengths, formats in
-            if let statementName = try preparedName(for: sql, handle: handle) {
+            if planning == .prepared, let statementName = try preparedName(for: sql, handle: handle) {
                 return PQexecPrepared(handle, statementName, count, values, lengths, formats, 0)
             }
             return PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
@@ -326,8 +341,11 @@ public struct PostgresSession {
 
     /// Runs one statement with parameters bound to `$1`, `$2`, …
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresResult {
-        try connection.runQuery(sql, parameters)
+    public func query(
+        _ sql: String, _ parameters: [any PostgresEncodable] = [],
+        planning: PostgresConnection.Planning = .prepared
+    ) throws -> PostgresResult {
+        try connection.runQuery(sql, parameters, planning: planning)
     }
 
     /// Runs a script of one or more statements without parameters.

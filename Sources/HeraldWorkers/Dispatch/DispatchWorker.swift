@@ -167,7 +167,8 @@ public struct DispatchWorker: BatchWorker {
                 let asked = ContinuousClock.now
                 do {
                     try await context.connection.query(
-                        SQL.extendLeases, [ids, context.workerID, context.clock.now(), lease.seconds])
+                        SQL.extendLeases, [ids, context.workerID, context.clock.now(), lease.seconds],
+                        planning: .eachCall)
                     heldUntil = asked.advanced(by: lease)
                 } catch {
                     if Task.isCancelled { return heldUntil }
@@ -515,7 +516,7 @@ public struct DispatchWorker: BatchWorker {
                 scopes.map(\.app), scopes.map(\.scope.rawValue),
                 scopes.map { (problems[$0] ?? nil).map(Self.storable) },
                 uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
-            ])
+            ], planning: .eachCall)
     }
 }
 
