@@ -45,6 +45,8 @@ struct QueueBench: AsyncParsableCommand {
     @Option(help: "Events for the ingest figure (users get 2 devices each, one user per 2 events); 0 skips it.")
     var events = 50_000
     @Option(help: "Events per ingest batch.") var ingestBatch = 500
+    @Flag(inversion: .prefixedNo, help: "Migrate the schema first (--no-migrate: another build, which migrated it).")
+    var migrate = true
 
     struct NoopHandler: JobHandler {
         let kind = "bench"
@@ -56,7 +58,7 @@ struct QueueBench: AsyncParsableCommand {
     func run() async throws {
         let configuration = try options.load()
         let setup = try await PostgresConnection.connect(configuration.databaseURL)
-        try await Migrator(logger: Logger(label: "bench")).migrate(setup)
+        if migrate { try await Migrator(logger: Logger(label: "bench")).migrate(setup) }
         let connections = try await (0..<concurrency).asyncMap { _ in
             try await PostgresConnection.connect(configuration.databaseURL)
         }
