@@ -30,11 +30,14 @@ extension DispatchWorker {
         /// again. A problem found again is confirmed at $13 (now), so the next probe waits a
         /// minute from this one; `since` changes only when the problem does.
         ///
-        /// Planned at each call (``PostgresConnection/Planning/eachCall``): a generic plan made
-        /// while a new generation's partition was empty, and not yet analyzed, found each
-        /// delivery by id through the partial index of queued ones, end to end, and was kept as
-        /// the partition grew until autovacuum analyzed it (measured in the soak: this statement
-        /// took up to 0.5 s after each generation opened, against a few milliseconds).
+        /// Each delivery is found by its primary key, whatever the planner believes of a new
+        /// generation's partition before its first ANALYZE (measured in the soak: this statement
+        /// took up to 0.5 s after each generation opened, against a few milliseconds):
+        /// - `(d.state = 'queued') IS TRUE`, not `d.state = 'queued'`: with no statistics, the
+        ///   partial index of queued deliveries looks tiny, and the planner would read it end to
+        ///   end for every id (its dead entries are the whole partition until vacuum);
+        /// - planned at each call (``PostgresConnection/Planning/eachCall``): a generic plan made
+        ///   while the partition was empty would be kept as it grows.
         static let record = """
             WITH outcome AS (
                 SELECT id, state, name, unique_id, error, to_timestamp(answered) AS answered_at,
@@ -59,7 +62,7 @@ extension DispatchWorker {
                     locked_by = NULL,
                     dead_at = CASE WHEN o.dead THEN o.answered_at END
                 FROM outcome AS o
-                WHERE d.id = o.id AND d.state = 'queued' AND (o.state <> 'queued' OR d.locked_by = $9)
+                WHERE d.id = o.id AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = $9)
             ), disabled AS (
                 UPDATE herald.devices AS dev
                 SET disabled_at = $13::timestamptz, disabled_cause = 'token_invalid', disabled_reason = u.reason
@@ -83,11 +86,11 @@ extension DispatchWorker {
             """
 
         /// Extends, to $3 (now) + $4 seconds, the leases worker $2 still holds on deliveries $1
-        /// (a lease that ran out and was claimed by another worker is left to it). Planned at
-        /// each call, as ``record`` is.
+        /// (a lease that ran out and was claimed by another worker is left to it). Written and
+        /// planned as ``record`` is, to go by the primary key.
         static let extendLeases = """
             UPDATE herald.deliveries SET run_at = $3::timestamptz + make_interval(secs => $4)
-            WHERE id = ANY($1::bigint[]) AND state = 'queued' AND locked_by = $2
+            WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2
             """
 
         /// Route $1 / $2 / $3 (app, route, origin or '') of worker $4 had its window full at $5,
