@@ -376,8 +376,8 @@ DECLARE
     part regclass;
     waiting boolean;
 BEGIN
-    IF hot NOT IN ('deliveries', 'notifications') THEN
-        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries or notifications, not %', hot;
+    IF hot NOT IN ('deliveries', 'notifications', 'delivery_reports') THEN
+        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries, notifications or delivery_reports, not %', hot;
     END IF;
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN false;
@@ -388,7 +388,8 @@ BEGIN
         EXECUTE CASE hot
             WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
                                           part, 'queued', now() - older_than)
-            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received') END
+            WHEN 'notifications' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received')
+            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE processed_at IS NULL)', part) END
         INTO waiting;
         IF waiting THEN
             RETURN false;
@@ -396,7 +397,8 @@ BEGIN
         EXECUTE format('DROP TABLE %s', part);
     END IF;
     IF to_regclass(format('herald.deliveries_g%s', generation)) IS NULL
-       AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL THEN
+       AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL
+       AND to_regclass(format('herald.delivery_reports_g%s', generation)) IS NULL THEN
         DELETE FROM herald.generations g WHERE g.generation = drop_generation.generation;
     END IF;
     RETURN true;
@@ -895,7 +897,7 @@ BEGIN
     -- Only from the one to open: no id will ever fall in a gap the sequences jumped over.
     FOR g IN next_one .. next_one + ahead LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM herald.generations WHERE generation = g);
-        FOREACH t IN ARRAY ARRAY['notifications', 'deliveries'] LOOP
+        FOREACH t IN ARRAY ARRAY['notifications', 'deliveries', 'delivery_reports'] LOOP
             -- Storage parameters cannot be set on the parent: each new partition takes those an
             -- operator gave the open generation's (autovacuum settings).
             SELECT coalesce(' WITH (' || string_agg(format('%s = %L', split_part(o, '=', 1), substr(o, strpos(o, '=') + 1)), ', ') || ')', '')
@@ -1082,8 +1084,8 @@ CREATE FUNCTION herald.prune_records(older_than interval, batch integer) RETURNS
     AS $$
     WITH reports AS (
         DELETE FROM herald.delivery_reports
-        WHERE id IN (SELECT id FROM herald.delivery_reports
-                     WHERE processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
+        WHERE kept AND id IN (SELECT id FROM herald.delivery_reports
+                              WHERE kept AND processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
         RETURNING 1
     ), keys AS (
         -- Only once its notification is gone: below every generation, and not kept.
@@ -1380,11 +1382,12 @@ BEGIN
         message := format('the reference belongs to another device than %s', quote_literal(device));
         RETURN;
     END IF;
-    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id)
-    SELECT reference, kind, d.id, d.device_id
+    -- Beside its delivery: in its generation, or kept with it (migration 022).
+    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id, kept)
+    SELECT reference, kind, d.id, d.device_id, d.kept
     FROM herald.deliveries d
     WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
-    ON CONFLICT (delivery_id, report_kind) DO NOTHING
+    ON CONFLICT (delivery_id, report_kind, kept) DO NOTHING
     RETURNING id INTO report_id;
     IF report_id IS NOT NULL THEN
         accepted := true;
@@ -1405,7 +1408,7 @@ $$;
 -- Name: retire_generation(interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer) RETURNS record
+CREATE FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1437,6 +1440,9 @@ BEGIN
     WHERE NOT n.kept AND n.id = w.notification_id;
     GET DIAGNOSTICS moved = ROW_COUNT;
     kept_notifications := kept_notifications + moved;
+    UPDATE herald.delivery_reports r SET kept = true
+    WHERE NOT r.kept AND r.delivery_id >= due.first_id AND r.delivery_id < due.end_id AND r.processed_at IS NULL;
+    GET DIAGNOSTICS kept_reports = ROW_COUNT;
 END;
 $$;
 
@@ -1813,21 +1819,65 @@ CREATE TABLE herald.delivery_reports (
     outcome text,
     delivery_id bigint NOT NULL,
     device_id bigint NOT NULL,
+    kept boolean DEFAULT false NOT NULL,
     CONSTRAINT delivery_reports_report_kind_check CHECK ((report_kind = ANY (ARRAY['delivered'::text, 'seen'::text, 'opened'::text])))
-);
+)
+PARTITION BY LIST (kept);
 
 
 --
 -- Name: delivery_reports_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
 --
 
-ALTER TABLE herald.delivery_reports ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME herald.delivery_reports_id_seq
+CREATE SEQUENCE herald.delivery_reports_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
     NO MAXVALUE
-    CACHE 1
+    CACHE 1;
+
+
+--
+-- Name: delivery_reports_id_seq; Type: SEQUENCE OWNED BY; Schema: herald; Owner: -
+--
+
+ALTER SEQUENCE herald.delivery_reports_id_seq OWNED BY herald.delivery_reports.id;
+
+
+--
+-- Name: delivery_reports_rotating; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.delivery_reports_rotating (
+    id bigint DEFAULT nextval('herald.delivery_reports_id_seq'::regclass) NOT NULL,
+    reference text NOT NULL,
+    report_kind text DEFAULT 'delivered'::text NOT NULL,
+    reported_at timestamp with time zone DEFAULT now() NOT NULL,
+    processed_at timestamp with time zone,
+    outcome text,
+    delivery_id bigint NOT NULL,
+    device_id bigint NOT NULL,
+    kept boolean DEFAULT false NOT NULL,
+    CONSTRAINT delivery_reports_report_kind_check CHECK ((report_kind = ANY (ARRAY['delivered'::text, 'seen'::text, 'opened'::text])))
+)
+PARTITION BY RANGE (delivery_id);
+
+
+--
+-- Name: delivery_reports_kept; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.delivery_reports_kept (
+    id bigint DEFAULT nextval('herald.delivery_reports_id_seq'::regclass) NOT NULL,
+    reference text NOT NULL,
+    report_kind text DEFAULT 'delivered'::text NOT NULL,
+    reported_at timestamp with time zone DEFAULT now() NOT NULL,
+    processed_at timestamp with time zone,
+    outcome text,
+    delivery_id bigint NOT NULL,
+    device_id bigint NOT NULL,
+    kept boolean DEFAULT false NOT NULL,
+    CONSTRAINT delivery_reports_report_kind_check CHECK ((report_kind = ANY (ARRAY['delivered'::text, 'seen'::text, 'opened'::text])))
 );
 
 
@@ -2173,10 +2223,12 @@ CREATE VIEW herald.partitions AS
     g.closed_at,
     (n.reltuples)::bigint AS notifications,
     (d.reltuples)::bigint AS deliveries,
-    (pg_total_relation_size((n.oid)::regclass) + pg_total_relation_size((d.oid)::regclass)) AS bytes
-   FROM ((herald.generations g
+    ((pg_total_relation_size((n.oid)::regclass) + pg_total_relation_size((d.oid)::regclass)) + COALESCE(pg_total_relation_size((r.oid)::regclass), (0)::bigint)) AS bytes,
+    (r.reltuples)::bigint AS reports
+   FROM (((herald.generations g
      JOIN pg_class n ON ((n.oid = (to_regclass(format('herald.notifications_g%s'::text, g.generation)))::oid)))
      JOIN pg_class d ON ((d.oid = (to_regclass(format('herald.deliveries_g%s'::text, g.generation)))::oid)))
+     LEFT JOIN pg_class r ON ((r.oid = (to_regclass(format('herald.delivery_reports_g%s'::text, g.generation)))::oid)))
 UNION ALL
  SELECT 'kept'::text AS part,
     NULL::integer AS generation,
@@ -2186,7 +2238,9 @@ UNION ALL
            FROM herald.notifications_kept) AS notifications,
     ( SELECT count(*) AS count
            FROM herald.deliveries_kept) AS deliveries,
-    (pg_total_relation_size('herald.notifications_kept'::regclass) + pg_total_relation_size('herald.deliveries_kept'::regclass)) AS bytes;
+    ((pg_total_relation_size('herald.notifications_kept'::regclass) + pg_total_relation_size('herald.deliveries_kept'::regclass)) + pg_total_relation_size('herald.delivery_reports_kept'::regclass)) AS bytes,
+    ( SELECT count(*) AS count
+           FROM herald.delivery_reports_kept) AS reports;
 
 
 --
@@ -2416,6 +2470,20 @@ ALTER TABLE ONLY herald.deliveries ATTACH PARTITION herald.deliveries_rotating F
 
 
 --
+-- Name: delivery_reports_kept; Type: TABLE ATTACH; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports ATTACH PARTITION herald.delivery_reports_kept FOR VALUES IN (true);
+
+
+--
+-- Name: delivery_reports_rotating; Type: TABLE ATTACH; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports ATTACH PARTITION herald.delivery_reports_rotating FOR VALUES IN (false);
+
+
+--
 -- Name: notifications_kept; Type: TABLE ATTACH; Schema: herald; Owner: -
 --
 
@@ -2434,6 +2502,13 @@ ALTER TABLE ONLY herald.notifications ATTACH PARTITION herald.notifications_rota
 --
 
 ALTER TABLE ONLY herald.deliveries ALTER COLUMN id SET DEFAULT nextval('herald.deliveries_id_seq'::regclass);
+
+
+--
+-- Name: delivery_reports id; Type: DEFAULT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports ALTER COLUMN id SET DEFAULT nextval('herald.delivery_reports_id_seq'::regclass);
 
 
 --
@@ -2480,7 +2555,15 @@ ALTER TABLE ONLY herald.deliveries_rotating
 --
 
 ALTER TABLE ONLY herald.delivery_reports
-    ADD CONSTRAINT delivery_reports_once UNIQUE (delivery_id, report_kind);
+    ADD CONSTRAINT delivery_reports_once UNIQUE (delivery_id, report_kind, kept);
+
+
+--
+-- Name: delivery_reports_kept delivery_reports_kept_delivery_id_report_kind_kept_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports_kept
+    ADD CONSTRAINT delivery_reports_kept_delivery_id_report_kind_kept_key UNIQUE (delivery_id, report_kind, kept);
 
 
 --
@@ -2488,7 +2571,31 @@ ALTER TABLE ONLY herald.delivery_reports
 --
 
 ALTER TABLE ONLY herald.delivery_reports
-    ADD CONSTRAINT delivery_reports_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT delivery_reports_pkey PRIMARY KEY (id, delivery_id, kept);
+
+
+--
+-- Name: delivery_reports_kept delivery_reports_kept_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports_kept
+    ADD CONSTRAINT delivery_reports_kept_pkey PRIMARY KEY (id, delivery_id, kept);
+
+
+--
+-- Name: delivery_reports_rotating delivery_reports_rotating_delivery_id_report_kind_kept_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports_rotating
+    ADD CONSTRAINT delivery_reports_rotating_delivery_id_report_kind_kept_key UNIQUE (delivery_id, report_kind, kept);
+
+
+--
+-- Name: delivery_reports_rotating delivery_reports_rotating_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.delivery_reports_rotating
+    ADD CONSTRAINT delivery_reports_rotating_pkey PRIMARY KEY (id, delivery_id, kept);
 
 
 --
@@ -2754,17 +2861,31 @@ CREATE INDEX deliveries_rotating_run_at_idx ON ONLY herald.deliveries_rotating U
 
 
 --
--- Name: delivery_reports_processed; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX delivery_reports_processed ON herald.delivery_reports USING btree (processed_at) WHERE (processed_at IS NOT NULL);
-
-
---
 -- Name: delivery_reports_unprocessed; Type: INDEX; Schema: herald; Owner: -
 --
 
-CREATE INDEX delivery_reports_unprocessed ON herald.delivery_reports USING btree (id) WHERE (processed_at IS NULL);
+CREATE INDEX delivery_reports_unprocessed ON ONLY herald.delivery_reports USING btree (id) WHERE (processed_at IS NULL);
+
+
+--
+-- Name: delivery_reports_kept_id_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX delivery_reports_kept_id_idx ON herald.delivery_reports_kept USING btree (id) WHERE (processed_at IS NULL);
+
+
+--
+-- Name: delivery_reports_kept_processed; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX delivery_reports_kept_processed ON herald.delivery_reports_kept USING btree (processed_at) WHERE (processed_at IS NOT NULL);
+
+
+--
+-- Name: delivery_reports_rotating_id_idx; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX delivery_reports_rotating_id_idx ON ONLY herald.delivery_reports_rotating USING btree (id) WHERE (processed_at IS NULL);
 
 
 --
@@ -2933,6 +3054,48 @@ ALTER INDEX herald.deliveries_due ATTACH PARTITION herald.deliveries_rotating_ru
 --
 
 ALTER INDEX herald.deliveries_retrying ATTACH PARTITION herald.deliveries_rotating_run_at_idx;
+
+
+--
+-- Name: delivery_reports_kept_delivery_id_report_kind_kept_key; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.delivery_reports_once ATTACH PARTITION herald.delivery_reports_kept_delivery_id_report_kind_kept_key;
+
+
+--
+-- Name: delivery_reports_kept_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.delivery_reports_unprocessed ATTACH PARTITION herald.delivery_reports_kept_id_idx;
+
+
+--
+-- Name: delivery_reports_kept_pkey; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.delivery_reports_pkey ATTACH PARTITION herald.delivery_reports_kept_pkey;
+
+
+--
+-- Name: delivery_reports_rotating_delivery_id_report_kind_kept_key; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.delivery_reports_once ATTACH PARTITION herald.delivery_reports_rotating_delivery_id_report_kind_kept_key;
+
+
+--
+-- Name: delivery_reports_rotating_id_idx; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.delivery_reports_unprocessed ATTACH PARTITION herald.delivery_reports_rotating_id_idx;
+
+
+--
+-- Name: delivery_reports_rotating_pkey; Type: INDEX ATTACH; Schema: herald; Owner: -
+--
+
+ALTER INDEX herald.delivery_reports_pkey ATTACH PARTITION herald.delivery_reports_rotating_pkey;
 
 
 --
@@ -3409,11 +3572,11 @@ GRANT ALL ON FUNCTION herald.report_delivery(reference text, kind text, device t
 
 
 --
--- Name: FUNCTION retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) TO herald_daemon;
 
 
 --
@@ -3536,6 +3699,20 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports TO herald_dae
 --
 
 GRANT SELECT,USAGE ON SEQUENCE herald.delivery_reports_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE delivery_reports_rotating; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_rotating TO herald_daemon;
+
+
+--
+-- Name: TABLE delivery_reports_kept; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_kept TO herald_daemon;
 
 
 --

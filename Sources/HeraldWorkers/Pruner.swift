@@ -2,22 +2,22 @@ import HeraldPostgres
 import Logging
 import ServiceLifecycle
 
-/// Keeps the hot tables to the retention: `herald.notifications` and `herald.deliveries` are
-/// partitioned by generation (a span of ids that is a span of time, migration 020), and retention
-/// drops whole generations instead of deleting rows.
+/// Keeps the hot tables to the retention: `herald.notifications`, `herald.deliveries` and the
+/// deliveries' reports are partitioned by generation (a span of ids that is a span of time,
+/// migrations 020 and 022), and retention drops whole generations instead of deleting rows.
 ///
 /// Each pass:
 /// 1. makes the generations ahead and opens the next one when the open one is a partition
 ///    interval old (`herald.open_generation`);
 /// 2. retires each generation that closed more than the retention ago: its rows that still wait
-///    (scheduled, backing off, dead, not yet ingested) move to the kept partitions, ids unchanged
+///    (scheduled, backing off, dead, not yet ingested or applied) move to the kept partitions, ids unchanged
 ///    (`herald.retire_generation`), and its partitions are dropped, each table's in a transaction
 ///    of its own (`herald.drop_generation`). A table is locked to drop its partition only in a
 ///    moment no statement uses it; after `passesBeforeQueueing` passes that found none, the
 ///    pass queues for the lock, at most `queueForLock`, which every statement then waits behind;
 /// 3. once a partition interval, deletes the finished kept rows older than the retention,
 ///    walking them by id a batch per statement (`herald.prune`, `herald.prune_orphans`); then
-///    the processed reports, idempotency keys and wake-ups older than it (`herald.prune_records`).
+///    the kept reports, idempotency keys and wake-ups older than it (`herald.prune_records`).
 /// Every statement is a short transaction, so retention never holds a snapshot that stops
 /// vacuum. One daemon at a time makes and drops partitions (an advisory lock); the others skip
 /// that part. SIGTERM cancels the statement in hand.
@@ -86,6 +86,7 @@ public struct Pruner: Service {
         /// Rows of those generations moved to the kept partitions.
         public var keptNotifications = 0
         public var keptDeliveries = 0
+        public var keptReports = 0
         /// A generation waits for a later pass: a table was never free to drop its partition.
         public var lockedOut = false
         /// Kept notifications deleted.
@@ -129,10 +130,12 @@ public struct Pruner: Service {
                 guard let generation = try retired.decode("generation", as: Int?.self) else { return }
                 let notifications = try retired.decode("kept_notifications", as: Int.self)
                 let deliveries = try retired.decode("kept_deliveries", as: Int.self)
+                let reports = try retired.decode("kept_reports", as: Int.self)
                 done.keptNotifications += notifications
                 done.keptDeliveries += deliveries
+                done.keptReports += reports
                 // Deliveries first: a notification is kept for any delivery that still waits.
-                for hot in ["deliveries", "notifications"] {
+                for hot in ["deliveries", "notifications", "delivery_reports"] {
                     let dropped: Bool
                     do {
                         dropped = try await connection.query(
@@ -149,10 +152,10 @@ public struct Pruner: Service {
                 }
                 done.retired.append(generation)
                 logger.info(
-                    "retired a generation of notifications and deliveries",
+                    "retired a generation of notifications, deliveries and reports",
                     metadata: [
                         "generation": "\(generation)", "kept_notifications": "\(notifications)",
-                        "kept_deliveries": "\(deliveries)",
+                        "kept_deliveries": "\(deliveries)", "kept_reports": "\(reports)",
                     ])
             }
         }
@@ -179,7 +182,7 @@ public struct Pruner: Service {
         static let openGeneration = "SELECT herald.open_generation(make_interval(secs => $1), $2)"
         /// Keeps what still waits in the oldest generation closed more than $1 seconds ago, if any.
         static let retireGeneration =
-            "SELECT generation, kept_notifications, kept_deliveries FROM herald.retire_generation(make_interval(secs => $1))"
+            "SELECT generation, kept_notifications, kept_deliveries, kept_reports FROM herald.retire_generation(make_interval(secs => $1))"
         /// Drops generation $1's partition of table $2 unless a row in it started waiting (false);
         /// dead within $3 seconds counts as waiting. Queues for the table's lock for $4 seconds
         /// when it is never free (NULL: not at all).

@@ -7,10 +7,11 @@ import HeraldWorkers
 import Logging
 import Testing
 
-/// Migration 020 moves a database with every kind of work in it to the partitioned tables: the
-/// old tables become the first generation, attached as they are, and no row is lost or changed.
+/// Migrations 020 and 022 move a database with every kind of work in it to the partitioned
+/// tables: the old tables become the first generation (the reports, those of every generation up
+/// to the open one), attached as they are, and no row is lost or changed.
 @Suite struct PartitionMigrationTests {
-    /// Every row of both tables, as text, in id order: the same before and after means no row
+    /// Every row of the three tables, as text, in id order: the same before and after means no row
     /// was lost, added or changed.
     static let fingerprint = """
         SELECT (SELECT count(*) FROM herald.notifications), (SELECT count(*) FROM herald.deliveries),
@@ -19,7 +20,10 @@ import Testing
                     FROM herald.notifications) n),
                (SELECT md5(string_agg(d::text, '|' ORDER BY d.id)) FROM
                    (SELECT id, notification_id, device_id, state, attempts, run_at, dead_at, last_error, sent_at
-                    FROM herald.deliveries) d)
+                    FROM herald.deliveries) d),
+               (SELECT md5(string_agg(r::text, '|' ORDER BY r.id)) FROM
+                   (SELECT id, reference, report_kind, delivery_id, device_id, reported_at, processed_at, outcome
+                    FROM herald.delivery_reports) r)
         """
 
     @Test func aDatabaseWithEveryKindOfWorkMovesToThePartitionedTables() async throws {
@@ -68,10 +72,10 @@ import Testing
         let started = ContinuousClock.now
         try await Migrator().migrate(db)
         let took = ContinuousClock.now - started
-        print("migration 020 on 20,040 notifications and 40,040 deliveries: \(took)")
+        print("migrations 020 to 022 on 20,040 notifications and 40,040 deliveries: \(took)")
 
         let after = try await db.query(Self.fingerprint)[0]
-        for column in 0..<4 {
+        for column in 0..<5 {
             #expect(
                 try before.decode(column, as: String.self) == after.decode(column, as: String.self), "column \(column)")
         }

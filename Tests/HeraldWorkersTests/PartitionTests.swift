@@ -14,18 +14,19 @@ import Testing
     /// died just now is within the retention); returns the generations retired and the rows
     /// they kept.
     static func rotateAndRetire(_ db: PostgresConnection) async throws -> (
-        retired: [Int], notifications: Int, deliveries: Int
+        retired: [Int], notifications: Int, deliveries: Int, reports: Int
     ) {
         try await db.query("SELECT herald.open_generation(interval '0 seconds')")
         try await db.execute(
             "UPDATE herald.generations SET closed_at = closed_at - interval '2 hours' WHERE closed_at IS NOT NULL")
-        var done: (retired: [Int], notifications: Int, deliveries: Int) = ([], 0, 0)
+        var done: (retired: [Int], notifications: Int, deliveries: Int, reports: Int) = ([], 0, 0, 0)
         while let row = try await db.query("SELECT * FROM herald.retire_generation(interval '1 hour')").first,
             let generation = try row.decode("generation", as: Int?.self)
         {
             done.notifications += try row.decode("kept_notifications", as: Int.self)
             done.deliveries += try row.decode("kept_deliveries", as: Int.self)
-            for hot in ["deliveries", "notifications"] {
+            done.reports += try row.decode("kept_reports", as: Int.self)
+            for hot in ["deliveries", "notifications", "delivery_reports"] {
                 let dropped = try await db.query(
                     "SELECT herald.drop_generation($1, $2, interval '1 hour')", [generation, hot])[0]
                 try #require(try dropped.decode(0, as: Bool.self), "generation \(generation)'s \(hot) dropped")
@@ -108,6 +109,68 @@ import Testing
         #expect(try await f.db.query("SELECT count(*) FROM herald.notifications")[0].decode(0, as: Int.self) == 0)
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE kept")[0].decode(0, as: Int.self) == 0)
+    }
+
+    /// A generation's reports go with its deliveries; one not yet applied is kept and applied
+    /// later, and a report on a delivery kept out of its generation is taken after that
+    /// generation is gone.
+    @Test func aGenerationsReportsGoWithItAndThoseNotYetAppliedAreKept() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
+        try await f.db.execute(
+            "SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'n' || n) FROM generate_series(1, 3) n")
+        try await f.ingest()
+        try await f.dispatch()
+        let ids = try await f.db.query("SELECT id FROM herald.deliveries ORDER BY id").map {
+            try $0.decode(0, as: Int64.self)
+        }
+        try #require(ids.count == 3)
+        func report(_ delivery: Int64) async throws -> String {
+            try await f.db.query(
+                """
+                SELECT outcome FROM herald.report_delivery(
+                    (SELECT herald.delivery_reference(id, device_id) FROM herald.deliveries WHERE id = $1))
+                """, [delivery])[0].decode(0, as: String.self)
+        }
+        func reconcile() async throws {
+            try await f.db.query(
+                "SELECT * FROM herald.reconcile(ARRAY(SELECT id FROM herald.delivery_reports WHERE processed_at IS NULL))"
+            )
+        }
+        // The first reported and applied, the second reported only; the third backs off (kept).
+        #expect(try await report(ids[0]) == "accepted")
+        try await reconcile()
+        #expect(try await report(ids[1]) == "accepted")
+        try await f.db.execute(
+            "UPDATE herald.deliveries SET state = 'queued', attempts = 3, run_at = now() + interval '1 hour' WHERE id = \(ids[2])"
+        )
+
+        let pass = try await Self.rotateAndRetire(f.db)
+        #expect(pass.reports == 1 && pass.deliveries == 1, "\(pass)")
+        #expect(
+            try await Self.partitionsOf(f.db, "delivery_reports").allSatisfy {
+                !pass.retired.contains(Int($0.dropFirst("delivery_reports_g".count)) ?? -1)
+            })
+        let left = try await f.db.query(
+            "SELECT delivery_id, kept, processed_at IS NULL FROM herald.delivery_reports ORDER BY id"
+        ).map {
+            "\(try $0.decode(0, as: Int64.self)) \(try $0.decode(1, as: Bool.self)) \(try $0.decode(2, as: Bool.self))"
+        }
+        #expect(left == ["\(ids[1]) true true"], "only the report not yet applied is left, kept")
+
+        // The kept delivery is reported now, its generation gone: taken, and applied with the other.
+        #expect(try await report(ids[2]) == "accepted")
+        #expect(try await report(ids[2]) == "already_reported")
+        try await reconcile()
+        #expect(
+            try await f.db.query("SELECT state FROM herald.deliveries WHERE id = $1", [ids[2]])[0].decode(
+                0, as: String.self) == "delivered")
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.delivery_reports WHERE processed_at IS NULL")[0].decode(
+                0, as: Int.self) == 0)
+        // Applied and older than the retention, the kept reports are pruned.
+        _ = await Pruner(connection: f.db, retention: .seconds(0), logger: Logger(label: "test")).pass()
+        #expect(try await f.db.query("SELECT count(*) FROM herald.delivery_reports")[0].decode(0, as: Int.self) == 0)
     }
 
     /// A generation lives for the retention after it closed: a pass before that retires nothing.

@@ -118,21 +118,27 @@ REVOKE ALL ON herald.throughput FROM PUBLIC, herald_producer, herald_operator, h
 GRANT SELECT ON herald.throughput TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.throughput TO herald_daemon;
 
--- The partitions of herald.notifications and herald.deliveries (migration 020, docs/scaling.md):
--- one row per generation (rows estimated from the statistics, -1 before the first ANALYZE) with
--- when it opened and closed (it is dropped a retention after), then the kept partitions (rows
--- that outlived their generation), counted exactly.
+-- The partitions of herald.notifications, herald.deliveries and herald.delivery_reports
+-- (migrations 020 and 022, docs/scaling.md): one row per generation (rows estimated from the
+-- statistics, -1 before the first ANALYZE; no reports for the generations before migration 022,
+-- whose reports are the open one's then) with when it opened and closed (it is dropped a
+-- retention after), then the kept partitions (rows that outlived their generation), counted
+-- exactly.
 CREATE OR REPLACE VIEW herald.partitions AS
 SELECT 'g' || g.generation AS part, g.generation, g.opened_at, g.closed_at,
        n.reltuples::bigint AS notifications, d.reltuples::bigint AS deliveries,
-       pg_total_relation_size(n.oid) + pg_total_relation_size(d.oid) AS bytes
+       pg_total_relation_size(n.oid) + pg_total_relation_size(d.oid) + coalesce(pg_total_relation_size(r.oid), 0) AS bytes,
+       r.reltuples::bigint AS reports
 FROM herald.generations g
 JOIN pg_class n ON n.oid = to_regclass(format('herald.notifications_g%s', g.generation))
 JOIN pg_class d ON d.oid = to_regclass(format('herald.deliveries_g%s', g.generation))
+LEFT JOIN pg_class r ON r.oid = to_regclass(format('herald.delivery_reports_g%s', g.generation))
 UNION ALL
 SELECT 'kept', NULL, NULL, NULL, (SELECT count(*) FROM herald.notifications_kept),
        (SELECT count(*) FROM herald.deliveries_kept),
-       pg_total_relation_size('herald.notifications_kept') + pg_total_relation_size('herald.deliveries_kept');
+       pg_total_relation_size('herald.notifications_kept') + pg_total_relation_size('herald.deliveries_kept')
+       + pg_total_relation_size('herald.delivery_reports_kept'),
+       (SELECT count(*) FROM herald.delivery_reports_kept);
 REVOKE ALL ON herald.partitions FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.partitions TO herald_operator, herald_daemon;
 

@@ -107,11 +107,12 @@ BEGIN
         message := format('the reference belongs to another device than %s', quote_literal(device));
         RETURN;
     END IF;
-    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id)
-    SELECT reference, kind, d.id, d.device_id
+    -- Beside its delivery: in its generation, or kept with it (migration 022).
+    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id, kept)
+    SELECT reference, kind, d.id, d.device_id, d.kept
     FROM herald.deliveries d
     WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
-    ON CONFLICT (delivery_id, report_kind) DO NOTHING
+    ON CONFLICT (delivery_id, report_kind, kept) DO NOTHING
     RETURNING id INTO report_id;
     IF report_id IS NOT NULL THEN
         accepted := true;

@@ -1,5 +1,6 @@
 -- retention: the pruner's statements (Pruner): the generations the hot tables are partitioned by
--- (migration 020), and the deletes that are left for the rows kept out of them.
+-- (migrations 020 and 022: notifications, deliveries, and the deliveries' reports), and the
+-- deletes that are left for the rows kept out of them.
 --
 -- What runs now: `herald migrate` applies this file again whenever its text changes (after the
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
@@ -45,7 +46,8 @@ REVOKE ALL ON FUNCTION herald.lock_when_free(text,text,interval) FROM PUBLIC, he
 
 -- Makes the generations ahead (`ahead` past the open one) and opens the next one when the open
 -- one is `every` old or its ids are spent: both id sequences move to the next generation's
--- first id, so every row made from now on lands in its partitions. The sequences only ever move
+-- first id, so every row made from now on lands in its partitions (and every report, which
+-- goes by its delivery's id). The sequences only ever move
 -- into a generation made already, and a generation holds 2^32 ids: should this not be called for
 -- a long time, rows fill the open generation and then the ones made ahead, 4 billion each, before
 -- one could find no partition. Returns the generation open after the call. One caller at a time
@@ -75,7 +77,7 @@ BEGIN
     -- Only from the one to open: no id will ever fall in a gap the sequences jumped over.
     FOR g IN next_one .. next_one + ahead LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM herald.generations WHERE generation = g);
-        FOREACH t IN ARRAY ARRAY['notifications', 'deliveries'] LOOP
+        FOREACH t IN ARRAY ARRAY['notifications', 'deliveries', 'delivery_reports'] LOOP
             -- Storage parameters cannot be set on the parent: each new partition takes those an
             -- operator gave the open generation's (autovacuum settings).
             SELECT coalesce(' WITH (' || string_agg(format('%s = %L', split_part(o, '=', 1), substr(o, strpos(o, '=') + 1)), ', ') || ')', '')
@@ -107,11 +109,13 @@ GRANT EXECUTE ON FUNCTION herald.open_generation(interval,integer) TO herald_dae
 -- The first step of retiring the oldest generation that closed more than `older_than` ago: its
 -- rows that still wait move to the kept partitions with their ids (deliveries queued, or dead
 -- within the retention, which an operator may still redrive; notifications not yet ingested, or
--- with such a delivery in any generation). Reads partial indexes only, and locks no more than
--- the rows it moves, so dispatch and ingest go on meanwhile. Returns the generation (NULL: none
--- is due) and how many rows it kept; herald.drop_generation then drops its partitions.
+-- with such a delivery in any generation; reports not yet applied). Reads partial indexes only,
+-- and locks no more than the rows it moves, so dispatch, ingest and reconcile go on meanwhile.
+-- Returns the generation (NULL: none is due) and how many rows it kept; herald.drop_generation
+-- then drops its partitions.
 CREATE OR REPLACE FUNCTION herald.retire_generation(
-    older_than interval, OUT generation int, OUT kept_notifications int, OUT kept_deliveries int)
+    older_than interval, OUT generation int, OUT kept_notifications int, OUT kept_deliveries int,
+    OUT kept_reports int)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     due herald.generations;
@@ -141,14 +145,18 @@ BEGIN
     WHERE NOT n.kept AND n.id = w.notification_id;
     GET DIAGNOSTICS moved = ROW_COUNT;
     kept_notifications := kept_notifications + moved;
+    UPDATE herald.delivery_reports r SET kept = true
+    WHERE NOT r.kept AND r.delivery_id >= due.first_id AND r.delivery_id < due.end_id AND r.processed_at IS NULL;
+    GET DIAGNOSTICS kept_reports = ROW_COUNT;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.retire_generation(interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.retire_generation(interval) TO herald_daemon;
 
 -- The second step: drops one table's partition of a generation herald.retire_generation emptied
--- of waiting rows (`hot`: 'deliveries' first, then 'notifications', each in a transaction of its
--- own), and the generation's row once both are gone. The parent is locked first, as every
+-- of waiting rows (`hot`: 'deliveries' first, then 'notifications', then 'delivery_reports',
+-- each in a transaction of its own), and the generation's row once all are gone (the reports of
+-- the generations before migration 022 share one partition, dropped with the last of them). The parent is locked first, as every
 -- statement locks it, when no statement is using the table (herald.lock_when_free), and the
 -- others wait only while it checks the partition (through its partial indexes) and drops it;
 -- when the table is never free for half a second it queues for the lock for at most `queue_for`
@@ -162,8 +170,8 @@ DECLARE
     part regclass;
     waiting boolean;
 BEGIN
-    IF hot NOT IN ('deliveries', 'notifications') THEN
-        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries or notifications, not %', hot;
+    IF hot NOT IN ('deliveries', 'notifications', 'delivery_reports') THEN
+        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries, notifications or delivery_reports, not %', hot;
     END IF;
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN false;
@@ -174,7 +182,8 @@ BEGIN
         EXECUTE CASE hot
             WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
                                           part, 'queued', now() - older_than)
-            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received') END
+            WHEN 'notifications' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received')
+            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE processed_at IS NULL)', part) END
         INTO waiting;
         IF waiting THEN
             RETURN false;
@@ -182,7 +191,8 @@ BEGIN
         EXECUTE format('DROP TABLE %s', part);
     END IF;
     IF to_regclass(format('herald.deliveries_g%s', generation)) IS NULL
-       AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL THEN
+       AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL
+       AND to_regclass(format('herald.delivery_reports_g%s', generation)) IS NULL THEN
         DELETE FROM herald.generations g WHERE g.generation = drop_generation.generation;
     END IF;
     RETURN true;
@@ -229,9 +239,9 @@ $$;
 REVOKE ALL ON FUNCTION herald.prune(interval,integer,bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon;
 
--- Deletes up to `batch` rows from each table outside the generations that grows with the
--- traffic, oldest first: delivery reports processed before now() - older_than (through
--- delivery_reports_processed), idempotency keys older than that whose notification is gone
+-- Deletes up to `batch` rows from each table, or kept side, outside the generations that grows
+-- with the traffic, oldest first: kept delivery reports processed before now() - older_than (through
+-- delivery_reports_kept_processed), idempotency keys older than that whose notification is gone
 -- (its generation retired, and it was not kept), and wake-ups whose quiet period ended before
 -- it. Returns the most it deleted from one table: call it again while that is `batch`.
 CREATE OR REPLACE FUNCTION herald.prune_records(older_than interval, batch int)
@@ -239,8 +249,8 @@ RETURNS int
 LANGUAGE sql AS $$
     WITH reports AS (
         DELETE FROM herald.delivery_reports
-        WHERE id IN (SELECT id FROM herald.delivery_reports
-                     WHERE processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
+        WHERE kept AND id IN (SELECT id FROM herald.delivery_reports
+                              WHERE kept AND processed_at < now() - older_than ORDER BY processed_at LIMIT batch)
         RETURNING 1
     ), keys AS (
         -- Only once its notification is gone: below every generation, and not kept.
