@@ -165,7 +165,8 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         configuration.caBundle = nginx.caBundle
         // Room for 2 transfers per origin: the stuck server's 3 requests fill its own, and 1
         // waits. With one queue for all origins, the healthy request would wait behind them
-        // until the first two timed out (5 s); per origin, it goes at once.
+        // until the first two timed out (20 s: a loaded machine took over 5 s to answer the
+        // healthy one in CI); per origin, it goes at once.
         configuration.maxConnectionsPerHost = 1
         configuration.maxConcurrentStreams = 2
         configuration.threads = 1
@@ -174,7 +175,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<3 {
                 group.addTask {
-                    _ = try? await client.send(HTTPRequest(url: hole.baseURL + "/push", timeout: .seconds(5)))
+                    _ = try? await client.send(HTTPRequest(url: hole.baseURL + "/push", timeout: .seconds(20)))
                     order.append("stuck")
                 }
             }
