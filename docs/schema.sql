@@ -373,28 +373,43 @@ CREATE FUNCTION herald.drop_generation(generation integer, hot text, older_than 
     SET lock_timeout TO '500ms'
     AS $$
 DECLARE
+    tables text[];
+    parts regclass[];
+    t text;
     part regclass;
     waiting boolean;
 BEGIN
-    IF hot NOT IN ('deliveries', 'notifications', 'delivery_reports') THEN
-        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries, notifications or delivery_reports, not %', hot;
+    IF hot NOT IN ('deliveries', 'notifications') THEN
+        RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries or notifications, not %', hot;
     END IF;
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN false;
     END IF;
-    part := to_regclass(format('herald.%I', hot || '_g' || generation));
-    IF part IS NOT NULL THEN
-        PERFORM herald.lock_when_free(format('ONLY herald.%I', hot || '_rotating'), 'ACCESS EXCLUSIVE', queue_for);
-        EXECUTE CASE hot
-            WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
-                                          part, 'queued', now() - older_than)
-            WHEN 'notifications' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received')
-            ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE processed_at IS NULL)', part) END
-        INTO waiting;
-        IF waiting THEN
-            RETURN false;
-        END IF;
-        EXECUTE format('DROP TABLE %s', part);
+    SELECT array_agg(x.name), array_agg(to_regclass(format('herald.%I', x.name || '_g' || generation)))
+    INTO tables, parts
+    FROM unnest(CASE hot WHEN 'deliveries' THEN ARRAY['deliveries', 'delivery_reports']
+                         ELSE ARRAY['notifications'] END) x(name)
+    WHERE to_regclass(format('herald.%I', x.name || '_g' || generation)) IS NOT NULL;
+    IF tables IS NOT NULL THEN
+        PERFORM herald.lock_when_free(
+            (SELECT string_agg(format('ONLY herald.%I', x || '_rotating'), ', ') FROM unnest(tables) x),
+            'ACCESS EXCLUSIVE', queue_for);
+        FOR i IN 1 .. array_length(tables, 1) LOOP
+            t := tables[i];
+            part := parts[i];
+            EXECUTE CASE t
+                WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
+                                              part, 'queued', now() - older_than)
+                WHEN 'notifications' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received')
+                ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE processed_at IS NULL)', part) END
+            INTO waiting;
+            IF waiting THEN
+                RETURN false;
+            END IF;
+        END LOOP;
+        FOREACH part IN ARRAY parts LOOP
+            EXECUTE format('DROP TABLE %s', part);
+        END LOOP;
     END IF;
     IF to_regclass(format('herald.deliveries_g%s', generation)) IS NULL
        AND to_regclass(format('herald.notifications_g%s', generation)) IS NULL
@@ -799,8 +814,10 @@ BEGIN
         END;
     END LOOP;
     IF queue_for IS NOT NULL THEN
-        -- Until the caller's transaction ends: what it does under the lock waits no longer.
-        PERFORM set_config('lock_timeout', ceil(extract(epoch FROM queue_for) * 1000)::bigint || 'ms', true);
+        -- Until the calling function returns (its own SET lock_timeout is restored then), or its
+        -- transaction ends: what it does under the lock waits no longer. At least 1 ms: 0 would
+        -- mean no limit.
+        PERFORM set_config('lock_timeout', greatest(1, ceil(extract(epoch FROM queue_for) * 1000))::bigint || 'ms', true);
         BEGIN
             EXECUTE format('LOCK TABLE %s IN %s MODE', target, mode);
             RETURN;
@@ -894,10 +911,12 @@ BEGIN
                        (SELECT last_value >> 32 FROM herald.deliveries_id_seq));
     next_one := CASE WHEN open_one.opened_at + every <= now() OR in_use > open_one.generation
                      THEN in_use + 1 ELSE open_one.generation END;
-    -- Only from the one to open: no id will ever fall in a gap the sequences jumped over.
+    -- Only from the one to open: no id will ever fall in a gap the sequences jumped over. Each
+    -- table's partition that is missing is made, even for a generation listed already (made by
+    -- a herald that did not know that table).
     FOR g IN next_one .. next_one + ahead LOOP
-        CONTINUE WHEN EXISTS (SELECT 1 FROM herald.generations WHERE generation = g);
         FOREACH t IN ARRAY ARRAY['notifications', 'deliveries', 'delivery_reports'] LOOP
+            CONTINUE WHEN to_regclass(format('herald.%I', t || '_g' || g)) IS NOT NULL;
             -- Storage parameters cannot be set on the parent: each new partition takes those an
             -- operator gave the open generation's (autovacuum settings).
             SELECT coalesce(' WITH (' || string_agg(format('%s = %L', split_part(o, '=', 1), substr(o, strpos(o, '=') + 1)), ', ') || ')', '')
@@ -912,7 +931,8 @@ BEGIN
             EXECUTE format('ALTER TABLE herald.%1$I ATTACH PARTITION herald.%2$I FOR VALUES FROM (%3$s) TO (%4$s)',
                            t || '_rotating', t || '_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
         END LOOP;
-        INSERT INTO herald.generations (generation, first_id, end_id) VALUES (g, g::bigint << 32, (g::bigint + 1) << 32);
+        INSERT INTO herald.generations (generation, first_id, end_id) VALUES (g, g::bigint << 32, (g::bigint + 1) << 32)
+        ON CONFLICT DO NOTHING;
     END LOOP;
     IF next_one > open_one.generation THEN
         PERFORM setval('herald.notifications_id_seq', next_one::bigint << 32, false);
@@ -1382,13 +1402,25 @@ BEGIN
         message := format('the reference belongs to another device than %s', quote_literal(device));
         RETURN;
     END IF;
-    -- Beside its delivery: in its generation, or kept with it (migration 022).
-    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id, kept)
-    SELECT reference, kind, d.id, d.device_id, d.kept
-    FROM herald.deliveries d
-    WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
-    ON CONFLICT (delivery_id, report_kind, kept) DO NOTHING
-    RETURNING id INTO report_id;
+    -- Beside its delivery: in its generation, or kept with it (migration 022). The delivery is
+    -- locked until this commits, so retirement cannot move it to the kept side under the report;
+    -- one it moved just before is read again where it went.
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id, kept)
+            SELECT reference, kind, d.id, d.device_id, d.kept
+            FROM herald.deliveries d
+            WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
+            FOR KEY SHARE
+            ON CONFLICT (delivery_id, report_kind, kept) DO NOTHING
+            RETURNING id INTO report_id;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
     IF report_id IS NOT NULL THEN
         accepted := true;
         outcome := 'accepted';
@@ -1440,8 +1472,10 @@ BEGIN
     WHERE NOT n.kept AND n.id = w.notification_id;
     GET DIAGNOSTICS moved = ROW_COUNT;
     kept_notifications := kept_notifications + moved;
+    -- Below the generation too: the reports of the generations before migration 022 share the
+    -- partition of the one open then, and one of theirs may not be applied yet.
     UPDATE herald.delivery_reports r SET kept = true
-    WHERE NOT r.kept AND r.delivery_id >= due.first_id AND r.delivery_id < due.end_id AND r.processed_at IS NULL;
+    WHERE NOT r.kept AND r.delivery_id < due.end_id AND r.processed_at IS NULL;
     GET DIAGNOSTICS kept_reports = ROW_COUNT;
 END;
 $$;

@@ -15,8 +15,10 @@
 --
 -- An existing database keeps its rows where they are: the old table becomes the partition of
 -- every generation up to the open one (the reports written since migration 020 name deliveries
--- of those), dropped with the open one. Its primary key and unique constraint gain columns and
--- are built again: the locks last as long as two index builds on the table.
+-- of those), dropped with the open one; a report of an older generation not yet applied is kept
+-- when that generation retires. Its primary key and unique constraint gain columns and are built
+-- again: the locks last as long as one scan of the table (its range is checked) and two index
+-- builds on it.
 
 DROP TRIGGER delivery_reports_enqueue_reconcile ON herald.delivery_reports;
 -- It returns how many reports it kept, too (functions/retention.sql makes it again).
@@ -24,9 +26,13 @@ DROP FUNCTION IF EXISTS herald.retire_generation(interval);
 
 DO $migrate$
 DECLARE
-    open_one int := (SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL);
-    boundary bigint := (open_one::bigint + 1) << 32;
-    old text := 'delivery_reports_g' || open_one;
+    -- The open generation, or a later one should a report name a delivery past it (its ids ran
+    -- over into the generation made ahead).
+    last_one int := greatest(
+        (SELECT max(generation) FROM herald.generations WHERE opened_at IS NOT NULL),
+        ((SELECT coalesce(max(delivery_id), 0) FROM herald.delivery_reports) >> 32)::int);
+    boundary bigint := (last_one::bigint + 1) << 32;
+    old text := 'delivery_reports_g' || last_one;
     next_id bigint := greatest((SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
                                 FROM herald.delivery_reports_id_seq),
                                (SELECT coalesce(max(id), 0) + 1 FROM herald.delivery_reports));
@@ -69,14 +75,14 @@ BEGIN
         WHERE processed_at IS NOT NULL;
 
     -- The generations made ahead.
-    FOR g IN SELECT generation FROM herald.generations WHERE generation > open_one ORDER BY 1 LOOP
+    FOR g IN SELECT generation FROM herald.generations WHERE generation > last_one ORDER BY 1 LOOP
         EXECUTE format('CREATE TABLE herald.%I PARTITION OF herald.delivery_reports_rotating FOR VALUES FROM (%s) TO (%s)',
                        'delivery_reports_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
     END LOOP;
     -- Storage parameters an operator gave the old table go to the new partitions, as migration
     -- 020 did for the others; herald.open_generation carries them on from there.
     IF settings IS NOT NULL THEN
-        FOR g IN SELECT generation FROM herald.generations WHERE generation > open_one LOOP
+        FOR g IN SELECT generation FROM herald.generations WHERE generation > last_one LOOP
             EXECUTE format('ALTER TABLE herald.%I SET (%s)', 'delivery_reports_g' || g, settings);
         END LOOP;
         EXECUTE format('ALTER TABLE herald.delivery_reports_kept SET (%s)', settings);

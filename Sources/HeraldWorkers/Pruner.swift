@@ -134,8 +134,9 @@ public struct Pruner: Service {
                 done.keptNotifications += notifications
                 done.keptDeliveries += deliveries
                 done.keptReports += reports
-                // Deliveries first: a notification is kept for any delivery that still waits.
-                for hot in ["deliveries", "notifications", "delivery_reports"] {
+                // Deliveries (with their reports) first: a notification is kept for any delivery
+                // that still waits.
+                for hot in ["deliveries", "notifications"] {
                     let dropped: Bool
                     do {
                         dropped = try await connection.query(
@@ -148,7 +149,12 @@ public struct Pruner: Service {
                             metadata: ["generation": "\(generation)", "table": "\(hot)", "error": "\(error)"])
                         return
                     }
-                    if !dropped { return }  // something new waits: the next pass
+                    if !dropped {  // something new waits: the next pass keeps it
+                        logger.notice(
+                            "a generation's partition holds rows that started waiting; a later pass keeps them",
+                            metadata: ["generation": "\(generation)", "table": "\(hot)"])
+                        return
+                    }
                 }
                 done.retired.append(generation)
                 logger.info(

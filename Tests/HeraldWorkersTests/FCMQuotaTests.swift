@@ -60,9 +60,10 @@ import Testing
         guard case .paused(let wait) = await second.take(upTo: 1) else {
             Issue.record("the second daemon was not paused"); return
         }
-        // The rest of the 30 s pause, less what a loaded machine took to get here.
+        // The rest of the 30 s pause, less what a loaded machine took to get here (counted
+        // twice: a draw that stalled is late both to read the clock and to answer).
         let since = ContinuousClock.now - pausedAt
-        #expect(wait > .seconds(29) - since && wait <= .seconds(30), "\(wait), \(since) after the 429")
+        #expect(wait > .seconds(29) - since * 2 && wait <= .seconds(30), "\(wait), \(since) after the 429")
 
         // Operators see it in `herald status`, with FCM's words.
         let db = try await database.connect()

@@ -61,9 +61,12 @@ import Testing
                    CASE WHEN n.title LIKE 'dead%' THEN now() END,
                    CASE WHEN n.title NOT LIKE 'scheduled%' THEN 'HTTP 503' END
             FROM herald.notifications n WHERE n.state = 'accepted' AND n.ingested_at > now() - interval '1 hour';
-            -- A report on an old delivery, and a wake-up naming an old notification.
+            -- A report on an old delivery, one not yet applied, and a wake-up naming an old
+            -- notification.
             INSERT INTO herald.delivery_reports (reference, delivery_id, device_id, processed_at, outcome)
             SELECT 'ref', id, device_id, now(), 'applied' FROM herald.deliveries ORDER BY id LIMIT 1;
+            INSERT INTO herald.delivery_reports (reference, delivery_id, device_id)
+            SELECT 'ref-2', id, device_id FROM herald.deliveries ORDER BY id DESC LIMIT 1;
             INSERT INTO herald.wakeups (device_id, missed, notification_id, created_at, quiet_until)
             VALUES (1, 2, (SELECT min(id) FROM herald.notifications), now(), now() + interval '30 minutes');
             """)
@@ -93,9 +96,24 @@ import Testing
 
         // The old tables retire as any generation does, keeping what still waits (and the new
         // generation with them, its notification not yet ingested).
+        // A new report gets an id past the old ones.
+        let reports = try await db.query(
+            """
+            INSERT INTO herald.delivery_reports (reference, delivery_id, device_id)
+            SELECT 'ref-3', id, device_id FROM herald.deliveries ORDER BY id LIMIT 1 OFFSET 1
+            RETURNING id > (SELECT max(id) FROM herald.delivery_reports WHERE reference <> 'ref-3')
+            """)
+        #expect(try reports[0].decode(0, as: Bool.self))
+
         let retired = try await PartitionTests.rotateAndRetire(db)
         #expect(retired.retired == [0, 1])
         #expect(retired.notifications == 41 && retired.deliveries == 30, "\(retired)")
+        // The reports not yet applied are kept; the rest went with the old table.
+        let keptReports = try await db.query(
+            "SELECT reference FROM herald.delivery_reports WHERE kept AND processed_at IS NULL ORDER BY reference"
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(keptReports == ["ref-2", "ref-3"] && retired.reports == 2, "\(keptReports), \(retired)")
+        #expect(try await db.query("SELECT count(*) FROM herald.delivery_reports")[0].decode(0, as: Int.self) == 2)
         let kept = try await db.query(
             "SELECT split_part(title, ' ', 1), count(*) FROM herald.notifications WHERE kept GROUP BY 1 ORDER BY 1"
         ).map { "\(try $0.decode(0, as: String.self))=\(try $0.decode(1, as: Int.self))" }

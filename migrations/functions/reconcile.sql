@@ -107,13 +107,25 @@ BEGIN
         message := format('the reference belongs to another device than %s', quote_literal(device));
         RETURN;
     END IF;
-    -- Beside its delivery: in its generation, or kept with it (migration 022).
-    INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id, kept)
-    SELECT reference, kind, d.id, d.device_id, d.kept
-    FROM herald.deliveries d
-    WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
-    ON CONFLICT (delivery_id, report_kind, kept) DO NOTHING
-    RETURNING id INTO report_id;
+    -- Beside its delivery: in its generation, or kept with it (migration 022). The delivery is
+    -- locked until this commits, so retirement cannot move it to the kept side under the report;
+    -- one it moved just before is read again where it went.
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            INSERT INTO herald.delivery_reports (reference, report_kind, delivery_id, device_id, kept)
+            SELECT reference, kind, d.id, d.device_id, d.kept
+            FROM herald.deliveries d
+            WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id
+            FOR KEY SHARE
+            ON CONFLICT (delivery_id, report_kind, kept) DO NOTHING
+            RETURNING id INTO report_id;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
     IF report_id IS NOT NULL THEN
         accepted := true;
         outcome := 'accepted';
