@@ -12,23 +12,35 @@ public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
 
 /// Runs a program to completion and returns its exit status and its output, standard error
 /// included, with `input` written to its standard input.
+///
+/// Through files, not pipes: a child another test starts at the same moment inherits this
+/// process's open descriptors, and a pipe's write end held by it gives no end of file for as
+/// long as it lives (a daemon under test: minutes). The suite once hung on that for good.
 public func runProgram(_ path: String, _ arguments: [String], input: Data? = nil) async throws -> (
     status: Int32, output: String
 ) {
     try await onOwnThread {
+        let directory = FileManager.default.temporaryDirectory
+        let outputFile = directory.appendingPathComponent("herald-program-\(UUID().uuidString).out")
+        let inputFile = directory.appendingPathComponent("herald-program-\(UUID().uuidString).in")
+        defer {
+            try? FileManager.default.removeItem(at: outputFile)
+            try? FileManager.default.removeItem(at: inputFile)
+        }
+        _ = FileManager.default.createFile(atPath: outputFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: inputFile.path, contents: input ?? Data())
+        let output = try FileHandle(forWritingTo: outputFile)
+        let standardInput = try FileHandle(forReadingFrom: inputFile)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        let output = Pipe()
-        let standardInput = Pipe()
         process.standardOutput = output
         process.standardError = output
         process.standardInput = standardInput
         try process.run()
-        if let input { standardInput.fileHandleForWriting.write(input) }
-        try standardInput.fileHandleForWriting.close()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        return (process.terminationStatus, text)
+        try output.close()
+        try standardInput.close()
+        return (process.terminationStatus, String(decoding: try Data(contentsOf: outputFile), as: UTF8.self))
     }
 }

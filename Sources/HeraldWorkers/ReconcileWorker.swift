@@ -26,6 +26,9 @@ public struct ReconcileWorker: JobHandler {
 
     public init(context: WorkerContext) { self.context = context }
 
+    /// How long a batch that failed for a reason not its own waits before it is tried again.
+    static let transientDelay: Duration = .seconds(1)
+
     enum SQL {
         /// Reconciles reports $1 at $2, with the wake-up interval $3 and grace $4 in seconds
         /// (`herald.reconcile`, `migrations/functions/reconcile.sql`).
@@ -56,6 +59,16 @@ public struct ReconcileWorker: JobHandler {
                 context.logger.info(
                     "scheduled wake-ups for devices that missed notifications", metadata: ["count": "\(wakeups)"])
             }
+        } catch let error as PostgresError where error.isTransient {
+            // Not the reports' fault (a report retirement moved to the kept side meanwhile, a
+            // deadlock, a failover): tried again soon, without spending an attempt.
+            context.logger.warning(
+                "applying delivery reports failed for now; the batch will be tried again",
+                metadata: ["error": "\(error)"])
+            for job in jobs where outcomes[job.id] == nil {
+                outcomes[job.id] = .postpone(by: Self.transientDelay, reason: "reconcile failed for now: \(error)")
+            }
+            return outcomes
         } catch {
             context.logger.error(
                 "applying delivery reports failed; the batch will be retried", metadata: ["error": "\(error)"])

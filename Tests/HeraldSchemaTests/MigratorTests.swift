@@ -83,7 +83,7 @@ import Testing
         #expect(run.functionFiles == FunctionFile.embedded.map(\.name))
         let fresh = try await TestDatabase.create()
         let difference = SchemaSnapshotTests.firstDifference(
-            try SchemaSnapshotTests.dump(fresh.name), try SchemaSnapshotTests.dump(old.name))
+            try await SchemaSnapshotTests.dump(fresh.name), try await SchemaSnapshotTests.dump(old.name))
         #expect(difference == nil, "the moved database differs from a fresh one at \(difference ?? "")")
         #expect(try await Migrator().migrate(connection).isEmpty)
     }

@@ -13,15 +13,20 @@ import Testing
 /// each generation opened). Autovacuum is off for the open generation's partitions here, as it
 /// is between its visits.
 @Suite struct PlanningTests {
-    @Test func ingestReadsItsBatchNotTheTableItGrewInto() async throws {
-        let database = try await TestDatabase.create()
-        let connection = try await database.connect()
+    /// A database with an app and a device, autovacuum off for `table`'s open partition.
+    static func connection(withoutAutovacuumOn table: String) async throws -> PostgresConnection {
+        let connection = try await TestDatabase.create().connect()
         try await connection.execute(
             """
-            ALTER TABLE herald.notifications_g1 SET (autovacuum_enabled = false);
+            ALTER TABLE herald.\(table)_g1 SET (autovacuum_enabled = false);
             INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
             SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
             """)
+        return connection
+    }
+
+    @Test func ingestReadsItsBatchNotTheTableItGrewInto() async throws {
+        let connection = try await Self.connection(withoutAutovacuumOn: "notifications")
         // The session's first calls, on a table of a few rows.
         for _ in 1...10 {
             try await connection.execute(
@@ -61,13 +66,9 @@ import Testing
     }
 
     @Test func recordingOutcomesFindsItsDeliveriesNotThePartitionTheyGrewInto() async throws {
-        let database = try await TestDatabase.create()
-        let connection = try await database.connect()
+        let connection = try await Self.connection(withoutAutovacuumOn: "deliveries")
         try await connection.execute(
             """
-            ALTER TABLE herald.deliveries_g1 SET (autovacuum_enabled = false);
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
-            SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
             INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'n');
             SELECT herald.ingest_next(100);
             """)

@@ -159,6 +159,32 @@ import Testing
         }
     }
 
+    /// A batch that fails for a reason not its own (here a lock timeout, as retirement may hold
+    /// the reports) is tried again without spending an attempt: such failures never kill it.
+    @Test func aTransientFailureSpendsNoAttempt() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("iphone", "ios")
+        let references = try await sendAlerts(f, to: "iphone", count: 1, title: "Order")
+        _ = try await report(f, references[0])
+        let jobs = try await f.db.query("SELECT id, ref FROM herald.jobs WHERE kind = 'reconcile'").map {
+            Job(id: try $0.decode(0), kind: "reconcile", ref: try $0.decode(1))
+        }
+        var context = f.context
+        context.connection = try await f.database.connect()
+        try await context.connection.execute("SET lock_timeout = '100ms'")
+        let holder = try await f.database.connect()
+        try await holder.execute("BEGIN; LOCK TABLE herald.delivery_reports IN ACCESS EXCLUSIVE MODE")
+        let failed = await ReconcileWorker(context: context).handle(jobs)
+        try await holder.execute("COMMIT")
+        guard case .postpone = failed[jobs[0].id] else {
+            Issue.record("a transient failure must postpone the job: \(String(describing: failed[jobs[0].id]))")
+            return
+        }
+        try await context.connection.execute("RESET lock_timeout")
+        let applied = await ReconcileWorker(context: context).handle(jobs)
+        #expect(applied[jobs[0].id] == .completed)
+    }
+
     @Test func forgedWrongDeviceUnknownAndRepeatedReportsChangeNothing() async throws {
         let f = try await WorkerFixture.make()
         try await f.register("iphone", "ios")
