@@ -10,9 +10,10 @@ import ServiceLifecycle
 /// 1. makes the generations ahead and opens the next one when the open one is a partition
 ///    interval old (`herald.open_generation`);
 /// 2. retires each generation that closed more than the retention ago: its rows that still wait
-///    (scheduled, backing off, dead, not yet ingested or applied) move to the kept partitions, ids unchanged
-///    (`herald.retire_generation`), and its partitions are dropped, each table's in a transaction
-///    of its own (`herald.drop_generation`). A table is locked to drop its partition only in a
+///    (scheduled, backing off, dead, not yet ingested or applied) move to the kept partitions,
+///    ids unchanged (`herald.retire_generation`), and its partitions are dropped, the deliveries'
+///    with their reports, the notifications' in a transaction of its own
+///    (`herald.drop_generation`). A table is locked to drop its partition only in a
 ///    moment no statement uses it; after `passesBeforeQueueing` passes that found none, the
 ///    pass queues for the lock, at most `queueForLock`, which every statement then waits behind;
 /// 3. once a partition interval, deletes the finished kept rows older than the retention,
@@ -149,9 +150,9 @@ public struct Pruner: Service {
                             metadata: ["generation": "\(generation)", "table": "\(hot)", "error": "\(error)"])
                         return
                     }
-                    if !dropped {  // something new waits: the next pass keeps it
+                    if !dropped {
                         logger.notice(
-                            "a generation's partition holds rows that started waiting; a later pass keeps them",
+                            "a generation is left for a later pass: a row in it started waiting, or another daemon retires it",
                             metadata: ["generation": "\(generation)", "table": "\(hot)"])
                         return
                     }

@@ -50,10 +50,9 @@ REVOKE ALL ON FUNCTION herald.lock_when_free(text,text,interval) FROM PUBLIC, he
 -- Makes the generations ahead (`ahead` past the open one) and opens the next one when the open
 -- one is `every` old or its ids are spent: both id sequences move to the next generation's
 -- first id, so every row made from now on lands in its partitions (and every report, which
--- goes by its delivery's id). The sequences only ever move
--- into a generation made already, and a generation holds 2^32 ids: should this not be called for
--- a long time, rows fill the open generation and then the ones made ahead, 4 billion each, before
--- one could find no partition. Returns the generation open after the call. One caller at a time
+-- goes by its delivery's id). The sequences only ever move into a generation made already, and
+-- a generation holds 2^32 ids: should this not be called for a long time, rows fill the open
+-- generation and then the ones made ahead, 4 billion each, before one could find no partition. Returns the generation open after the call. One caller at a time
 -- (an advisory lock); others return NULL at once. A call that waits more than half a second for
 -- a lock fails, and the next pass tries again.
 CREATE OR REPLACE FUNCTION herald.open_generation(every interval, ahead int DEFAULT 2)
@@ -264,10 +263,10 @@ REVOKE ALL ON FUNCTION herald.prune(interval,integer,bigint) FROM PUBLIC, herald
 GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon;
 
 -- Deletes up to `batch` rows from each table, or kept side, outside the generations that grows
--- with the traffic, oldest first: kept delivery reports processed before now() - older_than (through
--- delivery_reports_kept_processed), idempotency keys older than that whose notification is gone
--- (its generation retired, and it was not kept), and wake-ups whose quiet period ended before
--- it. Returns the most it deleted from one table: call it again while that is `batch`.
+-- with the traffic, oldest first: kept delivery reports processed before now() - older_than
+-- (through delivery_reports_kept_processed), idempotency keys older than that whose notification
+-- is gone (its generation retired, and it was not kept), and wake-ups whose quiet period ended
+-- before it. Returns the most it deleted from one table: call it again while that is `batch`.
 CREATE OR REPLACE FUNCTION herald.prune_records(older_than interval, batch int)
 RETURNS int
 LANGUAGE sql AS $$
