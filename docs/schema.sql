@@ -374,9 +374,7 @@ CREATE FUNCTION herald.drop_generation(generation integer, hot text, older_than 
     AS $$
 DECLARE
     tables text[];
-    parts regclass[];
     t text;
-    part regclass;
     waiting boolean;
 BEGIN
     IF hot NOT IN ('deliveries', 'notifications') THEN
@@ -385,30 +383,30 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
         RETURN false;
     END IF;
-    SELECT array_agg(x.name), array_agg(to_regclass(format('herald.%I', x.name || '_g' || generation)))
-    INTO tables, parts
+    -- The tables that still have a partition of this generation.
+    SELECT array_agg(x) INTO tables
     FROM unnest(CASE hot WHEN 'deliveries' THEN ARRAY['deliveries', 'delivery_reports']
-                         ELSE ARRAY['notifications'] END) x(name)
-    WHERE to_regclass(format('herald.%I', x.name || '_g' || generation)) IS NOT NULL;
+                         ELSE ARRAY['notifications'] END) x
+    WHERE to_regclass(format('herald.%I', x || '_g' || generation)) IS NOT NULL;
     IF tables IS NOT NULL THEN
         PERFORM herald.lock_when_free(
             (SELECT string_agg(format('ONLY herald.%I', x || '_rotating'), ', ') FROM unnest(tables) x),
             'ACCESS EXCLUSIVE', queue_for);
-        FOR i IN 1 .. array_length(tables, 1) LOOP
-            t := tables[i];
-            part := parts[i];
+        FOREACH t IN ARRAY tables LOOP
             EXECUTE CASE t
-                WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L OR dead_at >= %L)',
-                                              part, 'queued', now() - older_than)
-                WHEN 'notifications' THEN format('SELECT EXISTS (SELECT 1 FROM %s WHERE state = %L)', part, 'received')
-                ELSE format('SELECT EXISTS (SELECT 1 FROM %s WHERE processed_at IS NULL)', part) END
+                WHEN 'deliveries' THEN format('SELECT EXISTS (SELECT 1 FROM herald.%I WHERE state = %L OR dead_at >= %L)',
+                                              t || '_g' || generation, 'queued', now() - older_than)
+                WHEN 'notifications' THEN format('SELECT EXISTS (SELECT 1 FROM herald.%I WHERE state = %L)',
+                                                 t || '_g' || generation, 'received')
+                ELSE format('SELECT EXISTS (SELECT 1 FROM herald.%I WHERE processed_at IS NULL)', t || '_g' || generation)
+                END
             INTO waiting;
             IF waiting THEN
                 RETURN false;
             END IF;
         END LOOP;
-        FOREACH part IN ARRAY parts LOOP
-            EXECUTE format('DROP TABLE %s', part);
+        FOREACH t IN ARRAY tables LOOP
+            EXECUTE format('DROP TABLE herald.%I', t || '_g' || generation);
         END LOOP;
     END IF;
     IF to_regclass(format('herald.deliveries_g%s', generation)) IS NULL

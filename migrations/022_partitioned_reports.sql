@@ -74,17 +74,15 @@ BEGIN
     CREATE INDEX delivery_reports_kept_processed ON herald.delivery_reports_kept (processed_at)
         WHERE processed_at IS NOT NULL;
 
-    -- The generations made ahead.
+    -- The generations made ahead. Storage parameters an operator gave the old table go to the
+    -- new partitions, as migration 020 did for the others; herald.open_generation carries them
+    -- on from there.
     FOR g IN SELECT generation FROM herald.generations WHERE generation > last_one ORDER BY 1 LOOP
-        EXECUTE format('CREATE TABLE herald.%I PARTITION OF herald.delivery_reports_rotating FOR VALUES FROM (%s) TO (%s)',
-                       'delivery_reports_g' || g, g::bigint << 32, (g::bigint + 1) << 32);
+        EXECUTE format('CREATE TABLE herald.%I PARTITION OF herald.delivery_reports_rotating FOR VALUES FROM (%s) TO (%s)%s',
+                       'delivery_reports_g' || g, g::bigint << 32, (g::bigint + 1) << 32,
+                       coalesce(' WITH (' || settings || ')', ''));
     END LOOP;
-    -- Storage parameters an operator gave the old table go to the new partitions, as migration
-    -- 020 did for the others; herald.open_generation carries them on from there.
     IF settings IS NOT NULL THEN
-        FOR g IN SELECT generation FROM herald.generations WHERE generation > last_one LOOP
-            EXECUTE format('ALTER TABLE herald.%I SET (%s)', 'delivery_reports_g' || g, settings);
-        END LOOP;
         EXECUTE format('ALTER TABLE herald.delivery_reports_kept SET (%s)', settings);
     END IF;
     -- Only the parent is read and written, through its grants.

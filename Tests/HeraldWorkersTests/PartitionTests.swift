@@ -204,11 +204,10 @@ import Testing
         // Retirement waits for the report's transaction.
         let blocked =
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try await f.db.query(blocked)[0].decode(0, as: Int.self) == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(try await f.db.query(blocked)[0].decode(0, as: Int.self) == 1, "retirement waits for the report")
+        #expect(
+            try await eventually(timeout: .seconds(30)) {
+                try await f.db.query(blocked)[0].decode(0, as: Int.self) == 1
+            }, "retirement waits for the report")
         try await reporter.execute("COMMIT")
         #expect(try await retiring.value == 1)
         let sides = try await f.db.query(
@@ -271,11 +270,10 @@ import Testing
             SELECT count(*) FROM pg_locks
             WHERE relation = 'herald.deliveries_rotating'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted
             """
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try await watcher.query(waiting)[0].decode(0, as: Int.self) == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(try await watcher.query(waiting)[0].decode(0, as: Int.self) == 1, "the pass queued for the lock")
+        #expect(
+            try await eventually(timeout: .seconds(30)) {
+                try await watcher.query(waiting)[0].decode(0, as: Int.self) == 1
+            }, "the pass queued for the lock")
         try await reader.execute("COMMIT")
         let done = await queued.value
         #expect(!done.lockedOut && !done.retired.isEmpty && done.failed == 0, "\(done)")
@@ -384,8 +382,7 @@ import Testing
     /// Retiring generations while ingest and dispatch claim and record beside it: no statement of
     /// theirs fails but the transient one PostgreSQL gives for a row that moved partition as it
     /// was updated (the workers try those again), and none deadlocks, also when a pass queues for
-    /// a table's lock (a claim asking for a stronger lock than it holds waits behind it, and the
-    /// pass gives up first).
+    /// a table's lock.
     @Test func retiringBesideIngestAndDispatchDeadlocksNeither() async throws {
         let database = try await TestDatabase.create()
         let db = try await database.connect()
