@@ -224,7 +224,7 @@ $$;
 -- Name: claim_sends(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -264,7 +264,9 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
                 ELSE p.fcm END,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
            n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
-           n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
+           n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, n.ios_interruption_level,
+           n.ios_relevance_score, n.ios_filter_criteria, n.ios_target_content_id, n.android_direct_boot_ok,
+           n.android_proxy
     FROM claimed c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
@@ -564,7 +566,7 @@ BEGIN
                    WHEN n.topic !~ '^[A-Za-z0-9_.~%-]+$' OR length(n.topic) > 900 THEN
                        format('topic %s is not an FCM topic name: 1 to 900 of the letters, digits and - _ . ~ %%', quote_literal(left(n.topic, 40)))
                    WHEN concat(n.sound, n.android_channel_id, n.ios_category, n.ios_thread_id, n.image_url, n.deep_link,
-                               n.idempotency_key) ~ '[[:cntrl:]]' THEN
+                               n.idempotency_key, n.ios_filter_criteria, n.ios_target_content_id) ~ '[[:cntrl:]]' THEN
                        format('%s contains a control character; remove it',
                               CASE WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound'
                                    WHEN n.android_channel_id ~ '[[:cntrl:]]' THEN 'android_channel_id'
@@ -572,7 +574,21 @@ BEGIN
                                    WHEN n.ios_thread_id ~ '[[:cntrl:]]' THEN 'ios_thread_id'
                                    WHEN n.image_url ~ '[[:cntrl:]]' THEN 'image_url'
                                    WHEN n.deep_link ~ '[[:cntrl:]]' THEN 'deep_link'
+                                   WHEN n.ios_filter_criteria ~ '[[:cntrl:]]' THEN 'ios_filter_criteria'
+                                   WHEN n.ios_target_content_id ~ '[[:cntrl:]]' THEN 'ios_target_content_id'
                                    ELSE 'idempotency_key' END)
+                   WHEN n.ios_interruption_level NOT IN ('passive', 'active', 'time-sensitive', 'critical') THEN
+                       format('ios_interruption_level must be passive, active, time-sensitive or critical, not %s',
+                              quote_literal(left(n.ios_interruption_level, 40)))
+                   -- NaN is above every number in PostgreSQL, so it is refused here too.
+                   WHEN NOT n.ios_relevance_score BETWEEN 0 AND 1 THEN
+                       format('ios_relevance_score must be a number from 0 to 1, not %s', n.ios_relevance_score)
+                   WHEN n.android_proxy NOT IN ('allow', 'deny', 'if_priority_lowered') THEN
+                       format('android_proxy must be allow, deny or if_priority_lowered, not %s',
+                              quote_literal(left(n.android_proxy, 40)))
+                   WHEN n.android_proxy IS NOT NULL AND n.topic IS NULL THEN
+                       'android_proxy applies to FCM notification messages, which Herald sends only to topics: a device''s'
+                       ' Android app gets a data message and shows it itself; leave android_proxy out'
                    WHEN NOT n.silent AND coalesce(n.title, '') = '' AND coalesce(n.body, '') = ''
                         AND (n.data IS NULL OR n.data = '{}'::jsonb) THEN
                        'nothing to send: give a title, a body or data (or set silent for a bare wake-up)'
@@ -620,7 +636,9 @@ BEGIN
                            'title', n.title, 'body', n.body, 'image_url', n.image_url, 'deep_link', n.deep_link,
                            'sound', n.sound, 'channel_id', n.android_channel_id,
                            -- iOS's own fields: in the estimate too, since APNs counts them.
-                           'category', n.ios_category, 'thread-id', n.ios_thread_id)))::text)
+                           'category', n.ios_category, 'thread-id', n.ios_thread_id,
+                           'interruption-level', n.ios_interruption_level, 'relevance-score', n.ios_relevance_score,
+                           'filter-criteria', n.ios_filter_criteria, 'target-content-id', n.ios_target_content_id)))::text)
                    + 160 AS bytes,  -- herald_notification_id, herald_report and their quoting
                    CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
                    3993 AS web_limit_bytes
@@ -1480,10 +1498,10 @@ $$;
 
 
 --
--- Name: send(text, text, text[], text, text, text, jsonb, text, text, integer, text, text, text, text, text, text, interval, timestamp with time zone, text, timestamp with time zone, boolean, boolean); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: send(text, text, text[], text, text, text, jsonb, text, text, integer, text, text, text, text, text, text, interval, timestamp with time zone, text, timestamp with time zone, boolean, boolean, text, double precision, text, text, boolean, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], topic text DEFAULT NULL::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb, image_url text DEFAULT NULL::text, sound text DEFAULT NULL::text, badge integer DEFAULT NULL::integer, android_channel_id text DEFAULT NULL::text, ios_category text DEFAULT NULL::text, ios_thread_id text DEFAULT NULL::text, deep_link text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, silent boolean DEFAULT false, dry_run boolean DEFAULT false) RETURNS bigint
+CREATE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], topic text DEFAULT NULL::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb, image_url text DEFAULT NULL::text, sound text DEFAULT NULL::text, badge integer DEFAULT NULL::integer, android_channel_id text DEFAULT NULL::text, ios_category text DEFAULT NULL::text, ios_thread_id text DEFAULT NULL::text, deep_link text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, silent boolean DEFAULT false, dry_run boolean DEFAULT false, ios_interruption_level text DEFAULT NULL::text, ios_relevance_score double precision DEFAULT NULL::double precision, ios_filter_criteria text DEFAULT NULL::text, ios_target_content_id text DEFAULT NULL::text, android_direct_boot_ok boolean DEFAULT NULL::boolean, android_proxy text DEFAULT NULL::text) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1495,12 +1513,15 @@ BEGIN
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge,
         android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key,
-        send_at, silent, dry_run)
+        send_at, silent, dry_run, ios_interruption_level, ios_relevance_score, ios_filter_criteria,
+        ios_target_content_id, android_direct_boot_ok, android_proxy)
     VALUES (
         app, send.idempotency_key, send.user_ref, send.device_ids, send.topic, send.title, send.body, send.data,
         send.image_url, send.sound, send.badge, send.android_channel_id, send.ios_category, send.ios_thread_id,
         send.deep_link, send.priority, send.ttl, send.expires_at, send.collapse_key, send.send_at,
-        coalesce(send.silent, false), coalesce(send.dry_run, false))
+        coalesce(send.silent, false), coalesce(send.dry_run, false), send.ios_interruption_level,
+        send.ios_relevance_score, send.ios_filter_criteria, send.ios_target_content_id, send.android_direct_boot_ok,
+        send.android_proxy)
     RETURNING n.id INTO notification_id;
     IF notification_id IS NULL THEN
         -- herald.claim_idempotency_key skipped it: the key was used.
@@ -2086,6 +2107,12 @@ CREATE TABLE herald.notifications (
     ingested_at timestamp with time zone,
     origin text DEFAULT 'producer'::text NOT NULL,
     kept boolean DEFAULT false NOT NULL,
+    ios_interruption_level text,
+    ios_relevance_score double precision,
+    ios_filter_criteria text,
+    ios_target_content_id text,
+    android_direct_boot_ok boolean,
+    android_proxy text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
@@ -2189,6 +2216,12 @@ CREATE TABLE herald.notifications_rotating (
     ingested_at timestamp with time zone,
     origin text DEFAULT 'producer'::text NOT NULL,
     kept boolean DEFAULT false NOT NULL,
+    ios_interruption_level text,
+    ios_relevance_score double precision,
+    ios_filter_criteria text,
+    ios_target_content_id text,
+    android_direct_boot_ok boolean,
+    android_proxy text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
@@ -2234,6 +2267,12 @@ CREATE TABLE herald.notifications_kept (
     ingested_at timestamp with time zone,
     origin text DEFAULT 'producer'::text NOT NULL,
     kept boolean DEFAULT false NOT NULL,
+    ios_interruption_level text,
+    ios_relevance_score double precision,
+    ios_filter_criteria text,
+    ios_target_content_id text,
+    android_direct_boot_ok boolean,
+    android_proxy text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
@@ -3612,12 +3651,12 @@ GRANT ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generati
 
 
 --
--- Name: FUNCTION send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean) TO herald_producer;
-GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_daemon;
 
 
 --

@@ -154,6 +154,17 @@ actor APNsService {
             else { return Answer(status: 400, reason: "BadPriority") }
         case "alert":
             guard aps["alert"] != nil else { return Answer(status: 400, reason: "PayloadEmpty") }
+            // Apple documents these values; a device ignores what it does not know, so a test
+            // would not see the mistake otherwise.
+            if let level = aps["interruption-level"] {
+                guard let level = level as? String, ["passive", "active", "time-sensitive", "critical"].contains(level)
+                else { return Answer(status: 400, reason: "BadRequestPayload") }
+            }
+            if let score = aps["relevance-score"] {
+                guard let score = score as? Double, (0...1).contains(score) else {
+                    return Answer(status: 400, reason: "BadRequestPayload")
+                }
+            }
         default:
             return Answer(status: 400, reason: "InvalidPushType")
         }

@@ -108,6 +108,20 @@ enum MessageValidator {
                     field: "message.android.ttl")
             }
         }
+        if let directBootOK = android["direct_boot_ok"] ?? android["directBootOk"], !(directBootOK is Bool) {
+            return Problem(
+                message: "Invalid value at 'message.android.direct_boot_ok' (TYPE_BOOL): \(directBootOK)",
+                field: "message.android.direct_boot_ok")
+        }
+        if let notification = android["notification"] as? [String: Any], let proxy = notification["proxy"] {
+            let values = ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]
+            guard let text = proxy as? String, values.contains(text) else {
+                return Problem(
+                    message: "Invalid value at 'message.android.notification.proxy' (type.googleapis.com/"
+                        + "google.firebase.fcm.v1.AndroidNotification.Proxy), \"\(proxy)\"",
+                    field: "message.android.notification.proxy")
+            }
+        }
         return validateData(android["data"], at: "message.android.data")
     }
 

@@ -28,7 +28,7 @@
 -- off rules that out, for this function only. Not knowing `batch`, it would hash the whole
 -- table to join the picked rows (75 µs a delivery); the array condition keeps the update on
 -- the primary key.
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -68,7 +68,9 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
                 ELSE p.fcm END,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
            n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
-           n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run
+           n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, n.ios_interruption_level,
+           n.ios_relevance_score, n.ios_filter_criteria, n.ios_target_content_id, n.android_direct_boot_ok,
+           n.android_proxy
     FROM claimed c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id

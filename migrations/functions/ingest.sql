@@ -93,7 +93,7 @@ BEGIN
                    WHEN n.topic !~ '^[A-Za-z0-9_.~%-]+$' OR length(n.topic) > 900 THEN
                        format('topic %s is not an FCM topic name: 1 to 900 of the letters, digits and - _ . ~ %%', quote_literal(left(n.topic, 40)))
                    WHEN concat(n.sound, n.android_channel_id, n.ios_category, n.ios_thread_id, n.image_url, n.deep_link,
-                               n.idempotency_key) ~ '[[:cntrl:]]' THEN
+                               n.idempotency_key, n.ios_filter_criteria, n.ios_target_content_id) ~ '[[:cntrl:]]' THEN
                        format('%s contains a control character; remove it',
                               CASE WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound'
                                    WHEN n.android_channel_id ~ '[[:cntrl:]]' THEN 'android_channel_id'
@@ -101,7 +101,21 @@ BEGIN
                                    WHEN n.ios_thread_id ~ '[[:cntrl:]]' THEN 'ios_thread_id'
                                    WHEN n.image_url ~ '[[:cntrl:]]' THEN 'image_url'
                                    WHEN n.deep_link ~ '[[:cntrl:]]' THEN 'deep_link'
+                                   WHEN n.ios_filter_criteria ~ '[[:cntrl:]]' THEN 'ios_filter_criteria'
+                                   WHEN n.ios_target_content_id ~ '[[:cntrl:]]' THEN 'ios_target_content_id'
                                    ELSE 'idempotency_key' END)
+                   WHEN n.ios_interruption_level NOT IN ('passive', 'active', 'time-sensitive', 'critical') THEN
+                       format('ios_interruption_level must be passive, active, time-sensitive or critical, not %s',
+                              quote_literal(left(n.ios_interruption_level, 40)))
+                   -- NaN is above every number in PostgreSQL, so it is refused here too.
+                   WHEN NOT n.ios_relevance_score BETWEEN 0 AND 1 THEN
+                       format('ios_relevance_score must be a number from 0 to 1, not %s', n.ios_relevance_score)
+                   WHEN n.android_proxy NOT IN ('allow', 'deny', 'if_priority_lowered') THEN
+                       format('android_proxy must be allow, deny or if_priority_lowered, not %s',
+                              quote_literal(left(n.android_proxy, 40)))
+                   WHEN n.android_proxy IS NOT NULL AND n.topic IS NULL THEN
+                       'android_proxy applies to FCM notification messages, which Herald sends only to topics: a device''s'
+                       ' Android app gets a data message and shows it itself; leave android_proxy out'
                    WHEN NOT n.silent AND coalesce(n.title, '') = '' AND coalesce(n.body, '') = ''
                         AND (n.data IS NULL OR n.data = '{}'::jsonb) THEN
                        'nothing to send: give a title, a body or data (or set silent for a bare wake-up)'
@@ -149,7 +163,9 @@ BEGIN
                            'title', n.title, 'body', n.body, 'image_url', n.image_url, 'deep_link', n.deep_link,
                            'sound', n.sound, 'channel_id', n.android_channel_id,
                            -- iOS's own fields: in the estimate too, since APNs counts them.
-                           'category', n.ios_category, 'thread-id', n.ios_thread_id)))::text)
+                           'category', n.ios_category, 'thread-id', n.ios_thread_id,
+                           'interruption-level', n.ios_interruption_level, 'relevance-score', n.ios_relevance_score,
+                           'filter-criteria', n.ios_filter_criteria, 'target-content-id', n.ios_target_content_id)))::text)
                    + 160 AS bytes,  -- herald_notification_id, herald_report and their quoting
                    CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
                    3993 AS web_limit_bytes

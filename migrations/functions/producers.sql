@@ -155,7 +155,7 @@ GRANT EXECUTE ON FUNCTION herald.web_subscription(text) TO herald_daemon;
 -- Send a notification. Returns its id; with an idempotency key already used by this app,
 -- returns the first notification's id and sends nothing more. Keys that start with herald- are
 -- Herald's own. Only for an app the session acts for.
-CREATE OR REPLACE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], topic text DEFAULT NULL::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb, image_url text DEFAULT NULL::text, sound text DEFAULT NULL::text, badge integer DEFAULT NULL::integer, android_channel_id text DEFAULT NULL::text, ios_category text DEFAULT NULL::text, ios_thread_id text DEFAULT NULL::text, deep_link text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, silent boolean DEFAULT false, dry_run boolean DEFAULT false) RETURNS bigint
+CREATE OR REPLACE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], topic text DEFAULT NULL::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb, image_url text DEFAULT NULL::text, sound text DEFAULT NULL::text, badge integer DEFAULT NULL::integer, android_channel_id text DEFAULT NULL::text, ios_category text DEFAULT NULL::text, ios_thread_id text DEFAULT NULL::text, deep_link text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, silent boolean DEFAULT false, dry_run boolean DEFAULT false, ios_interruption_level text DEFAULT NULL::text, ios_relevance_score double precision DEFAULT NULL::double precision, ios_filter_criteria text DEFAULT NULL::text, ios_target_content_id text DEFAULT NULL::text, android_direct_boot_ok boolean DEFAULT NULL::boolean, android_proxy text DEFAULT NULL::text) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -167,12 +167,15 @@ BEGIN
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge,
         android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key,
-        send_at, silent, dry_run)
+        send_at, silent, dry_run, ios_interruption_level, ios_relevance_score, ios_filter_criteria,
+        ios_target_content_id, android_direct_boot_ok, android_proxy)
     VALUES (
         app, send.idempotency_key, send.user_ref, send.device_ids, send.topic, send.title, send.body, send.data,
         send.image_url, send.sound, send.badge, send.android_channel_id, send.ios_category, send.ios_thread_id,
         send.deep_link, send.priority, send.ttl, send.expires_at, send.collapse_key, send.send_at,
-        coalesce(send.silent, false), coalesce(send.dry_run, false))
+        coalesce(send.silent, false), coalesce(send.dry_run, false), send.ios_interruption_level,
+        send.ios_relevance_score, send.ios_filter_criteria, send.ios_target_content_id, send.android_direct_boot_ok,
+        send.android_proxy)
     RETURNING n.id INTO notification_id;
     IF notification_id IS NULL THEN
         -- herald.claim_idempotency_key skipped it: the key was used.
@@ -182,9 +185,9 @@ BEGIN
     RETURN notification_id;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean) TO herald_producer;
-GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) TO herald_daemon;
 
 -- Register a device, or refresh its token. Returns the device's row id and what happened:
 --   'registered'     new, or updated while enabled;

@@ -432,6 +432,12 @@ public struct DispatchWorker: BatchWorker {
             iosCategory: try row.decode("ios_category", as: String?.self),
             iosThreadID: try row.decode("ios_thread_id", as: String?.self),
             deepLink: try row.decode("deep_link", as: String?.self),
+            iosInterruptionLevel: try row.decode("ios_interruption_level", as: String?.self),
+            iosRelevanceScore: try row.decode("ios_relevance_score", as: Double?.self),
+            iosFilterCriteria: try row.decode("ios_filter_criteria", as: String?.self),
+            iosTargetContentID: try row.decode("ios_target_content_id", as: String?.self),
+            androidDirectBootOK: try row.decode("android_direct_boot_ok", as: Bool?.self),
+            androidProxy: try row.decode("android_proxy", as: String?.self),
             // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
             priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
             collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),

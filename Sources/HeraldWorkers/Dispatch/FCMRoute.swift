@@ -92,7 +92,8 @@ extension PayloadBuilder {
                     ? nil : .init(title: delivery.title, body: delivery.body, image: delivery.imageURL),
                 android: .init(
                     priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                    collapseKey: delivery.collapseKey))
+                    collapseKey: delivery.collapseKey, directBootOK: delivery.androidDirectBootOK,
+                    notification: delivery.androidProxy.map { .object([("proxy", .string($0.uppercased()))]) }))
         case .androidData, .web: return android(delivery, ttl: ttl)
         }
     }
@@ -113,7 +114,7 @@ extension PayloadBuilder {
             data: merged(delivery.data, shown + heraldKeys(delivery)),
             android: .init(
                 priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                collapseKey: delivery.collapseKey))
+                collapseKey: delivery.collapseKey, directBootOK: delivery.androidDirectBootOK))
     }
 
     /// An iOS message through FCM: the same push as straight to APNs, in FCM's `apns` block.

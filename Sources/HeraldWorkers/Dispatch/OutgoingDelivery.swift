@@ -152,6 +152,18 @@ public struct OutgoingDelivery: Sendable {
     public var iosCategory: String? = nil
     public var iosThreadID: String? = nil
     public var deepLink: String? = nil
+    /// `aps.interruption-level`: passive, active, time-sensitive or critical.
+    public var iosInterruptionLevel: String? = nil
+    /// `aps.relevance-score`, 0 to 1.
+    public var iosRelevanceScore: Double? = nil
+    /// `aps.filter-criteria`: the Focus filter that lets it through.
+    public var iosFilterCriteria: String? = nil
+    /// `aps.target-content-id`.
+    public var iosTargetContentID: String? = nil
+    /// `android.direct_boot_ok`.
+    public var androidDirectBootOK: Bool? = nil
+    /// `android.notification.proxy` of a topic send: allow, deny or if_priority_lowered.
+    public var androidProxy: String? = nil
     /// `high` or `normal`.
     public var priority: String
     public var expiresAt: Date

@@ -91,9 +91,20 @@ public struct PayloadBuilder: Sendable {
             if let body = delivery.body { alert.append(("body", .string(body))) }
             var aps: [(String, JSONValue)] = [("alert", .object(alert)), ("mutable-content", .int(1))]
             if let badge = delivery.badge { aps.append(("badge", .int(badge))) }
-            if let sound = delivery.sound { aps.append(("sound", .string(sound))) }
+            if delivery.iosInterruptionLevel == "critical" {
+                // A critical alert's sound is a dictionary: it plays even when the device is muted
+                // (the app needs Apple's Critical Alerts entitlement).
+                aps.append(
+                    ("sound", .object([("critical", .int(1)), ("name", .string(delivery.sound ?? "default"))])))
+            } else if let sound = delivery.sound {
+                aps.append(("sound", .string(sound)))
+            }
             if let category = delivery.iosCategory { aps.append(("category", .string(category))) }
             if let thread = delivery.iosThreadID { aps.append(("thread-id", .string(thread))) }
+            if let level = delivery.iosInterruptionLevel { aps.append(("interruption-level", .string(level))) }
+            if let score = delivery.iosRelevanceScore { aps.append(("relevance-score", .double(score))) }
+            if let criteria = delivery.iosFilterCriteria { aps.append(("filter-criteria", .string(criteria))) }
+            if let target = delivery.iosTargetContentID { aps.append(("target-content-id", .string(target))) }
             var custom: [(String, String)] = []
             if let image = delivery.imageURL { custom.append((PayloadKeys.imageURL, image)) }
             if let link = delivery.deepLink { custom.append((PayloadKeys.deepLink, link)) }

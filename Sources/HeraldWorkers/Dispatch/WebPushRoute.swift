@@ -74,15 +74,18 @@ extension PayloadBuilder {
     /// The message for a browser. Its document: `title`, `body`, `image_url`, `deep_link`, the
     /// producer's `data` as an object, `tag` (the collapse key, or the notification id, so that
     /// a repeated send replaces the notification rather than adding one), `silent` when set,
-    /// and Herald's keys. Throws when the subscription is unusable or the document too large.
+    /// and Herald's keys. To Apple's push service, a notification with a title and an http(s)
+    /// `deep_link` also carries its Declarative Web Push form (``declarative(_:tag:)``), when it
+    /// fits. Throws when the subscription is unusable or the document too large.
     public func webPushMessage(for delivery: OutgoingDelivery, now: Date) throws -> WebPushMessage {
+        let tag = delivery.collapseKey ?? String(delivery.notificationID)
         var document: [(String, JSONValue)] = []
         if let title = delivery.title { document.append((PayloadKeys.title, .string(title))) }
         if let body = delivery.body { document.append((PayloadKeys.body, .string(body))) }
         if let image = delivery.imageURL { document.append((PayloadKeys.imageURL, .string(image))) }
         if let link = delivery.deepLink { document.append((PayloadKeys.deepLink, .string(link))) }
         document.append(("data", .object(delivery.data.map { ($0.0, .string($0.1)) })))
-        document.append(("tag", .string(delivery.collapseKey ?? String(delivery.notificationID))))
+        document.append(("tag", .string(tag)))
         if delivery.silent { document.append(("silent", .bool(true))) }
         document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
         guard case .browser(let endpoint, let p256dh, let auth) = delivery.target else {
@@ -94,7 +97,12 @@ extension PayloadBuilder {
         } catch {
             throw UnusableSubscription(reason: "\(error)")
         }
-        let payload = JSONValue.object(document).encodedBytes
+        var payload = JSONValue.object(document).encodedBytes
+        if Self.isApplePushService(endpoint), let declarative = declarative(delivery, tag: tag) {
+            let both = JSONValue.object(declarative + document).encodedBytes
+            // The classic document alone when both do not fit: every browser can still show it.
+            if both.count <= WebPushEncryption.maxPlaintextBytes { payload = both }
+        }
         guard payload.count <= WebPushEncryption.maxPlaintextBytes else {
             throw WebPushError(
                 "payload is \(payload.count) bytes, over Web Push's \(WebPushEncryption.maxPlaintextBytes) bytes of plaintext;"
@@ -104,6 +112,37 @@ extension PayloadBuilder {
             subscription: subscription, payload: payload,
             ttl: Self.ttl(delivery, now: now),
             urgency: delivery.priority == "normal" ? .normal : .high, topic: delivery.collapseKey)
+    }
+}
+
+extension PayloadBuilder {
+    /// Whether a subscription's endpoint is Apple's push service (Safari), the one that shows a
+    /// Declarative Web Push message itself.
+    static func isApplePushService(_ endpoint: String) -> Bool {
+        guard let host = URL(string: endpoint)?.host?.lowercased() else { return false }
+        return host == "push.apple.com" || host.hasSuffix(".push.apple.com")
+    }
+
+    /// Declarative Web Push (WebKit; iOS and iPadOS 18.4 and later): `web_push: 8030` and a
+    /// `notification` the browser shows without running a service worker, opening `navigate`
+    /// when tapped. It needs a title and a URL to open, so only a notification with a title and
+    /// an http(s) `deep_link` has one. `mutable` lets a service worker, where there is one, see the
+    /// push (as `event.notification`, without `event.data`) and report it: Herald's keys are in
+    /// the notification's `data`. Browsers that do not know the form read the classic members
+    /// beside it.
+    func declarative(_ delivery: OutgoingDelivery, tag: String) -> [(String, JSONValue)]? {
+        guard !delivery.silent, let title = delivery.title, !title.isEmpty, let link = delivery.deepLink,
+            link.hasPrefix("https://") || link.hasPrefix("http://"), URL(string: link) != nil
+        else { return nil }
+        var notification: [(String, JSONValue)] = [("title", .string(title))]
+        if let body = delivery.body { notification.append(("body", .string(body))) }
+        notification.append(("navigate", .string(link)))
+        notification.append(("tag", .string(tag)))
+        notification.append(
+            ("data", .object(merged(delivery.data, heraldKeys(delivery)).map { ($0.0, .string($0.1)) })))
+        if let badge = delivery.badge { notification.append(("app_badge", .int(badge))) }
+        notification.append(("mutable", .bool(true)))
+        return [("web_push", .int(8030)), ("notification", .object(notification))]
     }
 }
 
