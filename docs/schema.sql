@@ -26,33 +26,37 @@ CREATE SCHEMA herald;
 
 
 --
--- Name: acts_for(text); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: activity_event(text, text, text, text, text, text[], text, jsonb, jsonb, text, text, text, timestamp with time zone, timestamp with time zone, double precision, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.acts_for(app text) RETURNS boolean
-    LANGUAGE sql STABLE SECURITY DEFINER
+CREATE FUNCTION herald.activity_event(app text, caller text, event text, activity text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT NOT pg_has_role(session_user, 'herald_producer', 'MEMBER')
-        OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
-        OR EXISTS (SELECT 1 FROM herald.producer_apps g
-                   WHERE g.app_id = app AND pg_has_role(session_user, g.producer, 'MEMBER'));
-$$;
-
-
---
--- Name: app_setups(text[]); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text)
-    LANGUAGE sql STABLE
-    AS $$
-    SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
-           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-           a.apns_certificate_file
-    FROM herald.apps a
-    WHERE a.app_id = ANY(apps);
+#variable_conflict use_column
+DECLARE
+    notification_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    INSERT INTO herald.notifications AS n (
+        app_id, idempotency_key, user_ref, device_ids, title, body, sound, priority, ttl, expires_at,
+        ios_relevance_score, activity_id, activity_event, activity_attributes_type, activity_attributes,
+        activity_content_state, activity_stale_at, activity_dismiss_at, activity_event_at)
+    VALUES (
+        app, activity_event.idempotency_key, activity_event.user_ref, activity_event.device_ids, activity_event.title,
+        activity_event.body, activity_event.sound,
+        -- Priority 10 draws on a budget Apple sets per device; 5 does not (docs/producers.md).
+        CASE WHEN event = 'start' OR urgent THEN 'high' ELSE 'normal' END,
+        activity_event.ttl, activity_event.expires_at, relevance_score, activity, event,
+        activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
+        activity_event.dismiss_at, coalesce(activity_event.event_at, clock_timestamp()))
+    RETURNING n.id INTO notification_id;
+    IF notification_id IS NULL THEN
+        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
+        WHERE k.app_id = app AND k.idempotency_key = activity_event.idempotency_key;
+    END IF;
+    RETURN notification_id;
+END;
 $$;
 
 
@@ -68,43 +72,6 @@ CREATE FUNCTION herald.are_host_patterns(patterns text[]) RETURNS boolean
                        WHERE p.pattern IS NULL
                           OR p.pattern !~ '^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])$');
 $_$;
-
-
---
--- Name: base64url_decode(text); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.base64url_decode(text text) RETURNS bytea
-    LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-BEGIN
-    IF text IS NULL OR text !~ '^[A-Za-z0-9_-]*={0,2}$' THEN RETURN NULL; END IF;
-    text := rtrim(text, '=');
-    RETURN decode(rpad(translate(text, '-_', '+/'), (length(text) + 3) / 4 * 4, '='), 'base64');
-EXCEPTION WHEN invalid_parameter_value THEN
-    RETURN NULL;
-END;
-$_$;
-
-
---
--- Name: check_acts_for(text, text); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.check_acts_for(app text, caller text) RETURNS void
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    IF NOT herald.acts_for(app) THEN
-        RAISE EXCEPTION '%: role % may not act for app %', caller, session_user, quote_literal(app)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = format('an operator grants it: INSERT INTO herald.producer_apps (producer, app_id) VALUES (%L, %L)',
-                                session_user, app);
-    END IF;
-END;
-$$;
 
 
 SET default_tablespace = '';
@@ -158,6 +125,222 @@ COMMENT ON COLUMN herald.apps.web_push_hosts IS 'push service hosts the app''s b
 --
 
 COMMENT ON COLUMN herald.apps.web_push_private_addresses IS 'whether endpoints may be loopback, private or link-local addresses (a local emulator); checked again on connect';
+
+
+--
+-- Name: live_activities; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.live_activities (
+    id bigint NOT NULL,
+    app_id text NOT NULL,
+    activity_id text NOT NULL,
+    attributes_type text NOT NULL,
+    user_ref text,
+    started_by text NOT NULL,
+    state text DEFAULT 'active'::text NOT NULL,
+    content_state jsonb,
+    event_at timestamp with time zone,
+    last_notification_id bigint,
+    stale_at timestamp with time zone,
+    dismiss_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT live_activities_activity_id_check CHECK ((activity_id <> ''::text)),
+    CONSTRAINT live_activities_check CHECK (((state = 'ended'::text) = (ended_at IS NOT NULL))),
+    CONSTRAINT live_activities_started_by_check CHECK ((started_by = ANY (ARRAY['producer'::text, 'app'::text]))),
+    CONSTRAINT live_activities_state_check CHECK ((state = ANY (ARRAY['active'::text, 'ended'::text])))
+);
+
+
+--
+-- Name: TABLE live_activities; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.live_activities IS 'Live Activities: one row each, with its newest content state; its events are notifications (activity_id)';
+
+
+--
+-- Name: notifications; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.notifications (
+    id bigint NOT NULL,
+    app_id text NOT NULL,
+    idempotency_key text,
+    user_ref text,
+    device_ids text[],
+    topic text,
+    title text,
+    body text,
+    data jsonb,
+    image_url text,
+    sound text,
+    badge integer,
+    android_channel_id text,
+    ios_category text,
+    ios_thread_id text,
+    deep_link text,
+    priority text,
+    ttl interval,
+    expires_at timestamp with time zone,
+    collapse_key text,
+    send_at timestamp with time zone,
+    silent boolean DEFAULT false NOT NULL,
+    dry_run boolean DEFAULT false NOT NULL,
+    state text DEFAULT 'received'::text NOT NULL,
+    reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    ingested_at timestamp with time zone,
+    origin text DEFAULT 'producer'::text NOT NULL,
+    kept boolean DEFAULT false NOT NULL,
+    ios_interruption_level text,
+    ios_relevance_score double precision,
+    ios_filter_criteria text,
+    ios_target_content_id text,
+    android_direct_boot_ok boolean,
+    android_proxy text,
+    activity_id text,
+    activity_event text,
+    activity_attributes_type text,
+    activity_attributes jsonb,
+    activity_content_state jsonb,
+    activity_stale_at timestamp with time zone,
+    activity_dismiss_at timestamp with time zone,
+    activity_event_at timestamp with time zone,
+    CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
+    CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
+    CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
+    CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text]))),
+    CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
+)
+PARTITION BY LIST (kept);
+
+
+--
+-- Name: activity_event_problem(herald.notifications, herald.apps, herald.live_activities, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $_$
+    SELECT CASE
+        WHEN app.app_id IS NULL THEN
+            format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
+        WHEN n.activity_event NOT IN ('start', 'update', 'end') THEN
+            format('activity_event must be start, update or end, not %s', quote_literal(left(n.activity_event, 40)))
+        WHEN coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]' OR octet_length(n.activity_id) > 256 THEN
+            'activity_id must be 1 to 256 bytes without control characters'
+        WHEN n.activity_event <> 'start' AND activity.id IS NULL THEN
+            format('unknown activity %s: start it first, or let the app register its update token',
+                   quote_literal(n.activity_id))
+        WHEN n.activity_event <> 'start' AND activity.state = 'ended' THEN
+            format('activity %s ended at %s: nothing more is sent to it', quote_literal(n.activity_id), activity.ended_at)
+        WHEN n.activity_event = 'start' AND num_nonnulls(n.user_ref, n.device_ids) <> 1 THEN
+            'a Live Activity starts on a user''s iPhones (user_ref) or on devices named (device_ids)'
+        WHEN n.activity_event = 'start' AND coalesce(n.activity_attributes_type, '') !~ '^[A-Za-z_][A-Za-z0-9_.]{0,255}$' THEN
+            'attributes_type must name the app''s ActivityAttributes type as Swift spells it'
+        WHEN n.activity_event = 'start' AND jsonb_typeof(n.activity_attributes) IS DISTINCT FROM 'object' THEN
+            'attributes must be a JSON object: the activity''s ActivityAttributes, as the app decodes them'
+        WHEN (n.activity_event <> 'end' OR n.activity_content_state IS NOT NULL)
+             AND jsonb_typeof(n.activity_content_state) IS DISTINCT FROM 'object' THEN
+            'content_state must be a JSON object: the activity''s ContentState, as the app decodes it'
+        WHEN n.activity_event = 'start' AND coalesce(n.title, '') = '' THEN
+            'a Live Activity''s start needs a title: Apple announces a new activity with an alert'
+        WHEN n.data IS NOT NULL OR n.silent OR n.topic IS NOT NULL THEN
+            'a Live Activity event carries content_state, not data, silent or a topic'
+        WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound contains a control character; remove it'
+        WHEN NOT isfinite(n.activity_event_at) OR NOT isfinite(n.expires_at) OR NOT isfinite(n.activity_stale_at)
+             OR NOT isfinite(n.activity_dismiss_at) THEN
+            'event_at, expires_at, stale_at and dismiss_at must be finite times'
+        WHEN n.activity_event_at > at + interval '1 minute' THEN
+            format('event_at %s is ahead of the database''s clock (%s), and a device drops an update from the future;'
+                   ' leave event_at out to use the time of the call', n.activity_event_at, at)
+        WHEN n.expires_at > at + herald.max_ttl() OR n.activity_stale_at > at + herald.max_ttl() THEN
+            format('expires_at and stale_at must be within %s', herald.max_ttl())
+        WHEN n.activity_dismiss_at > at + interval '4 hours' THEN
+            'dismiss_at must be within 4 hours (an ended activity stays on the Lock Screen at most that long), or past to remove it at once'
+        WHEN n.ios_relevance_score IN ('NaN', 'Infinity', '-Infinity') THEN
+            'relevance_score must be a finite number'
+        WHEN size.bytes > 4096 THEN
+            format('the Live Activity''s payload is about %s bytes, %s over APNs'' 4096; shorten content_state, attributes or the alert',
+                   size.bytes, size.bytes - 4096)
+    END
+    FROM (SELECT octet_length(jsonb_strip_nulls(jsonb_build_object(
+                     'event', n.activity_event, 'content-state', n.activity_content_state,
+                     'attributes-type', n.activity_attributes_type, 'attributes', n.activity_attributes,
+                     'alert', jsonb_build_object('title', n.title, 'body', n.body), 'sound', n.sound))::text)
+                 + 120 AS bytes  -- timestamp, dates, relevance-score, herald_activity and the quoting
+         ) AS size
+$_$;
+
+
+--
+-- Name: acts_for(text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.acts_for(app text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT NOT pg_has_role(session_user, 'herald_producer', 'MEMBER')
+        OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
+        OR EXISTS (SELECT 1 FROM herald.producer_apps g
+                   WHERE g.app_id = app AND pg_has_role(session_user, g.producer, 'MEMBER'));
+$$;
+
+
+--
+-- Name: app_setups(text[]); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+           a.apns_certificate_file
+    FROM herald.apps a
+    WHERE a.app_id = ANY(apps);
+$$;
+
+
+--
+-- Name: base64url_decode(text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.base64url_decode(text text) RETURNS bytea
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+BEGIN
+    IF text IS NULL OR text !~ '^[A-Za-z0-9_-]*={0,2}$' THEN RETURN NULL; END IF;
+    text := rtrim(text, '=');
+    RETURN decode(rpad(translate(text, '-_', '+/'), (length(text) + 3) / 4 * 4, '='), 'base64');
+EXCEPTION WHEN invalid_parameter_value THEN
+    RETURN NULL;
+END;
+$_$;
+
+
+--
+-- Name: check_acts_for(text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.check_acts_for(app text, caller text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NOT herald.acts_for(app) THEN
+        RAISE EXCEPTION '%: role % may not act for app %', caller, session_user, quote_literal(app)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = format('an operator grants it: INSERT INTO herald.producer_apps (producer, app_id) VALUES (%L, %L)',
+                                session_user, app);
+    END IF;
+END;
+$$;
 
 
 --
@@ -224,7 +407,7 @@ $$;
 -- Name: claim_sends(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -250,7 +433,8 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
         FROM picked
         WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = picked.id
-        RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by
+        RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
+                  d.activity_token_id
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
            c.device_id, dev.push_token, dev.token_kind,
@@ -260,17 +444,28 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
            n.app_id, a.xmin::text,
            CASE WHEN c.payload_kind = 'web' THEN p.web
                 WHEN dev.token_kind = 'apns_device_token' THEN p.apns
-                WHEN c.payload_kind LIKE 'ios%' THEN greatest(p.fcm, p.fcm_apns)
+                WHEN c.payload_kind LIKE 'ios%' OR c.payload_kind = 'live_activity' THEN greatest(p.fcm, p.fcm_apns)
                 ELSE p.fcm END,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
            n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
            n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, n.ios_interruption_level,
            n.ios_relevance_score, n.ios_filter_criteria, n.ios_target_content_id, n.android_direct_boot_ok,
-           n.android_proxy
+           n.android_proxy,
+           -- A Live Activity's: the token it goes to; why that token ended, when no send to it
+           -- should go out any more (an ended activity's token still takes the end); the token's
+           -- newer delivery, when this one was superseded by a newer event.
+           t.token, t.id,
+           CASE WHEN t.ended_cause <> 'activity_ended' THEN t.ended_reason END,
+           CASE WHEN t.kind = 'update' AND t.last_delivery_id > c.id THEN t.last_delivery_id END,
+           n.activity_id, n.activity_event, n.activity_attributes_type,
+           -- The app finds the activity's id in its attributes (docs/app-integration.md).
+           (n.activity_attributes || jsonb_build_object('herald_activity', n.activity_id))::text,
+           n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at
     FROM claimed c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
+    LEFT JOIN herald.activity_tokens t ON t.id = c.activity_token_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
 
@@ -294,8 +489,10 @@ CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) R
               WHERE d.state = 'queued' AND n.app_id = p.app_id
                 AND CASE p.scope
                         WHEN 'web' THEN d.payload_kind = 'web'
-                        WHEN 'apns' THEN dev.token_kind = 'apns_device_token' AND d.payload_kind LIKE 'ios%'
-                        WHEN 'fcm_apns' THEN d.payload_kind LIKE 'ios%' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                        WHEN 'apns' THEN dev.token_kind = 'apns_device_token'
+                                         AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
+                        WHEN 'fcm_apns' THEN (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
+                                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
                         ELSE d.payload_kind <> 'web' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
                     END)
         RETURNING 1
@@ -444,6 +641,20 @@ $$;
 
 
 --
+-- Name: end_activity(text, text, jsonb, timestamp with time zone, text, text, text, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.end_activity(app text, activity text, content_state jsonb DEFAULT NULL::jsonb, dismiss_at timestamp with time zone DEFAULT NULL::timestamp with time zone, title text DEFAULT NULL::text, body text DEFAULT NULL::text, sound text DEFAULT NULL::text, urgent boolean DEFAULT false, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, idempotency_key text DEFAULT NULL::text, event_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT herald.activity_event(app, 'herald.end_activity', 'end', activity, NULL, NULL, NULL, NULL, content_state,
+                                 title, body, sound, NULL, dismiss_at, NULL, urgent, ttl, expires_at, idempotency_key,
+                                 event_at);
+$$;
+
+
+--
 -- Name: end_hopeless_retries(timestamp with time zone, integer); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -524,13 +735,17 @@ $$;
 -- Name: ingest(bigint[], timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, deliveries integer)
+CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_custom_plan'
     AS $_$
+DECLARE
+    activities record;
 BEGIN
     -- Lock the batch in id order, so concurrent ingesters cannot deadlock.
     PERFORM 1 FROM herald.notifications n WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE;
+    -- Live Activity events first: the statement below takes what is still 'received'.
+    SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
@@ -715,21 +930,163 @@ BEGIN
         WHERE n.id = ANY(ids) AND n.id = v.id
         RETURNING n.state
     )
-    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int,
-           count(*) FILTER (WHERE w.state = 'rejected')::int,
-           count(*) FILTER (WHERE w.state = 'expired')::int,
-           count(*) FILTER (WHERE w.state = 'no_devices')::int,
-           (SELECT count(*) FROM created)::int
+    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
+           count(*) FILTER (WHERE w.state = 'rejected')::int + activities.rejected,
+           count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
+           count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
+           activities.superseded,
+           (SELECT count(*) FROM created)::int + activities.deliveries
     FROM written w;
 END;
 $_$;
 
 
 --
+-- Name: ingest_activity_events(bigint[], timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.ingest_activity_events(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT superseded integer, OUT deliveries integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n herald.notifications;
+    app herald.apps;
+    activity herald.live_activities;
+    verdict text;
+    why text;
+    expires timestamptz;
+    made int;
+BEGIN
+    accepted := 0; rejected := 0; expired := 0; no_devices := 0; superseded := 0; deliveries := 0;
+    FOR n IN SELECT * FROM herald.notifications x
+             WHERE x.id = ANY(ids) AND x.state = 'received' AND x.activity_event IS NOT NULL ORDER BY x.id
+    LOOP
+        SELECT * INTO app FROM herald.apps a WHERE a.app_id = n.app_id;
+        activity := NULL;
+        IF n.activity_event IN ('update', 'end') THEN
+            SELECT * INTO activity FROM herald.live_activities a
+            WHERE a.app_id = n.app_id AND a.activity_id = n.activity_id FOR UPDATE;
+        END IF;
+        expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, app.default_ttl));
+        why := herald.activity_event_problem(n, app, activity, at);
+        made := 0;
+        IF why IS NOT NULL THEN
+            verdict := 'rejected';
+        ELSIF expires <= at THEN
+            verdict := 'expired';
+            why := format('expired at %s, before it could be sent', expires);
+        ELSIF n.activity_event = 'start' THEN
+            INSERT INTO herald.live_activities AS a (app_id, activity_id, attributes_type, user_ref, started_by,
+                                                     content_state, event_at, last_notification_id, stale_at)
+            VALUES (n.app_id, n.activity_id, n.activity_attributes_type, n.user_ref, 'producer',
+                    n.activity_content_state, n.activity_event_at, n.id, n.activity_stale_at)
+            ON CONFLICT (app_id, activity_id) DO NOTHING
+            RETURNING * INTO activity;
+            IF activity.id IS NULL THEN
+                verdict := 'rejected';
+                why := format('activity %s exists already, and an activity''s id is used once: start it with a new one',
+                                 quote_literal(n.activity_id));
+            ELSE
+                WITH created AS (
+                    INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, activity_token_id, run_at)
+                    SELECT n.id, t.device_id, 'live_activity', t.id, at
+                    FROM herald.activity_tokens t
+                    JOIN herald.devices d ON d.id = t.device_id
+                    WHERE d.app_id = n.app_id AND d.disabled_at IS NULL
+                      AND (d.user_ref = n.user_ref OR d.device_id = ANY(n.device_ids))
+                      AND t.kind = 'push_to_start' AND t.attributes_type = n.activity_attributes_type
+                      AND t.ended_at IS NULL
+                    ORDER BY t.id
+                    RETURNING 1
+                )
+                SELECT count(*) INTO made FROM created;
+                verdict := CASE WHEN made > 0 THEN 'accepted' ELSE 'no_devices' END;
+                why := CASE WHEN made = 0 THEN
+                              format('no enabled iPhone of %s has a push-to-start token for %s',
+                                     coalesce(quote_literal(n.user_ref), 'the devices named'), n.activity_attributes_type)
+                          END;
+            END IF;
+        ELSIF n.activity_event_at < activity.event_at THEN
+            verdict := 'superseded';
+            why := format('activity %s had taken a newer event (of %s, notification %s): an older one is not sent',
+                             quote_literal(n.activity_id), activity.event_at, activity.last_notification_id);
+        ELSE
+            UPDATE herald.live_activities a
+            SET content_state = coalesce(n.activity_content_state, a.content_state), event_at = n.activity_event_at,
+                last_notification_id = n.id, stale_at = coalesce(n.activity_stale_at, a.stale_at),
+                dismiss_at = n.activity_dismiss_at,
+                state = CASE WHEN n.activity_event = 'end' THEN 'ended' ELSE a.state END,
+                ended_at = CASE WHEN n.activity_event = 'end' THEN at END
+            WHERE a.id = activity.id
+            RETURNING * INTO activity;
+            IF n.activity_content_state IS NULL THEN
+                UPDATE herald.notifications x SET activity_content_state = activity.content_state WHERE x.id = n.id;
+            END IF;
+            WITH tokens AS MATERIALIZED (
+                SELECT t.id, t.device_id, t.last_delivery_id
+                FROM herald.activity_tokens t
+                JOIN herald.devices d ON d.id = t.device_id
+                WHERE t.live_activity_id = activity.id AND t.kind = 'update' AND t.ended_at IS NULL
+                  AND d.disabled_at IS NULL
+                FOR UPDATE OF t
+            ), created AS (
+                INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, activity_token_id, run_at)
+                SELECT n.id, t.device_id, 'live_activity', t.id, at FROM tokens t ORDER BY t.id
+                RETURNING id, activity_token_id
+            ), newest AS (
+                UPDATE herald.activity_tokens t SET last_delivery_id = c.id
+                FROM created c WHERE t.id = c.activity_token_id
+            ), older AS (
+                -- Not one a worker holds: it is sending it now.
+                UPDATE herald.deliveries d
+                SET state = 'cancelled', finished_at = at, run_at = NULL,
+                    last_error = format('superseded by notification %s, a newer event of its activity', n.id),
+                    error_history = d.error_history
+                                    || format('%s superseded by notification %s, a newer event of its activity',
+                                              to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
+                FROM tokens t
+                WHERE d.id = t.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL
+            )
+            SELECT count(*) INTO made FROM created;
+            IF n.activity_event = 'end' THEN
+                UPDATE herald.activity_tokens t
+                SET ended_at = at, ended_cause = 'activity_ended',
+                    ended_reason = format('its activity ended (notification %s)', n.id)
+                WHERE t.live_activity_id = activity.id AND t.ended_at IS NULL;
+            END IF;
+            verdict := CASE WHEN made > 0 THEN 'accepted' ELSE 'no_devices' END;
+            why := CASE WHEN made = 0 THEN
+                          format('activity %s has no update token yet: its newest event goes to each one registered later',
+                                 quote_literal(n.activity_id))
+                      END;
+        END IF;
+        IF activity.id IS NOT NULL THEN
+            INSERT INTO herald.activity_events (live_activity_id, notification_id) VALUES (activity.id, n.id)
+            ON CONFLICT DO NOTHING;
+        END IF;
+        UPDATE herald.notifications x
+        SET state = verdict, reason = why, ingested_at = at,
+            expires_at = CASE WHEN verdict = 'rejected' THEN x.expires_at ELSE expires END,
+            ttl = CASE WHEN verdict = 'rejected' THEN x.ttl END
+        WHERE x.id = n.id;
+        CASE verdict
+            WHEN 'accepted' THEN accepted := accepted + 1;
+            WHEN 'rejected' THEN rejected := rejected + 1;
+            WHEN 'expired' THEN expired := expired + 1;
+            WHEN 'no_devices' THEN no_devices := no_devices + 1;
+            ELSE superseded := superseded + 1;
+        END CASE;
+        deliveries := deliveries + made;
+    END LOOP;
+END;
+$$;
+
+
+--
 -- Name: ingest_next(integer, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, deliveries integer)
+CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_sort TO 'off'
@@ -746,7 +1103,7 @@ BEGIN
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
-        RETURN QUERY SELECT 0, 0, 0, 0, 0;
+        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
     ELSE
         RETURN QUERY SELECT * FROM herald.ingest(ids, at);
     END IF;
@@ -1138,8 +1495,23 @@ CREATE FUNCTION herald.prune_records(older_than interval, batch integer) RETURNS
         WHERE id IN (SELECT id FROM herald.wakeups
                      WHERE created_at < now() - older_than AND quiet_until < now() ORDER BY created_at LIMIT batch)
         RETURNING 1
+    ), activities AS (
+        -- Ended ones after the retention; one never ended once no device can still show it
+        -- (iOS ends an activity after 8 hours and removes it 4 hours later), with its tokens.
+        DELETE FROM herald.live_activities
+        WHERE id IN (SELECT a.id FROM herald.live_activities a
+                     WHERE a.ended_at < now() - older_than
+                        OR greatest(a.created_at, a.event_at) < now() - greatest(older_than, interval '12 hours')
+                     ORDER BY a.id LIMIT batch)
+        RETURNING 1
+    ), activity_tokens AS (
+        DELETE FROM herald.activity_tokens
+        WHERE id IN (SELECT t.id FROM herald.activity_tokens t WHERE t.ended_at < now() - older_than
+                     ORDER BY t.id LIMIT batch)
+        RETURNING 1
     )
-    SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups))::int
+    SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups),
+                    (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens))::int
 $$;
 
 
@@ -1277,6 +1649,108 @@ BEGIN
     RETURN cardinality(revived_jobs) + cardinality(revived_deliveries);
 END;
 $$;
+
+
+--
+-- Name: register_activity_token(text, text, text, text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.register_activity_token(app text, device text, token text, attributes_type text, activity text DEFAULT NULL::text, OUT token_row_id bigint, OUT status text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    caller constant text := 'herald.register_activity_token';
+    hex text := lower(token);
+    kind text := CASE WHEN activity IS NULL THEN 'push_to_start' ELSE 'update' END;
+    dev herald.devices;
+    act herald.live_activities;
+    existing herald.activity_tokens;
+    caught_up bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    IF hex IS NULL OR hex !~ '^[0-9a-f]{64,200}$' THEN
+        RAISE EXCEPTION '%: token must be the token ActivityKit gave, as hex: 64 to 200 hexadecimal digits', caller
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF attributes_type IS NULL OR attributes_type !~ '^[A-Za-z_][A-Za-z0-9_.]{0,255}$' THEN
+        RAISE EXCEPTION '%: attributes_type must name the app''s ActivityAttributes type as Swift spells it (ActivityKit''s attributes-type), not %',
+            caller, quote_literal(left(attributes_type, 40)) USING ERRCODE = 'check_violation';
+    END IF;
+    IF activity = '' OR activity ~ '[[:cntrl:]]' OR octet_length(activity) > 256 THEN
+        RAISE EXCEPTION '%: activity must be 1 to 256 bytes without control characters', caller
+            USING ERRCODE = 'check_violation';
+    END IF;
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
+            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF dev.platform <> 'ios' THEN
+        RAISE EXCEPTION '%: Live Activities are iOS''s, and device % is %', caller, quote_literal(device), dev.platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF dev.disabled_at IS NOT NULL THEN
+        RAISE EXCEPTION '%: device % is disabled (%): register it again with herald.register_device first', caller,
+            quote_literal(device), dev.disabled_reason USING ERRCODE = 'check_violation';
+    END IF;
+
+    IF kind = 'update' THEN
+        INSERT INTO herald.live_activities AS a (app_id, activity_id, attributes_type, user_ref, started_by)
+        VALUES (app, activity, register_activity_token.attributes_type, dev.user_ref, 'app')
+        ON CONFLICT (app_id, activity_id) DO NOTHING;
+        SELECT * INTO act FROM herald.live_activities a WHERE a.app_id = app AND a.activity_id = activity FOR UPDATE;
+        IF act.attributes_type <> register_activity_token.attributes_type THEN
+            RAISE EXCEPTION '%: activity % is a %, not a %', caller, quote_literal(activity), act.attributes_type,
+                register_activity_token.attributes_type USING ERRCODE = 'check_violation';
+        END IF;
+        SELECT * INTO existing FROM herald.activity_tokens t
+        WHERE t.live_activity_id = act.id AND t.device_id = dev.id AND t.kind = 'update' AND t.ended_at IS NULL
+        FOR UPDATE;
+    ELSE
+        SELECT * INTO existing FROM herald.activity_tokens t
+        WHERE t.device_id = dev.id AND t.attributes_type = register_activity_token.attributes_type
+          AND t.kind = 'push_to_start' AND t.ended_at IS NULL
+        FOR UPDATE;
+    END IF;
+    IF existing.token = hex THEN
+        token_row_id := existing.id;
+        status := 'unchanged';
+        RETURN;
+    END IF;
+    -- A token is one device's, for one purpose: wherever else it is held, it ends there.
+    UPDATE herald.activity_tokens t
+    SET ended_at = now(), ended_cause = 'replaced',
+        ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
+                            ELSE format('registered again by device %s', device) END
+    WHERE (t.id = existing.id OR t.token = hex) AND t.ended_at IS NULL
+      AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
+    INSERT INTO herald.activity_tokens AS t (device_id, kind, attributes_type, live_activity_id, token)
+    VALUES (dev.id, kind, register_activity_token.attributes_type, act.id, hex)
+    RETURNING t.id INTO token_row_id;
+    status := 'registered';
+
+    IF kind = 'update' THEN
+        -- Catching up: the activity's newest update or end, while it is worth sending.
+        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, activity_token_id, run_at)
+        SELECT n.id, dev.id, 'live_activity', token_row_id, now()
+        FROM herald.notifications n
+        WHERE n.id = act.last_notification_id AND n.activity_event IN ('update', 'end')
+          AND n.state IN ('accepted', 'no_devices') AND n.expires_at > now()
+        RETURNING id INTO caught_up;
+        IF caught_up IS NOT NULL THEN
+            UPDATE herald.notifications n SET state = 'accepted', reason = NULL
+            WHERE n.id = act.last_notification_id AND n.state = 'no_devices';
+        END IF;
+        UPDATE herald.activity_tokens t
+        SET last_delivery_id = caught_up,
+            ended_at = CASE WHEN act.state = 'ended' THEN now() END,
+            ended_cause = CASE WHEN act.state = 'ended' THEN 'activity_ended' END,
+            ended_reason = CASE WHEN act.state = 'ended' THEN 'the activity had ended when the token came' END
+        WHERE t.id = token_row_id;
+    END IF;
+END;
+$_$;
 
 
 --
@@ -1534,6 +2008,20 @@ $$;
 
 
 --
+-- Name: start_activity(text, text, text, jsonb, jsonb, text, text, text, text[], text, timestamp with time zone, double precision, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text DEFAULT NULL::text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], sound text DEFAULT NULL::text, stale_at timestamp with time zone DEFAULT NULL::timestamp with time zone, relevance_score double precision DEFAULT NULL::double precision, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, idempotency_key text DEFAULT NULL::text, event_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, user_ref, device_ids, attributes_type,
+                                 attributes, content_state, title, body, sound, stale_at, NULL, relevance_score, true,
+                                 ttl, expires_at, idempotency_key, event_at);
+$$;
+
+
+--
 -- Name: stringify_data(jsonb); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -1563,6 +2051,38 @@ $_$;
 
 
 --
+-- Name: unregister_activity_token(text, text, text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.unregister_activity_token(app text, device text, activity text DEFAULT NULL::text, attributes_type text DEFAULT NULL::text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    ended int;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.unregister_activity_token');
+    IF num_nonnulls(activity, attributes_type) <> 1 THEN
+        RAISE EXCEPTION 'herald.unregister_activity_token: name the activity (its update token) or the attributes_type (the push-to-start token), one of them'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    UPDATE herald.activity_tokens t
+    SET ended_at = now(), ended_cause = CASE WHEN t.kind = 'update' THEN 'dismissed' ELSE 'unregistered' END,
+        ended_reason = CASE WHEN t.kind = 'update' THEN 'the app said the activity was dismissed or ended on the device'
+                            ELSE 'the app unregistered it' END
+    FROM herald.devices d
+    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND t.ended_at IS NULL
+      AND CASE WHEN activity IS NOT NULL
+               THEN t.kind = 'update' AND t.live_activity_id = (SELECT a.id FROM herald.live_activities a
+                                                              WHERE a.app_id = app AND a.activity_id = activity)
+               ELSE t.kind = 'push_to_start' AND t.attributes_type = unregister_activity_token.attributes_type END;
+    GET DIAGNOSTICS ended = ROW_COUNT;
+    RETURN ended;
+END;
+$$;
+
+
+--
 -- Name: unregister_device(text, text, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -1577,6 +2097,20 @@ BEGIN
     WHERE d.app_id = app AND d.device_id = device;
     RETURN FOUND;
 END;
+$$;
+
+
+--
+-- Name: update_activity(text, text, jsonb, text, text, text, timestamp with time zone, double precision, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.update_activity(app text, activity text, content_state jsonb, title text DEFAULT NULL::text, body text DEFAULT NULL::text, sound text DEFAULT NULL::text, stale_at timestamp with time zone DEFAULT NULL::timestamp with time zone, relevance_score double precision DEFAULT NULL::double precision, urgent boolean DEFAULT false, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, idempotency_key text DEFAULT NULL::text, event_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT herald.activity_event(app, 'herald.update_activity', 'update', activity, NULL, NULL, NULL, NULL,
+                                 content_state, title, body, sound, stale_at, NULL, relevance_score, urgent, ttl,
+                                 expires_at, idempotency_key, event_at);
 $$;
 
 
@@ -1636,6 +2170,62 @@ BEGIN
     END IF;
 END;
 $$;
+
+
+--
+-- Name: activity_events; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.activity_events (
+    live_activity_id bigint NOT NULL,
+    notification_id bigint NOT NULL
+);
+
+
+--
+-- Name: activity_tokens; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.activity_tokens (
+    id bigint NOT NULL,
+    device_id bigint NOT NULL,
+    kind text NOT NULL,
+    attributes_type text NOT NULL,
+    live_activity_id bigint,
+    token text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_delivery_id bigint,
+    ended_at timestamp with time zone,
+    ended_cause text,
+    ended_reason text,
+    CONSTRAINT activity_tokens_check CHECK (((kind = 'update'::text) = (live_activity_id IS NOT NULL))),
+    CONSTRAINT activity_tokens_check1 CHECK (((ended_at IS NULL) = (ended_cause IS NULL))),
+    CONSTRAINT activity_tokens_check2 CHECK (((ended_at IS NULL) = (ended_reason IS NULL))),
+    CONSTRAINT activity_tokens_ended_cause_check CHECK ((ended_cause = ANY (ARRAY['activity_ended'::text, 'dismissed'::text, 'unregistered'::text, 'replaced'::text, 'token_invalid'::text]))),
+    CONSTRAINT activity_tokens_kind_check CHECK ((kind = ANY (ARRAY['push_to_start'::text, 'update'::text]))),
+    CONSTRAINT activity_tokens_token_check CHECK ((token ~ '^[0-9a-f]{64,200}$'::text))
+);
+
+
+--
+-- Name: TABLE activity_tokens; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.activity_tokens IS 'Live Activity tokens: each device''s push-to-start token per activity type, and each running activity''s update token';
+
+
+--
+-- Name: activity_tokens_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.activity_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME herald.activity_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 
 --
@@ -1712,8 +2302,8 @@ CREATE TABLE herald.deliveries (
     dead_at timestamp with time zone,
     provider_unique_id text,
     kept boolean DEFAULT false NOT NULL,
+    activity_token_id bigint,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text]))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
 )
@@ -1819,8 +2409,8 @@ CREATE TABLE herald.deliveries_rotating (
     dead_at timestamp with time zone,
     provider_unique_id text,
     kept boolean DEFAULT false NOT NULL,
+    activity_token_id bigint,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text]))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
 )
@@ -1852,8 +2442,8 @@ CREATE TABLE herald.deliveries_kept (
     dead_at timestamp with time zone,
     provider_unique_id text,
     kept boolean DEFAULT false NOT NULL,
+    activity_token_id bigint,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text]))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
 );
@@ -2074,54 +2664,50 @@ ALTER TABLE herald.jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
--- Name: notifications; Type: TABLE; Schema: herald; Owner: -
+-- Name: live_activities_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
 --
 
-CREATE TABLE herald.notifications (
-    id bigint NOT NULL,
-    app_id text NOT NULL,
-    idempotency_key text,
-    user_ref text,
-    device_ids text[],
-    topic text,
-    title text,
-    body text,
-    data jsonb,
-    image_url text,
-    sound text,
-    badge integer,
-    android_channel_id text,
-    ios_category text,
-    ios_thread_id text,
-    deep_link text,
-    priority text,
-    ttl interval,
-    expires_at timestamp with time zone,
-    collapse_key text,
-    send_at timestamp with time zone,
-    silent boolean DEFAULT false NOT NULL,
-    dry_run boolean DEFAULT false NOT NULL,
-    state text DEFAULT 'received'::text NOT NULL,
-    reason text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    ingested_at timestamp with time zone,
-    origin text DEFAULT 'producer'::text NOT NULL,
-    kept boolean DEFAULT false NOT NULL,
-    ios_interruption_level text,
-    ios_relevance_score double precision,
-    ios_filter_criteria text,
-    ios_target_content_id text,
-    android_direct_boot_ok boolean,
-    android_proxy text,
-    CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
-    CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
-    CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
-    CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
-    CONSTRAINT notifications_state_check CHECK ((state = ANY (ARRAY['received'::text, 'accepted'::text, 'rejected'::text, 'expired'::text, 'no_devices'::text]))),
-    CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text]))),
-    CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
-)
-PARTITION BY LIST (kept);
+ALTER TABLE herald.live_activities ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME herald.live_activities_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: live_activity_sends; Type: VIEW; Schema: herald; Owner: -
+--
+
+CREATE VIEW herald.live_activity_sends AS
+ SELECT a.app_id,
+    a.activity_id,
+    a.state AS activity_state,
+    a.user_ref,
+    n.id AS notification_id,
+    n.activity_event AS event,
+    n.activity_event_at AS event_at,
+    n.state AS notification_state,
+    n.reason AS notification_reason,
+    d.id AS delivery_id,
+    dev.device_id,
+    t.kind AS token_kind,
+    herald.token_hint(t.token) AS token_hint,
+    t.ended_cause AS token_ended_cause,
+    d.state AS delivery_state,
+    d.attempts,
+    d.last_error,
+    d.provider_message_id,
+    d.sent_at,
+    d.finished_at
+   FROM (((((herald.live_activities a
+     JOIN herald.activity_events e ON ((e.live_activity_id = a.id)))
+     JOIN herald.notifications n ON ((n.id = e.notification_id)))
+     LEFT JOIN herald.deliveries d ON ((d.notification_id = n.id)))
+     LEFT JOIN herald.activity_tokens t ON ((t.id = d.activity_token_id)))
+     LEFT JOIN herald.devices dev ON ((dev.id = d.device_id)));
 
 
 --
@@ -2132,7 +2718,7 @@ CREATE VIEW herald.notification_journey AS
  SELECT n.id AS notification_id,
     n.app_id,
     n.idempotency_key,
-    COALESCE(('user '::text || n.user_ref), ('devices '::text || array_to_string(n.device_ids, ','::text)), ('topic '::text || n.topic)) AS target,
+    COALESCE(('user '::text || n.user_ref), ('devices '::text || array_to_string(n.device_ids, ','::text)), ('topic '::text || n.topic), ('activity '::text || n.activity_id)) AS target,
     n.state AS notification_state,
     n.reason AS notification_reason,
     n.created_at,
@@ -2222,11 +2808,17 @@ CREATE TABLE herald.notifications_rotating (
     ios_target_content_id text,
     android_direct_boot_ok boolean,
     android_proxy text,
+    activity_id text,
+    activity_event text,
+    activity_attributes_type text,
+    activity_attributes jsonb,
+    activity_content_state jsonb,
+    activity_stale_at timestamp with time zone,
+    activity_dismiss_at timestamp with time zone,
+    activity_event_at timestamp with time zone,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
-    CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
-    CONSTRAINT notifications_state_check CHECK ((state = ANY (ARRAY['received'::text, 'accepted'::text, 'rejected'::text, 'expired'::text, 'no_devices'::text]))),
     CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text]))),
     CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
 )
@@ -2273,11 +2865,17 @@ CREATE TABLE herald.notifications_kept (
     ios_target_content_id text,
     android_direct_boot_ok boolean,
     android_proxy text,
+    activity_id text,
+    activity_event text,
+    activity_attributes_type text,
+    activity_attributes jsonb,
+    activity_content_state jsonb,
+    activity_stale_at timestamp with time zone,
+    activity_dismiss_at timestamp with time zone,
+    activity_event_at timestamp with time zone,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
-    CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) = 1)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
-    CONSTRAINT notifications_state_check CHECK ((state = ANY (ARRAY['received'::text, 'accepted'::text, 'rejected'::text, 'expired'::text, 'no_devices'::text]))),
     CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text]))),
     CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
 );
@@ -2590,6 +3188,22 @@ ALTER TABLE ONLY herald.notifications ALTER COLUMN id SET DEFAULT nextval('heral
 
 
 --
+-- Name: activity_events activity_events_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.activity_events
+    ADD CONSTRAINT activity_events_pkey PRIMARY KEY (live_activity_id, notification_id);
+
+
+--
+-- Name: activity_tokens activity_tokens_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.activity_tokens
+    ADD CONSTRAINT activity_tokens_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: app_config_problems app_config_problems_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -2611,6 +3225,14 @@ ALTER TABLE ONLY herald.apps
 
 ALTER TABLE ONLY herald.deliveries_kept
     ADD CONSTRAINT deliveries_kept_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: deliveries deliveries_payload_kind_check; Type: CHECK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.deliveries
+    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text]))) NOT VALID;
 
 
 --
@@ -2694,6 +3316,18 @@ ALTER TABLE ONLY herald.devices
 
 
 --
+-- Name: notifications exactly one target: user_ref, device_ids or topic; Type: CHECK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.notifications
+    ADD CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) =
+CASE
+    WHEN (activity_event = ANY (ARRAY['update'::text, 'end'::text])) THEN 0
+    ELSE 1
+END)) NOT VALID;
+
+
+--
 -- Name: fcm_quotas fcm_quotas_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -2726,6 +3360,22 @@ ALTER TABLE ONLY herald.jobs
 
 
 --
+-- Name: live_activities live_activities_app_id_activity_id_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.live_activities
+    ADD CONSTRAINT live_activities_app_id_activity_id_key UNIQUE (app_id, activity_id);
+
+
+--
+-- Name: live_activities live_activities_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.live_activities
+    ADD CONSTRAINT live_activities_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: notifications_kept notifications_kept_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -2739,6 +3389,14 @@ ALTER TABLE ONLY herald.notifications_kept
 
 ALTER TABLE ONLY herald.notifications_rotating
     ADD CONSTRAINT notifications_rotating_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: notifications notifications_state_check; Type: CHECK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.notifications
+    ADD CONSTRAINT notifications_state_check CHECK ((state = ANY (ARRAY['received'::text, 'accepted'::text, 'rejected'::text, 'expired'::text, 'no_devices'::text, 'superseded'::text]))) NOT VALID;
 
 
 --
@@ -2803,6 +3461,27 @@ ALTER TABLE ONLY herald.secrets
 
 ALTER TABLE ONLY herald.wakeups
     ADD CONSTRAINT wakeups_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: activity_tokens_push_to_start; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE UNIQUE INDEX activity_tokens_push_to_start ON herald.activity_tokens USING btree (device_id, attributes_type) WHERE ((kind = 'push_to_start'::text) AND (ended_at IS NULL));
+
+
+--
+-- Name: activity_tokens_token; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX activity_tokens_token ON herald.activity_tokens USING btree (token) WHERE (ended_at IS NULL);
+
+
+--
+-- Name: activity_tokens_update; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE UNIQUE INDEX activity_tokens_update ON herald.activity_tokens USING btree (live_activity_id, device_id) WHERE ((kind = 'update'::text) AND (ended_at IS NULL));
 
 
 --
@@ -3233,6 +3912,30 @@ CREATE TRIGGER notifications_notify_ingest AFTER INSERT ON herald.notifications 
 
 
 --
+-- Name: activity_events activity_events_live_activity_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.activity_events
+    ADD CONSTRAINT activity_events_live_activity_id_fkey FOREIGN KEY (live_activity_id) REFERENCES herald.live_activities(id) ON DELETE CASCADE;
+
+
+--
+-- Name: activity_tokens activity_tokens_device_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.activity_tokens
+    ADD CONSTRAINT activity_tokens_device_id_fkey FOREIGN KEY (device_id) REFERENCES herald.devices(id) ON DELETE CASCADE;
+
+
+--
+-- Name: activity_tokens activity_tokens_live_activity_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.activity_tokens
+    ADD CONSTRAINT activity_tokens_live_activity_id_fkey FOREIGN KEY (live_activity_id) REFERENCES herald.live_activities(id) ON DELETE CASCADE;
+
+
+--
 -- Name: app_config_problems app_config_problems_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -3246,6 +3949,14 @@ ALTER TABLE ONLY herald.app_config_problems
 
 ALTER TABLE ONLY herald.devices
     ADD CONSTRAINT devices_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE;
+
+
+--
+-- Name: live_activities live_activities_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.live_activities
+    ADD CONSTRAINT live_activities_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 
 --
@@ -3309,20 +4020,10 @@ GRANT USAGE ON SCHEMA herald TO herald_daemon;
 
 
 --
--- Name: FUNCTION acts_for(app text); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION activity_event(app text, caller text, event text, activity text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.acts_for(app text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_daemon;
-GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_producer;
-
-
---
--- Name: FUNCTION app_setups(apps text[]); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.app_setups(apps text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.app_setups(apps text[]) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.activity_event(app text, caller text, event text, activity text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -3335,21 +4036,6 @@ GRANT ALL ON FUNCTION herald.are_host_patterns(patterns text[]) TO herald_operat
 
 
 --
--- Name: FUNCTION base64url_decode(text text); Type: ACL; Schema: herald; Owner: -
---
-
-GRANT ALL ON FUNCTION herald.base64url_decode(text text) TO herald_daemon;
-
-
---
--- Name: FUNCTION check_acts_for(app text, caller text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.check_acts_for(app text, caller text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.check_acts_for(app text, caller text) TO herald_daemon;
-
-
---
 -- Name: TABLE apps; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -3358,498 +4044,11 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.apps TO herald_operator;
 
 
 --
--- Name: FUNCTION check_web_push_endpoint(endpoint text, app herald.apps); Type: ACL; Schema: herald; Owner: -
+-- Name: TABLE live_activities; Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) TO herald_daemon;
-
-
---
--- Name: FUNCTION claim_idempotency_key(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.claim_idempotency_key() FROM PUBLIC;
-
-
---
--- Name: FUNCTION claim_sends(at timestamp with time zone, batch integer, worker text, lease interval); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) TO herald_daemon;
-
-
---
--- Name: FUNCTION clear_idle_config_problems(at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) TO herald_daemon;
-
-
---
--- Name: FUNCTION default_web_push_hosts(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.default_web_push_hosts() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_daemon;
-GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_operator;
-
-
---
--- Name: FUNCTION delivery_reference(delivery_id bigint, device_id bigint); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) TO herald_daemon;
-
-
---
--- Name: FUNCTION draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) TO herald_daemon;
-
-
---
--- Name: FUNCTION drop_generation(generation integer, hot text, older_than interval, queue_for interval); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval) TO herald_daemon;
-
-
---
--- Name: FUNCTION enable_device(app text, device text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.enable_device(app text, device text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.enable_device(app text, device text) TO herald_operator;
-GRANT ALL ON FUNCTION herald.enable_device(app text, device text) TO herald_daemon;
-
-
---
--- Name: FUNCTION end_hopeless_retries(at timestamp with time zone, batch integer); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) TO herald_daemon;
-
-
---
--- Name: FUNCTION enqueue_reconcile(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.enqueue_reconcile() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
-
-
---
--- Name: FUNCTION fetch_window(); Type: ACL; Schema: herald; Owner: -
---
-
-GRANT ALL ON FUNCTION herald.fetch_window() TO herald_daemon;
-GRANT ALL ON FUNCTION herald.fetch_window() TO herald_producer;
-
-
---
--- Name: FUNCTION hmac_sha256(key bytea, message bytea); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) TO herald_daemon;
-
-
---
--- Name: FUNCTION ingest(ids bigint[], at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone) TO herald_daemon;
-
-
---
--- Name: FUNCTION ingest_next(batch integer, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone) TO herald_daemon;
-
-
---
--- Name: FUNCTION is_p256_point(point bytea); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.is_p256_point(point bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.is_p256_point(point bytea) TO herald_daemon;
-
-
---
--- Name: FUNCTION is_private_host(host text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.is_private_host(host text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.is_private_host(host text) TO herald_daemon;
-
-
---
--- Name: FUNCTION is_reserved_data_key(key text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.is_reserved_data_key(key text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.is_reserved_data_key(key text) TO herald_daemon;
-
-
---
--- Name: FUNCTION lock_when_free(target text, mode text, queue_for interval); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.lock_when_free(target text, mode text, queue_for interval) FROM PUBLIC;
-
-
---
--- Name: FUNCTION max_schedule(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.max_schedule() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.max_schedule() TO herald_daemon;
-
-
---
--- Name: FUNCTION max_ttl(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.max_ttl() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.max_ttl() TO herald_daemon;
-
-
---
--- Name: FUNCTION notify_new_jobs(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.notify_new_jobs() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.notify_new_jobs() TO herald_daemon;
-
-
---
--- Name: FUNCTION notify_worker(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.notify_worker() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.notify_worker() TO herald_daemon;
-
-
---
--- Name: FUNCTION open_generation(every interval, ahead integer); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.open_generation(every interval, ahead integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.open_generation(every interval, ahead integer) TO herald_daemon;
-
-
---
--- Name: FUNCTION open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint) TO herald_daemon;
-
-
---
--- Name: FUNCTION pause_fcm_project(project text, pause interval, reason text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) TO herald_daemon;
-
-
---
--- Name: FUNCTION pending_notifications(reference text, since timestamp with time zone, max_count integer, device text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) TO herald_producer;
-GRANT ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) TO herald_daemon;
-
-
---
--- Name: FUNCTION producer_app_ids(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.producer_app_ids() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_daemon;
-GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
-
-
---
--- Name: FUNCTION prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) TO herald_daemon;
-
-
---
--- Name: FUNCTION prune_orphans(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.prune_orphans(older_than interval, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.prune_orphans(older_than interval, batch integer) TO herald_daemon;
-
-
---
--- Name: FUNCTION prune_records(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.prune_records(older_than interval, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.prune_records(older_than interval, batch integer) TO herald_daemon;
-
-
---
--- Name: FUNCTION reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval) TO herald_daemon;
-
-
---
--- Name: FUNCTION redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_daemon;
-GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_operator;
-
-
---
--- Name: FUNCTION register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text) TO herald_daemon;
-GRANT ALL ON FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text) TO herald_producer;
-
-
---
--- Name: FUNCTION report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text) TO herald_producer;
-GRANT ALL ON FUNCTION herald.report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text) TO herald_daemon;
-
-
---
--- Name: FUNCTION retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) TO herald_daemon;
-
-
---
--- Name: FUNCTION send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_producer;
-GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_daemon;
-
-
---
--- Name: FUNCTION stringify_data(data jsonb); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.stringify_data(data jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.stringify_data(data jsonb) TO herald_daemon;
-
-
---
--- Name: FUNCTION token_hint(token text); Type: ACL; Schema: herald; Owner: -
---
-
-GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_operator;
-GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_daemon;
-
-
---
--- Name: FUNCTION unregister_device(app text, device text, reason text); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) TO herald_producer;
-GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) TO herald_daemon;
-
-
---
--- Name: FUNCTION web_push_host_allowed(host text, patterns text[]); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.web_push_host_allowed(host text, patterns text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.web_push_host_allowed(host text, patterns text[]) TO herald_daemon;
-
-
---
--- Name: FUNCTION web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea) TO herald_daemon;
-
-
---
--- Name: TABLE app_config_problems; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_daemon;
-
-
---
--- Name: TABLE app_problems; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_problems TO herald_daemon;
-GRANT SELECT ON TABLE herald.app_problems TO herald_operator;
-
-
---
--- Name: TABLE deliveries; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries TO herald_daemon;
-
-
---
--- Name: TABLE jobs; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.jobs TO herald_daemon;
-
-
---
--- Name: TABLE dead_jobs; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT ON TABLE herald.dead_jobs TO herald_operator;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.dead_jobs TO herald_daemon;
-
-
---
--- Name: SEQUENCE deliveries_id_seq; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,USAGE ON SEQUENCE herald.deliveries_id_seq TO herald_daemon;
-
-
---
--- Name: TABLE deliveries_rotating; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries_rotating TO herald_daemon;
-
-
---
--- Name: TABLE deliveries_kept; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries_kept TO herald_daemon;
-
-
---
--- Name: TABLE delivery_reports; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports TO herald_daemon;
-
-
---
--- Name: SEQUENCE delivery_reports_id_seq; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,USAGE ON SEQUENCE herald.delivery_reports_id_seq TO herald_daemon;
-
-
---
--- Name: TABLE delivery_reports_rotating; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_rotating TO herald_daemon;
-
-
---
--- Name: TABLE delivery_reports_kept; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_kept TO herald_daemon;
-
-
---
--- Name: TABLE devices; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.devices TO herald_daemon;
-
-
---
--- Name: SEQUENCE devices_id_seq; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,USAGE ON SEQUENCE herald.devices_id_seq TO herald_daemon;
-
-
---
--- Name: TABLE disabled_devices; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT ON TABLE herald.disabled_devices TO herald_operator;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.disabled_devices TO herald_daemon;
-
-
---
--- Name: TABLE fcm_quotas; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.fcm_quotas TO herald_daemon;
-GRANT SELECT ON TABLE herald.fcm_quotas TO herald_operator;
-
-
---
--- Name: COLUMN fcm_quotas.project_id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT INSERT(project_id) ON TABLE herald.fcm_quotas TO herald_operator;
-
-
---
--- Name: COLUMN fcm_quotas.per_second; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT INSERT(per_second),UPDATE(per_second) ON TABLE herald.fcm_quotas TO herald_operator;
-
-
---
--- Name: TABLE generations; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.generations TO herald_daemon;
-GRANT SELECT ON TABLE herald.generations TO herald_operator;
-
-
---
--- Name: TABLE idempotency_keys; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.idempotency_keys TO herald_daemon;
-
-
---
--- Name: SEQUENCE jobs_id_seq; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,USAGE ON SEQUENCE herald.jobs_id_seq TO herald_daemon;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.live_activities TO herald_daemon;
+GRANT SELECT ON TABLE herald.live_activities TO herald_operator;
 
 
 --
@@ -4032,6 +4231,743 @@ GRANT SELECT(state) ON TABLE herald.notifications TO herald_producer;
 --
 
 GRANT SELECT(reason) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ios_interruption_level; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ios_interruption_level) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ios_relevance_score; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ios_relevance_score) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ios_filter_criteria; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ios_filter_criteria) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.ios_target_content_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(ios_target_content_id) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.android_direct_boot_ok; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(android_direct_boot_ok) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: COLUMN notifications.android_proxy; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(android_proxy) ON TABLE herald.notifications TO herald_producer;
+
+
+--
+-- Name: FUNCTION activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION acts_for(app text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.acts_for(app text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_daemon;
+GRANT ALL ON FUNCTION herald.acts_for(app text) TO herald_producer;
+
+
+--
+-- Name: FUNCTION app_setups(apps text[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.app_setups(apps text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.app_setups(apps text[]) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION base64url_decode(text text); Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT ALL ON FUNCTION herald.base64url_decode(text text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION check_acts_for(app text, caller text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.check_acts_for(app text, caller text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.check_acts_for(app text, caller text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION check_web_push_endpoint(endpoint text, app herald.apps); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION claim_idempotency_key(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.claim_idempotency_key() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION claim_sends(at timestamp with time zone, batch integer, worker text, lease interval); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION clear_idle_config_problems(at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION default_web_push_hosts(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.default_web_push_hosts() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_daemon;
+GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_operator;
+
+
+--
+-- Name: FUNCTION delivery_reference(delivery_id bigint, device_id bigint); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION drop_generation(generation integer, hot text, older_than interval, queue_for interval); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.drop_generation(generation integer, hot text, older_than interval, queue_for interval) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION enable_device(app text, device text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.enable_device(app text, device text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.enable_device(app text, device text) TO herald_operator;
+GRANT ALL ON FUNCTION herald.enable_device(app text, device text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION end_activity(app text, activity text, content_state jsonb, dismiss_at timestamp with time zone, title text, body text, sound text, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.end_activity(app text, activity text, content_state jsonb, dismiss_at timestamp with time zone, title text, body text, sound text, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.end_activity(app text, activity text, content_state jsonb, dismiss_at timestamp with time zone, title text, body text, sound text, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_producer;
+GRANT ALL ON FUNCTION herald.end_activity(app text, activity text, content_state jsonb, dismiss_at timestamp with time zone, title text, body text, sound text, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION end_hopeless_retries(at timestamp with time zone, batch integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION enqueue_reconcile(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.enqueue_reconcile() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION fetch_window(); Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT ALL ON FUNCTION herald.fetch_window() TO herald_daemon;
+GRANT ALL ON FUNCTION herald.fetch_window() TO herald_producer;
+
+
+--
+-- Name: FUNCTION hmac_sha256(key bytea, message bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION ingest(ids bigint[], at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION ingest_activity_events(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT superseded integer, OUT deliveries integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.ingest_activity_events(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT superseded integer, OUT deliveries integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest_activity_events(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT superseded integer, OUT deliveries integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION ingest_next(batch integer, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION is_p256_point(point bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.is_p256_point(point bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.is_p256_point(point bytea) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION is_private_host(host text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.is_private_host(host text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.is_private_host(host text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION is_reserved_data_key(key text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.is_reserved_data_key(key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.is_reserved_data_key(key text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION lock_when_free(target text, mode text, queue_for interval); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.lock_when_free(target text, mode text, queue_for interval) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION max_schedule(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.max_schedule() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.max_schedule() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION max_ttl(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.max_ttl() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.max_ttl() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION notify_new_jobs(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.notify_new_jobs() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.notify_new_jobs() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION notify_worker(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.notify_worker() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.notify_worker() TO herald_daemon;
+
+
+--
+-- Name: FUNCTION open_generation(every interval, ahead integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.open_generation(every interval, ahead integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.open_generation(every interval, ahead integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION pause_fcm_project(project text, pause interval, reason text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.pause_fcm_project(project text, pause interval, reason text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION pending_notifications(reference text, since timestamp with time zone, max_count integer, device text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.pending_notifications(reference text, since timestamp with time zone, max_count integer, device text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION producer_app_ids(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.producer_app_ids() FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_daemon;
+GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
+
+
+--
+-- Name: FUNCTION prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION prune_orphans(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.prune_orphans(older_than interval, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.prune_orphans(older_than interval, batch integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION prune_records(older_than interval, batch integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.prune_records(older_than interval, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.prune_records(older_than interval, batch integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_daemon;
+GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_operator;
+
+
+--
+-- Name: FUNCTION register_activity_token(app text, device text, token text, attributes_type text, activity text, OUT token_row_id bigint, OUT status text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.register_activity_token(app text, device text, token text, attributes_type text, activity text, OUT token_row_id bigint, OUT status text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.register_activity_token(app text, device text, token text, attributes_type text, activity text, OUT token_row_id bigint, OUT status text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.register_activity_token(app text, device text, token text, attributes_type text, activity text, OUT token_row_id bigint, OUT status text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text) TO herald_daemon;
+GRANT ALL ON FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text, token_kind text, OUT device_row_id bigint, OUT status text) TO herald_producer;
+
+
+--
+-- Name: FUNCTION report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generation integer, OUT kept_notifications integer, OUT kept_deliveries integer, OUT kept_reports integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_producer;
+GRANT ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION stringify_data(data jsonb); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.stringify_data(data jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.stringify_data(data jsonb) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION token_hint(token text); Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_operator;
+GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION unregister_activity_token(app text, device text, activity text, attributes_type text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.unregister_activity_token(app text, device text, activity text, attributes_type text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.unregister_activity_token(app text, device text, activity text, attributes_type text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.unregister_activity_token(app text, device text, activity text, attributes_type text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION unregister_device(app text, device text, reason text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION update_activity(app text, activity text, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.update_activity(app text, activity text, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.update_activity(app text, activity text, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_producer;
+GRANT ALL ON FUNCTION herald.update_activity(app text, activity text, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION web_push_host_allowed(host text, patterns text[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.web_push_host_allowed(host text, patterns text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.web_push_host_allowed(host text, patterns text[]) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea) TO herald_daemon;
+
+
+--
+-- Name: TABLE activity_events; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.activity_events TO herald_daemon;
+GRANT SELECT ON TABLE herald.activity_events TO herald_operator;
+
+
+--
+-- Name: TABLE activity_tokens; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.activity_tokens TO herald_daemon;
+
+
+--
+-- Name: COLUMN activity_tokens.id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.device_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(device_id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.kind; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(kind) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.attributes_type; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(attributes_type) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.live_activity_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(live_activity_id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.registered_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(registered_at) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.last_delivery_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(last_delivery_id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.ended_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(ended_at) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.ended_cause; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(ended_cause) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.ended_reason; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(ended_reason) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: SEQUENCE activity_tokens_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.activity_tokens_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE app_config_problems; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_daemon;
+
+
+--
+-- Name: TABLE app_problems; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_problems TO herald_daemon;
+GRANT SELECT ON TABLE herald.app_problems TO herald_operator;
+
+
+--
+-- Name: TABLE deliveries; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries TO herald_daemon;
+
+
+--
+-- Name: TABLE jobs; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.jobs TO herald_daemon;
+
+
+--
+-- Name: TABLE dead_jobs; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.dead_jobs TO herald_operator;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.dead_jobs TO herald_daemon;
+
+
+--
+-- Name: SEQUENCE deliveries_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.deliveries_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE deliveries_rotating; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries_rotating TO herald_daemon;
+
+
+--
+-- Name: TABLE deliveries_kept; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries_kept TO herald_daemon;
+
+
+--
+-- Name: TABLE delivery_reports; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports TO herald_daemon;
+
+
+--
+-- Name: SEQUENCE delivery_reports_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.delivery_reports_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE delivery_reports_rotating; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_rotating TO herald_daemon;
+
+
+--
+-- Name: TABLE delivery_reports_kept; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_kept TO herald_daemon;
+
+
+--
+-- Name: TABLE devices; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.devices TO herald_daemon;
+
+
+--
+-- Name: SEQUENCE devices_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.devices_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE disabled_devices; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.disabled_devices TO herald_operator;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.disabled_devices TO herald_daemon;
+
+
+--
+-- Name: TABLE fcm_quotas; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.fcm_quotas TO herald_daemon;
+GRANT SELECT ON TABLE herald.fcm_quotas TO herald_operator;
+
+
+--
+-- Name: COLUMN fcm_quotas.project_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(project_id) ON TABLE herald.fcm_quotas TO herald_operator;
+
+
+--
+-- Name: COLUMN fcm_quotas.per_second; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT INSERT(per_second),UPDATE(per_second) ON TABLE herald.fcm_quotas TO herald_operator;
+
+
+--
+-- Name: TABLE generations; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.generations TO herald_daemon;
+GRANT SELECT ON TABLE herald.generations TO herald_operator;
+
+
+--
+-- Name: TABLE idempotency_keys; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.idempotency_keys TO herald_daemon;
+
+
+--
+-- Name: SEQUENCE jobs_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.jobs_id_seq TO herald_daemon;
+
+
+--
+-- Name: SEQUENCE live_activities_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.live_activities_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE live_activity_sends; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.live_activity_sends TO herald_operator;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.live_activity_sends TO herald_daemon;
 
 
 --

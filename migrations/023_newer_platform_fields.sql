@@ -21,3 +21,8 @@ DROP FUNCTION IF EXISTS herald.send(text, text, text[], text, text, text, jsonb,
                                     text, text, text, interval, timestamp with time zone, text,
                                     timestamp with time zone, boolean, boolean);
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval);
+
+-- A producer may write them in a plain INSERT too, as the other content columns.
+GRANT INSERT (ios_interruption_level, ios_relevance_score, ios_filter_criteria, ios_target_content_id,
+              android_direct_boot_ok, android_proxy)
+    ON herald.notifications TO herald_producer;

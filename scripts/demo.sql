@@ -46,3 +46,14 @@ SELECT herald.send('demo-shop', user_ref => 'alice', silent => true, data => '{"
 SELECT herald.send('demo-shop', topic => 'deals', title => 'Flash sale', body => 'Today only');
 SELECT herald.send('demo-shop', user_ref => 'bob', title => 'Bob logged out, so this has nowhere to go');
 SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Reserved key', data => '{"from": "me"}');
+
+-- Live Activities. Alice's iPad has the app's push-to-start token for its DeliveryAttributes
+-- (ActivityKit, hex), so the backend can start an activity on it; and a ride activity the app
+-- started itself registered its update token, so the backend can update it.
+SELECT * FROM herald.register_activity_token('demo-shop', 'alice-ipad', repeat('5a', 32), 'DeliveryAttributes');
+SELECT * FROM herald.register_activity_token('demo-shop', 'alice-ipad', repeat('7e', 32), 'RideAttributes', 'ride-7');
+SELECT herald.start_activity('demo-shop', 'order-42', 'DeliveryAttributes', '{"orderNumber": 42}',
+                             '{"status": "packing"}', 'Order 42', body => 'We are packing it', user_ref => 'alice',
+                             idempotency_key => 'order-42-activity-start');
+SELECT herald.update_activity('demo-shop', 'ride-7', '{"driver": "Sam", "minutesAway": 4}',
+                              idempotency_key => 'ride-7-update-1');

@@ -88,13 +88,17 @@ psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 "${demo_browser[@]}" -q -f script
 (
   sleep 3
   echo "==> what became of the demo notifications, and of each delivery:"
-  psql "$HERALD_DATABASE_URL" -c "SELECT id, coalesce(user_ref, topic) AS target, state, reason
+  psql "$HERALD_DATABASE_URL" -c "SELECT id, coalesce(user_ref, topic, 'activity ' || activity_id) AS target, state, reason
     FROM herald.notifications n ORDER BY id"
   psql "$HERALD_DATABASE_URL" -c "SELECT d.notification_id, coalesce(dev.device_id, '(topic)') AS device,
       d.payload_kind, d.state, d.provider_message_id
     FROM herald.deliveries d LEFT JOIN herald.devices dev ON dev.id = d.device_id ORDER BY d.id"
+  echo "==> the Live Activities' events and sends:"
+  psql "$HERALD_DATABASE_URL" -c "SELECT activity_id, event, notification_state, device_id, token_kind, delivery_state
+    FROM herald.live_activity_sends ORDER BY notification_id"
   reference=$(psql "$HERALD_DATABASE_URL" -tAc "SELECT herald.delivery_reference(d.id, d.device_id)
-    FROM herald.deliveries d WHERE d.state = 'sent' AND d.device_id IS NOT NULL ORDER BY d.id DESC LIMIT 1")
+    FROM herald.deliveries d WHERE d.state = 'sent' AND d.device_id IS NOT NULL AND d.payload_kind <> 'live_activity'
+    ORDER BY d.id DESC LIMIT 1")
   if [ -n "$reference" ]; then
     echo "==> an app reporting its newest delivery: POST $HERALD_PUBLIC_URL/v1/reports/<herald_report>"
     curl -s -X POST -H 'Content-Type: application/json' -d '{"kind": "delivered"}' \

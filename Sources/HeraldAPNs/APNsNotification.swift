@@ -2,7 +2,16 @@ import Foundation
 
 /// One notification for one device, as APNs' provider API takes it.
 public struct APNsNotification: Sendable {
-    public enum PushType: String, Sendable { case alert, background }
+    public enum PushType: String, Sendable {
+        case alert, background
+        /// A Live Activity's event (ActivityKit), to the topic `<bundle id>.push-type.liveactivity`.
+        case liveActivity = "liveactivity"
+
+        /// The topic APNs expects for this push type, from the app's bundle id.
+        public func topic(bundleID: String) -> String {
+            self == .liveActivity ? bundleID + ".push-type.liveactivity" : bundleID
+        }
+    }
 
     /// The device token, hex.
     public var deviceToken: String

@@ -8,6 +8,9 @@ public indirect enum JSONValue: Sendable, Equatable {
     case null
     case array([JSONValue])
     case object([(String, JSONValue)])
+    /// JSON text PostgreSQL wrote (a `jsonb` value as text), valid by construction: written as
+    /// it is, not parsed and encoded again.
+    case raw(String)
 
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         lhs.encoded == rhs.encoded
@@ -38,6 +41,7 @@ struct JSONWriter {
         case .double(let number): bytes.append(contentsOf: (number.isFinite ? "\(number)" : "null").utf8)
         case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
         case .null: bytes.append(contentsOf: "null".utf8)
+        case .raw(let json): bytes.append(contentsOf: json.utf8)
         case .array(let elements):
             bytes.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {

@@ -13,6 +13,9 @@ public struct ReceivedAPNsNotification: Sendable {
     public var uniqueID: String
     /// How the provider authenticated: `token` or `certificate`.
     public var authentication: String
+    /// What a device would do with it: false for a Live Activity event it drops (older than
+    /// the newest it showed for the token, from the future, or after the activity ended).
+    public var shownByDevice = true
 
     public var document: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any]) ?? [:]
@@ -51,6 +54,10 @@ actor APNsService {
     private(set) var requests = 0
     /// Provider tokens seen, in order of first use (for tests of reuse and refresh).
     private(set) var providerTokens: [String] = []
+    /// Per Live Activity token, as a device keeps it: the newest timestamp shown, and whether its
+    /// activity ended.
+    private var activityTimestamps: [String: Int] = [:]
+    private var endedActivities: Set<String> = []
 
     /// A new signing key for `teamID`, trusted for `topics`: its private key as PEM (a .p8).
     func makeKey(keyID: String, teamID: String, topics: Set<String>) throws -> String {
@@ -85,6 +92,9 @@ actor APNsService {
             guard let topic = headers["apns-topic"], certificateTopics.contains(topic) else {
                 return Answer(status: 400, reason: headers["apns-topic"] == nil ? "MissingTopic" : "TopicDisallowed")
             }
+            // Live Activity pushes go over token-based connections only (Apple does not say
+            // which reason it gives a certificate).
+            if headers["apns-push-type"] == "liveactivity" { return Answer(status: 400, reason: "InvalidPushType") }
             authentication = "certificate"
         }
         var delay: Duration?
@@ -101,11 +111,20 @@ actor APNsService {
         if let refusal = checkRequest(token: token, headers: headers, body: body) { return refusal }
         let apnsID = headers["apns-id"] ?? UUID().uuidString.lowercased()
         let uniqueID = UUID().uuidString.lowercased()
-        received.append(
-            ReceivedAPNsNotification(
-                deviceToken: token, headers: headers.filter { $0.key.hasPrefix("apns-") },
-                payload: String(decoding: body, as: UTF8.self), apnsID: apnsID, uniqueID: uniqueID,
-                authentication: authentication))
+        var notification = ReceivedAPNsNotification(
+            deviceToken: token, headers: headers.filter { $0.key.hasPrefix("apns-") },
+            payload: String(decoding: body, as: UTF8.self), apnsID: apnsID, uniqueID: uniqueID,
+            authentication: authentication)
+        if headers["apns-push-type"] == "liveactivity", let timestamp = notification.aps["timestamp"] as? Int {
+            notification.shownByDevice = LiveActivityRules.shown(
+                timestamp: timestamp, newest: activityTimestamps[token], ended: endedActivities.contains(token),
+                now: Date())
+            if notification.shownByDevice {
+                activityTimestamps[token] = timestamp
+                if notification.aps["event"] as? String == "end" { endedActivities.insert(token) }
+            }
+        }
+        received.append(notification)
         return Answer(
             status: 200, reason: nil, headers: [("apns-id", apnsID), ("apns-unique-id", uniqueID)], delay: delay)
     }
@@ -123,7 +142,10 @@ actor APNsService {
             return Answer(status: 403, reason: "ExpiredProviderToken")
         }
         guard let topic else { return Answer(status: 400, reason: "MissingTopic") }
-        guard key.topics.contains(topic) else { return Answer(status: 400, reason: "TopicDisallowed") }
+        let bundleID =
+            topic.hasSuffix(LiveActivityRules.topicSuffix)
+            ? String(topic.dropLast(LiveActivityRules.topicSuffix.count)) : topic
+        guard key.topics.contains(bundleID) else { return Answer(status: 400, reason: "TopicDisallowed") }
         return nil
     }
 
@@ -146,7 +168,18 @@ actor APNsService {
         if let id = headers["apns-id"], UUID(uuidString: id) == nil {
             return Answer(status: 400, reason: "BadMessageId")
         }
+        // The push type must match the topic's suffix and the payload.
+        let liveActivityTopic = headers["apns-topic"]?.hasSuffix(LiveActivityRules.topicSuffix) == true
+        if (headers["apns-push-type"] == "liveactivity") != liveActivityTopic {
+            return Answer(status: 400, reason: liveActivityTopic ? "InvalidPushType" : "TopicDisallowed")
+        }
+        if (headers["apns-push-type"] == "liveactivity") != (aps["event"] != nil) {
+            return Answer(status: 400, reason: "InvalidPushType")
+        }
         switch headers["apns-push-type"] {
+        case "liveactivity":
+            guard priority == "5" || priority == "10" else { return Answer(status: 400, reason: "BadPriority") }
+            if LiveActivityRules.problem(aps) != nil { return Answer(status: 400, reason: "BadRequestPayload") }
         case "background":
             // Apple: a background push has priority 5 and content-available, and nothing to show.
             guard priority == "5", aps["content-available"] as? Int == 1, aps["alert"] == nil, aps["sound"] == nil,

@@ -135,6 +135,20 @@ enum MessageValidator {
         }
         let payload = apns["payload"] as? [String: Any] ?? [:]
         let aps = payload["aps"] as? [String: Any] ?? [:]
+        let token = apns["live_activity_token"] ?? apns["liveActivityToken"]
+        if (headers["apns-push-type"] as? String) == "liveactivity" {
+            guard let token = token as? String, token.count >= 64, token.allSatisfy(\.isHexDigit) else {
+                return Problem(
+                    message: "A Live Activity message needs apns.live_activity_token, the activity's APNs token.",
+                    field: "message.apns.live_activity_token")
+            }
+            if let problem = LiveActivityRules.problem(aps) {
+                return Problem(message: "Invalid Live Activity payload: \(problem).", field: "message.apns.payload")
+            }
+        } else if token != nil {
+            return Problem(
+                message: "apns.live_activity_token needs apns-push-type liveactivity.", field: "message.apns.headers")
+        }
         if (headers["apns-push-type"] as? String) == "background" {
             if (headers["apns-priority"] as? String) != "5" {
                 return Problem(message: "A background push must have apns-priority 5.", field: "message.apns.headers")

@@ -52,12 +52,17 @@ public struct FCMMessage: Sendable, Equatable {
         public var headers: [(String, String)]
         /// The whole APNs payload: `{"aps": {...}, custom keys}`.
         public var payload: JSONValue
-        public init(headers: [(String, String)], payload: JSONValue) {
+        /// A Live Activity's push-to-start or update token (FCM's `live_activity_token`): the
+        /// push goes to it, through the device's FCM registration.
+        public var liveActivityToken: String?
+        public init(headers: [(String, String)], payload: JSONValue, liveActivityToken: String? = nil) {
             self.headers = headers
             self.payload = payload
+            self.liveActivityToken = liveActivityToken
         }
         public static func == (lhs: APNS, rhs: APNS) -> Bool {
             lhs.headers.elementsEqual(rhs.headers, by: ==) && lhs.payload == rhs.payload
+                && lhs.liveActivityToken == rhs.liveActivityToken
         }
     }
 
@@ -111,13 +116,11 @@ public struct FCMMessage: Sendable, Equatable {
             members.append(("android", .object(fields)))
         }
         if let apns {
-            members.append(
-                (
-                    "apns",
-                    .object([
-                        ("headers", .object(apns.headers.map { ($0.0, .string($0.1)) })), ("payload", apns.payload),
-                    ])
-                ))
+            var fields: [(String, JSONValue)] = [
+                ("headers", .object(apns.headers.map { ($0.0, .string($0.1)) })), ("payload", apns.payload),
+            ]
+            if let token = apns.liveActivityToken { fields.append(("live_activity_token", .string(token))) }
+            members.append(("apns", .object(fields)))
         }
         return .object(members)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -37,5 +38,13 @@ public final class BlackHole: Sendable {
         port = Int(UInt16(bigEndian: address.sin_port))
     }
 
-    deinit { close(descriptor) }
+    private let closed = Atomic<Bool>(false)
+
+    /// Stops listening: the connections waiting in its backlog are reset, so requests stuck on
+    /// it fail at once.
+    public func shutDown() {
+        if !closed.exchange(true, ordering: .relaxed) { close(descriptor) }
+    }
+
+    deinit { shutDown() }
 }

@@ -63,6 +63,19 @@ public enum DeliveryLife {
             if let reason = delivery.deviceDisabledReason {
                 return DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
             }
+            if delivery.payloadKind == .liveActivity {
+                guard let activity = delivery.liveActivity else {
+                    return DeliveryResult(state: .cancelled, error: "the Live Activity's token or event is gone")
+                }
+                if let reason = activity.tokenEndedReason {
+                    return DeliveryResult(state: .cancelled, error: "the Live Activity's token ended: \(reason)")
+                }
+                if let newer = activity.supersededBy {
+                    return DeliveryResult(
+                        state: .cancelled,
+                        error: "superseded by delivery \(newer), a newer event of activity \(activity.activityID)")
+                }
+            }
             if delivery.target == nil {
                 return DeliveryResult(
                     state: .cancelled,

@@ -21,9 +21,9 @@ public struct IngestWorker: BatchWorker {
 
     enum SQL {
         static let ingestNext =
-            "SELECT accepted, rejected, expired, no_devices, deliveries FROM herald.ingest_next($1, $2)"
+            "SELECT accepted, rejected, expired, no_devices, superseded, deliveries FROM herald.ingest_next($1, $2)"
         static let ingest =
-            "SELECT accepted, rejected, expired, no_devices, deliveries FROM herald.ingest($1::bigint[], $2)"
+            "SELECT accepted, rejected, expired, no_devices, superseded, deliveries FROM herald.ingest($1::bigint[], $2)"
         /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.
         static let waiting = "SELECT id FROM herald.notifications WHERE state = 'received' ORDER BY id LIMIT $1"
         static let rejectUnprocessable = """
@@ -63,10 +63,10 @@ public struct IngestWorker: BatchWorker {
     /// Runs one ingest statement; returns how many notifications it ingested.
     private func ingest(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> Int {
         let row = try await context.connection.query(sql, parameters)[0]
-        let names = ["accepted", "rejected", "expired", "no_devices", "deliveries"]
+        let names = ["accepted", "rejected", "expired", "no_devices", "superseded", "deliveries"]
         let counts = try names.map { try row.decode($0, as: Int.self) }
-        // Every notification taken ends in one of the first four.
-        let ingested = counts.prefix(4).reduce(0, +)
+        // Every notification taken ends in one of the first five.
+        let ingested = counts.prefix(5).reduce(0, +)
         guard ingested > 0 else { return 0 }
         context.logger.debug(
             "ingested notifications",

@@ -165,8 +165,9 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         configuration.caBundle = nginx.caBundle
         // Room for 2 transfers per origin: the stuck server's 3 requests fill its own, and 1
         // waits. With one queue for all origins, the healthy request would wait behind them
-        // until the first two timed out (20 s: a loaded machine took over 5 s to answer the
-        // healthy one in CI); per origin, it goes at once.
+        // until the first two timed out (2 minutes); per origin, it goes at once. Once it is
+        // answered, the stuck server stops listening and its requests fail (a loaded machine
+        // took over 20 s to answer the healthy one in a full run).
         configuration.maxConnectionsPerHost = 1
         configuration.maxConcurrentStreams = 2
         configuration.threads = 1
@@ -175,7 +176,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<3 {
                 group.addTask {
-                    _ = try? await client.send(HTTPRequest(url: hole.baseURL + "/push", timeout: .seconds(20)))
+                    _ = try? await client.send(HTTPRequest(url: hole.baseURL + "/push", timeout: .seconds(120)))
                     order.append("stuck")
                 }
             }
@@ -184,6 +185,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
                 let response = try? await client.send(
                     HTTPRequest(url: nginx.baseURL + "/v1/projects/p/messages:send", body: Array("{}".utf8)))
                 order.append(response?.status == 200 ? "healthy" : "healthy failed")
+                hole.shutDown()
             }
         }
         let seen = order.seen

@@ -21,7 +21,10 @@ import Testing
         #expect(try status[0].decode(0, as: String.self) == "registered")
         _ = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi')")
         try await producer.execute(
-            "INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL')")
+            """
+            INSERT INTO herald.notifications (app_id, topic, title, ios_interruption_level, android_proxy)
+            VALUES ('shop', 'news', 'plain SQL', 'passive', 'deny')
+            """)
         // Reports and fetches go through their functions, which check the reference.
         let outcome = try await producer.query("SELECT outcome FROM herald.report_delivery('forged')")[0]
         #expect(try outcome.decode(0, as: String.self) == "invalid_reference")

@@ -198,23 +198,7 @@ import Testing
     }
 
     @Test func aPushCertificateAuthenticatesAndItsExpiryIsWatched() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-cert-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let made = try await runProgram(
-            "/usr/bin/openssl",
-            [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "20",
-                "-subj",
-                "/UID=\(WorkerFixture.bundleID)/CN=Apple Development IOS Push Services: \(WorkerFixture.bundleID)",
-                "-keyout", directory.appendingPathComponent("key.pem").path,
-                "-out", directory.appendingPathComponent("cert.pem").path,
-            ])
-        try #require(made.status == 0, "\(made.output)")
-        let pem =
-            try String(contentsOf: directory.appendingPathComponent("cert.pem"), encoding: .utf8)
-            + String(contentsOf: directory.appendingPathComponent("key.pem"), encoding: .utf8)
-        let certificate = try SecretFile(contents: pem, suffix: ".pem")
+        let certificate = try await WorkerFixture.pushCertificate(days: 20)
         let f = try await WorkerFixture.make(apnsCertificate: certificate)
         try await f.registerIPhone("iphone")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")

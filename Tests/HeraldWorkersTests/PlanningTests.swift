@@ -61,7 +61,7 @@ import Testing
                 ids, ids.map { _ in "sent" }, none, none, ids.map { _ in Date().timeIntervalSince1970 },
                 ids.map { _ in Double?.none }, ids.map { _ in false }, ids.map { _ in false }, "w",
                 [Int64](), [String](), [String](), Date(), [String](), [String](), [String?](), none,
-                [Double?](),
+                [Double?](), [Int64](), [String](),
             ], planning: planning)
     }
 

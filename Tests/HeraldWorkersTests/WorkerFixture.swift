@@ -92,6 +92,27 @@ struct WorkerFixture {
             pushService: pushService, vapid: vapid, apnsKey: apnsKey)
     }
 
+    /// A push certificate for the fixture's bundle, valid for `days`, with its key (PEM), as
+    /// Apple issues one (a self-signed stand-in, which the front trusts).
+    static func pushCertificate(days: Int) async throws -> SecretFile {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-cert-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let made = try await runProgram(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "\(days)",
+                "-subj", "/UID=\(bundleID)/CN=Apple Development IOS Push Services: \(bundleID)",
+                "-keyout", directory.appendingPathComponent("key.pem").path,
+                "-out", directory.appendingPathComponent("cert.pem").path,
+            ])
+        try #require(made.status == 0, "\(made.output)")
+        let pem =
+            try String(contentsOf: directory.appendingPathComponent("cert.pem"), encoding: .utf8)
+            + String(contentsOf: directory.appendingPathComponent("key.pem"), encoding: .utf8)
+        return try SecretFile(contents: pem, suffix: ".pem")
+    }
+
     /// An APNs device token for `device`: 64 hex digits.
     static func apnsToken(_ device: String) -> String {
         let hex = Array(device.utf8).map { String(format: "%02x", $0) }.joined()

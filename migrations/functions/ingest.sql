@@ -35,6 +35,210 @@ CREATE OR REPLACE FUNCTION herald.max_schedule() RETURNS interval LANGUAGE sql I
 REVOKE ALL ON FUNCTION herald.max_schedule() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.max_schedule() TO herald_daemon;
 
+-- What is wrong with a Live Activity event, as the reason its notification is rejected; NULL
+-- when nothing is. `activity` is the activity it names (NULL for a start, or when unknown).
+CREATE OR REPLACE FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps,
+    activity herald.live_activities, at timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN app.app_id IS NULL THEN
+            format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
+        WHEN n.activity_event NOT IN ('start', 'update', 'end') THEN
+            format('activity_event must be start, update or end, not %s', quote_literal(left(n.activity_event, 40)))
+        WHEN coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]' OR octet_length(n.activity_id) > 256 THEN
+            'activity_id must be 1 to 256 bytes without control characters'
+        WHEN n.activity_event <> 'start' AND activity.id IS NULL THEN
+            format('unknown activity %s: start it first, or let the app register its update token',
+                   quote_literal(n.activity_id))
+        WHEN n.activity_event <> 'start' AND activity.state = 'ended' THEN
+            format('activity %s ended at %s: nothing more is sent to it', quote_literal(n.activity_id), activity.ended_at)
+        WHEN n.activity_event = 'start' AND num_nonnulls(n.user_ref, n.device_ids) <> 1 THEN
+            'a Live Activity starts on a user''s iPhones (user_ref) or on devices named (device_ids)'
+        WHEN n.activity_event = 'start' AND coalesce(n.activity_attributes_type, '') !~ '^[A-Za-z_][A-Za-z0-9_.]{0,255}$' THEN
+            'attributes_type must name the app''s ActivityAttributes type as Swift spells it'
+        WHEN n.activity_event = 'start' AND jsonb_typeof(n.activity_attributes) IS DISTINCT FROM 'object' THEN
+            'attributes must be a JSON object: the activity''s ActivityAttributes, as the app decodes them'
+        WHEN (n.activity_event <> 'end' OR n.activity_content_state IS NOT NULL)
+             AND jsonb_typeof(n.activity_content_state) IS DISTINCT FROM 'object' THEN
+            'content_state must be a JSON object: the activity''s ContentState, as the app decodes it'
+        WHEN n.activity_event = 'start' AND coalesce(n.title, '') = '' THEN
+            'a Live Activity''s start needs a title: Apple announces a new activity with an alert'
+        WHEN n.data IS NOT NULL OR n.silent OR n.topic IS NOT NULL THEN
+            'a Live Activity event carries content_state, not data, silent or a topic'
+        WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound contains a control character; remove it'
+        WHEN NOT isfinite(n.activity_event_at) OR NOT isfinite(n.expires_at) OR NOT isfinite(n.activity_stale_at)
+             OR NOT isfinite(n.activity_dismiss_at) THEN
+            'event_at, expires_at, stale_at and dismiss_at must be finite times'
+        WHEN n.activity_event_at > at + interval '1 minute' THEN
+            format('event_at %s is ahead of the database''s clock (%s), and a device drops an update from the future;'
+                   ' leave event_at out to use the time of the call', n.activity_event_at, at)
+        WHEN n.expires_at > at + herald.max_ttl() OR n.activity_stale_at > at + herald.max_ttl() THEN
+            format('expires_at and stale_at must be within %s', herald.max_ttl())
+        WHEN n.activity_dismiss_at > at + interval '4 hours' THEN
+            'dismiss_at must be within 4 hours (an ended activity stays on the Lock Screen at most that long), or past to remove it at once'
+        WHEN n.ios_relevance_score IN ('NaN', 'Infinity', '-Infinity') THEN
+            'relevance_score must be a finite number'
+        WHEN size.bytes > 4096 THEN
+            format('the Live Activity''s payload is about %s bytes, %s over APNs'' 4096; shorten content_state, attributes or the alert',
+                   size.bytes, size.bytes - 4096)
+    END
+    FROM (SELECT octet_length(jsonb_strip_nulls(jsonb_build_object(
+                     'event', n.activity_event, 'content-state', n.activity_content_state,
+                     'attributes-type', n.activity_attributes_type, 'attributes', n.activity_attributes,
+                     'alert', jsonb_build_object('title', n.title, 'body', n.body), 'sound', n.sound))::text)
+                 + 120 AS bytes  -- timestamp, dates, relevance-score, herald_activity and the quoting
+         ) AS size
+$$;
+REVOKE ALL ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,timestamp with time zone) TO herald_daemon;
+
+-- Ingests the batch's Live Activity events (herald.start_activity, update_activity,
+-- end_activity), one at a time in id order, since each may start, change or end the activity
+-- the next one reads; they are few beside the notifications. A start makes the activity and
+-- goes to the push-to-start tokens of the user's enabled iPhones for its attributes type. An
+-- update or an end goes to the activity's live update tokens, unless the activity already took
+-- a newer event (then it ends `superseded`, unsent); each delivery it makes supersedes the
+-- token's older one still waiting (cancelled, with the reason), and dispatch cancels an older
+-- one it claims later (herald.claim_sends' superseded_by). An end without a content state
+-- carries the newest, ends the activity and its update tokens (its deliveries still go).
+CREATE OR REPLACE FUNCTION herald.ingest_activity_events(ids bigint[], at timestamptz,
+    OUT accepted int, OUT rejected int, OUT expired int, OUT no_devices int, OUT superseded int, OUT deliveries int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n herald.notifications;
+    app herald.apps;
+    activity herald.live_activities;
+    verdict text;
+    why text;
+    expires timestamptz;
+    made int;
+BEGIN
+    accepted := 0; rejected := 0; expired := 0; no_devices := 0; superseded := 0; deliveries := 0;
+    FOR n IN SELECT * FROM herald.notifications x
+             WHERE x.id = ANY(ids) AND x.state = 'received' AND x.activity_event IS NOT NULL ORDER BY x.id
+    LOOP
+        SELECT * INTO app FROM herald.apps a WHERE a.app_id = n.app_id;
+        activity := NULL;
+        IF n.activity_event IN ('update', 'end') THEN
+            SELECT * INTO activity FROM herald.live_activities a
+            WHERE a.app_id = n.app_id AND a.activity_id = n.activity_id FOR UPDATE;
+        END IF;
+        expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, app.default_ttl));
+        why := herald.activity_event_problem(n, app, activity, at);
+        made := 0;
+        IF why IS NOT NULL THEN
+            verdict := 'rejected';
+        ELSIF expires <= at THEN
+            verdict := 'expired';
+            why := format('expired at %s, before it could be sent', expires);
+        ELSIF n.activity_event = 'start' THEN
+            INSERT INTO herald.live_activities AS a (app_id, activity_id, attributes_type, user_ref, started_by,
+                                                     content_state, event_at, last_notification_id, stale_at)
+            VALUES (n.app_id, n.activity_id, n.activity_attributes_type, n.user_ref, 'producer',
+                    n.activity_content_state, n.activity_event_at, n.id, n.activity_stale_at)
+            ON CONFLICT (app_id, activity_id) DO NOTHING
+            RETURNING * INTO activity;
+            IF activity.id IS NULL THEN
+                verdict := 'rejected';
+                why := format('activity %s exists already, and an activity''s id is used once: start it with a new one',
+                                 quote_literal(n.activity_id));
+            ELSE
+                WITH created AS (
+                    INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, activity_token_id, run_at)
+                    SELECT n.id, t.device_id, 'live_activity', t.id, at
+                    FROM herald.activity_tokens t
+                    JOIN herald.devices d ON d.id = t.device_id
+                    WHERE d.app_id = n.app_id AND d.disabled_at IS NULL
+                      AND (d.user_ref = n.user_ref OR d.device_id = ANY(n.device_ids))
+                      AND t.kind = 'push_to_start' AND t.attributes_type = n.activity_attributes_type
+                      AND t.ended_at IS NULL
+                    ORDER BY t.id
+                    RETURNING 1
+                )
+                SELECT count(*) INTO made FROM created;
+                verdict := CASE WHEN made > 0 THEN 'accepted' ELSE 'no_devices' END;
+                why := CASE WHEN made = 0 THEN
+                              format('no enabled iPhone of %s has a push-to-start token for %s',
+                                     coalesce(quote_literal(n.user_ref), 'the devices named'), n.activity_attributes_type)
+                          END;
+            END IF;
+        ELSIF n.activity_event_at < activity.event_at THEN
+            verdict := 'superseded';
+            why := format('activity %s had taken a newer event (of %s, notification %s): an older one is not sent',
+                             quote_literal(n.activity_id), activity.event_at, activity.last_notification_id);
+        ELSE
+            UPDATE herald.live_activities a
+            SET content_state = coalesce(n.activity_content_state, a.content_state), event_at = n.activity_event_at,
+                last_notification_id = n.id, stale_at = coalesce(n.activity_stale_at, a.stale_at),
+                dismiss_at = n.activity_dismiss_at,
+                state = CASE WHEN n.activity_event = 'end' THEN 'ended' ELSE a.state END,
+                ended_at = CASE WHEN n.activity_event = 'end' THEN at END
+            WHERE a.id = activity.id
+            RETURNING * INTO activity;
+            IF n.activity_content_state IS NULL THEN
+                UPDATE herald.notifications x SET activity_content_state = activity.content_state WHERE x.id = n.id;
+            END IF;
+            WITH tokens AS MATERIALIZED (
+                SELECT t.id, t.device_id, t.last_delivery_id
+                FROM herald.activity_tokens t
+                JOIN herald.devices d ON d.id = t.device_id
+                WHERE t.live_activity_id = activity.id AND t.kind = 'update' AND t.ended_at IS NULL
+                  AND d.disabled_at IS NULL
+                FOR UPDATE OF t
+            ), created AS (
+                INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, activity_token_id, run_at)
+                SELECT n.id, t.device_id, 'live_activity', t.id, at FROM tokens t ORDER BY t.id
+                RETURNING id, activity_token_id
+            ), newest AS (
+                UPDATE herald.activity_tokens t SET last_delivery_id = c.id
+                FROM created c WHERE t.id = c.activity_token_id
+            ), older AS (
+                -- Not one a worker holds: it is sending it now.
+                UPDATE herald.deliveries d
+                SET state = 'cancelled', finished_at = at, run_at = NULL,
+                    last_error = format('superseded by notification %s, a newer event of its activity', n.id),
+                    error_history = d.error_history
+                                    || format('%s superseded by notification %s, a newer event of its activity',
+                                              to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
+                FROM tokens t
+                WHERE d.id = t.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL
+            )
+            SELECT count(*) INTO made FROM created;
+            IF n.activity_event = 'end' THEN
+                UPDATE herald.activity_tokens t
+                SET ended_at = at, ended_cause = 'activity_ended',
+                    ended_reason = format('its activity ended (notification %s)', n.id)
+                WHERE t.live_activity_id = activity.id AND t.ended_at IS NULL;
+            END IF;
+            verdict := CASE WHEN made > 0 THEN 'accepted' ELSE 'no_devices' END;
+            why := CASE WHEN made = 0 THEN
+                          format('activity %s has no update token yet: its newest event goes to each one registered later',
+                                 quote_literal(n.activity_id))
+                      END;
+        END IF;
+        IF activity.id IS NOT NULL THEN
+            INSERT INTO herald.activity_events (live_activity_id, notification_id) VALUES (activity.id, n.id)
+            ON CONFLICT DO NOTHING;
+        END IF;
+        UPDATE herald.notifications x
+        SET state = verdict, reason = why, ingested_at = at,
+            expires_at = CASE WHEN verdict = 'rejected' THEN x.expires_at ELSE expires END,
+            ttl = CASE WHEN verdict = 'rejected' THEN x.ttl END
+        WHERE x.id = n.id;
+        CASE verdict
+            WHEN 'accepted' THEN accepted := accepted + 1;
+            WHEN 'rejected' THEN rejected := rejected + 1;
+            WHEN 'expired' THEN expired := expired + 1;
+            WHEN 'no_devices' THEN no_devices := no_devices + 1;
+            ELSE superseded := superseded + 1;
+        END CASE;
+        deliveries := deliveries + made;
+    END LOOP;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with time zone) TO herald_daemon;
+
 -- Ingests a batch of notifications in one call: rejects bad ones with their reason (range and
 -- character checks on what the producer gave, naming the field), fills in the app's defaults,
 -- expires what is already past its expiry, and creates one delivery per enabled device (or one
@@ -51,13 +255,17 @@ GRANT EXECUTE ON FUNCTION herald.max_schedule() TO herald_daemon;
 -- plans, and one made on a new deployment's first small table read the whole grown table once
 -- per notification of every batch until autovacuum's next ANALYZE (ingest fell to 200 a second
 -- at 2,500 in the soak).
-CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, deliveries integer)
+CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer)
     LANGUAGE plpgsql
     SET plan_cache_mode = force_custom_plan
     AS $$
+DECLARE
+    activities record;
 BEGIN
     -- Lock the batch in id order, so concurrent ingesters cannot deadlock.
     PERFORM 1 FROM herald.notifications n WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE;
+    -- Live Activity events first: the statement below takes what is still 'received'.
+    SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
@@ -242,11 +450,12 @@ BEGIN
         WHERE n.id = ANY(ids) AND n.id = v.id
         RETURNING n.state
     )
-    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int,
-           count(*) FILTER (WHERE w.state = 'rejected')::int,
-           count(*) FILTER (WHERE w.state = 'expired')::int,
-           count(*) FILTER (WHERE w.state = 'no_devices')::int,
-           (SELECT count(*) FROM created)::int
+    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
+           count(*) FILTER (WHERE w.state = 'rejected')::int + activities.rejected,
+           count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
+           count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
+           activities.superseded,
+           (SELECT count(*) FROM created)::int + activities.deliveries
     FROM written w;
 END;
 $$;
@@ -257,7 +466,7 @@ GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone) TO he
 -- first, skipping those another ingester holds, and ingests them. The counts add up to how
 -- many it took; fewer than `batch` means none was left. Planned at every call, as herald.ingest.
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now())
-RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, deliveries int)
+RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int)
 LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
@@ -271,7 +480,7 @@ BEGIN
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
-        RETURN QUERY SELECT 0, 0, 0, 0, 0;
+        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
     ELSE
         RETURN QUERY SELECT * FROM herald.ingest(ids, at);
     END IF;

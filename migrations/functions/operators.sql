@@ -61,7 +61,8 @@ GRANT INSERT, SELECT, UPDATE, DELETE ON herald.queue_depth TO herald_daemon;
 -- The journey shows when a queued delivery is next due, and when a dead one gave up.
 CREATE OR REPLACE VIEW herald.notification_journey AS
 SELECT n.id AS notification_id, n.app_id, n.idempotency_key,
-       coalesce('user ' || n.user_ref, 'devices ' || array_to_string(n.device_ids, ','), 'topic ' || n.topic) AS target,
+       coalesce('user ' || n.user_ref, 'devices ' || array_to_string(n.device_ids, ','), 'topic ' || n.topic,
+                'activity ' || n.activity_id) AS target,
        n.state AS notification_state, n.reason AS notification_reason, n.created_at, n.ingested_at, n.expires_at,
        d.id AS delivery_id, dev.device_id, dev.platform, herald.token_hint(dev.push_token) AS token_hint,
        d.payload_kind, d.state AS delivery_state, d.attempts, d.last_error, d.provider_message_id,
@@ -75,6 +76,26 @@ LEFT JOIN herald.devices dev ON dev.id = d.device_id;
 REVOKE ALL ON herald.notification_journey FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.notification_journey TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.notification_journey TO herald_daemon;
+
+-- A Live Activity's life: each of its events (a notification), what became of it, and each send
+-- with its device, token and outcome:
+--   SELECT * FROM herald.live_activity_sends WHERE app_id = 'shop' AND activity_id = 'order-42';
+CREATE OR REPLACE VIEW herald.live_activity_sends AS
+SELECT a.app_id, a.activity_id, a.state AS activity_state, a.user_ref,
+       n.id AS notification_id, n.activity_event AS event, n.activity_event_at AS event_at,
+       n.state AS notification_state, n.reason AS notification_reason,
+       d.id AS delivery_id, dev.device_id, t.kind AS token_kind, herald.token_hint(t.token) AS token_hint,
+       t.ended_cause AS token_ended_cause, d.state AS delivery_state, d.attempts, d.last_error,
+       d.provider_message_id, d.sent_at, d.finished_at
+FROM herald.live_activities a
+JOIN herald.activity_events e ON e.live_activity_id = a.id
+JOIN herald.notifications n ON n.id = e.notification_id
+LEFT JOIN herald.deliveries d ON d.notification_id = n.id
+LEFT JOIN herald.activity_tokens t ON t.id = d.activity_token_id
+LEFT JOIN herald.devices dev ON dev.id = d.device_id;
+REVOKE ALL ON herald.live_activity_sends FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.live_activity_sends TO herald_operator;
+GRANT INSERT, SELECT, UPDATE, DELETE ON herald.live_activity_sends TO herald_daemon;
 
 -- Disabled devices, by app and cause, with when and why:
 --   SELECT disabled_cause, count(*) FROM herald.disabled_devices WHERE app_id = 'shop' GROUP BY 1;

@@ -314,3 +314,234 @@ $$;
 REVOKE ALL ON FUNCTION herald.unregister_device(text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_daemon;
+
+-- Live Activities (docs/producers.md#live-activities). The app registers its tokens through its
+-- backend: an iPhone's push-to-start token for an ActivityAttributes type (ActivityKit's
+-- pushToStartToken, iOS 17.2 and later), and each running activity's update token (its
+-- pushToken) with the activity's id. A new token replaces the device's previous one of the same
+-- kind. Returns the token's row id and 'registered', or 'unchanged' for the token already held.
+--
+-- An update token of an activity Herald does not know yet (one the app started itself) makes the
+-- activity, for the device's user. One registered after the activity's newest update or end was
+-- sent (push-to-start, then updates before the new activity's token came) is sent that newest
+-- event at once, so the activity catches up, and an ended one ends. Only for an app the session
+-- acts for.
+CREATE OR REPLACE FUNCTION herald.register_activity_token(app text, device text, token text, attributes_type text,
+    activity text DEFAULT NULL, OUT token_row_id bigint, OUT status text) RETURNS record
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    caller constant text := 'herald.register_activity_token';
+    hex text := lower(token);
+    kind text := CASE WHEN activity IS NULL THEN 'push_to_start' ELSE 'update' END;
+    dev herald.devices;
+    act herald.live_activities;
+    existing herald.activity_tokens;
+    caught_up bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    IF hex IS NULL OR hex !~ '^[0-9a-f]{64,200}$' THEN
+        RAISE EXCEPTION '%: token must be the token ActivityKit gave, as hex: 64 to 200 hexadecimal digits', caller
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF attributes_type IS NULL OR attributes_type !~ '^[A-Za-z_][A-Za-z0-9_.]{0,255}$' THEN
+        RAISE EXCEPTION '%: attributes_type must name the app''s ActivityAttributes type as Swift spells it (ActivityKit''s attributes-type), not %',
+            caller, quote_literal(left(attributes_type, 40)) USING ERRCODE = 'check_violation';
+    END IF;
+    IF activity = '' OR activity ~ '[[:cntrl:]]' OR octet_length(activity) > 256 THEN
+        RAISE EXCEPTION '%: activity must be 1 to 256 bytes without control characters', caller
+            USING ERRCODE = 'check_violation';
+    END IF;
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
+            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF dev.platform <> 'ios' THEN
+        RAISE EXCEPTION '%: Live Activities are iOS''s, and device % is %', caller, quote_literal(device), dev.platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF dev.disabled_at IS NOT NULL THEN
+        RAISE EXCEPTION '%: device % is disabled (%): register it again with herald.register_device first', caller,
+            quote_literal(device), dev.disabled_reason USING ERRCODE = 'check_violation';
+    END IF;
+
+    IF kind = 'update' THEN
+        INSERT INTO herald.live_activities AS a (app_id, activity_id, attributes_type, user_ref, started_by)
+        VALUES (app, activity, register_activity_token.attributes_type, dev.user_ref, 'app')
+        ON CONFLICT (app_id, activity_id) DO NOTHING;
+        SELECT * INTO act FROM herald.live_activities a WHERE a.app_id = app AND a.activity_id = activity FOR UPDATE;
+        IF act.attributes_type <> register_activity_token.attributes_type THEN
+            RAISE EXCEPTION '%: activity % is a %, not a %', caller, quote_literal(activity), act.attributes_type,
+                register_activity_token.attributes_type USING ERRCODE = 'check_violation';
+        END IF;
+        SELECT * INTO existing FROM herald.activity_tokens t
+        WHERE t.live_activity_id = act.id AND t.device_id = dev.id AND t.kind = 'update' AND t.ended_at IS NULL
+        FOR UPDATE;
+    ELSE
+        SELECT * INTO existing FROM herald.activity_tokens t
+        WHERE t.device_id = dev.id AND t.attributes_type = register_activity_token.attributes_type
+          AND t.kind = 'push_to_start' AND t.ended_at IS NULL
+        FOR UPDATE;
+    END IF;
+    IF existing.token = hex THEN
+        token_row_id := existing.id;
+        status := 'unchanged';
+        RETURN;
+    END IF;
+    -- A token is one device's, for one purpose: wherever else it is held, it ends there.
+    UPDATE herald.activity_tokens t
+    SET ended_at = now(), ended_cause = 'replaced',
+        ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
+                            ELSE format('registered again by device %s', device) END
+    WHERE (t.id = existing.id OR t.token = hex) AND t.ended_at IS NULL
+      AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
+    INSERT INTO herald.activity_tokens AS t (device_id, kind, attributes_type, live_activity_id, token)
+    VALUES (dev.id, kind, register_activity_token.attributes_type, act.id, hex)
+    RETURNING t.id INTO token_row_id;
+    status := 'registered';
+
+    IF kind = 'update' THEN
+        -- Catching up: the activity's newest update or end, while it is worth sending.
+        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, activity_token_id, run_at)
+        SELECT n.id, dev.id, 'live_activity', token_row_id, now()
+        FROM herald.notifications n
+        WHERE n.id = act.last_notification_id AND n.activity_event IN ('update', 'end')
+          AND n.state IN ('accepted', 'no_devices') AND n.expires_at > now()
+        RETURNING id INTO caught_up;
+        IF caught_up IS NOT NULL THEN
+            UPDATE herald.notifications n SET state = 'accepted', reason = NULL
+            WHERE n.id = act.last_notification_id AND n.state = 'no_devices';
+        END IF;
+        UPDATE herald.activity_tokens t
+        SET last_delivery_id = caught_up,
+            ended_at = CASE WHEN act.state = 'ended' THEN now() END,
+            ended_cause = CASE WHEN act.state = 'ended' THEN 'activity_ended' END,
+            ended_reason = CASE WHEN act.state = 'ended' THEN 'the activity had ended when the token came' END
+        WHERE t.id = token_row_id;
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.register_activity_token(text,text,text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.register_activity_token(text,text,text,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.register_activity_token(text,text,text,text,text) TO herald_daemon;
+
+-- The app says a token is no longer good: an activity's update token once the activity was
+-- dismissed or ended on the device (`activity`), or its push-to-start token for a type
+-- (`attributes_type`, the app no longer starts those). Returns how many tokens it ended. Only
+-- for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.unregister_activity_token(app text, device text, activity text DEFAULT NULL,
+    attributes_type text DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ended int;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.unregister_activity_token');
+    IF num_nonnulls(activity, attributes_type) <> 1 THEN
+        RAISE EXCEPTION 'herald.unregister_activity_token: name the activity (its update token) or the attributes_type (the push-to-start token), one of them'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    UPDATE herald.activity_tokens t
+    SET ended_at = now(), ended_cause = CASE WHEN t.kind = 'update' THEN 'dismissed' ELSE 'unregistered' END,
+        ended_reason = CASE WHEN t.kind = 'update' THEN 'the app said the activity was dismissed or ended on the device'
+                            ELSE 'the app unregistered it' END
+    FROM herald.devices d
+    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND t.ended_at IS NULL
+      AND CASE WHEN activity IS NOT NULL
+               THEN t.kind = 'update' AND t.live_activity_id = (SELECT a.id FROM herald.live_activities a
+                                                              WHERE a.app_id = app AND a.activity_id = activity)
+               ELSE t.kind = 'push_to_start' AND t.attributes_type = unregister_activity_token.attributes_type END;
+    GET DIAGNOSTICS ended = ROW_COUNT;
+    RETURN ended;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.unregister_activity_token(text,text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.unregister_activity_token(text,text,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.unregister_activity_token(text,text,text,text) TO herald_daemon;
+
+-- An event of a Live Activity, as the three calls below write it: a notification that ingest
+-- checks and sends (herald.ingest_activity_events). Returns its id; with an idempotency key
+-- already used by this app, the first notification's id, and nothing more is sent.
+CREATE OR REPLACE FUNCTION herald.activity_event(app text, caller text, event text, activity text, user_ref text,
+    device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text,
+    stale_at timestamptz, dismiss_at timestamptz, relevance_score double precision, urgent boolean, ttl interval,
+    expires_at timestamptz, idempotency_key text, event_at timestamptz) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    notification_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    INSERT INTO herald.notifications AS n (
+        app_id, idempotency_key, user_ref, device_ids, title, body, sound, priority, ttl, expires_at,
+        ios_relevance_score, activity_id, activity_event, activity_attributes_type, activity_attributes,
+        activity_content_state, activity_stale_at, activity_dismiss_at, activity_event_at)
+    VALUES (
+        app, activity_event.idempotency_key, activity_event.user_ref, activity_event.device_ids, activity_event.title,
+        activity_event.body, activity_event.sound,
+        -- Priority 10 draws on a budget Apple sets per device; 5 does not (docs/producers.md).
+        CASE WHEN event = 'start' OR urgent THEN 'high' ELSE 'normal' END,
+        activity_event.ttl, activity_event.expires_at, relevance_score, activity, event,
+        activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
+        activity_event.dismiss_at, coalesce(activity_event.event_at, clock_timestamp()))
+    RETURNING n.id INTO notification_id;
+    IF notification_id IS NULL THEN
+        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
+        WHERE k.app_id = app AND k.idempotency_key = activity_event.idempotency_key;
+    END IF;
+    RETURN notification_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.activity_event(text,text,text,text,text,text[],text,jsonb,jsonb,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
+-- Starts a Live Activity on a user's iPhones (or the devices named), through their push-to-start
+-- tokens for attributes_type: its attributes and first content state, and the alert (a title at
+-- least) that announces it. `activity` is the app's id for it, used once. Only for an app the
+-- session acts for.
+CREATE OR REPLACE FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb,
+    content_state jsonb, title text, body text DEFAULT NULL, user_ref text DEFAULT NULL,
+    device_ids text[] DEFAULT NULL, sound text DEFAULT NULL, stale_at timestamptz DEFAULT NULL,
+    relevance_score double precision DEFAULT NULL, ttl interval DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
+    idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, user_ref, device_ids, attributes_type,
+                                 attributes, content_state, title, body, sound, stale_at, NULL, relevance_score, true,
+                                 ttl, expires_at, idempotency_key, event_at);
+$$;
+REVOKE ALL ON FUNCTION herald.start_activity(text,text,text,jsonb,jsonb,text,text,text,text[],text,timestamp with time zone,double precision,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.start_activity(text,text,text,jsonb,jsonb,text,text,text,text[],text,timestamp with time zone,double precision,interval,timestamp with time zone,text,timestamp with time zone) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.start_activity(text,text,text,jsonb,jsonb,text,text,text,text[],text,timestamp with time zone,double precision,interval,timestamp with time zone,text,timestamp with time zone) TO herald_daemon;
+
+-- Updates a Live Activity on every device it runs on: its new content state, and an alert when
+-- the change deserves one. At priority 5 unless `urgent`. An update older (by event_at, the
+-- time of the call unless given) than one already taken is not sent; a newer one supersedes the
+-- older ones still waiting. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.update_activity(app text, activity text, content_state jsonb,
+    title text DEFAULT NULL, body text DEFAULT NULL, sound text DEFAULT NULL, stale_at timestamptz DEFAULT NULL,
+    relevance_score double precision DEFAULT NULL, urgent boolean DEFAULT false, ttl interval DEFAULT NULL,
+    expires_at timestamptz DEFAULT NULL, idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT herald.activity_event(app, 'herald.update_activity', 'update', activity, NULL, NULL, NULL, NULL,
+                                 content_state, title, body, sound, stale_at, NULL, relevance_score, urgent, ttl,
+                                 expires_at, idempotency_key, event_at);
+$$;
+REVOKE ALL ON FUNCTION herald.update_activity(text,text,jsonb,text,text,text,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.update_activity(text,text,jsonb,text,text,text,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.update_activity(text,text,jsonb,text,text,text,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_daemon;
+
+-- Ends a Live Activity: its final content state (the newest one when not given), and when the
+-- ended activity leaves the Lock Screen (`dismiss_at`: a time in the past removes it at once;
+-- Apple keeps it at most four hours). Its update tokens end with it. Ordered and superseding as
+-- updates are. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.end_activity(app text, activity text, content_state jsonb DEFAULT NULL,
+    dismiss_at timestamptz DEFAULT NULL, title text DEFAULT NULL, body text DEFAULT NULL, sound text DEFAULT NULL,
+    urgent boolean DEFAULT false, ttl interval DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
+    idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT herald.activity_event(app, 'herald.end_activity', 'end', activity, NULL, NULL, NULL, NULL, content_state,
+                                 title, body, sound, NULL, dismiss_at, NULL, urgent, ttl, expires_at, idempotency_key,
+                                 event_at);
+$$;
+REVOKE ALL ON FUNCTION herald.end_activity(text,text,jsonb,timestamp with time zone,text,text,text,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.end_activity(text,text,jsonb,timestamp with time zone,text,text,text,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.end_activity(text,text,jsonb,timestamp with time zone,text,text,text,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_daemon;

@@ -288,8 +288,23 @@ LANGUAGE sql AS $$
         WHERE id IN (SELECT id FROM herald.wakeups
                      WHERE created_at < now() - older_than AND quiet_until < now() ORDER BY created_at LIMIT batch)
         RETURNING 1
+    ), activities AS (
+        -- Ended ones after the retention; one never ended once no device can still show it
+        -- (iOS ends an activity after 8 hours and removes it 4 hours later), with its tokens.
+        DELETE FROM herald.live_activities
+        WHERE id IN (SELECT a.id FROM herald.live_activities a
+                     WHERE a.ended_at < now() - older_than
+                        OR greatest(a.created_at, a.event_at) < now() - greatest(older_than, interval '12 hours')
+                     ORDER BY a.id LIMIT batch)
+        RETURNING 1
+    ), activity_tokens AS (
+        DELETE FROM herald.activity_tokens
+        WHERE id IN (SELECT t.id FROM herald.activity_tokens t WHERE t.ended_at < now() - older_than
+                     ORDER BY t.id LIMIT batch)
+        RETURNING 1
     )
-    SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups))::int
+    SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups),
+                    (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens))::int
 $$;
 REVOKE ALL ON FUNCTION herald.prune_records(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune_records(interval,integer) TO herald_daemon;

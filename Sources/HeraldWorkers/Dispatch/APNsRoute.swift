@@ -71,7 +71,17 @@ struct APNsRoute: ProviderRoute {
     {
         if let senders = context.senders { await Self.noteCertificate(of: batch[0].appID, senders: senders, context) }
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.dryRun).map { ($0, .checked(at: now)) }
-        let live = batch.filter { !$0.dryRun }
+        var live = batch.filter { !$0.dryRun }
+        if case .certificate = client.authentication {
+            // APNs takes Live Activity pushes over token-based connections only.
+            let refusal = PushOutcome.permanentFailure(
+                reason: "Live Activities need token-based authentication: give app \(batch[0].appID) an APNs key"
+                    + " (apns_key_file, apns_team_id, apns_key_id); APNs refuses them over a certificate")
+            events += live.filter { $0.payloadKind == .liveActivity }.map {
+                ($0, .sent(refusal, dryRun: false, at: now))
+            }
+            live.removeAll { $0.payloadKind == .liveActivity }
+        }
         if !live.isEmpty {
             let outcomes = Self.suspectingEnvironment(
                 await client.send(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) }))
@@ -127,7 +137,8 @@ extension PayloadBuilder {
     public func apnsNotification(for delivery: OutgoingDelivery, topic: String, now: Date) -> APNsNotification {
         let push = applePush(delivery, now: now)
         return APNsNotification(
-            deviceToken: delivery.target?.deviceToken ?? "", topic: topic, pushType: push.pushType,
+            deviceToken: push.activityToken ?? delivery.target?.deviceToken ?? "",
+            topic: push.pushType.topic(bundleID: topic), pushType: push.pushType,
             priority: push.priority, expiration: push.expiration, collapseID: push.collapseID,
             payload: push.payload.encodedBytes)
     }

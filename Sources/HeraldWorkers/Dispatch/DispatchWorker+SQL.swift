@@ -26,6 +26,9 @@ extension DispatchWorker {
         /// which the provider knew its token dead (APNs' 410 timestamp, Unix seconds), or NULL;
         /// a device that registered its token after that time is left alone.
         ///
+        /// Live Activity tokens: $19 ids, $20 reasons: ended as `token_invalid` at $13 (an ended
+        /// activity's token too: it is dead, whatever ended it first).
+        ///
         /// Configurations: $14 app ids, $15 scopes, $16 each one's problem, or NULL when it works
         /// again. A problem found again is confirmed at $13 (now), so the next probe waits a
         /// minute from this one; `since` changes only when the problem does.
@@ -69,6 +72,11 @@ extension DispatchWorker {
                 FROM unnest($10::bigint[], $11::text[], $12::text[], $18::float8[]) AS u(id, token, reason, since)
                 WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
                   AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
+            ), ended_activity_tokens AS (
+                UPDATE herald.activity_tokens AS t
+                SET ended_at = $13::timestamptz, ended_cause = 'token_invalid', ended_reason = u.reason
+                FROM unnest($19::bigint[], $20::text[]) AS u(id, reason)
+                WHERE t.id = u.id AND t.ended_cause IS DISTINCT FROM 'token_invalid'
             ), found AS (
                 INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
                 SELECT u.app, u.scope, u.problem, $13, $13

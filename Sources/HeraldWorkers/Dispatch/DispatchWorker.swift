@@ -210,13 +210,22 @@ public struct DispatchWorker: BatchWorker {
             Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
         countFinished(kind: kind, finished)
-        let disabled = Self.deadTokens(results, deliveries)
+        let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries)
         let recorded = await recordWithinLease(
             until: leaseEnds, logger: context.logger, items: results.count
         ) {
-            try await record(results, disabled: disabled, problems: problems, now: now)
+            try await record(
+                results, disabled: disabled, endedActivityTokens: endedActivityTokens, problems: problems, now: now)
         }
         if recorded {
+            for token in endedActivityTokens {
+                context.logger.notice(
+                    "ended a Live Activity token its provider rejected",
+                    metadata: [
+                        "activity_token": "\(token.id)", "token": "\(tokenHint(token.token))",
+                        "reason": "\(token.reason)",
+                    ])
+            }
             for device in disabled {
                 context.logger.notice(
                     "disabled a device whose push token its provider rejected",
@@ -442,7 +451,28 @@ public struct DispatchWorker: BatchWorker {
             priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
             collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
             dryRun: try row.decode("dry_run"),
-            configurationFailedAt: try row.decode("config_error_at", as: Date?.self))
+            configurationFailedAt: try row.decode("config_error_at", as: Date?.self),
+            liveActivity: kind == .liveActivity ? try liveActivity(from: row) : nil)
+    }
+
+    /// A Live Activity event's part of the row; nil when its token or event is missing (the
+    /// delivery is then not sent: ``DeliveryLife``).
+    static func liveActivity(from row: PostgresRow) throws -> OutgoingDelivery.LiveActivity? {
+        guard let token = try row.decode("activity_token", as: String?.self),
+            let tokenRowID = try row.decode("activity_token_id", as: Int64?.self),
+            let event = OutgoingDelivery.LiveActivity.Event(
+                rawValue: try row.decode("activity_event", as: String?.self) ?? ""),
+            let eventAt = try row.decode("activity_event_at", as: Date?.self)
+        else { return nil }
+        return OutgoingDelivery.LiveActivity(
+            event: event, activityID: try row.decode("activity_id", as: String?.self) ?? "", token: token,
+            tokenRowID: tokenRowID, tokenEndedReason: try row.decode("activity_token_ended", as: String?.self),
+            supersededBy: try row.decode("superseded_by", as: Int64?.self),
+            attributesType: try row.decode("activity_attributes_type", as: String?.self),
+            attributes: try row.decode("activity_attributes", as: String?.self),
+            contentState: try row.decode("activity_content_state", as: String?.self),
+            staleAt: try row.decode("activity_stale_at", as: Date?.self),
+            dismissAt: try row.decode("activity_dismiss_at", as: Date?.self), eventAt: eventAt)
     }
 
     /// What the delivery is sent to: the notification's topic, or the device's token by its kind.
@@ -477,20 +507,31 @@ public struct DispatchWorker: BatchWorker {
         var since: Date?
     }
 
-    static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> [DeadToken] {
-        results.compactMap { id, result in
-            guard result.state == .tokenInvalid, let delivery = deliveries[id], let device = delivery.deviceRowID,
-                let token = delivery.target?.deviceToken, let route = delivery.route
-            else { return nil }
-            return DeadToken(
-                id: device, token: token, reason: "\(route.provider): \(result.error ?? "token invalid")",
-                since: result.invalidSince)
+    /// The tokens its provider declared dead: devices' push tokens, and (`activity`) Live
+    /// Activity tokens, which end alone: the device's own token may well be alive.
+    static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> (
+        devices: [DeadToken], activity: [DeadToken]
+    ) {
+        var devices: [DeadToken] = []
+        var activity: [DeadToken] = []
+        for (id, result) in results {
+            guard result.state == .tokenInvalid, let delivery = deliveries[id], let route = delivery.route else {
+                continue
+            }
+            let reason = "\(route.provider): \(result.error ?? "token invalid")"
+            if let live = delivery.liveActivity {
+                activity.append(DeadToken(id: live.tokenRowID, token: live.token, reason: reason))
+            } else if let device = delivery.deviceRowID, let token = delivery.target?.deviceToken {
+                devices.append(DeadToken(id: device, token: token, reason: reason, since: result.invalidSince))
+            }
         }
+        return (devices, activity)
     }
 
     /// Records the outcomes and releases the leases, in one statement (``SQL/record``).
     func record(
-        _ results: [Int64: DeliveryResult], disabled: [DeadToken], problems: [ProblemKey: String?], now: Date
+        _ results: [Int64: DeliveryResult], disabled: [DeadToken], endedActivityTokens: [DeadToken] = [],
+        problems: [ProblemKey: String?], now: Date
     ) async throws {
         var ids: [Int64] = []
         var states: [String] = []
@@ -522,6 +563,7 @@ public struct DispatchWorker: BatchWorker {
                 scopes.map(\.app), scopes.map(\.scope.rawValue),
                 scopes.map { (problems[$0] ?? nil).map(Self.storable) },
                 uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
+                endedActivityTokens.map(\.id), endedActivityTokens.map { Self.storable($0.reason) },
             ], planning: .eachCall)
     }
 }

@@ -83,7 +83,7 @@ extension PayloadBuilder {
     public func fcmMessage(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
         let ttl = Self.ttl(delivery, now: now)
         switch delivery.payloadKind {
-        case .iosAlert, .iosBackground, .iosWakeup: return iosThroughFCM(delivery, now: now)
+        case .iosAlert, .iosBackground, .iosWakeup, .liveActivity: return iosThroughFCM(delivery, now: now)
         case .topic:
             return FCMMessage(
                 target: fcmTarget(delivery),
@@ -120,15 +120,14 @@ extension PayloadBuilder {
     /// An iOS message through FCM: the same push as straight to APNs, in FCM's `apns` block.
     func iosThroughFCM(_ delivery: OutgoingDelivery, now: Date) -> FCMMessage {
         let push = applePush(delivery, now: now)
+        var headers = [
+            ("apns-push-type", push.pushType.rawValue), ("apns-priority", String(push.priority)),
+            ("apns-expiration", String(Int(push.expiration.timeIntervalSince1970))),
+        ]
+        if let collapseID = push.collapseID { headers.append(("apns-collapse-id", collapseID)) }
         return FCMMessage(
             target: fcmTarget(delivery),
-            apns: .init(
-                headers: [
-                    ("apns-push-type", push.pushType.rawValue), ("apns-priority", String(push.priority)),
-                    ("apns-expiration", String(Int(push.expiration.timeIntervalSince1970))),
-                    ("apns-collapse-id", push.collapseID),
-                ],
-                payload: push.payload))
+            apns: .init(headers: headers, payload: push.payload, liveActivityToken: push.activityToken))
     }
 
     /// What FCM sends to: a registration token, an installation id or a topic.

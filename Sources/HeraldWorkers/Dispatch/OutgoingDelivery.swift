@@ -30,6 +30,34 @@ public struct OutgoingDelivery: Sendable {
         case topic
         /// A browser, through its push service (Web Push).
         case web
+        /// An event of a Live Activity, to one of its tokens (``LiveActivity``).
+        case liveActivity = "live_activity"
+    }
+
+    /// A Live Activity event and the token it goes to (`herald.activity_tokens`): a push-to-start
+    /// token for a start, the activity's update token for an update or an end. It goes straight
+    /// to APNs when the device has an APNs device token, else through FCM (`live_activity_token`).
+    public struct LiveActivity: Sendable {
+        public enum Event: String, Sendable { case start, update, end }
+        public var event: Event
+        /// The app's id for the activity.
+        public var activityID: String
+        /// The APNs token, hex, and its row.
+        public var token: String
+        public var tokenRowID: Int64
+        /// Why the token ended, when nothing should be sent to it any more.
+        public var tokenEndedReason: String? = nil
+        /// The token's newer delivery, when a newer event superseded this one.
+        public var supersededBy: Int64? = nil
+        /// A start's: the ActivityAttributes type and its JSON (with `herald_activity`).
+        public var attributesType: String? = nil
+        public var attributes: String? = nil
+        /// The ContentState as JSON.
+        public var contentState: String? = nil
+        public var staleAt: Date? = nil
+        public var dismissAt: Date? = nil
+        /// `aps.timestamp`: when the event happened.
+        public var eventAt: Date
     }
 
     /// The kinds of a device's token (`herald.devices.token_kind`).
@@ -172,8 +200,10 @@ public struct OutgoingDelivery: Sendable {
     public var dryRun: Bool
     /// When a configuration this delivery's route needs last failed, if it still does.
     public var configurationFailedAt: Date? = nil
+    /// For a Live Activity event: the event and its token.
+    public var liveActivity: LiveActivity? = nil
 }
 
 extension OutgoingDelivery.PayloadKind {
-    var isIOS: Bool { self == .iosAlert || self == .iosBackground || self == .iosWakeup }
+    var isIOS: Bool { self == .iosAlert || self == .iosBackground || self == .iosWakeup || self == .liveActivity }
 }

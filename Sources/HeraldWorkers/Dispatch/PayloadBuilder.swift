@@ -63,8 +63,10 @@ public struct PayloadBuilder: Sendable {
         var pushType: APNsNotification.PushType
         var priority: Int
         var expiration: Date
-        var collapseID: String
+        var collapseID: String?
         var payload: JSONValue
+        /// A Live Activity's token: where the push goes instead of the device's.
+        var activityToken: String? = nil
     }
 
     /// How long a wake-up may wait in APNs' one slot per offline device: a wake-up goes to a
@@ -76,6 +78,7 @@ public struct PayloadBuilder: Sendable {
         // A repeated send (at-least-once) replaces rather than adds: APNs keeps one stored
         // notification per collapse id, and one per device anyway. 64 bytes at most.
         let collapseID = Self.collapseID(delivery.collapseKey ?? String(delivery.notificationID))
+        if let activity = delivery.liveActivity { return liveActivityPush(delivery, activity) }
         switch delivery.payloadKind {
         case .iosBackground, .iosWakeup:
             let expiration =
@@ -113,6 +116,39 @@ public struct PayloadBuilder: Sendable {
                 collapseID: collapseID,
                 payload: payload(aps: aps, custom: merged(delivery.data, custom + heraldKeys(delivery))))
         }
+    }
+
+    /// A Live Activity event (ActivityKit's push payload): `event`, `timestamp` (seconds: the
+    /// device shows the newest), `content-state`, a start's `attributes-type` and `attributes`,
+    /// the dates and the relevance score, and an alert from the title and body (a start always
+    /// has one). Priority 5 unless the producer made it urgent (a start is 10): priority 10 draws
+    /// on a budget Apple sets per device. No collapse id, and no keys beside `aps`: the system
+    /// reads the push, not the app.
+    func liveActivityPush(_ delivery: OutgoingDelivery, _ activity: OutgoingDelivery.LiveActivity) -> ApplePush {
+        var aps: [(String, JSONValue)] = [
+            ("timestamp", .int(Int(activity.eventAt.timeIntervalSince1970))),
+            ("event", .string(activity.event.rawValue)),
+        ]
+        if let state = activity.contentState { aps.append(("content-state", .raw(state))) }
+        if activity.event == .start, let type = activity.attributesType, let attributes = activity.attributes {
+            aps.append(("attributes-type", .string(type)))
+            aps.append(("attributes", .raw(attributes)))
+        }
+        if let stale = activity.staleAt { aps.append(("stale-date", .int(Int(stale.timeIntervalSince1970)))) }
+        if let dismiss = activity.dismissAt {
+            aps.append(("dismissal-date", .int(Int(dismiss.timeIntervalSince1970))))
+        }
+        if let score = delivery.iosRelevanceScore { aps.append(("relevance-score", .double(score))) }
+        if delivery.title != nil || delivery.body != nil {
+            var alert: [(String, JSONValue)] = []
+            if let title = delivery.title { alert.append(("title", .string(title))) }
+            if let body = delivery.body { alert.append(("body", .string(body))) }
+            if let sound = delivery.sound { alert.append(("sound", .string(sound))) }
+            aps.append(("alert", .object(alert)))
+        }
+        return ApplePush(
+            pushType: .liveActivity, priority: delivery.priority == "normal" ? 5 : 10, expiration: delivery.expiresAt,
+            collapseID: nil, payload: .object([("aps", .object(aps))]), activityToken: activity.token)
     }
 
     /// A collapse key as an `apns-collapse-id`: itself when it fits APNs' 64 bytes of printable
