@@ -39,7 +39,8 @@ import Testing
         let group = ServiceGroup(services: [runner], logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            let drained = try await eventually {
+            // A minute: beside the whole suite on two cores, the 375 took longer than 10 s.
+            let drained = try await eventually(timeout: .seconds(60)) {
                 try await connection.query("SELECT count(*) FROM herald.jobs")[0].decode(0, as: Int.self) == 0
             }
             #expect(drained)
