@@ -26,10 +26,10 @@ CREATE SCHEMA herald;
 
 
 --
--- Name: activity_event(text, text, text, text, text, text[], text, jsonb, jsonb, text, text, text, timestamp with time zone, timestamp with time zone, double precision, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: activity_event(text, text, text, text, text, text, text[], text, jsonb, jsonb, text, text, text, timestamp with time zone, timestamp with time zone, double precision, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.activity_event(app text, caller text, event text, activity text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) RETURNS bigint
+CREATE FUNCTION herald.activity_event(app text, caller text, event text, activity text, channel text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -38,16 +38,20 @@ DECLARE
     notification_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
+    IF channel IS NOT NULL AND event IS DISTINCT FROM 'update' AND event IS DISTINCT FROM 'end' THEN
+        RAISE EXCEPTION '%: event must be update or end, not %: a broadcast cannot start a Live Activity (start each one, and the app subscribes it to the channel)',
+            caller, quote_literal(event) USING ERRCODE = 'check_violation';
+    END IF;
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, title, body, sound, priority, ttl, expires_at,
-        ios_relevance_score, activity_id, activity_event, activity_attributes_type, activity_attributes,
-        activity_content_state, activity_stale_at, activity_dismiss_at, activity_event_at)
+        ios_relevance_score, activity_id, activity_channel, activity_event, activity_attributes_type,
+        activity_attributes, activity_content_state, activity_stale_at, activity_dismiss_at, activity_event_at)
     VALUES (
         app, activity_event.idempotency_key, activity_event.user_ref, activity_event.device_ids, activity_event.title,
         activity_event.body, activity_event.sound,
         -- Priority 10 draws on a budget Apple sets per device; 5 does not (docs/producers.md).
         CASE WHEN event = 'start' OR urgent THEN 'high' ELSE 'normal' END,
-        activity_event.ttl, activity_event.expires_at, relevance_score, activity, event,
+        activity_event.ttl, activity_event.expires_at, relevance_score, activity, channel, event,
         activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
         activity_event.dismiss_at, coalesce(activity_event.event_at, clock_timestamp()))
     RETURNING n.id INTO notification_id;
@@ -125,6 +129,36 @@ COMMENT ON COLUMN herald.apps.web_push_hosts IS 'push service hosts the app''s b
 --
 
 COMMENT ON COLUMN herald.apps.web_push_private_addresses IS 'whether endpoints may be loopback, private or link-local addresses (a local emulator); checked again on connect';
+
+
+--
+-- Name: broadcast_channels; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.broadcast_channels (
+    id bigint NOT NULL,
+    app_id text NOT NULL,
+    name text NOT NULL,
+    stores_latest boolean DEFAULT false NOT NULL,
+    state text DEFAULT 'creating'::text NOT NULL,
+    channel_id text,
+    reason text,
+    event_at timestamp with time zone,
+    last_notification_id bigint,
+    last_delivery_id bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT broadcast_channels_check CHECK (((state <> ALL (ARRAY['active'::text, 'deleting'::text])) OR (channel_id IS NOT NULL))),
+    CONSTRAINT broadcast_channels_name_check CHECK ((name <> ''::text)),
+    CONSTRAINT broadcast_channels_state_check CHECK ((state = ANY (ARRAY['creating'::text, 'active'::text, 'deleting'::text, 'deleted'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: TABLE broadcast_channels; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.broadcast_channels IS 'APNs broadcast channels (iOS 18): made and deleted at APNs by the channels worker';
 
 
 --
@@ -208,6 +242,7 @@ CREATE TABLE herald.notifications (
     activity_stale_at timestamp with time zone,
     activity_dismiss_at timestamp with time zone,
     activity_event_at timestamp with time zone,
+    activity_channel text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -218,10 +253,10 @@ PARTITION BY LIST (kept);
 
 
 --
--- Name: activity_event_problem(herald.notifications, herald.apps, herald.live_activities, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: activity_event_problem(herald.notifications, herald.apps, herald.live_activities, herald.broadcast_channels, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone) RETURNS text
+CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, channel herald.broadcast_channels, at timestamp with time zone) RETURNS text
     LANGUAGE sql STABLE
     AS $_$
     SELECT CASE
@@ -229,12 +264,18 @@ CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald
             format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
         WHEN n.activity_event NOT IN ('start', 'update', 'end') THEN
             format('activity_event must be start, update or end, not %s', quote_literal(left(n.activity_event, 40)))
-        WHEN coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]' OR octet_length(n.activity_id) > 256 THEN
+        WHEN n.activity_channel IS NOT NULL AND channel.id IS NULL THEN
+            format('unknown channel %s: create it first', quote_literal(n.activity_channel))
+        WHEN channel.state = 'deleting' THEN
+            format('channel %s is being deleted', quote_literal(n.activity_channel))
+        WHEN n.activity_channel IS NULL AND (coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]'
+                                             OR octet_length(n.activity_id) > 256) THEN
             'activity_id must be 1 to 256 bytes without control characters'
-        WHEN n.activity_event <> 'start' AND activity.id IS NULL THEN
+        WHEN n.activity_channel IS NULL AND n.activity_event <> 'start' AND activity.id IS NULL THEN
             format('unknown activity %s: start it first, or let the app register its update token',
                    quote_literal(n.activity_id))
-        WHEN n.activity_event <> 'start' AND activity.state = 'ended' THEN
+        -- An event older than the end is superseded (below), not refused.
+        WHEN n.activity_event <> 'start' AND activity.state = 'ended' AND n.activity_event_at >= activity.event_at THEN
             format('activity %s ended at %s: nothing more is sent to it', quote_literal(n.activity_id), activity.ended_at)
         WHEN n.activity_event = 'start' AND num_nonnulls(n.user_ref, n.device_ids) <> 1 THEN
             'a Live Activity starts on a user''s iPhones (user_ref) or on devices named (device_ids)'
@@ -250,7 +291,8 @@ CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald
         WHEN n.data IS NOT NULL OR n.silent OR n.topic IS NOT NULL THEN
             'a Live Activity event carries content_state, not data, silent or a topic'
         WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound contains a control character; remove it'
-        WHEN NOT isfinite(n.activity_event_at) OR NOT isfinite(n.expires_at) OR NOT isfinite(n.activity_stale_at)
+        WHEN n.activity_event_at IS NULL OR NOT isfinite(n.activity_event_at) OR NOT isfinite(n.expires_at)
+             OR NOT isfinite(n.activity_stale_at)
              OR NOT isfinite(n.activity_dismiss_at) THEN
             'event_at, expires_at, stale_at and dismiss_at must be finite times'
         WHEN n.activity_event_at > at + interval '1 minute' THEN
@@ -262,17 +304,188 @@ CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald
             'dismiss_at must be within 4 hours (an ended activity stays on the Lock Screen at most that long), or past to remove it at once'
         WHEN n.ios_relevance_score IN ('NaN', 'Infinity', '-Infinity') THEN
             'relevance_score must be a finite number'
-        WHEN size.bytes > 4096 THEN
-            format('the Live Activity''s payload is about %s bytes, %s over APNs'' 4096; shorten content_state, attributes or the alert',
-                   size.bytes, size.bytes - 4096)
+        WHEN size.bytes > size.limit_bytes THEN
+            format('the Live Activity''s payload is about %s bytes, %s over APNs'' %s; shorten content_state, attributes or the alert',
+                   size.bytes, size.bytes - size.limit_bytes, size.limit_bytes)
     END
     FROM (SELECT octet_length(jsonb_strip_nulls(jsonb_build_object(
                      'event', n.activity_event, 'content-state', n.activity_content_state,
                      'attributes-type', n.activity_attributes_type, 'attributes', n.activity_attributes,
                      'alert', jsonb_build_object('title', n.title, 'body', n.body), 'sound', n.sound))::text)
-                 + 120 AS bytes  -- timestamp, dates, relevance-score, herald_activity and the quoting
+                 -- timestamp, dates, relevance-score and the quoting; herald_activity in a start's attributes
+                 + 120 + CASE WHEN n.activity_event = 'start' THEN 20 + octet_length(n.activity_id) ELSE 0 END AS bytes,
+                 CASE WHEN n.activity_channel IS NULL THEN 4096 ELSE 5120 END AS limit_bytes
          ) AS size
 $_$;
+
+
+--
+-- Name: token_hint(text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.token_hint(token text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    SELECT CASE WHEN token IS NULL THEN NULL
+                WHEN token LIKE 'https://%' THEN
+                    substring(token FROM '^https://[^/]+') || '/…' || left(substring(token FROM '[^/]*$'), 8) || '…'
+                ELSE left(token, 8) || '…' END;
+$_$;
+
+
+--
+-- Name: activity_events; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.activity_events (
+    live_activity_id bigint NOT NULL,
+    notification_id bigint NOT NULL
+);
+
+
+--
+-- Name: activity_tokens; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.activity_tokens (
+    id bigint NOT NULL,
+    device_id bigint NOT NULL,
+    kind text NOT NULL,
+    attributes_type text NOT NULL,
+    live_activity_id bigint,
+    token text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_delivery_id bigint,
+    ended_at timestamp with time zone,
+    ended_cause text,
+    ended_reason text,
+    CONSTRAINT activity_tokens_check CHECK (((kind = 'update'::text) = (live_activity_id IS NOT NULL))),
+    CONSTRAINT activity_tokens_check1 CHECK (((ended_at IS NULL) = (ended_cause IS NULL))),
+    CONSTRAINT activity_tokens_check2 CHECK (((ended_at IS NULL) = (ended_reason IS NULL))),
+    CONSTRAINT activity_tokens_ended_cause_check CHECK ((ended_cause = ANY (ARRAY['activity_ended'::text, 'dismissed'::text, 'unregistered'::text, 'replaced'::text, 'token_invalid'::text]))),
+    CONSTRAINT activity_tokens_kind_check CHECK ((kind = ANY (ARRAY['push_to_start'::text, 'update'::text]))),
+    CONSTRAINT activity_tokens_token_check CHECK ((token ~ '^[0-9a-f]{64,200}$'::text))
+);
+
+
+--
+-- Name: TABLE activity_tokens; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.activity_tokens IS 'Live Activity tokens: each device''s push-to-start token per activity type, and each running activity''s update token';
+
+
+--
+-- Name: deliveries; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.deliveries (
+    id bigint NOT NULL,
+    notification_id bigint NOT NULL,
+    device_id bigint,
+    payload_kind text NOT NULL,
+    state text DEFAULT 'queued'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    provider_message_id text,
+    last_error text,
+    error_history text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    delivered_at timestamp with time zone,
+    seen_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    opened_at timestamp with time zone,
+    run_at timestamp with time zone DEFAULT now(),
+    locked_by text,
+    dead_at timestamp with time zone,
+    provider_unique_id text,
+    kept boolean DEFAULT false NOT NULL,
+    activity_token_id bigint,
+    CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
+    CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
+    CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
+)
+PARTITION BY LIST (kept);
+
+
+--
+-- Name: devices; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.devices (
+    id bigint NOT NULL,
+    app_id text NOT NULL,
+    device_id text NOT NULL,
+    platform text NOT NULL,
+    push_token text,
+    user_ref text,
+    disabled_at timestamp with time zone,
+    disabled_cause text,
+    disabled_reason text,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_wakeup_at timestamp with time zone,
+    web_p256dh bytea,
+    web_auth bytea,
+    token_kind text DEFAULT 'registration_token'::text NOT NULL,
+    CONSTRAINT "a web device has its subscription's keys" CHECK (((platform <> 'web'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
+    CONSTRAINT devices_check CHECK (((disabled_at IS NULL) = (disabled_reason IS NULL))),
+    CONSTRAINT devices_check1 CHECK (((disabled_at IS NULL) = (disabled_cause IS NULL))),
+    CONSTRAINT devices_check2 CHECK (((push_token IS NOT NULL) OR (disabled_at IS NOT NULL))),
+    CONSTRAINT devices_device_id_check CHECK ((device_id <> ''::text)),
+    CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
+    CONSTRAINT devices_platform_check CHECK ((platform = ANY (ARRAY['android'::text, 'ios'::text, 'web'::text]))),
+    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text)),
+    CONSTRAINT devices_token_kind_check CHECK ((token_kind = ANY (ARRAY['registration_token'::text, 'installation_id'::text, 'apns_device_token'::text, 'web_subscription'::text])))
+);
+
+
+--
+-- Name: live_activity_sends; Type: VIEW; Schema: herald; Owner: -
+--
+
+CREATE VIEW herald.live_activity_sends AS
+ SELECT a.app_id,
+    a.activity_id,
+    a.state AS activity_state,
+    a.user_ref,
+    n.id AS notification_id,
+    n.activity_event AS event,
+    n.activity_event_at AS event_at,
+    n.state AS notification_state,
+    n.reason AS notification_reason,
+    d.id AS delivery_id,
+    dev.device_id,
+    t.kind AS token_kind,
+    herald.token_hint(t.token) AS token_hint,
+    t.ended_cause AS token_ended_cause,
+    d.state AS delivery_state,
+    d.attempts,
+    d.last_error,
+    d.provider_message_id,
+    d.sent_at,
+    d.finished_at
+   FROM (((((herald.live_activities a
+     JOIN herald.activity_events e ON ((e.live_activity_id = a.id)))
+     JOIN herald.notifications n ON ((n.id = e.notification_id)))
+     LEFT JOIN herald.deliveries d ON ((d.notification_id = n.id)))
+     LEFT JOIN herald.activity_tokens t ON ((t.id = d.activity_token_id)))
+     LEFT JOIN herald.devices dev ON ((dev.id = d.device_id)));
+
+
+--
+-- Name: activity_sends(text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.activity_sends(app text, activity text) RETURNS SETOF herald.live_activity_sends
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.activity_sends');
+    RETURN QUERY SELECT * FROM herald.live_activity_sends s WHERE s.app_id = app AND s.activity_id = activity
+                 ORDER BY s.notification_id, s.delivery_id;
+END;
+$$;
 
 
 --
@@ -322,6 +535,36 @@ EXCEPTION WHEN invalid_parameter_value THEN
     RETURN NULL;
 END;
 $_$;
+
+
+--
+-- Name: broadcast_activity(text, text, jsonb, text, text, text, text, timestamp with time zone, timestamp with time zone, double precision, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.broadcast_activity(app text, channel text, content_state jsonb, event text DEFAULT 'update'::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, sound text DEFAULT NULL::text, stale_at timestamp with time zone DEFAULT NULL::timestamp with time zone, dismiss_at timestamp with time zone DEFAULT NULL::timestamp with time zone, relevance_score double precision DEFAULT NULL::double precision, urgent boolean DEFAULT false, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, idempotency_key text DEFAULT NULL::text, event_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT herald.activity_event(app, 'herald.broadcast_activity', event, NULL, channel, NULL, NULL, NULL, NULL,
+                                 content_state, title, body, sound, stale_at, dismiss_at, relevance_score, urgent, ttl,
+                                 expires_at, idempotency_key, event_at);
+$$;
+
+
+--
+-- Name: channels(text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.channels(app text) RETURNS TABLE(channel text, channel_id text, state text, stores_latest boolean, reason text, changed_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.channels');
+    RETURN QUERY SELECT c.name, c.channel_id, c.state, c.stores_latest, c.reason, c.changed_at
+                 FROM herald.broadcast_channels c WHERE c.app_id = app ORDER BY c.name, c.id;
+END;
+$$;
 
 
 --
@@ -407,7 +650,7 @@ $$;
 -- Name: claim_sends(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -443,7 +686,7 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
            -- Any change to the app's row gives it a new xmin.
            n.app_id, a.xmin::text,
            CASE WHEN c.payload_kind = 'web' THEN p.web
-                WHEN dev.token_kind = 'apns_device_token' THEN p.apns
+                WHEN dev.token_kind = 'apns_device_token' OR c.payload_kind = 'broadcast' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' OR c.payload_kind = 'live_activity' THEN greatest(p.fcm, p.fcm_apns)
                 ELSE p.fcm END,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
@@ -456,16 +699,23 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
            -- newer delivery, when this one was superseded by a newer event.
            t.token, t.id,
            CASE WHEN t.ended_cause <> 'activity_ended' THEN t.ended_reason END,
-           CASE WHEN t.kind = 'update' AND t.last_delivery_id > c.id THEN t.last_delivery_id END,
+           CASE WHEN t.kind = 'update' AND t.last_delivery_id > c.id THEN t.last_delivery_id
+                WHEN ch.last_delivery_id > c.id THEN ch.last_delivery_id END,
            n.activity_id, n.activity_event, n.activity_attributes_type,
            -- The app finds the activity's id in its attributes (docs/app-integration.md).
            (n.activity_attributes || jsonb_build_object('herald_activity', n.activity_id))::text,
-           n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at
+           n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
+           -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
+           n.activity_channel, ch.channel_id, ch.state, ch.stores_latest
     FROM claimed c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
     LEFT JOIN herald.activity_tokens t ON t.id = c.activity_token_id
+    -- Read for a broadcast only (a one-time filter for every other delivery).
+    LEFT JOIN LATERAL (SELECT b.* FROM herald.broadcast_channels b
+                       WHERE c.payload_kind = 'broadcast' AND b.app_id = n.app_id AND b.name = n.activity_channel
+                       ORDER BY b.id DESC LIMIT 1) ch ON true
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
 
@@ -489,15 +739,54 @@ CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) R
               WHERE d.state = 'queued' AND n.app_id = p.app_id
                 AND CASE p.scope
                         WHEN 'web' THEN d.payload_kind = 'web'
-                        WHEN 'apns' THEN dev.token_kind = 'apns_device_token'
-                                         AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
+                        WHEN 'apns' THEN (dev.token_kind = 'apns_device_token'
+                                          AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity'))
+                                         OR d.payload_kind = 'broadcast'
                         WHEN 'fcm_apns' THEN (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
                                              AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
-                        ELSE d.payload_kind <> 'web' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                        ELSE d.payload_kind NOT IN ('web', 'broadcast')
+                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
                     END)
         RETURNING 1
     )
     SELECT count(*)::int FROM cleared;
+$$;
+
+
+--
+-- Name: create_channel(text, text, boolean); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.create_channel(app text, channel text, stores_latest boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    row_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.create_channel');
+    IF coalesce(channel, '') = '' OR channel ~ '[[:cntrl:]]' OR octet_length(channel) > 256 THEN
+        RAISE EXCEPTION 'herald.create_channel: channel must be 1 to 256 bytes without control characters'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM herald.apps a WHERE a.app_id = app AND a.apns_bundle_id IS NOT NULL
+                   AND (a.apns_key_file IS NOT NULL OR a.apns_certificate_file IS NOT NULL)) THEN
+        RAISE EXCEPTION 'herald.create_channel: app % has no APNs setup: channels are made at APNs with the app''s bundle id and APNs key or certificate',
+            quote_literal(app) USING ERRCODE = 'check_violation',
+            HINT = 'an operator sets apns_bundle_id and apns_key_file, apns_team_id, apns_key_id (or apns_certificate_file) in herald.apps';
+    END IF;
+    INSERT INTO herald.broadcast_channels AS c (app_id, name, stores_latest)
+    VALUES (app, channel, coalesce(create_channel.stores_latest, false))
+    ON CONFLICT (app_id, name) WHERE state NOT IN ('deleted', 'failed') DO NOTHING
+    RETURNING c.id INTO row_id;
+    IF row_id IS NULL THEN
+        SELECT c.id INTO row_id FROM herald.broadcast_channels c
+        WHERE c.app_id = app AND c.name = channel AND c.state NOT IN ('deleted', 'failed');
+    ELSE
+        INSERT INTO herald.jobs (kind, ref) VALUES ('channels', row_id);
+    END IF;
+    RETURN row_id;
+END;
 $$;
 
 
@@ -509,6 +798,33 @@ CREATE FUNCTION herald.default_web_push_hosts() RETURNS text[]
     LANGUAGE sql IMMUTABLE
     AS $$
     SELECT ARRAY['fcm.googleapis.com', '*.push.services.mozilla.com', '*.push.apple.com', '*.notify.windows.com']
+$$;
+
+
+--
+-- Name: delete_channel(text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.delete_channel(app text, channel text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    row_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.delete_channel');
+    UPDATE herald.broadcast_channels c
+    SET state = CASE WHEN c.channel_id IS NULL THEN 'deleted' ELSE 'deleting' END, changed_at = now(),
+        reason = 'deleted by the producer'
+    WHERE c.app_id = app AND c.name = channel AND c.state IN ('creating', 'active')
+    RETURNING c.id INTO row_id;
+    IF row_id IS NULL THEN
+        RETURN false;
+    END IF;
+    -- One not made yet is simply dropped (the worker, finding it deleted, makes nothing).
+    INSERT INTO herald.jobs (kind, ref) VALUES ('channels', row_id);
+    RETURN true;
+END;
 $$;
 
 
@@ -648,7 +964,7 @@ CREATE FUNCTION herald.end_activity(app text, activity text, content_state jsonb
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT herald.activity_event(app, 'herald.end_activity', 'end', activity, NULL, NULL, NULL, NULL, content_state,
+    SELECT herald.activity_event(app, 'herald.end_activity', 'end', activity, NULL, NULL, NULL, NULL, NULL, content_state,
                                  title, body, sound, NULL, dismiss_at, NULL, urgent, ttl, expires_at, idempotency_key,
                                  event_at);
 $$;
@@ -952,29 +1268,65 @@ DECLARE
     n herald.notifications;
     app herald.apps;
     activity herald.live_activities;
+    channel herald.broadcast_channels;
+    delivery bigint;
     verdict text;
     why text;
     expires timestamptz;
     made int;
 BEGIN
     accepted := 0; rejected := 0; expired := 0; no_devices := 0; superseded := 0; deliveries := 0;
+    -- One ingester at a time works an app's events, the apps in name order: an update sees the
+    -- start another ingester committed just before it (in READ COMMITTED each statement reads
+    -- what is committed when it starts), and two batches naming the same activities cannot
+    -- lock them in opposite orders.
+    PERFORM pg_advisory_xact_lock(hashtext('herald.live_activities'), hashtext(x.app_id))
+    FROM (SELECT DISTINCT y.app_id FROM herald.notifications y
+          WHERE y.id = ANY(ids) AND y.state = 'received' AND y.activity_event IS NOT NULL
+          ORDER BY y.app_id) AS x;
     FOR n IN SELECT * FROM herald.notifications x
              WHERE x.id = ANY(ids) AND x.state = 'received' AND x.activity_event IS NOT NULL ORDER BY x.id
     LOOP
         SELECT * INTO app FROM herald.apps a WHERE a.app_id = n.app_id;
         activity := NULL;
-        IF n.activity_event IN ('update', 'end') THEN
+        channel := NULL;
+        IF n.activity_channel IS NOT NULL THEN
+            SELECT * INTO channel FROM herald.broadcast_channels c
+            WHERE c.app_id = n.app_id AND c.name = n.activity_channel AND c.state NOT IN ('deleted', 'failed')
+            FOR UPDATE;
+        ELSIF n.activity_event IN ('update', 'end') THEN
             SELECT * INTO activity FROM herald.live_activities a
             WHERE a.app_id = n.app_id AND a.activity_id = n.activity_id FOR UPDATE;
         END IF;
         expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, app.default_ttl));
-        why := herald.activity_event_problem(n, app, activity, at);
+        why := herald.activity_event_problem(n, app, activity, channel, at);
         made := 0;
         IF why IS NOT NULL THEN
             verdict := 'rejected';
         ELSIF expires <= at THEN
             verdict := 'expired';
             why := format('expired at %s, before it could be sent', expires);
+        ELSIF channel.id IS NOT NULL AND n.activity_event_at < channel.event_at THEN
+            verdict := 'superseded';
+            why := format('channel %s had taken a newer broadcast (of %s, notification %s): an older one is not sent',
+                          quote_literal(n.activity_channel), channel.event_at, channel.last_notification_id);
+        ELSIF channel.id IS NOT NULL THEN
+            -- One delivery reaches every subscriber; it supersedes the channel's older one still
+            -- waiting, as for a token.
+            INSERT INTO herald.deliveries (notification_id, payload_kind, run_at) VALUES (n.id, 'broadcast', at)
+            RETURNING id INTO delivery;
+            UPDATE herald.deliveries d
+            SET state = 'cancelled', finished_at = at, run_at = NULL,
+                last_error = format('superseded by notification %s, a newer broadcast on its channel', n.id),
+                error_history = d.error_history
+                                || format('%s superseded by notification %s, a newer broadcast on its channel',
+                                          to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
+            WHERE d.id = channel.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL;
+            UPDATE herald.broadcast_channels c
+            SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
+            WHERE c.id = channel.id;
+            made := 1;
+            verdict := 'accepted';
         ELSIF n.activity_event = 'start' THEN
             INSERT INTO herald.live_activities AS a (app_id, activity_id, attributes_type, user_ref, started_by,
                                                      content_state, event_at, last_notification_id, stale_at)
@@ -1681,7 +2033,8 @@ BEGIN
         RAISE EXCEPTION '%: activity must be 1 to 256 bytes without control characters', caller
             USING ERRCODE = 'check_violation';
     END IF;
-    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR SHARE;
+    -- One registration at a time per device: two for the same type would both find no token.
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
             quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
@@ -1718,12 +2071,13 @@ BEGIN
         status := 'unchanged';
         RETURN;
     END IF;
-    -- A token is one device's, for one purpose: wherever else it is held, it ends there.
+    -- A token is one device's: held by another device of the app, it ends there. (One device's
+    -- push-to-start token may be the same for all its activity types.)
     UPDATE herald.activity_tokens t
     SET ended_at = now(), ended_cause = 'replaced',
         ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
                             ELSE format('registered again by device %s', device) END
-    WHERE (t.id = existing.id OR t.token = hex) AND t.ended_at IS NULL
+    WHERE (t.id = existing.id OR (t.token = hex AND t.device_id <> dev.id)) AND t.ended_at IS NULL
       AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
     INSERT INTO herald.activity_tokens AS t (device_id, kind, attributes_type, live_activity_id, token)
     VALUES (dev.id, kind, register_activity_token.attributes_type, act.id, hex)
@@ -2015,7 +2369,7 @@ CREATE FUNCTION herald.start_activity(app text, activity text, attributes_type t
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, user_ref, device_ids, attributes_type,
+    SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, NULL, user_ref, device_ids, attributes_type,
                                  attributes, content_state, title, body, sound, stale_at, NULL, relevance_score, true,
                                  ttl, expires_at, idempotency_key, event_at);
 $$;
@@ -2034,20 +2388,6 @@ CREATE FUNCTION herald.stringify_data(data jsonb) RETURNS jsonb
                   FROM jsonb_each(data)), '{}'::jsonb)
     ELSE data END;
 $$;
-
-
---
--- Name: token_hint(text); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.token_hint(token text) RETURNS text
-    LANGUAGE sql IMMUTABLE
-    AS $_$
-    SELECT CASE WHEN token IS NULL THEN NULL
-                WHEN token LIKE 'https://%' THEN
-                    substring(token FROM '^https://[^/]+') || '/…' || left(substring(token FROM '[^/]*$'), 8) || '…'
-                ELSE left(token, 8) || '…' END;
-$_$;
 
 
 --
@@ -2108,7 +2448,7 @@ CREATE FUNCTION herald.update_activity(app text, activity text, content_state js
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT herald.activity_event(app, 'herald.update_activity', 'update', activity, NULL, NULL, NULL, NULL,
+    SELECT herald.activity_event(app, 'herald.update_activity', 'update', activity, NULL, NULL, NULL, NULL, NULL,
                                  content_state, title, body, sound, stale_at, NULL, relevance_score, urgent, ttl,
                                  expires_at, idempotency_key, event_at);
 $$;
@@ -2170,48 +2510,6 @@ BEGIN
     END IF;
 END;
 $$;
-
-
---
--- Name: activity_events; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.activity_events (
-    live_activity_id bigint NOT NULL,
-    notification_id bigint NOT NULL
-);
-
-
---
--- Name: activity_tokens; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.activity_tokens (
-    id bigint NOT NULL,
-    device_id bigint NOT NULL,
-    kind text NOT NULL,
-    attributes_type text NOT NULL,
-    live_activity_id bigint,
-    token text NOT NULL,
-    registered_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_delivery_id bigint,
-    ended_at timestamp with time zone,
-    ended_cause text,
-    ended_reason text,
-    CONSTRAINT activity_tokens_check CHECK (((kind = 'update'::text) = (live_activity_id IS NOT NULL))),
-    CONSTRAINT activity_tokens_check1 CHECK (((ended_at IS NULL) = (ended_cause IS NULL))),
-    CONSTRAINT activity_tokens_check2 CHECK (((ended_at IS NULL) = (ended_reason IS NULL))),
-    CONSTRAINT activity_tokens_ended_cause_check CHECK ((ended_cause = ANY (ARRAY['activity_ended'::text, 'dismissed'::text, 'unregistered'::text, 'replaced'::text, 'token_invalid'::text]))),
-    CONSTRAINT activity_tokens_kind_check CHECK ((kind = ANY (ARRAY['push_to_start'::text, 'update'::text]))),
-    CONSTRAINT activity_tokens_token_check CHECK ((token ~ '^[0-9a-f]{64,200}$'::text))
-);
-
-
---
--- Name: TABLE activity_tokens; Type: COMMENT; Schema: herald; Owner: -
---
-
-COMMENT ON TABLE herald.activity_tokens IS 'Live Activity tokens: each device''s push-to-start token per activity type, and each running activity''s update token';
 
 
 --
@@ -2278,36 +2576,17 @@ UNION ALL
 
 
 --
--- Name: deliveries; Type: TABLE; Schema: herald; Owner: -
+-- Name: broadcast_channels_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
 --
 
-CREATE TABLE herald.deliveries (
-    id bigint NOT NULL,
-    notification_id bigint NOT NULL,
-    device_id bigint,
-    payload_kind text NOT NULL,
-    state text DEFAULT 'queued'::text NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    provider_message_id text,
-    last_error text,
-    error_history text[] DEFAULT '{}'::text[] NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    sent_at timestamp with time zone,
-    delivered_at timestamp with time zone,
-    seen_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    opened_at timestamp with time zone,
-    run_at timestamp with time zone DEFAULT now(),
-    locked_by text,
-    dead_at timestamp with time zone,
-    provider_unique_id text,
-    kept boolean DEFAULT false NOT NULL,
-    activity_token_id bigint,
-    CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
-    CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
-)
-PARTITION BY LIST (kept);
+ALTER TABLE herald.broadcast_channels ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME herald.broadcast_channels_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 
 --
@@ -2525,37 +2804,6 @@ CREATE TABLE herald.delivery_reports_kept (
 
 
 --
--- Name: devices; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.devices (
-    id bigint NOT NULL,
-    app_id text NOT NULL,
-    device_id text NOT NULL,
-    platform text NOT NULL,
-    push_token text,
-    user_ref text,
-    disabled_at timestamp with time zone,
-    disabled_cause text,
-    disabled_reason text,
-    registered_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_wakeup_at timestamp with time zone,
-    web_p256dh bytea,
-    web_auth bytea,
-    token_kind text DEFAULT 'registration_token'::text NOT NULL,
-    CONSTRAINT "a web device has its subscription's keys" CHECK (((platform <> 'web'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
-    CONSTRAINT devices_check CHECK (((disabled_at IS NULL) = (disabled_reason IS NULL))),
-    CONSTRAINT devices_check1 CHECK (((disabled_at IS NULL) = (disabled_cause IS NULL))),
-    CONSTRAINT devices_check2 CHECK (((push_token IS NOT NULL) OR (disabled_at IS NOT NULL))),
-    CONSTRAINT devices_device_id_check CHECK ((device_id <> ''::text)),
-    CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
-    CONSTRAINT devices_platform_check CHECK ((platform = ANY (ARRAY['android'::text, 'ios'::text, 'web'::text]))),
-    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text)),
-    CONSTRAINT devices_token_kind_check CHECK ((token_kind = ANY (ARRAY['registration_token'::text, 'installation_id'::text, 'apns_device_token'::text, 'web_subscription'::text])))
-);
-
-
---
 -- Name: devices_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
 --
 
@@ -2678,39 +2926,6 @@ ALTER TABLE herald.live_activities ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
 
 
 --
--- Name: live_activity_sends; Type: VIEW; Schema: herald; Owner: -
---
-
-CREATE VIEW herald.live_activity_sends AS
- SELECT a.app_id,
-    a.activity_id,
-    a.state AS activity_state,
-    a.user_ref,
-    n.id AS notification_id,
-    n.activity_event AS event,
-    n.activity_event_at AS event_at,
-    n.state AS notification_state,
-    n.reason AS notification_reason,
-    d.id AS delivery_id,
-    dev.device_id,
-    t.kind AS token_kind,
-    herald.token_hint(t.token) AS token_hint,
-    t.ended_cause AS token_ended_cause,
-    d.state AS delivery_state,
-    d.attempts,
-    d.last_error,
-    d.provider_message_id,
-    d.sent_at,
-    d.finished_at
-   FROM (((((herald.live_activities a
-     JOIN herald.activity_events e ON ((e.live_activity_id = a.id)))
-     JOIN herald.notifications n ON ((n.id = e.notification_id)))
-     LEFT JOIN herald.deliveries d ON ((d.notification_id = n.id)))
-     LEFT JOIN herald.activity_tokens t ON ((t.id = d.activity_token_id)))
-     LEFT JOIN herald.devices dev ON ((dev.id = d.device_id)));
-
-
---
 -- Name: notification_journey; Type: VIEW; Schema: herald; Owner: -
 --
 
@@ -2816,6 +3031,7 @@ CREATE TABLE herald.notifications_rotating (
     activity_stale_at timestamp with time zone,
     activity_dismiss_at timestamp with time zone,
     activity_event_at timestamp with time zone,
+    activity_channel text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -2873,6 +3089,7 @@ CREATE TABLE herald.notifications_kept (
     activity_stale_at timestamp with time zone,
     activity_dismiss_at timestamp with time zone,
     activity_event_at timestamp with time zone,
+    activity_channel text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -3220,6 +3437,14 @@ ALTER TABLE ONLY herald.apps
 
 
 --
+-- Name: broadcast_channels broadcast_channels_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.broadcast_channels
+    ADD CONSTRAINT broadcast_channels_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: deliveries_kept deliveries_kept_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -3232,7 +3457,7 @@ ALTER TABLE ONLY herald.deliveries_kept
 --
 
 ALTER TABLE herald.deliveries
-    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text]))) NOT VALID;
+    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text, 'broadcast'::text]))) NOT VALID;
 
 
 --
@@ -3482,6 +3707,20 @@ CREATE INDEX activity_tokens_token ON herald.activity_tokens USING btree (token)
 --
 
 CREATE UNIQUE INDEX activity_tokens_update ON herald.activity_tokens USING btree (live_activity_id, device_id) WHERE ((kind = 'update'::text) AND (ended_at IS NULL));
+
+
+--
+-- Name: broadcast_channels_by_name; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX broadcast_channels_by_name ON herald.broadcast_channels USING btree (app_id, name, id);
+
+
+--
+-- Name: broadcast_channels_name; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE UNIQUE INDEX broadcast_channels_name ON herald.broadcast_channels USING btree (app_id, name) WHERE (state <> ALL (ARRAY['deleted'::text, 'failed'::text]));
 
 
 --
@@ -3944,6 +4183,14 @@ ALTER TABLE ONLY herald.app_config_problems
 
 
 --
+-- Name: broadcast_channels broadcast_channels_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.broadcast_channels
+    ADD CONSTRAINT broadcast_channels_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
 -- Name: devices devices_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4020,10 +4267,10 @@ GRANT USAGE ON SCHEMA herald TO herald_daemon;
 
 
 --
--- Name: FUNCTION activity_event(app text, caller text, event text, activity text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION activity_event(app text, caller text, event text, activity text, channel text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.activity_event(app text, caller text, event text, activity text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION herald.activity_event(app text, caller text, event text, activity text, channel text, user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -4041,6 +4288,14 @@ GRANT ALL ON FUNCTION herald.are_host_patterns(patterns text[]) TO herald_operat
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.apps TO herald_daemon;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.apps TO herald_operator;
+
+
+--
+-- Name: TABLE broadcast_channels; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.broadcast_channels TO herald_daemon;
+GRANT SELECT ON TABLE herald.broadcast_channels TO herald_operator;
 
 
 --
@@ -4276,11 +4531,135 @@ GRANT INSERT(android_proxy) ON TABLE herald.notifications TO herald_producer;
 
 
 --
--- Name: FUNCTION activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, channel herald.broadcast_channels, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, at timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, channel herald.broadcast_channels, at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps, activity herald.live_activities, channel herald.broadcast_channels, at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION token_hint(token text); Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_operator;
+GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_daemon;
+
+
+--
+-- Name: TABLE activity_events; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.activity_events TO herald_daemon;
+GRANT SELECT ON TABLE herald.activity_events TO herald_operator;
+
+
+--
+-- Name: TABLE activity_tokens; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.activity_tokens TO herald_daemon;
+
+
+--
+-- Name: COLUMN activity_tokens.id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.device_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(device_id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.kind; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(kind) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.attributes_type; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(attributes_type) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.live_activity_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(live_activity_id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.registered_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(registered_at) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.last_delivery_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(last_delivery_id) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.ended_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(ended_at) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.ended_cause; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(ended_cause) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN activity_tokens.ended_reason; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(ended_reason) ON TABLE herald.activity_tokens TO herald_operator;
+
+
+--
+-- Name: TABLE deliveries; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries TO herald_daemon;
+
+
+--
+-- Name: TABLE devices; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.devices TO herald_daemon;
+
+
+--
+-- Name: TABLE live_activity_sends; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.live_activity_sends TO herald_operator;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.live_activity_sends TO herald_daemon;
+
+
+--
+-- Name: FUNCTION activity_sends(app text, activity text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.activity_sends(app text, activity text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.activity_sends(app text, activity text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.activity_sends(app text, activity text) TO herald_daemon;
 
 
 --
@@ -4305,6 +4684,24 @@ GRANT ALL ON FUNCTION herald.app_setups(apps text[]) TO herald_daemon;
 --
 
 GRANT ALL ON FUNCTION herald.base64url_decode(text text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION broadcast_activity(app text, channel text, content_state jsonb, event text, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.broadcast_activity(app text, channel text, content_state jsonb, event text, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.broadcast_activity(app text, channel text, content_state jsonb, event text, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_producer;
+GRANT ALL ON FUNCTION herald.broadcast_activity(app text, channel text, content_state jsonb, event text, title text, body text, sound text, stale_at timestamp with time zone, dismiss_at timestamp with time zone, relevance_score double precision, urgent boolean, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION channels(app text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.channels(app text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.channels(app text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.channels(app text) TO herald_daemon;
 
 
 --
@@ -4347,12 +4744,30 @@ GRANT ALL ON FUNCTION herald.clear_idle_config_problems(at timestamp with time z
 
 
 --
+-- Name: FUNCTION create_channel(app text, channel text, stores_latest boolean); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.create_channel(app text, channel text, stores_latest boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.create_channel(app text, channel text, stores_latest boolean) TO herald_producer;
+GRANT ALL ON FUNCTION herald.create_channel(app text, channel text, stores_latest boolean) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION default_web_push_hosts(); Type: ACL; Schema: herald; Owner: -
 --
 
 REVOKE ALL ON FUNCTION herald.default_web_push_hosts() FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_daemon;
 GRANT ALL ON FUNCTION herald.default_web_push_hosts() TO herald_operator;
+
+
+--
+-- Name: FUNCTION delete_channel(app text, channel text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.delete_channel(app text, channel text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.delete_channel(app text, channel text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.delete_channel(app text, channel text) TO herald_daemon;
 
 
 --
@@ -4661,14 +5076,6 @@ GRANT ALL ON FUNCTION herald.stringify_data(data jsonb) TO herald_daemon;
 
 
 --
--- Name: FUNCTION token_hint(token text); Type: ACL; Schema: herald; Owner: -
---
-
-GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_operator;
-GRANT ALL ON FUNCTION herald.token_hint(token text) TO herald_daemon;
-
-
---
 -- Name: FUNCTION unregister_activity_token(app text, device text, activity text, attributes_type text); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -4712,91 +5119,6 @@ GRANT ALL ON FUNCTION herald.web_subscription(subscription text, OUT endpoint te
 
 
 --
--- Name: TABLE activity_events; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.activity_events TO herald_daemon;
-GRANT SELECT ON TABLE herald.activity_events TO herald_operator;
-
-
---
--- Name: TABLE activity_tokens; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.activity_tokens TO herald_daemon;
-
-
---
--- Name: COLUMN activity_tokens.id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(id) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.device_id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(device_id) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.kind; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(kind) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.attributes_type; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(attributes_type) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.live_activity_id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(live_activity_id) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.registered_at; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(registered_at) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.last_delivery_id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(last_delivery_id) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.ended_at; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(ended_at) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.ended_cause; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(ended_cause) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
--- Name: COLUMN activity_tokens.ended_reason; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(ended_reason) ON TABLE herald.activity_tokens TO herald_operator;
-
-
---
 -- Name: SEQUENCE activity_tokens_id_seq; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -4819,10 +5141,10 @@ GRANT SELECT ON TABLE herald.app_problems TO herald_operator;
 
 
 --
--- Name: TABLE deliveries; Type: ACL; Schema: herald; Owner: -
+-- Name: SEQUENCE broadcast_channels_id_seq; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.deliveries TO herald_daemon;
+GRANT SELECT,USAGE ON SEQUENCE herald.broadcast_channels_id_seq TO herald_daemon;
 
 
 --
@@ -4890,13 +5212,6 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.delivery_reports_kept TO heral
 
 
 --
--- Name: TABLE devices; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.devices TO herald_daemon;
-
-
---
 -- Name: SEQUENCE devices_id_seq; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -4960,14 +5275,6 @@ GRANT SELECT,USAGE ON SEQUENCE herald.jobs_id_seq TO herald_daemon;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE herald.live_activities_id_seq TO herald_daemon;
-
-
---
--- Name: TABLE live_activity_sends; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT ON TABLE herald.live_activity_sends TO herald_operator;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.live_activity_sends TO herald_daemon;
 
 
 --

@@ -23,6 +23,11 @@ UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development',
 WHERE app_id = 'demo-shop';
 SELECT * FROM herald.register_device('demo-shop', 'alice-iphone', 'ios',
                                      'a11ce0000000000000000000000000000000000000000000000000000000f00d', 'alice');
+-- A broadcast channel for a match (iOS 18): the channels worker makes it at APNs, and one
+-- request reaches every Live Activity subscribed to it (the broadcast waits for the channel).
+SELECT herald.create_channel('demo-shop', 'match-7');
+SELECT herald.broadcast_activity('demo-shop', 'match-7', '{"home": 1, "away": 0}', title => 'Goal!',
+                                 idempotency_key => 'match-7-goal-1');
 \endif
 
 -- Alice also allowed notifications in her browser: the app sends to it with its VAPID key, and

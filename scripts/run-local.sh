@@ -63,6 +63,7 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   push_front="$PWD/.herald-local/push-service"
   export HERALD_CA_BUNDLE="$PWD/.herald-local/push-service/cert.pem"
   export HERALD_APNS_ENDPOINT="https://127.0.0.1:$push_port"
+  export HERALD_APNS_CHANNELS_ENDPOINT="https://127.0.0.1:$push_port"
   # The app's APNs signing key, as Apple's .p8 download (the emulator trusts it for the bundle).
   curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/apns-keys" \
     -d '{"team_id": "DEMOTEAM01", "key_id": "DEMOKEY001", "topics": ["com.example.demoshop"]}' \
@@ -96,6 +97,10 @@ psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 "${demo_browser[@]}" -q -f script
   echo "==> the Live Activities' events and sends:"
   psql "$HERALD_DATABASE_URL" -c "SELECT activity_id, event, notification_state, device_id, token_kind, delivery_state
     FROM herald.live_activity_sends ORDER BY notification_id"
+  psql "$HERALD_DATABASE_URL" -c "SELECT name, state, channel_id FROM herald.broadcast_channels"
+  psql "$HERALD_DATABASE_URL" -c "SELECT n.activity_channel AS channel, n.state, d.state AS delivery_state
+    FROM herald.notifications n JOIN herald.deliveries d ON d.notification_id = n.id
+    WHERE d.payload_kind = 'broadcast'"
   reference=$(psql "$HERALD_DATABASE_URL" -tAc "SELECT herald.delivery_reference(d.id, d.device_id)
     FROM herald.deliveries d WHERE d.state = 'sent' AND d.device_id IS NOT NULL AND d.payload_kind <> 'live_activity'
     ORDER BY d.id DESC LIMIT 1")

@@ -30,9 +30,11 @@ public struct APNsClient: Sendable {
     public func send(_ notifications: [APNsNotification]) async -> [PushOutcome] {
         var outcomes = [PushOutcome?](repeating: nil, count: notifications.count)
         var pending = Array(notifications.indices)
-        for index in pending where notifications[index].payload.count > APNsNotification.maxPayloadBytes {
+        for index in pending where notifications[index].payload.count > notifications[index].payloadLimit {
             outcomes[index] = .permanentFailure(
-                reason: "payload is \(notifications[index].payload.count) bytes, over APNs' 4096")
+                reason:
+                    "payload is \(notifications[index].payload.count) bytes, over APNs' \(notifications[index].payloadLimit)"
+            )
         }
         pending.removeAll { outcomes[$0] != nil }
         for round in 0..<2 where !pending.isEmpty {
@@ -82,7 +84,7 @@ public struct APNsClient: Sendable {
         var certificate: ClientCertificate?
         if case .certificate(let configured) = authentication { certificate = configured }
         return HTTPRequest(
-            url: "\(baseURL)/3/device/\(notification.deviceToken)", headers: headers, body: notification.payload,
+            url: baseURL + notification.path, headers: headers, body: notification.payload,
             timeout: timeout, clientCertificate: certificate)
     }
 
@@ -91,7 +93,8 @@ public struct APNsClient: Sendable {
     {
         if response.status == 200 {
             return .sent(
-                messageName: response.header("apns-id") ?? notification.id.uuidString.lowercased(),
+                messageName: response.header("apns-id") ?? response.header("apns-request-id")
+                    ?? notification.id.uuidString.lowercased(),
                 uniqueID: response.header("apns-unique-id"))
         }
         let body = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
@@ -110,6 +113,9 @@ public struct APNsClient: Sendable {
             // ExpiredProviderToken (refreshed by the caller first), InvalidProviderToken,
             // BadCertificate, BadCertificateEnvironment, TopicDisallowed, MissingProviderToken…
             return .configurationError(reason: described, scope: .apns)
+        case (400, "ChannelNotRegistered"), (400, "BadChannelId"):
+            // A broadcast to a channel APNs does not know: that send fails, not the app.
+            return .permanentFailure(reason: described + ": the channel is not registered at APNs")
         case (413, _):
             return .permanentFailure(reason: described)
         case (429, _), (500..<600, _):

@@ -27,15 +27,26 @@ public struct APNsNotification: Sendable {
     public var collapseID: String?
     /// Herald's id for this send (`apns-id`), recorded so that an operator can correlate.
     public var id: UUID
-    /// The JSON payload: `aps` and custom keys, 4096 bytes at most.
+    /// The JSON payload: `aps` and custom keys, 4096 bytes at most (5120 for a broadcast).
     public var payload: [UInt8]
+    /// A broadcast's channel (`apns-channel-id`, iOS 18): sent to every subscriber of the
+    /// channel (`POST /4/broadcasts/apps/{topic}`) instead of to `deviceToken`.
+    public var channelID: String? = nil
 
     public static let maxPayloadBytes = 4096
+    public static let maxBroadcastPayloadBytes = 5120
+
+    /// How large its payload may be.
+    public var payloadLimit: Int { channelID == nil ? Self.maxPayloadBytes : Self.maxBroadcastPayloadBytes }
+
+    /// The request's path.
+    public var path: String { channelID == nil ? "/3/device/\(deviceToken)" : "/4/broadcasts/apps/\(topic)" }
 
     public init(
         deviceToken: String, topic: String, pushType: PushType, priority: Int, expiration: Date,
-        collapseID: String? = nil, id: UUID = UUID(), payload: [UInt8]
+        collapseID: String? = nil, id: UUID = UUID(), payload: [UInt8], channelID: String? = nil
     ) {
+        self.channelID = channelID
         self.deviceToken = deviceToken
         self.topic = topic
         self.pushType = pushType
@@ -46,8 +57,17 @@ public struct APNsNotification: Sendable {
         self.payload = payload
     }
 
-    /// The request headers other than `authorization`.
+    /// The request headers other than `authorization`. A broadcast names its channel, and has
+    /// no topic (the path names the app), collapse id or `apns-id` (its id is `apns-request-id`).
     public var headers: [(name: String, value: String)] {
+        if let channelID {
+            return [
+                ("apns-channel-id", channelID), ("apns-push-type", pushType.rawValue),
+                ("apns-priority", String(priority)),
+                ("apns-expiration", String(max(0, Int(expiration.timeIntervalSince1970)))),
+                ("apns-request-id", id.uuidString.lowercased()),
+            ]
+        }
         var headers: [(name: String, value: String)] = [
             ("apns-topic", topic), ("apns-push-type", pushType.rawValue), ("apns-priority", String(priority)),
             ("apns-expiration", String(max(0, Int(expiration.timeIntervalSince1970)))),

@@ -44,6 +44,9 @@ public struct Configuration: Sendable {
     public var caBundle: String?
     /// APNs' base URL for every app (a local stand-in); nil: each app's environment decides.
     public var apnsEndpoint: String?
+    /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
+    /// environment decides.
+    public var apnsChannelsEndpoint: String?
     /// Sends per second per FCM project, for every daemon on the database together.
     public var fcmRateLimit: Double = FCMQuota.defaultRate
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
@@ -80,7 +83,7 @@ public struct Configuration: Sendable {
             ("HERALD_WORKER_ID", "<hostname>:<pid>", "name recorded in locked_by"),
             (
                 "HERALD_WORKERS", defaults.workers.joined(separator: ","),
-                "workers to run: all, or a comma-separated list (ingest, dispatch, reconcile, retry)"
+                "workers to run: all, or a comma-separated list (ingest, dispatch, reconcile, retry, channels)"
             ),
             (
                 "HERALD_BATCH_SIZE", "\(defaults.batchSize)",
@@ -115,6 +118,10 @@ public struct Configuration: Sendable {
             (
                 "HERALD_APNS_ENDPOINT", "(Apple's)",
                 "APNs' base URL for every app (the emulator's, for tests and demos); unset: each app's apns_environment"
+            ),
+            (
+                "HERALD_APNS_CHANNELS_ENDPOINT", "(Apple's)",
+                "APNs' channel-management base URL for every app (the emulator's); unset: each app's apns_environment"
             ),
             (
                 "HERALD_FCM_RATE_LIMIT", "\(Int(defaults.fcmRateLimit))",
@@ -211,6 +218,7 @@ public struct Configuration: Sendable {
         configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
         configuration.caBundle = reader.string("HERALD_CA_BUNDLE")
         configuration.apnsEndpoint = reader.string("HERALD_APNS_ENDPOINT")
+        configuration.apnsChannelsEndpoint = reader.string("HERALD_APNS_CHANNELS_ENDPOINT")
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
             guard let value = Double(rate), value > 0 else {
                 throw ConfigurationError(

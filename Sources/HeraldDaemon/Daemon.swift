@@ -55,6 +55,7 @@ public struct Daemon {
         providers.defaultCredentialsFile = configuration.defaultCredentialsFile
         providers.ratePerSecond = configuration.fcmRateLimit
         providers.apnsEndpoint = configuration.apnsEndpoint
+        providers.apnsChannelsEndpoint = configuration.apnsChannelsEndpoint
         let senders = Senders(
             http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger,
             quotaConnection: connection())

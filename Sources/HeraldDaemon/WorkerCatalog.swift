@@ -17,6 +17,7 @@ public enum WorkerCatalog {
         case .dispatch: { DispatchWorker(context: $0) }
         case .reconcile: { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) }
         case .retry: { RetryWorker(context: $0) }
+        case .channels: { JobWorker(ChannelWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) }
         }
     }
 

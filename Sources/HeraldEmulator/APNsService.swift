@@ -24,6 +24,22 @@ public struct ReceivedAPNsNotification: Sendable {
     public var aps: [String: Any] { document["aps"] as? [String: Any] ?? [:] }
 }
 
+/// A broadcast the emulator's APNs accepted.
+public struct ReceivedBroadcast: Sendable {
+    public var bundleID: String
+    public var channelID: String
+    /// The request's `apns-*` headers, names lower-cased.
+    public var headers: [String: String]
+    public var payload: String
+    public var uniqueID: String
+    public var authentication: String
+
+    public var aps: [String: Any] {
+        ((try? JSONSerialization.jsonObject(with: Data(payload.utf8))) as? [String: Any])?["aps"] as? [String: Any]
+            ?? [:]
+    }
+}
+
 /// APNs' provider API as Apple runs it, for tests and the demo (behind a TLS and HTTP/2 front,
 /// which also checks client certificates): `POST /3/device/<token>` verifies the provider
 /// token (an ES256 JWT with a known `kid`, its team as `iss`, no older than an hour) or the
@@ -58,6 +74,12 @@ actor APNsService {
     /// activity ended.
     private var activityTimestamps: [String: Int] = [:]
     private var endedActivities: Set<String> = []
+
+    /// Broadcast channels (iOS 18), by bundle id and channel id: each one's message storage
+    /// policy (0: none stored, 1: the most recent).
+    private(set) var channels: [String: [String: Int]] = [:]
+    /// The broadcasts APNs accepted, oldest first.
+    private(set) var broadcasts: [ReceivedBroadcast] = []
 
     /// A new signing key for `teamID`, trusted for `topics`: its private key as PEM (a .p8).
     func makeKey(keyID: String, teamID: String, topics: Set<String>) throws -> String {
@@ -127,6 +149,122 @@ actor APNsService {
         received.append(notification)
         return Answer(
             status: 200, reason: nil, headers: [("apns-id", apnsID), ("apns-unique-id", uniqueID)], delay: delay)
+    }
+
+    /// Authenticates a broadcast or channel-management request for `bundleID` (from its path):
+    /// the provider token or the client certificate, for that bundle. Returns how, or Apple's
+    /// refusal.
+    private func authenticate(_ headers: [String: String], bundleID: String) -> (how: String?, refusal: Answer?) {
+        if let bearer = headers["authorization"] {
+            guard bearer.lowercased().hasPrefix("bearer ") else {
+                return (nil, Answer(status: 403, reason: "MissingProviderToken"))
+            }
+            let jwt = String(bearer.dropFirst(7))
+            if !providerTokens.contains(jwt) { providerTokens.append(jwt) }
+            if let refusal = checkProviderToken(jwt, topic: bundleID) {
+                return (
+                    nil, refusal.reason == "TopicDisallowed" ? Answer(status: 403, reason: "TopicMismatch") : refusal
+                )
+            }
+            return ("token", nil)
+        }
+        guard headers["x-client-verify"] == "SUCCESS" else {
+            return (nil, Answer(status: 403, reason: "MissingProviderToken"))
+        }
+        guard certificateTopics.contains(bundleID) else { return (nil, Answer(status: 403, reason: "TopicMismatch")) }
+        return ("certificate", nil)
+    }
+
+    /// The channel-management API (`/1/apps/{bundle id}/channels` and `/all-channels`, on its
+    /// own host): create (201, the id in `apns-channel-id`), read one (200, its policy), delete
+    /// (204), list (200, `{"channels": [...]}`). Unknown channels answer 400 ChannelNotRegistered.
+    func manageChannels(method: String, bundleID: String, all: Bool, headers: [String: String], body: [UInt8])
+        -> (Answer, Data?)
+    {
+        requests += 1
+        if let refusal = authenticate(headers, bundleID: bundleID).refusal { return (refusal, nil) }
+        let requestID = [("apns-request-id", headers["apns-request-id"] ?? UUID().uuidString.lowercased())]
+        var known = channels[bundleID] ?? [:]
+        if all {
+            guard method == "GET" else { return (Answer(status: 405, reason: "MethodNotAllowed"), nil) }
+            return (Answer(status: 200, reason: nil, headers: requestID), Self.json(["channels": known.keys.sorted()]))
+        }
+        switch method {
+        case "POST":
+            guard let request = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+                return (Answer(status: 400, reason: "BadRequestPayload"), nil)
+            }
+            guard request["push-type"] as? String == "LiveActivity" else {
+                return (
+                    Answer(status: 400, reason: request["push-type"] == nil ? "MissingPushType" : "InvalidPushType"),
+                    nil
+                )
+            }
+            guard let policy = request["message-storage-policy"] as? Int, policy == 0 || policy == 1 else {
+                return (Answer(status: 400, reason: "BadRequestParams"), nil)
+            }
+            guard known.count < 10_000 else { return (Answer(status: 400, reason: "CannotCreateChannelConfig"), nil) }
+            // Apple's ids are base64, as `dHN0LXNyY2gtY2hubA==`.
+            let id = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+            known[id] = policy
+            channels[bundleID] = known
+            return (Answer(status: 201, reason: nil, headers: requestID + [("apns-channel-id", id)]), nil)
+        case "GET", "DELETE":
+            guard let id = headers["apns-channel-id"] else {
+                return (Answer(status: 400, reason: "MissingChannelId"), nil)
+            }
+            guard let policy = known[id] else { return (Answer(status: 400, reason: "ChannelNotRegistered"), nil) }
+            if method == "GET" {
+                return (
+                    Answer(status: 200, reason: nil, headers: requestID),
+                    Self.json(["message-storage-policy": policy, "push-type": "LiveActivity"])
+                )
+            }
+            known[id] = nil
+            channels[bundleID] = known
+            return (Answer(status: 204, reason: nil, headers: requestID), nil)
+        default:
+            return (Answer(status: 405, reason: "MethodNotAllowed"), nil)
+        }
+    }
+
+    private static func json(_ document: [String: Any]) -> Data? {
+        try? JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
+    }
+
+    /// A broadcast (`POST /4/broadcasts/apps/{bundle id}`): to a channel of the bundle
+    /// (`apns-channel-id`), a Live Activity update or end (never a start), 5120 bytes at most,
+    /// and `apns-expiration: 0` on a channel that stores no message.
+    func broadcast(bundleID: String, headers: [String: String], body: [UInt8]) -> Answer {
+        requests += 1
+        let (how, refusal) = authenticate(headers, bundleID: bundleID)
+        guard let authentication = how else { return refusal ?? Answer(status: 403, reason: "Forbidden") }
+        guard let id = headers["apns-channel-id"] else { return Answer(status: 400, reason: "MissingChannelId") }
+        guard let policy = channels[bundleID]?[id] else { return Answer(status: 400, reason: "ChannelNotRegistered") }
+        guard let pushType = headers["apns-push-type"] else { return Answer(status: 400, reason: "MissingPushType") }
+        guard pushType == "liveactivity" else { return Answer(status: 400, reason: "InvalidPushType") }
+        guard let priority = headers["apns-priority"], ["10", "5", "1"].contains(priority) else {
+            return Answer(status: 400, reason: "BadPriority")
+        }
+        guard let expiration = headers["apns-expiration"].flatMap({ Int($0) }), policy == 1 || expiration == 0 else {
+            return Answer(status: 400, reason: "BadExpirationDate")
+        }
+        guard body.count <= 5120 else { return Answer(status: 413, reason: "PayloadTooLarge") }
+        guard let payload = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
+            let aps = payload["aps"] as? [String: Any], LiveActivityRules.problem(aps) == nil,
+            aps["event"] as? String != "start"
+        else { return Answer(status: 400, reason: "BadRequestPayload") }
+        let uniqueID = UUID().uuidString.lowercased()
+        broadcasts.append(
+            ReceivedBroadcast(
+                bundleID: bundleID, channelID: id, headers: headers.filter { $0.key.hasPrefix("apns-") },
+                payload: String(decoding: body, as: UTF8.self), uniqueID: uniqueID, authentication: authentication))
+        return Answer(
+            status: 200, reason: nil,
+            headers: [
+                ("apns-request-id", headers["apns-request-id"] ?? UUID().uuidString.lowercased()),
+                ("apns-unique-id", uniqueID),
+            ])
     }
 
     private func checkProviderToken(_ jwt: String, topic: String?) -> Answer? {

@@ -39,7 +39,9 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /3/device/{token}` is APNs (``APNsService``), behind the same TLS front: HTTP/2 as
 ///   Apple requires. `POST /emulator/apns-keys` makes a signing key for a team and its bundle
 ///   ids (`{"team_id": "…", "key_id": "…", "topics": ["com.example.app"]}`) and answers its
-///   private key as PEM, as Apple's .p8 download.
+///   private key as PEM, as Apple's .p8 download. Broadcasts (`POST /4/broadcasts/apps/{bundle}`)
+///   and the channel-management API (`/1/apps/{bundle}/channels`, `/all-channels`; its own host
+///   at Apple, a path here) are APNs' too.
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes` and `GET /emulator/apns` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
@@ -132,6 +134,9 @@ public final class Emulator: Sendable {
     public func allowAPNsCertificate(topic: String) async { await apns.allowCertificate(topic: topic) }
 
     public var apnsReceived: [ReceivedAPNsNotification] { get async { await apns.received } }
+    /// The broadcasts APNs accepted, and its channels (by bundle id, channel id: storage policy).
+    public var apnsBroadcasts: [ReceivedBroadcast] { get async { await apns.broadcasts } }
+    public var apnsChannels: [String: [String: Int]] { get async { await apns.channels } }
     public var apnsRequests: Int { get async { await apns.requests } }
     /// The provider tokens APNs was sent, each once, in order of first use.
     public var apnsProviderTokens: [String] { get async { await apns.providerTokens } }
@@ -176,21 +181,30 @@ struct EmulatorRoutes {
         let webPush = self.webPush
         let apns = self.apns
         await server.appendRoute("POST /3/device/*") { request in
-            var headers: [String: String] = [:]
-            for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
             let answer = await apns.push(
-                token: String(request.path.split(separator: "/").last ?? ""), headers: headers,
+                token: String(request.path.split(separator: "/").last ?? ""), headers: Self.headers(of: request),
                 body: [UInt8](try await request.bodyData))
             if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var body: [String: Any] = [:]
-            if let reason = answer.reason { body["reason"] = reason }
-            if let timestamp = answer.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
-            var response = HTTPResponse(
-                statusCode: HTTPStatusCode(answer.status, phrase: answer.status == 200 ? "OK" : "Error"),
-                headers: [.contentType: "application/json"],
-                body: body.isEmpty ? Data() : try JSONSerialization.data(withJSONObject: body))
-            for (name, value) in answer.headers { response.headers[HTTPHeader(name)] = value }
-            return response
+            return try Self.apnsResponse(answer, document: nil)
+        }
+        // Broadcast channels: the management API (its own host at Apple; a path here) and sends.
+        for method in ["POST", "GET", "DELETE"] {
+            for resource in ["channels", "all-channels"] {
+                await server.appendRoute(HTTPRoute("\(method) /1/apps/*/\(resource)")) { request in
+                    let parts = request.path.split(separator: "/")
+                    let (answer, document) = await apns.manageChannels(
+                        method: method, bundleID: parts.count > 2 ? String(parts[2]) : "",
+                        all: resource == "all-channels", headers: Self.headers(of: request),
+                        body: [UInt8](try await request.bodyData))
+                    return try Self.apnsResponse(answer, document: document)
+                }
+            }
+        }
+        await server.appendRoute("POST /4/broadcasts/apps/*") { request in
+            let answer = await apns.broadcast(
+                bundleID: String(request.path.split(separator: "/").last ?? ""), headers: Self.headers(of: request),
+                body: [UInt8](try await request.bodyData))
+            return try Self.apnsResponse(answer, document: nil)
         }
         await server.appendRoute("POST /emulator/apns-keys") { request in
             let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
@@ -288,6 +302,27 @@ struct EmulatorRoutes {
             }
             return Self.json(200, "{}")
         }
+    }
+
+    /// A request's headers, names lower-cased.
+    static func headers(of request: HTTPRequest) -> [String: String] {
+        var headers: [String: String] = [:]
+        for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
+        return headers
+    }
+
+    /// APNs' answer: `{"reason": …}` (and a 410's `timestamp`) on an error, or `document` when
+    /// there is one, with the answer's headers.
+    static func apnsResponse(_ answer: APNsService.Answer, document: Data?) throws -> HTTPResponse {
+        var body: [String: Any] = [:]
+        if let reason = answer.reason { body["reason"] = reason }
+        if let timestamp = answer.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+        var response = HTTPResponse(
+            statusCode: HTTPStatusCode(answer.status, phrase: answer.status < 300 ? "OK" : "Error"),
+            headers: [.contentType: "application/json"],
+            body: try document ?? (body.isEmpty ? Data() : JSONSerialization.data(withJSONObject: body)))
+        for (name, value) in answer.headers { response.headers[HTTPHeader(name)] = value }
+        return response
     }
 
     static func json(_ status: Int, _ body: String) -> HTTPResponse {

@@ -11,6 +11,8 @@ public enum WorkerKind: String, Sendable, CaseIterable {
     case reconcile
     /// What follows a failed or abandoned attempt; it has no queue of its own.
     case retry
+    /// Broadcast channels made and deleted at APNs (`herald.jobs` rows of this kind).
+    case channels
 
     /// Whether work of this kind waits in a queue that `herald.queue_depth` counts.
     public var isQueued: Bool { self != .retry }

@@ -23,6 +23,8 @@ public enum DeliveryLife {
     public static let configurationProbeInterval: Duration = .seconds(60)
     /// How long the rest of a probe's route waits for the probe's answer.
     static let probeWait: Duration = .seconds(5)
+    /// How long a broadcast waits for its channel to be made at APNs before it looks again.
+    static let channelWait: Duration = .seconds(2)
 
     /// What just happened to a claimed delivery.
     enum Event {
@@ -63,7 +65,21 @@ public enum DeliveryLife {
             if let reason = delivery.deviceDisabledReason {
                 return DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
             }
-            if delivery.payloadKind == .liveActivity {
+            if let channel = delivery.channel {
+                switch channel.state {
+                case "creating":
+                    // Not an attempt: the channels worker is making it at APNs.
+                    return DeliveryResult(
+                        state: .queued, error: "waiting: channel \(channel.name) is being created at APNs",
+                        requeue: .postponed(until: now.addingTimeInterval(channelWait.seconds)))
+                case "active": break
+                default:
+                    return DeliveryResult(
+                        state: .cancelled,
+                        error: "channel \(channel.name) is \(channel.state ?? "gone") (herald.channels)")
+                }
+            }
+            if delivery.payloadKind == .liveActivity || delivery.payloadKind == .broadcast {
                 guard let activity = delivery.liveActivity else {
                     return DeliveryResult(state: .cancelled, error: "the Live Activity's token or event is gone")
                 }
@@ -73,7 +89,9 @@ public enum DeliveryLife {
                 if let newer = activity.supersededBy {
                     return DeliveryResult(
                         state: .cancelled,
-                        error: "superseded by delivery \(newer), a newer event of activity \(activity.activityID)")
+                        error:
+                            "superseded by delivery \(newer), a newer event of \(delivery.channel == nil ? "activity" : "channel") \(activity.activityID)"
+                    )
                 }
             }
             if delivery.target == nil {

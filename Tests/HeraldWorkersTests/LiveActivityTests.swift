@@ -435,6 +435,51 @@ import Testing
         #expect(tokens == 3, "the live push-to-start token and the two activities' update tokens")
     }
 
+    @Test func onePushToStartTokenServesEveryActivityTypeOfItsDevice() async throws {
+        let f = try await Self.twoIPhones()
+        // iOS may give the same push-to-start token for every type: both stay live.
+        _ = try await f.db.query(
+            "SELECT herald.register_activity_token('shop', 'iphone-apns', $1, 'RideAttributes')",
+            [Self.token("start-iphone-apns")])
+        let live = try await f.db.query(
+            """
+            SELECT attributes_type FROM herald.activity_tokens t JOIN herald.devices d ON d.id = t.device_id
+            WHERE d.device_id = 'iphone-apns' AND t.ended_at IS NULL ORDER BY attributes_type
+            """
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(live == ["DeliveryAttributes", "RideAttributes"])
+        // Held by another device, it moves.
+        _ = try await f.db.query(
+            "SELECT herald.register_activity_token('shop', 'iphone-fcm', $1, 'RideAttributes')",
+            [Self.token("start-iphone-apns")])
+        let moved = try await f.db.query(
+            "SELECT count(*) FROM herald.activity_tokens WHERE token = $1 AND ended_cause = 'replaced'",
+            [Self.token("start-iphone-apns")])[0].decode(0, as: Int.self)
+        #expect(moved == 2)
+    }
+
+    @Test func aTokenRegisteredAfterTheEndStillEndsItsActivity() async throws {
+        let f = try await Self.twoIPhones()
+        _ = try await start(f)
+        try await f.ingest()
+        let ended = try await f.db.query("SELECT herald.end_activity('shop', 'order-42', '{\"status\": \"done\"}')")[0]
+            .decode(0, as: Int64.self)
+        try await f.ingest()
+        #expect(try await notification(f, ended).state == "no_devices")
+        try await registerUpdateToken(f, "iphone-apns")
+        try await f.dispatch()
+        let sent = await pushes(f, to: Self.token("update-iphone-apnsorder-42"))
+        #expect(sent.map { $0.aps["event"] as? String } == ["end"])
+        let token = try await f.db.query(
+            "SELECT ended_cause FROM herald.activity_tokens WHERE token = $1",
+            [Self.token("update-iphone-apnsorder-42")])
+        #expect(try token[0].decode(0, as: String?.self) == "activity_ended")
+        // An update older than the end, arriving late, is superseded, not refused.
+        let late = try await update(f, "cooking", ", event_at => now() - interval '1 minute'")
+        try await f.ingest()
+        #expect(try await notification(f, late).state == "superseded")
+    }
+
     @Test func aDismissedActivitysTokenTakesNothingMore() async throws {
         let f = try await Self.twoIPhones()
         _ = try await start(f)

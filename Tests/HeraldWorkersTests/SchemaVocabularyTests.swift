@@ -38,8 +38,8 @@ import Testing
                 == ConfigurationScope.allCases.map(\.rawValue).sorted())
     }
 
-    /// The schema's triggers make work for workers by kind: `notify_worker` wakes the kind
-    /// named in its argument, and a trigger that inserts `herald.jobs` rows names their kind.
+    /// The schema makes work for workers by kind: `notify_worker` wakes the kind named in its
+    /// argument, and a trigger or function that inserts `herald.jobs` rows names their kind.
     /// Those are exactly the ``WorkerKind``s that have a queue.
     @Test func triggersMakeWorkForTheWorkerKinds() async throws {
         let db = try await TestDatabase.create().connect()
@@ -48,9 +48,10 @@ import Testing
             SELECT rtrim(encode(t.tgargs, 'escape'), '\000') FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
             WHERE p.proname = 'notify_worker' AND NOT t.tgisinternal
             UNION
-            SELECT m[1] FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-            CROSS JOIN LATERAL regexp_matches(p.prosrc, 'INSERT INTO herald\.jobs \(kind[^)]*\) SELECT ''([a-z_]+)''', 'g') AS m
-            WHERE NOT t.tgisinternal
+            SELECT m[1] FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
+            CROSS JOIN LATERAL regexp_matches(
+                p.prosrc, 'INSERT INTO herald\.jobs \(kind[^)]*\) (?:SELECT |VALUES \()''([a-z_]+)''', 'g') AS m
+            WHERE s.nspname = 'herald'
             """#
         ).map { try $0.decode(0, as: String.self) }
         #expect(Set(kinds) == Set(WorkerKind.allCases.filter(\.isQueued).map(\.rawValue)), "\(kinds)")

@@ -52,6 +52,7 @@ struct WorkerFixture {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
             http.caBundle = front.caBundle
             providers.apnsEndpoint = front.baseURL
+            providers.apnsChannelsEndpoint = front.baseURL
             pushService = front
         }
         if webPush {

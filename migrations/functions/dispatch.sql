@@ -28,7 +28,7 @@
 -- off rules that out, for this function only. Not knowing `batch`, it would hash the whole
 -- table to join the picked rows (75 µs a delivery); the array condition keeps the update on
 -- the primary key.
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -64,7 +64,7 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
            -- Any change to the app's row gives it a new xmin.
            n.app_id, a.xmin::text,
            CASE WHEN c.payload_kind = 'web' THEN p.web
-                WHEN dev.token_kind = 'apns_device_token' THEN p.apns
+                WHEN dev.token_kind = 'apns_device_token' OR c.payload_kind = 'broadcast' THEN p.apns
                 WHEN c.payload_kind LIKE 'ios%' OR c.payload_kind = 'live_activity' THEN greatest(p.fcm, p.fcm_apns)
                 ELSE p.fcm END,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
@@ -77,16 +77,23 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
            -- newer delivery, when this one was superseded by a newer event.
            t.token, t.id,
            CASE WHEN t.ended_cause <> 'activity_ended' THEN t.ended_reason END,
-           CASE WHEN t.kind = 'update' AND t.last_delivery_id > c.id THEN t.last_delivery_id END,
+           CASE WHEN t.kind = 'update' AND t.last_delivery_id > c.id THEN t.last_delivery_id
+                WHEN ch.last_delivery_id > c.id THEN ch.last_delivery_id END,
            n.activity_id, n.activity_event, n.activity_attributes_type,
            -- The app finds the activity's id in its attributes (docs/app-integration.md).
            (n.activity_attributes || jsonb_build_object('herald_activity', n.activity_id))::text,
-           n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at
+           n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
+           -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
+           n.activity_channel, ch.channel_id, ch.state, ch.stores_latest
     FROM claimed c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
     LEFT JOIN herald.activity_tokens t ON t.id = c.activity_token_id
+    -- Read for a broadcast only (a one-time filter for every other delivery).
+    LEFT JOIN LATERAL (SELECT b.* FROM herald.broadcast_channels b
+                       WHERE c.payload_kind = 'broadcast' AND b.app_id = n.app_id AND b.name = n.activity_channel
+                       ORDER BY b.id DESC LIMIT 1) ch ON true
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

@@ -36,21 +36,28 @@ REVOKE ALL ON FUNCTION herald.max_schedule() FROM PUBLIC, herald_producer, heral
 GRANT EXECUTE ON FUNCTION herald.max_schedule() TO herald_daemon;
 
 -- What is wrong with a Live Activity event, as the reason its notification is rejected; NULL
--- when nothing is. `activity` is the activity it names (NULL for a start, or when unknown).
+-- when nothing is. `activity` is the activity it names (NULL for a start, or when unknown);
+-- `channel` the broadcast channel it is sent to (NULL when unknown, or not a broadcast).
 CREATE OR REPLACE FUNCTION herald.activity_event_problem(n herald.notifications, app herald.apps,
-    activity herald.live_activities, at timestamptz) RETURNS text
+    activity herald.live_activities, channel herald.broadcast_channels, at timestamptz) RETURNS text
 LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN app.app_id IS NULL THEN
             format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
         WHEN n.activity_event NOT IN ('start', 'update', 'end') THEN
             format('activity_event must be start, update or end, not %s', quote_literal(left(n.activity_event, 40)))
-        WHEN coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]' OR octet_length(n.activity_id) > 256 THEN
+        WHEN n.activity_channel IS NOT NULL AND channel.id IS NULL THEN
+            format('unknown channel %s: create it first', quote_literal(n.activity_channel))
+        WHEN channel.state = 'deleting' THEN
+            format('channel %s is being deleted', quote_literal(n.activity_channel))
+        WHEN n.activity_channel IS NULL AND (coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]'
+                                             OR octet_length(n.activity_id) > 256) THEN
             'activity_id must be 1 to 256 bytes without control characters'
-        WHEN n.activity_event <> 'start' AND activity.id IS NULL THEN
+        WHEN n.activity_channel IS NULL AND n.activity_event <> 'start' AND activity.id IS NULL THEN
             format('unknown activity %s: start it first, or let the app register its update token',
                    quote_literal(n.activity_id))
-        WHEN n.activity_event <> 'start' AND activity.state = 'ended' THEN
+        -- An event older than the end is superseded (below), not refused.
+        WHEN n.activity_event <> 'start' AND activity.state = 'ended' AND n.activity_event_at >= activity.event_at THEN
             format('activity %s ended at %s: nothing more is sent to it', quote_literal(n.activity_id), activity.ended_at)
         WHEN n.activity_event = 'start' AND num_nonnulls(n.user_ref, n.device_ids) <> 1 THEN
             'a Live Activity starts on a user''s iPhones (user_ref) or on devices named (device_ids)'
@@ -66,7 +73,8 @@ LANGUAGE sql STABLE AS $$
         WHEN n.data IS NOT NULL OR n.silent OR n.topic IS NOT NULL THEN
             'a Live Activity event carries content_state, not data, silent or a topic'
         WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound contains a control character; remove it'
-        WHEN NOT isfinite(n.activity_event_at) OR NOT isfinite(n.expires_at) OR NOT isfinite(n.activity_stale_at)
+        WHEN n.activity_event_at IS NULL OR NOT isfinite(n.activity_event_at) OR NOT isfinite(n.expires_at)
+             OR NOT isfinite(n.activity_stale_at)
              OR NOT isfinite(n.activity_dismiss_at) THEN
             'event_at, expires_at, stale_at and dismiss_at must be finite times'
         WHEN n.activity_event_at > at + interval '1 minute' THEN
@@ -78,19 +86,21 @@ LANGUAGE sql STABLE AS $$
             'dismiss_at must be within 4 hours (an ended activity stays on the Lock Screen at most that long), or past to remove it at once'
         WHEN n.ios_relevance_score IN ('NaN', 'Infinity', '-Infinity') THEN
             'relevance_score must be a finite number'
-        WHEN size.bytes > 4096 THEN
-            format('the Live Activity''s payload is about %s bytes, %s over APNs'' 4096; shorten content_state, attributes or the alert',
-                   size.bytes, size.bytes - 4096)
+        WHEN size.bytes > size.limit_bytes THEN
+            format('the Live Activity''s payload is about %s bytes, %s over APNs'' %s; shorten content_state, attributes or the alert',
+                   size.bytes, size.bytes - size.limit_bytes, size.limit_bytes)
     END
     FROM (SELECT octet_length(jsonb_strip_nulls(jsonb_build_object(
                      'event', n.activity_event, 'content-state', n.activity_content_state,
                      'attributes-type', n.activity_attributes_type, 'attributes', n.activity_attributes,
                      'alert', jsonb_build_object('title', n.title, 'body', n.body), 'sound', n.sound))::text)
-                 + 120 AS bytes  -- timestamp, dates, relevance-score, herald_activity and the quoting
+                 -- timestamp, dates, relevance-score and the quoting; herald_activity in a start's attributes
+                 + 120 + CASE WHEN n.activity_event = 'start' THEN 20 + octet_length(n.activity_id) ELSE 0 END AS bytes,
+                 CASE WHEN n.activity_channel IS NULL THEN 4096 ELSE 5120 END AS limit_bytes
          ) AS size
 $$;
-REVOKE ALL ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,herald.broadcast_channels,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,herald.broadcast_channels,timestamp with time zone) TO herald_daemon;
 
 -- Ingests the batch's Live Activity events (herald.start_activity, update_activity,
 -- end_activity), one at a time in id order, since each may start, change or end the activity
@@ -108,29 +118,65 @@ DECLARE
     n herald.notifications;
     app herald.apps;
     activity herald.live_activities;
+    channel herald.broadcast_channels;
+    delivery bigint;
     verdict text;
     why text;
     expires timestamptz;
     made int;
 BEGIN
     accepted := 0; rejected := 0; expired := 0; no_devices := 0; superseded := 0; deliveries := 0;
+    -- One ingester at a time works an app's events, the apps in name order: an update sees the
+    -- start another ingester committed just before it (in READ COMMITTED each statement reads
+    -- what is committed when it starts), and two batches naming the same activities cannot
+    -- lock them in opposite orders.
+    PERFORM pg_advisory_xact_lock(hashtext('herald.live_activities'), hashtext(x.app_id))
+    FROM (SELECT DISTINCT y.app_id FROM herald.notifications y
+          WHERE y.id = ANY(ids) AND y.state = 'received' AND y.activity_event IS NOT NULL
+          ORDER BY y.app_id) AS x;
     FOR n IN SELECT * FROM herald.notifications x
              WHERE x.id = ANY(ids) AND x.state = 'received' AND x.activity_event IS NOT NULL ORDER BY x.id
     LOOP
         SELECT * INTO app FROM herald.apps a WHERE a.app_id = n.app_id;
         activity := NULL;
-        IF n.activity_event IN ('update', 'end') THEN
+        channel := NULL;
+        IF n.activity_channel IS NOT NULL THEN
+            SELECT * INTO channel FROM herald.broadcast_channels c
+            WHERE c.app_id = n.app_id AND c.name = n.activity_channel AND c.state NOT IN ('deleted', 'failed')
+            FOR UPDATE;
+        ELSIF n.activity_event IN ('update', 'end') THEN
             SELECT * INTO activity FROM herald.live_activities a
             WHERE a.app_id = n.app_id AND a.activity_id = n.activity_id FOR UPDATE;
         END IF;
         expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, app.default_ttl));
-        why := herald.activity_event_problem(n, app, activity, at);
+        why := herald.activity_event_problem(n, app, activity, channel, at);
         made := 0;
         IF why IS NOT NULL THEN
             verdict := 'rejected';
         ELSIF expires <= at THEN
             verdict := 'expired';
             why := format('expired at %s, before it could be sent', expires);
+        ELSIF channel.id IS NOT NULL AND n.activity_event_at < channel.event_at THEN
+            verdict := 'superseded';
+            why := format('channel %s had taken a newer broadcast (of %s, notification %s): an older one is not sent',
+                          quote_literal(n.activity_channel), channel.event_at, channel.last_notification_id);
+        ELSIF channel.id IS NOT NULL THEN
+            -- One delivery reaches every subscriber; it supersedes the channel's older one still
+            -- waiting, as for a token.
+            INSERT INTO herald.deliveries (notification_id, payload_kind, run_at) VALUES (n.id, 'broadcast', at)
+            RETURNING id INTO delivery;
+            UPDATE herald.deliveries d
+            SET state = 'cancelled', finished_at = at, run_at = NULL,
+                last_error = format('superseded by notification %s, a newer broadcast on its channel', n.id),
+                error_history = d.error_history
+                                || format('%s superseded by notification %s, a newer broadcast on its channel',
+                                          to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
+            WHERE d.id = channel.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL;
+            UPDATE herald.broadcast_channels c
+            SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
+            WHERE c.id = channel.id;
+            made := 1;
+            verdict := 'accepted';
         ELSIF n.activity_event = 'start' THEN
             INSERT INTO herald.live_activities AS a (app_id, activity_id, attributes_type, user_ref, started_by,
                                                      content_state, event_at, last_notification_id, stale_at)

@@ -351,7 +351,8 @@ BEGIN
         RAISE EXCEPTION '%: activity must be 1 to 256 bytes without control characters', caller
             USING ERRCODE = 'check_violation';
     END IF;
-    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR SHARE;
+    -- One registration at a time per device: two for the same type would both find no token.
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
             quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
@@ -388,12 +389,13 @@ BEGIN
         status := 'unchanged';
         RETURN;
     END IF;
-    -- A token is one device's, for one purpose: wherever else it is held, it ends there.
+    -- A token is one device's: held by another device of the app, it ends there. (One device's
+    -- push-to-start token may be the same for all its activity types.)
     UPDATE herald.activity_tokens t
     SET ended_at = now(), ended_cause = 'replaced',
         ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
                             ELSE format('registered again by device %s', device) END
-    WHERE (t.id = existing.id OR t.token = hex) AND t.ended_at IS NULL
+    WHERE (t.id = existing.id OR (t.token = hex AND t.device_id <> dev.id)) AND t.ended_at IS NULL
       AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
     INSERT INTO herald.activity_tokens AS t (device_id, kind, attributes_type, live_activity_id, token)
     VALUES (dev.id, kind, register_activity_token.attributes_type, act.id, hex)
@@ -458,10 +460,24 @@ REVOKE ALL ON FUNCTION herald.unregister_activity_token(text,text,text,text) FRO
 GRANT EXECUTE ON FUNCTION herald.unregister_activity_token(text,text,text,text) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.unregister_activity_token(text,text,text,text) TO herald_daemon;
 
+-- What became of a Live Activity: each of its events and each send, as
+-- herald.live_activity_sends shows operators. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.activity_sends(app text, activity text) RETURNS SETOF herald.live_activity_sends
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.activity_sends');
+    RETURN QUERY SELECT * FROM herald.live_activity_sends s WHERE s.app_id = app AND s.activity_id = activity
+                 ORDER BY s.notification_id, s.delivery_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.activity_sends(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.activity_sends(text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.activity_sends(text,text) TO herald_daemon;
+
 -- An event of a Live Activity, as the three calls below write it: a notification that ingest
 -- checks and sends (herald.ingest_activity_events). Returns its id; with an idempotency key
 -- already used by this app, the first notification's id, and nothing more is sent.
-CREATE OR REPLACE FUNCTION herald.activity_event(app text, caller text, event text, activity text, user_ref text,
+CREATE OR REPLACE FUNCTION herald.activity_event(app text, caller text, event text, activity text, channel text, user_ref text,
     device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text,
     stale_at timestamptz, dismiss_at timestamptz, relevance_score double precision, urgent boolean, ttl interval,
     expires_at timestamptz, idempotency_key text, event_at timestamptz) RETURNS bigint
@@ -471,16 +487,20 @@ DECLARE
     notification_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
+    IF channel IS NOT NULL AND event IS DISTINCT FROM 'update' AND event IS DISTINCT FROM 'end' THEN
+        RAISE EXCEPTION '%: event must be update or end, not %: a broadcast cannot start a Live Activity (start each one, and the app subscribes it to the channel)',
+            caller, quote_literal(event) USING ERRCODE = 'check_violation';
+    END IF;
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, title, body, sound, priority, ttl, expires_at,
-        ios_relevance_score, activity_id, activity_event, activity_attributes_type, activity_attributes,
-        activity_content_state, activity_stale_at, activity_dismiss_at, activity_event_at)
+        ios_relevance_score, activity_id, activity_channel, activity_event, activity_attributes_type,
+        activity_attributes, activity_content_state, activity_stale_at, activity_dismiss_at, activity_event_at)
     VALUES (
         app, activity_event.idempotency_key, activity_event.user_ref, activity_event.device_ids, activity_event.title,
         activity_event.body, activity_event.sound,
         -- Priority 10 draws on a budget Apple sets per device; 5 does not (docs/producers.md).
         CASE WHEN event = 'start' OR urgent THEN 'high' ELSE 'normal' END,
-        activity_event.ttl, activity_event.expires_at, relevance_score, activity, event,
+        activity_event.ttl, activity_event.expires_at, relevance_score, activity, channel, event,
         activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
         activity_event.dismiss_at, coalesce(activity_event.event_at, clock_timestamp()))
     RETURNING n.id INTO notification_id;
@@ -491,7 +511,7 @@ BEGIN
     RETURN notification_id;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.activity_event(text,text,text,text,text,text[],text,jsonb,jsonb,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+REVOKE ALL ON FUNCTION herald.activity_event(text,text,text,text,text,text,text[],text,jsonb,jsonb,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 
 -- Starts a Live Activity on a user's iPhones (or the devices named), through their push-to-start
 -- tokens for attributes_type: its attributes and first content state, and the alert (a title at
@@ -503,7 +523,7 @@ CREATE OR REPLACE FUNCTION herald.start_activity(app text, activity text, attrib
     relevance_score double precision DEFAULT NULL, ttl interval DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
     idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL) RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, user_ref, device_ids, attributes_type,
+    SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, NULL, user_ref, device_ids, attributes_type,
                                  attributes, content_state, title, body, sound, stale_at, NULL, relevance_score, true,
                                  ttl, expires_at, idempotency_key, event_at);
 $$;
@@ -521,7 +541,7 @@ CREATE OR REPLACE FUNCTION herald.update_activity(app text, activity text, conte
     expires_at timestamptz DEFAULT NULL, idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT herald.activity_event(app, 'herald.update_activity', 'update', activity, NULL, NULL, NULL, NULL,
+    SELECT herald.activity_event(app, 'herald.update_activity', 'update', activity, NULL, NULL, NULL, NULL, NULL,
                                  content_state, title, body, sound, stale_at, NULL, relevance_score, urgent, ttl,
                                  expires_at, idempotency_key, event_at);
 $$;
@@ -538,10 +558,110 @@ CREATE OR REPLACE FUNCTION herald.end_activity(app text, activity text, content_
     urgent boolean DEFAULT false, ttl interval DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
     idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL) RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT herald.activity_event(app, 'herald.end_activity', 'end', activity, NULL, NULL, NULL, NULL, content_state,
+    SELECT herald.activity_event(app, 'herald.end_activity', 'end', activity, NULL, NULL, NULL, NULL, NULL, content_state,
                                  title, body, sound, NULL, dismiss_at, NULL, urgent, ttl, expires_at, idempotency_key,
                                  event_at);
 $$;
 REVOKE ALL ON FUNCTION herald.end_activity(text,text,jsonb,timestamp with time zone,text,text,text,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.end_activity(text,text,jsonb,timestamp with time zone,text,text,text,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.end_activity(text,text,jsonb,timestamp with time zone,text,text,text,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_daemon;
+
+-- Broadcast channels (iOS 18; docs/producers.md#broadcast-channels). Creates a channel for the
+-- app's Live Activities, or returns the one of that name not deleted: the channels worker makes
+-- it at APNs (state creating, then active with APNs' channel_id, which the app subscribes its
+-- activities to). `stores_latest`: APNs keeps the most recent message for offline devices (its
+-- message storage policy; it cannot change). Sending straight to APNs needs the app's APNs setup,
+-- even when its iPhones go through FCM. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.create_channel(app text, channel text, stores_latest boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.create_channel');
+    IF coalesce(channel, '') = '' OR channel ~ '[[:cntrl:]]' OR octet_length(channel) > 256 THEN
+        RAISE EXCEPTION 'herald.create_channel: channel must be 1 to 256 bytes without control characters'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM herald.apps a WHERE a.app_id = app AND a.apns_bundle_id IS NOT NULL
+                   AND (a.apns_key_file IS NOT NULL OR a.apns_certificate_file IS NOT NULL)) THEN
+        RAISE EXCEPTION 'herald.create_channel: app % has no APNs setup: channels are made at APNs with the app''s bundle id and APNs key or certificate',
+            quote_literal(app) USING ERRCODE = 'check_violation',
+            HINT = 'an operator sets apns_bundle_id and apns_key_file, apns_team_id, apns_key_id (or apns_certificate_file) in herald.apps';
+    END IF;
+    INSERT INTO herald.broadcast_channels AS c (app_id, name, stores_latest)
+    VALUES (app, channel, coalesce(create_channel.stores_latest, false))
+    ON CONFLICT (app_id, name) WHERE state NOT IN ('deleted', 'failed') DO NOTHING
+    RETURNING c.id INTO row_id;
+    IF row_id IS NULL THEN
+        SELECT c.id INTO row_id FROM herald.broadcast_channels c
+        WHERE c.app_id = app AND c.name = channel AND c.state NOT IN ('deleted', 'failed');
+    ELSE
+        INSERT INTO herald.jobs (kind, ref) VALUES ('channels', row_id);
+    END IF;
+    RETURN row_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.create_channel(text,text,boolean) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.create_channel(text,text,boolean) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.create_channel(text,text,boolean) TO herald_daemon;
+
+-- Deletes a channel at APNs (the channels worker; state deleting, then deleted). Returns false
+-- when the app has no such channel. Broadcasts to it are refused from now on. Only for an app
+-- the session acts for.
+CREATE OR REPLACE FUNCTION herald.delete_channel(app text, channel text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    row_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.delete_channel');
+    UPDATE herald.broadcast_channels c
+    SET state = CASE WHEN c.channel_id IS NULL THEN 'deleted' ELSE 'deleting' END, changed_at = now(),
+        reason = 'deleted by the producer'
+    WHERE c.app_id = app AND c.name = channel AND c.state IN ('creating', 'active')
+    RETURNING c.id INTO row_id;
+    IF row_id IS NULL THEN
+        RETURN false;
+    END IF;
+    -- One not made yet is simply dropped (the worker, finding it deleted, makes nothing).
+    INSERT INTO herald.jobs (kind, ref) VALUES ('channels', row_id);
+    RETURN true;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.delete_channel(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.delete_channel(text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.delete_channel(text,text) TO herald_daemon;
+
+-- The app's channels: each one's name, APNs' id (what the app subscribes its activities to),
+-- state and why. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.channels(app text)
+RETURNS TABLE (channel text, channel_id text, state text, stores_latest boolean, reason text, changed_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.channels');
+    RETURN QUERY SELECT c.name, c.channel_id, c.state, c.stores_latest, c.reason, c.changed_at
+                 FROM herald.broadcast_channels c WHERE c.app_id = app ORDER BY c.name, c.id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.channels(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.channels(text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.channels(text) TO herald_daemon;
+
+-- Sends a Live Activity update (or, with event 'end', its end) to every activity subscribed
+-- to the channel, in one request to APNs. A broadcast cannot start an activity. Ordered and
+-- superseding per channel as an activity's events are per token. Only for an app the session
+-- acts for.
+CREATE OR REPLACE FUNCTION herald.broadcast_activity(app text, channel text, content_state jsonb,
+    event text DEFAULT 'update', title text DEFAULT NULL, body text DEFAULT NULL, sound text DEFAULT NULL,
+    stale_at timestamptz DEFAULT NULL, dismiss_at timestamptz DEFAULT NULL,
+    relevance_score double precision DEFAULT NULL, urgent boolean DEFAULT false, ttl interval DEFAULT NULL,
+    expires_at timestamptz DEFAULT NULL, idempotency_key text DEFAULT NULL, event_at timestamptz DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT herald.activity_event(app, 'herald.broadcast_activity', event, NULL, channel, NULL, NULL, NULL, NULL,
+                                 content_state, title, body, sound, stale_at, dismiss_at, relevance_score, urgent, ttl,
+                                 expires_at, idempotency_key, event_at);
+$$;
+REVOKE ALL ON FUNCTION herald.broadcast_activity(text,text,jsonb,text,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.broadcast_activity(text,text,jsonb,text,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.broadcast_activity(text,text,jsonb,text,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_daemon;

@@ -58,11 +58,13 @@ LANGUAGE sql AS $$
               WHERE d.state = 'queued' AND n.app_id = p.app_id
                 AND CASE p.scope
                         WHEN 'web' THEN d.payload_kind = 'web'
-                        WHEN 'apns' THEN dev.token_kind = 'apns_device_token'
-                                         AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
+                        WHEN 'apns' THEN (dev.token_kind = 'apns_device_token'
+                                          AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity'))
+                                         OR d.payload_kind = 'broadcast'
                         WHEN 'fcm_apns' THEN (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
                                              AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
-                        ELSE d.payload_kind <> 'web' AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
+                        ELSE d.payload_kind NOT IN ('web', 'broadcast')
+                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
                     END)
         RETURNING 1
     )

@@ -84,7 +84,8 @@ struct APNsRoute: ProviderRoute {
         }
         if !live.isEmpty {
             let outcomes = Self.suspectingEnvironment(
-                await client.send(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) }))
+                await client.send(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) }),
+                deviceTokens: live.map { $0.payloadKind.isDeviceToken })
             let at = context.clock.now()
             events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
         }
@@ -115,19 +116,21 @@ struct APNsRoute: ProviderRoute {
     }
 
     /// BadDeviceToken is also APNs' answer to a token of the other environment (a development
-    /// build's token sent to production). When every send of a batch got it, the app's
-    /// environment is the likelier fault than all its devices at once: a configuration problem,
-    /// and no device is disabled.
-    static func suspectingEnvironment(_ outcomes: [PushOutcome]) -> [PushOutcome] {
-        let refused = outcomes.filter {
+    /// build's token sent to production). When every send of a batch to a device token
+    /// (`deviceTokens`) got it, the app's environment is the likelier fault than all its devices
+    /// at once: a configuration problem, and no device is disabled. Live Activity tokens are left
+    /// out: any app registers them, and stale ones must not hold back the app's sends.
+    static func suspectingEnvironment(_ outcomes: [PushOutcome], deviceTokens: [Bool]) -> [PushOutcome] {
+        let judged = zip(outcomes, deviceTokens).filter(\.1).map(\.0)
+        let refused = judged.filter {
             if case .tokenInvalid(let reason, _) = $0 { return reason.contains("BadDeviceToken") }
             return false
         }
-        guard refused.count >= 2, refused.count == outcomes.count else { return outcomes }
+        guard refused.count >= 2, refused.count == judged.count else { return outcomes }
         let reason =
             "APNs answered BadDeviceToken to every device of the batch: is apns_environment right"
             + " (a development build's tokens need 'development')?"
-        return outcomes.map { _ in .configurationError(reason: reason, scope: .apns) }
+        return zip(outcomes, deviceTokens).map { $1 ? .configurationError(reason: reason, scope: .apns) : $0 }
     }
 }
 
@@ -136,6 +139,13 @@ extension PayloadBuilder {
     /// bundle id (`topic`).
     public func apnsNotification(for delivery: OutgoingDelivery, topic: String, now: Date) -> APNsNotification {
         let push = applePush(delivery, now: now)
+        if case .channel(let channelID) = delivery.target {
+            // A channel that stores no message takes only an expiration of 0 (BadExpirationDate).
+            return APNsNotification(
+                deviceToken: "", topic: topic, pushType: push.pushType, priority: push.priority,
+                expiration: delivery.channel?.storesLatest == true ? push.expiration : Date(timeIntervalSince1970: 0),
+                payload: push.payload.encodedBytes, channelID: channelID)
+        }
         return APNsNotification(
             deviceToken: push.activityToken ?? delivery.target?.deviceToken ?? "",
             topic: push.pushType.topic(bundleID: topic), pushType: push.pushType,

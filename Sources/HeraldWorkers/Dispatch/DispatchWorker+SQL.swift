@@ -27,7 +27,7 @@ extension DispatchWorker {
         /// a device that registered its token after that time is left alone.
         ///
         /// Live Activity tokens: $19 ids, $20 reasons: ended as `token_invalid` at $13 (an ended
-        /// activity's token too: it is dead, whatever ended it first).
+        /// activity's token too; one the app replaced or dismissed keeps that reason).
         ///
         /// Configurations: $14 app ids, $15 scopes, $16 each one's problem, or NULL when it works
         /// again. A problem found again is confirmed at $13 (now), so the next probe waits a
@@ -76,7 +76,7 @@ extension DispatchWorker {
                 UPDATE herald.activity_tokens AS t
                 SET ended_at = $13::timestamptz, ended_cause = 'token_invalid', ended_reason = u.reason
                 FROM unnest($19::bigint[], $20::text[]) AS u(id, reason)
-                WHERE t.id = u.id AND t.ended_cause IS DISTINCT FROM 'token_invalid'
+                WHERE t.id = u.id AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
             ), found AS (
                 INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
                 SELECT u.app, u.scope, u.problem, $13, $13

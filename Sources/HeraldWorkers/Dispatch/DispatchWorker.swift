@@ -452,21 +452,30 @@ public struct DispatchWorker: BatchWorker {
             collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
             dryRun: try row.decode("dry_run"),
             configurationFailedAt: try row.decode("config_error_at", as: Date?.self),
-            liveActivity: kind == .liveActivity ? try liveActivity(from: row) : nil)
+            liveActivity: kind == .liveActivity || kind == .broadcast ? try liveActivity(from: row, kind: kind) : nil,
+            channel: kind == .broadcast
+                ? OutgoingDelivery.Channel(
+                    name: try row.decode("activity_channel", as: String?.self) ?? "",
+                    state: try row.decode("channel_state", as: String?.self),
+                    storesLatest: try row.decode("channel_stores_latest", as: Bool?.self) ?? false) : nil)
     }
 
-    /// A Live Activity event's part of the row; nil when its token or event is missing (the
-    /// delivery is then not sent: ``DeliveryLife``).
-    static func liveActivity(from row: PostgresRow) throws -> OutgoingDelivery.LiveActivity? {
-        guard let token = try row.decode("activity_token", as: String?.self),
-            let tokenRowID = try row.decode("activity_token_id", as: Int64?.self),
+    /// A Live Activity event's part of the row; nil when its token (a broadcast's channel) or
+    /// event is missing (the delivery is then not sent: ``DeliveryLife``).
+    static func liveActivity(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws
+        -> OutgoingDelivery.LiveActivity?
+    {
+        let token = try row.decode("activity_token", as: String?.self)
+        let tokenRowID = try row.decode("activity_token_id", as: Int64?.self)
+        let name = try row.decode(kind == .broadcast ? "activity_channel" : "activity_id", as: String?.self)
+        guard kind == .broadcast || (token != nil && tokenRowID != nil), let name,
             let event = OutgoingDelivery.LiveActivity.Event(
                 rawValue: try row.decode("activity_event", as: String?.self) ?? ""),
             let eventAt = try row.decode("activity_event_at", as: Date?.self)
         else { return nil }
         return OutgoingDelivery.LiveActivity(
-            event: event, activityID: try row.decode("activity_id", as: String?.self) ?? "", token: token,
-            tokenRowID: tokenRowID, tokenEndedReason: try row.decode("activity_token_ended", as: String?.self),
+            event: event, activityID: name, token: token, tokenRowID: tokenRowID,
+            tokenEndedReason: try row.decode("activity_token_ended", as: String?.self),
             supersededBy: try row.decode("superseded_by", as: Int64?.self),
             attributesType: try row.decode("activity_attributes_type", as: String?.self),
             attributes: try row.decode("activity_attributes", as: String?.self),
@@ -478,6 +487,7 @@ public struct DispatchWorker: BatchWorker {
     /// What the delivery is sent to: the notification's topic, or the device's token by its kind.
     static func target(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws -> OutgoingDelivery.Target? {
         if kind == .topic { return try row.decode("topic", as: String?.self).map { .topic($0) } }
+        if kind == .broadcast { return try row.decode("channel_id", as: String?.self).map { .channel($0) } }
         guard let token = try row.decode("push_token", as: String?.self) else { return nil }
         switch OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "") {
         case .installationID: return .installationID(token)
@@ -508,7 +518,8 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// The tokens its provider declared dead: devices' push tokens, and (`activity`) Live
-    /// Activity tokens, which end alone: the device's own token may well be alive.
+    /// Activity tokens APNs refused, which end alone: the device's own token may well be alive.
+    /// Through FCM, a dead token is the device's registration token, as for any send.
     static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> (
         devices: [DeadToken], activity: [DeadToken]
     ) {
@@ -519,8 +530,10 @@ public struct DispatchWorker: BatchWorker {
                 continue
             }
             let reason = "\(route.provider): \(result.error ?? "token invalid")"
-            if let live = delivery.liveActivity {
-                activity.append(DeadToken(id: live.tokenRowID, token: live.token, reason: reason))
+            if let live = delivery.liveActivity, route == .apns {
+                if let row = live.tokenRowID, let token = live.token {
+                    activity.append(DeadToken(id: row, token: token, reason: reason))
+                }
             } else if let device = delivery.deviceRowID, let token = delivery.target?.deviceToken {
                 devices.append(DeadToken(id: device, token: token, reason: reason, since: result.invalidSince))
             }

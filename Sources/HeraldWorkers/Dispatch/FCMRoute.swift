@@ -83,7 +83,8 @@ extension PayloadBuilder {
     public func fcmMessage(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
         let ttl = Self.ttl(delivery, now: now)
         switch delivery.payloadKind {
-        case .iosAlert, .iosBackground, .iosWakeup, .liveActivity: return iosThroughFCM(delivery, now: now)
+        // A broadcast never goes through FCM (its route is APNs').
+        case .iosAlert, .iosBackground, .iosWakeup, .liveActivity, .broadcast: return iosThroughFCM(delivery, now: now)
         case .topic:
             return FCMMessage(
                 target: fcmTarget(delivery),
@@ -137,7 +138,7 @@ extension PayloadBuilder {
         case .topic(let topic): .topic(topic)
         case .registrationToken(let token): .token(token)
         // Never on an FCM route (a delivery's target decides its route).
-        case .apnsDeviceToken, .browser, nil: .token(delivery.target?.deviceToken ?? "")
+        case .apnsDeviceToken, .browser, .channel, nil: .token(delivery.target?.deviceToken ?? "")
         }
     }
 }

@@ -32,19 +32,23 @@ public struct OutgoingDelivery: Sendable {
         case web
         /// An event of a Live Activity, to one of its tokens (``LiveActivity``).
         case liveActivity = "live_activity"
+        /// A Live Activity update or end to every activity subscribed to a broadcast channel
+        /// (iOS 18), straight to APNs.
+        case broadcast
     }
 
     /// A Live Activity event and the token it goes to (`herald.activity_tokens`): a push-to-start
     /// token for a start, the activity's update token for an update or an end. It goes straight
     /// to APNs when the device has an APNs device token, else through FCM (`live_activity_token`).
+    /// A broadcast has no token: it goes to its channel.
     public struct LiveActivity: Sendable {
         public enum Event: String, Sendable { case start, update, end }
         public var event: Event
-        /// The app's id for the activity.
+        /// The app's id for the activity, or a broadcast's channel name.
         public var activityID: String
-        /// The APNs token, hex, and its row.
-        public var token: String
-        public var tokenRowID: Int64
+        /// The APNs token, hex, and its row; nil for a broadcast.
+        public var token: String? = nil
+        public var tokenRowID: Int64? = nil
         /// Why the token ended, when nothing should be sent to it any more.
         public var tokenEndedReason: String? = nil
         /// The token's newer delivery, when a newer event superseded this one.
@@ -58,6 +62,15 @@ public struct OutgoingDelivery: Sendable {
         public var dismissAt: Date? = nil
         /// `aps.timestamp`: when the event happened.
         public var eventAt: Date
+    }
+
+    /// A broadcast's channel (`herald.broadcast_channels`), as it is when the delivery is claimed.
+    public struct Channel: Sendable {
+        public var name: String
+        /// `creating`, `active`, `deleting`, `deleted` or `failed`; nil when the channel is gone.
+        public var state: String?
+        /// Whether APNs keeps its most recent message for offline devices.
+        public var storesLatest: Bool
     }
 
     /// The kinds of a device's token (`herald.devices.token_kind`).
@@ -81,6 +94,8 @@ public struct OutgoingDelivery: Sendable {
         case apnsDeviceToken(String)
         /// A browser's push subscription: its endpoint, P-256 public key and auth secret.
         case browser(endpoint: String, p256dh: [UInt8], auth: [UInt8])
+        /// A broadcast channel at APNs: its id (`apns-channel-id`).
+        case channel(String)
 
         /// The device's token as `herald.devices.push_token` holds it (a browser's endpoint); nil
         /// for a topic.
@@ -88,7 +103,7 @@ public struct OutgoingDelivery: Sendable {
             switch self {
             case .registrationToken(let token), .installationID(let token), .apnsDeviceToken(let token): token
             case .browser(let endpoint, _, _): endpoint
-            case .topic: nil
+            case .topic, .channel: nil
             }
         }
     }
@@ -152,6 +167,7 @@ public struct OutgoingDelivery: Sendable {
         case (.registrationToken, _), (.installationID, _): payloadKind.isIOS ? .fcmAPNs : nil
         case (.apnsDeviceToken, _): payloadKind.isIOS ? .apns : nil
         case (.browser, .web): .web
+        case (.channel, .broadcast): .apns
         default: nil
         }
     }
@@ -200,10 +216,14 @@ public struct OutgoingDelivery: Sendable {
     public var dryRun: Bool
     /// When a configuration this delivery's route needs last failed, if it still does.
     public var configurationFailedAt: Date? = nil
-    /// For a Live Activity event: the event and its token.
+    /// For a Live Activity event (or a broadcast): the event and its token.
     public var liveActivity: LiveActivity? = nil
+    /// For a broadcast: its channel.
+    public var channel: Channel? = nil
 }
 
 extension OutgoingDelivery.PayloadKind {
     var isIOS: Bool { self == .iosAlert || self == .iosBackground || self == .iosWakeup || self == .liveActivity }
+    /// Sent to the device's own token (not a Live Activity's, a channel or a topic).
+    var isDeviceToken: Bool { self != .liveActivity && self != .broadcast && self != .topic }
 }

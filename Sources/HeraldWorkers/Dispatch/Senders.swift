@@ -55,6 +55,9 @@ public actor Senders {
         /// APNs' base URL for every app, instead of Apple's production or development servers (a
         /// local stand-in); nil: each app's environment decides.
         public var apnsEndpoint: String?
+        /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
+        /// environment decides.
+        public var apnsChannelsEndpoint: String?
         public init() {}
     }
 

@@ -1,0 +1,170 @@
+import Foundation
+import HeraldAPNs
+import HeraldPostgres
+import HeraldQueue
+import Logging
+
+/// Makes and deletes broadcast channels at APNs (iOS 18; Apple's channel-management API,
+/// ``APNsChannelClient``). `herald.create_channel` and `herald.delete_channel` write the channel's
+/// row (state `creating` or `deleting`) and a `herald.jobs` row of this kind naming it; a job
+/// does what the row's state asks, with the app's APNs key or certificate:
+/// - `creating`: made at APNs with its storage policy, then `active` with APNs' id. One deleted
+///   while it was being made is deleted at APNs again at once.
+/// - `deleting`: deleted at APNs, then `deleted` (also when APNs no longer knows it).
+///
+/// APNs refusing (a 400 or 403: the app's setup, its credentials, the channel limit) ends the
+/// channel `failed` with the reason; what may pass (unreachable, 429, 5xx) is retried with the
+/// job queue's backoff.
+public struct ChannelWorker: JobHandler {
+    public let kind = WorkerKind.channels.rawValue
+    let context: WorkerContext
+    let appSetups = AppSetups()
+
+    public init(context: WorkerContext) { self.context = context }
+
+    enum SQL {
+        /// The channels $1, with their app's row version (for ``AppSetups``).
+        static let channels = """
+            SELECT c.id, c.app_id, c.name, c.stores_latest, c.state, c.channel_id, a.xmin::text AS app_version
+            FROM herald.broadcast_channels c JOIN herald.apps a ON a.app_id = c.app_id
+            WHERE c.id = ANY($1::bigint[])
+            """
+        /// Channel $1 was made at APNs as $2; nothing when it was deleted meanwhile.
+        static let created = """
+            UPDATE herald.broadcast_channels SET state = 'active', channel_id = $2, reason = NULL, changed_at = now()
+            WHERE id = $1 AND state = 'creating' RETURNING id
+            """
+        /// Channel $1 is gone from APNs ($2: why, when not deleted by Herald's request).
+        static let deleted = """
+            UPDATE herald.broadcast_channels SET state = 'deleted', reason = coalesce($2, reason), changed_at = now()
+            WHERE id = $1 AND state = 'deleting'
+            """
+        /// APNs refused channel $1's request for good ($2).
+        static let failed = """
+            UPDATE herald.broadcast_channels SET state = 'failed', reason = $2, changed_at = now()
+            WHERE id = $1 AND state IN ('creating', 'deleting')
+            """
+    }
+
+    struct Channel {
+        var id: Int64
+        var app: String
+        var name: String
+        var storesLatest: Bool
+        var state: String
+        var channelID: String?
+    }
+
+    public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
+        var (ids, outcomes) = jobs.refs(naming: "channel")
+        guard !ids.isEmpty else { return outcomes }
+        let channels: [Channel]
+        let setups: [String: AppSetup]
+        do {
+            let rows = try await context.connection.query(SQL.channels, [ids])
+            var versions: [String: String] = [:]
+            channels = try rows.map { row in
+                versions[try row.decode("app_id")] = try row.decode("app_version")
+                return Channel(
+                    id: try row.decode("id"), app: try row.decode("app_id"), name: try row.decode("name"),
+                    storesLatest: try row.decode("stores_latest"), state: try row.decode("state"),
+                    channelID: try row.decode("channel_id", as: String?.self))
+            }
+            setups = try await appSetups.setups(versions, connection: context.connection)
+        } catch {
+            for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = .retry(error: "\(error)") }
+            return outcomes
+        }
+        let byID = Dictionary(uniqueKeysWithValues: channels.map { ($0.id, $0) })
+        for job in jobs where outcomes[job.id] == nil {
+            // A channel deleted since (its app with it) asks nothing more.
+            guard let ref = job.ref, let channel = byID[ref] else {
+                outcomes[job.id] = .completed
+                continue
+            }
+            outcomes[job.id] = await work(channel, app: setups[channel.app])
+        }
+        return outcomes
+    }
+
+    /// Does what the channel's state asks, and records it.
+    func work(_ channel: Channel, app: AppSetup?) async -> JobOutcome {
+        guard channel.state == "creating" || channel.state == "deleting" else { return .completed }
+        let client: APNsChannelClient
+        switch await self.client(for: app, channel: channel) {
+        case .success(let made): client = made
+        case .failure(let problem):
+            return await record(SQL.failed, channel, "\(problem)")
+        }
+        if channel.state == "creating" {
+            switch await client.create(storesLatest: channel.storesLatest) {
+            case .created(let channelID):
+                do {
+                    let rows = try await context.connection.query(SQL.created, [channel.id, channelID])
+                    if rows.isEmpty {
+                        // Deleted while APNs made it: nobody will broadcast on it.
+                        _ = await client.delete(channelID: channelID)
+                    } else {
+                        context.logger.info(
+                            "created a broadcast channel at APNs",
+                            metadata: [
+                                "app": "\(channel.app)", "channel": "\(channel.name)", "channel_id": "\(channelID)",
+                            ])
+                    }
+                    return .completed
+                } catch {
+                    // Made at APNs but not recorded: the retry makes another; this one is unused.
+                    return .retry(error: "could not record the channel APNs made: \(error)")
+                }
+            case .retry(let after, let reason):
+                return .retry(error: reason, notBefore: after)
+            case .refused(let reason), .unknownChannel(let reason):
+                return await record(SQL.failed, channel, reason)
+            case .deleted, .found, .listed:
+                return .retry(error: "APNs answered a create with something else")
+            }
+        }
+        guard let channelID = channel.channelID else { return await record(SQL.deleted, channel, nil) }
+        switch await client.delete(channelID: channelID) {
+        case .deleted: return await record(SQL.deleted, channel, nil)
+        case .unknownChannel(let reason): return await record(SQL.deleted, channel, "APNs no longer knew it: \(reason)")
+        case .retry(let after, let reason):
+            return .retry(error: reason, notBefore: after)
+        case .refused(let reason): return await record(SQL.failed, channel, reason)
+        case .created, .found, .listed: return .retry(error: "APNs answered a delete with something else")
+        }
+    }
+
+    /// The app's channel client: its APNs route's authentication (the same key or certificate
+    /// and provider tokens as its pushes), for its bundle id and environment.
+    func client(for app: AppSetup?, channel: Channel) async -> Result<APNsChannelClient, ConfigurationProblem> {
+        guard let senders = context.senders, let app else {
+            return .failure(ConfigurationProblem("app \(channel.app) is not in herald.apps, or no senders configured"))
+        }
+        let route: APNsRoute
+        switch await senders.route(APNsRoute.self, app: app) {
+        case .success(let made): route = made
+        case .failure(let problem): return .failure(problem)
+        }
+        return .success(
+            APNsChannelClient(
+                authentication: route.client.authentication, bundleID: route.topic,
+                environment: APNsEnvironment(rawValue: app.apnsEnvironment) ?? .production,
+                baseURL: senders.configuration.apnsChannelsEndpoint, http: senders.http))
+    }
+
+    /// Records the channel's new state; the job is done once it is recorded.
+    func record(_ sql: String, _ channel: Channel, _ reason: String?) async -> JobOutcome {
+        do {
+            try await context.connection.query(sql, [channel.id, reason.map(DispatchWorker.storable)])
+            if sql == SQL.failed {
+                context.logger.error(
+                    "APNs refused a broadcast channel's request",
+                    metadata: ["app": "\(channel.app)", "channel": "\(channel.name)", "reason": "\(reason ?? "")"])
+            }
+            return .completed
+        } catch {
+            return .retry(error: "could not record the channel's state: \(error)")
+        }
+    }
+}
