@@ -1315,13 +1315,8 @@ BEGIN
             -- waiting, as for a token.
             INSERT INTO herald.deliveries (notification_id, payload_kind, run_at) VALUES (n.id, 'broadcast', at)
             RETURNING id INTO delivery;
-            UPDATE herald.deliveries d
-            SET state = 'cancelled', finished_at = at, run_at = NULL,
-                last_error = format('superseded by notification %s, a newer broadcast on its channel', n.id),
-                error_history = d.error_history
-                                || format('%s superseded by notification %s, a newer broadcast on its channel',
-                                          to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
-            WHERE d.id = channel.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL;
+            PERFORM herald.supersede(ARRAY[channel.last_delivery_id],
+                                     format('notification %s, a newer broadcast on its channel', n.id), at);
             UPDATE herald.broadcast_channels c
             SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
             WHERE c.id = channel.id;
@@ -1388,18 +1383,11 @@ BEGIN
             ), newest AS (
                 UPDATE herald.activity_tokens t SET last_delivery_id = c.id
                 FROM created c WHERE t.id = c.activity_token_id
-            ), older AS (
-                -- Not one a worker holds: it is sending it now.
-                UPDATE herald.deliveries d
-                SET state = 'cancelled', finished_at = at, run_at = NULL,
-                    last_error = format('superseded by notification %s, a newer event of its activity', n.id),
-                    error_history = d.error_history
-                                    || format('%s superseded by notification %s, a newer event of its activity',
-                                              to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
-                FROM tokens t
-                WHERE d.id = t.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL
+            ), superseded AS (
+                SELECT herald.supersede(ARRAY(SELECT t.last_delivery_id FROM tokens t),
+                                        format('notification %s, a newer event of its activity', n.id), at)
             )
-            SELECT count(*) INTO made FROM created;
+            SELECT count(*) INTO made FROM created, superseded;
             IF n.activity_event = 'end' THEN
                 UPDATE herald.activity_tokens t
                 SET ended_at = at, ended_cause = 'activity_ended',
@@ -2387,6 +2375,20 @@ CREATE FUNCTION herald.stringify_data(data jsonb) RETURNS jsonb
                       CASE WHEN jsonb_typeof(value) IN ('number', 'boolean') THEN to_jsonb(value #>> '{}') ELSE value END)
                   FROM jsonb_each(data)), '{}'::jsonb)
     ELSE data END;
+$$;
+
+
+--
+-- Name: supersede(bigint[], text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.supersede(deliveries bigint[], newer text, at timestamp with time zone) RETURNS void
+    LANGUAGE sql
+    AS $$
+    UPDATE herald.deliveries d
+    SET state = 'cancelled', finished_at = at, run_at = NULL, last_error = 'superseded by ' || newer,
+        error_history = d.error_history || format('%s superseded by %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), newer)
+    WHERE d.id = ANY(deliveries) AND d.state = 'queued' AND d.locked_by IS NULL;
 $$;
 
 
@@ -5073,6 +5075,14 @@ GRANT ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_
 
 REVOKE ALL ON FUNCTION herald.stringify_data(data jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.stringify_data(data jsonb) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION supersede(deliveries bigint[], newer text, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.supersede(deliveries bigint[], newer text, at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.supersede(deliveries bigint[], newer text, at timestamp with time zone) TO herald_daemon;
 
 
 --

@@ -88,6 +88,9 @@ psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 "${demo_browser[@]}" -q -f script
 # Show what became of each notification once the daemon has had a moment.
 (
   sleep 3
+  echo "==> the order's Live Activity: its token, an update and the end (scripts/demo-activity.sql)"
+  psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/demo-activity.sql >/dev/null
+  sleep 2
   echo "==> what became of the demo notifications, and of each delivery:"
   psql "$HERALD_DATABASE_URL" -c "SELECT id, coalesce(user_ref, topic, 'activity ' || activity_id) AS target, state, reason
     FROM herald.notifications n ORDER BY id"

@@ -102,6 +102,18 @@ $$;
 REVOKE ALL ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,herald.broadcast_channels,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.activity_event_problem(herald.notifications,herald.apps,herald.live_activities,herald.broadcast_channels,timestamp with time zone) TO herald_daemon;
 
+-- Cancels the deliveries named that are still waiting, superseded by `newer` (a newer event
+-- for the same token or channel), at `at`; not one a worker holds: it is sending it now.
+CREATE OR REPLACE FUNCTION herald.supersede(deliveries bigint[], newer text, at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE herald.deliveries d
+    SET state = 'cancelled', finished_at = at, run_at = NULL, last_error = 'superseded by ' || newer,
+        error_history = d.error_history || format('%s superseded by %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), newer)
+    WHERE d.id = ANY(deliveries) AND d.state = 'queued' AND d.locked_by IS NULL;
+$$;
+REVOKE ALL ON FUNCTION herald.supersede(bigint[],text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.supersede(bigint[],text,timestamp with time zone) TO herald_daemon;
+
 -- Ingests the batch's Live Activity events (herald.start_activity, update_activity,
 -- end_activity), one at a time in id order, since each may start, change or end the activity
 -- the next one reads; they are few beside the notifications. A start makes the activity and
@@ -165,13 +177,8 @@ BEGIN
             -- waiting, as for a token.
             INSERT INTO herald.deliveries (notification_id, payload_kind, run_at) VALUES (n.id, 'broadcast', at)
             RETURNING id INTO delivery;
-            UPDATE herald.deliveries d
-            SET state = 'cancelled', finished_at = at, run_at = NULL,
-                last_error = format('superseded by notification %s, a newer broadcast on its channel', n.id),
-                error_history = d.error_history
-                                || format('%s superseded by notification %s, a newer broadcast on its channel',
-                                          to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
-            WHERE d.id = channel.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL;
+            PERFORM herald.supersede(ARRAY[channel.last_delivery_id],
+                                     format('notification %s, a newer broadcast on its channel', n.id), at);
             UPDATE herald.broadcast_channels c
             SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
             WHERE c.id = channel.id;
@@ -238,18 +245,11 @@ BEGIN
             ), newest AS (
                 UPDATE herald.activity_tokens t SET last_delivery_id = c.id
                 FROM created c WHERE t.id = c.activity_token_id
-            ), older AS (
-                -- Not one a worker holds: it is sending it now.
-                UPDATE herald.deliveries d
-                SET state = 'cancelled', finished_at = at, run_at = NULL,
-                    last_error = format('superseded by notification %s, a newer event of its activity', n.id),
-                    error_history = d.error_history
-                                    || format('%s superseded by notification %s, a newer event of its activity',
-                                              to_char(at, 'YYYY-MM-DD HH24:MI:SS'), n.id)
-                FROM tokens t
-                WHERE d.id = t.last_delivery_id AND d.state = 'queued' AND d.locked_by IS NULL
+            ), superseded AS (
+                SELECT herald.supersede(ARRAY(SELECT t.last_delivery_id FROM tokens t),
+                                        format('notification %s, a newer event of its activity', n.id), at)
             )
-            SELECT count(*) INTO made FROM created;
+            SELECT count(*) INTO made FROM created, superseded;
             IF n.activity_event = 'end' THEN
                 UPDATE herald.activity_tokens t
                 SET ended_at = at, ended_cause = 'activity_ended',
