@@ -38,6 +38,9 @@ DECLARE
     notification_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
+    IF coalesce(activity, channel, '') = '' THEN
+        RAISE EXCEPTION '%: name the activity (a broadcast: its channel)', caller USING ERRCODE = 'check_violation';
+    END IF;
     IF channel IS NOT NULL AND event IS DISTINCT FROM 'update' AND event IS DISTINCT FROM 'end' THEN
         RAISE EXCEPTION '%: event must be update or end, not %: a broadcast cannot start a Live Activity (start each one, and the app subscribes it to the channel)',
             caller, quote_literal(event) USING ERRCODE = 'check_violation';
@@ -243,6 +246,7 @@ CREATE TABLE herald.notifications (
     activity_dismiss_at timestamp with time zone,
     activity_event_at timestamp with time zone,
     activity_channel text,
+    broadcast_channel_id bigint,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -266,8 +270,9 @@ CREATE FUNCTION herald.activity_event_problem(n herald.notifications, app herald
             format('activity_event must be start, update or end, not %s', quote_literal(left(n.activity_event, 40)))
         WHEN n.activity_channel IS NOT NULL AND channel.id IS NULL THEN
             format('unknown channel %s: create it first', quote_literal(n.activity_channel))
-        WHEN channel.state = 'deleting' THEN
-            format('channel %s is being deleted', quote_literal(n.activity_channel))
+        WHEN channel.state NOT IN ('creating', 'active') THEN
+            format('channel %s is %s%s', quote_literal(n.activity_channel), channel.state,
+                   coalesce(': ' || channel.reason, ''))
         WHEN n.activity_channel IS NULL AND (coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]'
                                              OR octet_length(n.activity_id) > 256) THEN
             'activity_id must be 1 to 256 bytes without control characters'
@@ -712,10 +717,7 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
     LEFT JOIN herald.activity_tokens t ON t.id = c.activity_token_id
-    -- Read for a broadcast only (a one-time filter for every other delivery).
-    LEFT JOIN LATERAL (SELECT b.* FROM herald.broadcast_channels b
-                       WHERE c.payload_kind = 'broadcast' AND b.app_id = n.app_id AND b.name = n.activity_channel
-                       ORDER BY b.id DESC LIMIT 1) ch ON true
+    LEFT JOIN herald.broadcast_channels ch ON ch.id = n.broadcast_channel_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
 
@@ -763,6 +765,7 @@ CREATE FUNCTION herald.create_channel(app text, channel text, stores_latest bool
     AS $$
 DECLARE
     row_id bigint;
+    existing_policy boolean;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.create_channel');
     IF coalesce(channel, '') = '' OR channel ~ '[[:cntrl:]]' OR octet_length(channel) > 256 THEN
@@ -777,11 +780,15 @@ BEGIN
     END IF;
     INSERT INTO herald.broadcast_channels AS c (app_id, name, stores_latest)
     VALUES (app, channel, coalesce(create_channel.stores_latest, false))
-    ON CONFLICT (app_id, name) WHERE state NOT IN ('deleted', 'failed') DO NOTHING
+    ON CONFLICT (app_id, name) WHERE state IN ('creating', 'active') DO NOTHING
     RETURNING c.id INTO row_id;
     IF row_id IS NULL THEN
-        SELECT c.id INTO row_id FROM herald.broadcast_channels c
-        WHERE c.app_id = app AND c.name = channel AND c.state NOT IN ('deleted', 'failed');
+        SELECT c.id, c.stores_latest INTO row_id, existing_policy FROM herald.broadcast_channels c
+        WHERE c.app_id = app AND c.name = channel AND c.state IN ('creating', 'active');
+        IF existing_policy <> coalesce(create_channel.stores_latest, false) THEN
+            RAISE EXCEPTION 'herald.create_channel: channel % exists with stores_latest %, which APNs cannot change: delete it first, or use another name',
+                quote_literal(channel), existing_policy USING ERRCODE = 'check_violation';
+        END IF;
     ELSE
         INSERT INTO herald.jobs (kind, ref) VALUES ('channels', row_id);
     END IF;
@@ -1291,8 +1298,10 @@ BEGIN
         activity := NULL;
         channel := NULL;
         IF n.activity_channel IS NOT NULL THEN
+            -- The live channel of that name, else the newest (to say what became of it).
             SELECT * INTO channel FROM herald.broadcast_channels c
-            WHERE c.app_id = n.app_id AND c.name = n.activity_channel AND c.state NOT IN ('deleted', 'failed')
+            WHERE c.app_id = n.app_id AND c.name = n.activity_channel
+            ORDER BY c.state IN ('creating', 'active') DESC, c.id DESC LIMIT 1
             FOR UPDATE;
         ELSIF n.activity_event IN ('update', 'end') THEN
             SELECT * INTO activity FROM herald.live_activities a
@@ -1320,6 +1329,7 @@ BEGIN
             UPDATE herald.broadcast_channels c
             SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
             WHERE c.id = channel.id;
+            UPDATE herald.notifications x SET broadcast_channel_id = channel.id WHERE x.id = n.id;
             made := 1;
             verdict := 'accepted';
         ELSIF n.activity_event = 'start' THEN
@@ -3034,6 +3044,7 @@ CREATE TABLE herald.notifications_rotating (
     activity_dismiss_at timestamp with time zone,
     activity_event_at timestamp with time zone,
     activity_channel text,
+    broadcast_channel_id bigint,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -3092,6 +3103,7 @@ CREATE TABLE herald.notifications_kept (
     activity_dismiss_at timestamp with time zone,
     activity_event_at timestamp with time zone,
     activity_channel text,
+    broadcast_channel_id bigint,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -3712,17 +3724,10 @@ CREATE UNIQUE INDEX activity_tokens_update ON herald.activity_tokens USING btree
 
 
 --
--- Name: broadcast_channels_by_name; Type: INDEX; Schema: herald; Owner: -
---
-
-CREATE INDEX broadcast_channels_by_name ON herald.broadcast_channels USING btree (app_id, name, id);
-
-
---
 -- Name: broadcast_channels_name; Type: INDEX; Schema: herald; Owner: -
 --
 
-CREATE UNIQUE INDEX broadcast_channels_name ON herald.broadcast_channels USING btree (app_id, name) WHERE (state <> ALL (ARRAY['deleted'::text, 'failed'::text]));
+CREATE UNIQUE INDEX broadcast_channels_name ON herald.broadcast_channels USING btree (app_id, name) WHERE (state = ANY (ARRAY['creating'::text, 'active'::text]));
 
 
 --

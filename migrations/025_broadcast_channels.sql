@@ -13,7 +13,8 @@ CREATE TABLE herald.broadcast_channels (
     -- none, and a larger publishing budget). It cannot change.
     stores_latest   boolean NOT NULL DEFAULT false,
     -- creating → active (APNs made it; channel_id is its id) → deleting → deleted; failed: APNs
-    -- refused to make it, or no longer knows it (reason says).
+    -- refused it, could not be reached for as long as the job's attempts last, or answered a
+    -- broadcast that it does not know the channel (reason says).
     state           text NOT NULL DEFAULT 'creating'
                     CHECK (state IN ('creating', 'active', 'deleting', 'deleted', 'failed')),
     channel_id      text,
@@ -29,15 +30,15 @@ CREATE TABLE herald.broadcast_channels (
 );
 COMMENT ON TABLE herald.broadcast_channels IS
     'APNs broadcast channels (iOS 18): made and deleted at APNs by the channels worker';
+-- A name is one live channel's: once it is being deleted, the name may make a new one.
 CREATE UNIQUE INDEX broadcast_channels_name ON herald.broadcast_channels (app_id, name)
-    WHERE state NOT IN ('deleted', 'failed');
--- A broadcast's claim reads its channel's newest row by name.
-CREATE INDEX broadcast_channels_by_name ON herald.broadcast_channels (app_id, name, id);
+    WHERE state IN ('creating', 'active');
 GRANT SELECT, INSERT, UPDATE, DELETE ON herald.broadcast_channels TO herald_daemon;
 GRANT SELECT ON herald.broadcast_channels TO herald_operator;
 
--- A broadcast's channel (its name): an update or an end of the activities subscribed to it.
-ALTER TABLE herald.notifications ADD COLUMN activity_channel text;
+-- A broadcast's channel: its name, as the producer gave it, and the row ingest found for it (a
+-- name deleted and made again is another channel).
+ALTER TABLE herald.notifications ADD COLUMN activity_channel text, ADD COLUMN broadcast_channel_id bigint;
 
 -- As in migration 024: every existing row met the narrower check.
 ALTER TABLE herald.deliveries DROP CONSTRAINT deliveries_payload_kind_check;
@@ -45,5 +46,11 @@ ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_payload_kind_check
     CHECK (payload_kind IN ('android_data', 'ios_alert', 'ios_background', 'ios_wakeup', 'topic', 'web',
                             'live_activity', 'broadcast')) NOT VALID;
 
--- It returns the channel too (functions/dispatch.sql makes it again).
+-- They gain a channel (functions/dispatch.sql, ingest.sql and producers.sql make them again).
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval);
+DROP FUNCTION IF EXISTS herald.activity_event_problem(herald.notifications, herald.apps, herald.live_activities,
+                                                      timestamp with time zone);
+DROP FUNCTION IF EXISTS herald.activity_event(text, text, text, text, text, text[], text, jsonb, jsonb, text, text, text,
+                                              timestamp with time zone, timestamp with time zone, double precision,
+                                              boolean, interval, timestamp with time zone, text,
+                                              timestamp with time zone);

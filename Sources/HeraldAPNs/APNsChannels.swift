@@ -18,9 +18,11 @@ public struct APNsChannelClient: Sendable {
         /// APNs does not know the channel (ChannelNotRegistered, BadChannelId): deleted, or never
         /// this app's.
         case unknownChannel(reason: String)
-        /// Refused for good: the request, the app's setup or its credentials (a 400 or 403).
+        /// Refused for good: the request, or the channel (a 400; 403 TopicMismatch: not the key's
+        /// or certificate's bundle).
         case refused(reason: String)
-        /// Worth trying again later: unreachable, 429, 5xx.
+        /// Worth trying again later: unreachable, the app's credentials refused (an operator may
+        /// fix them: another 403), 429, 5xx.
         case retry(after: Duration?, reason: String)
     }
 
@@ -125,6 +127,8 @@ public struct APNsChannelClient: Sendable {
                 continue
             case (400, "ChannelNotRegistered"), (400, "BadChannelId"):
                 return .unknownChannel(reason: described)
+            case (403, let reason) where reason != "TopicMismatch":
+                return .retry(after: nil, reason: described)
             case (429, _), (500..<600, _):
                 return .retry(after: response.retryAfter(now: clock.now()), reason: described)
             default:

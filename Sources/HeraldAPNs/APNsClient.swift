@@ -109,13 +109,16 @@ public struct APNsClient: Sendable {
             let milliseconds = (body?["timestamp"] as? NSNumber)?.doubleValue
             return .tokenInvalid(
                 reason: described, since: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) })
+        case (400, "ChannelNotRegistered"), (400, "BadChannelId"),
+            (403, "TopicMismatch")
+        where notification.channelID != nil:
+            // A broadcast to a channel APNs does not know as this app's: that send fails, and the
+            // channel (the caller marks it failed), never the app.
+            return .permanentFailure(reason: described)
         case (403, _), (400, "BadTopic"), (400, "MissingTopic"), (400, "TopicDisallowed"):
             // ExpiredProviderToken (refreshed by the caller first), InvalidProviderToken,
             // BadCertificate, BadCertificateEnvironment, TopicDisallowed, MissingProviderToken…
             return .configurationError(reason: described, scope: .apns)
-        case (400, "ChannelNotRegistered"), (400, "BadChannelId"):
-            // A broadcast to a channel APNs does not know: that send fails, not the app.
-            return .permanentFailure(reason: described + ": the channel is not registered at APNs")
         case (413, _):
             return .permanentFailure(reason: described)
         case (429, _), (500..<600, _):

@@ -9,12 +9,14 @@ import Logging
 /// row (state `creating` or `deleting`) and a `herald.jobs` row of this kind naming it; a job
 /// does what the row's state asks, with the app's APNs key or certificate:
 /// - `creating`: made at APNs with its storage policy, then `active` with APNs' id. One deleted
-///   while it was being made is deleted at APNs again at once.
+///   while it was being made is `deleting` with that id, and deleted at APNs in turn.
 /// - `deleting`: deleted at APNs, then `deleted` (also when APNs no longer knows it).
 ///
-/// APNs refusing (a 400 or 403: the app's setup, its credentials, the channel limit) ends the
-/// channel `failed` with the reason; what may pass (unreachable, 429, 5xx) is retried with the
-/// job queue's backoff.
+/// A batch's channels are worked at once, so one slow request holds back no other. APNs refusing
+/// the channel itself (a 400, 403 TopicMismatch: the channel limit, another bundle's) ends it
+/// `failed` with the reason; what may pass (unreachable, the app's credentials, 429, 5xx) is
+/// tried again with the job queue's backoff, its reason in the row, and fails the channel once
+/// the job's last attempt fails.
 public struct ChannelWorker: JobHandler {
     public let kind = WorkerKind.channels.rawValue
     let context: WorkerContext
@@ -44,9 +46,19 @@ public struct ChannelWorker: JobHandler {
             UPDATE herald.broadcast_channels SET state = 'failed', reason = $2, changed_at = now()
             WHERE id = $1 AND state IN ('creating', 'deleting')
             """
+        /// Channel $1's request will be tried again: why it failed this time ($2).
+        static let waiting = """
+            UPDATE herald.broadcast_channels SET reason = $2, changed_at = now()
+            WHERE id = $1 AND state IN ('creating', 'deleting')
+            """
+        /// APNs made channel $1 as $2 after the producer deleted it: it is to be deleted at APNs.
+        static let deleteMade = """
+            UPDATE herald.broadcast_channels SET state = 'deleting', channel_id = $2, changed_at = now()
+            WHERE id = $1 AND state = 'deleted' AND channel_id IS NULL
+            """
     }
 
-    struct Channel {
+    struct Channel: Sendable {
         var id: Int64
         var app: String
         var name: String
@@ -76,13 +88,22 @@ public struct ChannelWorker: JobHandler {
             return outcomes
         }
         let byID = Dictionary(uniqueKeysWithValues: channels.map { ($0.id, $0) })
-        for job in jobs where outcomes[job.id] == nil {
-            // A channel deleted since (its app with it) asks nothing more.
-            guard let ref = job.ref, let channel = byID[ref] else {
-                outcomes[job.id] = .completed
-                continue
+        await withTaskGroup(of: (Int64, JobOutcome).self) { group in
+            for job in jobs where outcomes[job.id] == nil {
+                // A channel deleted since (its app with it) asks nothing more.
+                guard let ref = job.ref, let channel = byID[ref] else {
+                    outcomes[job.id] = .completed
+                    continue
+                }
+                group.addTask { [self] in
+                    var outcome = await work(channel, app: setups[channel.app])
+                    if case .retry(let reason, _) = outcome {
+                        outcome = await record(job.isLastAttempt ? SQL.failed : SQL.waiting, channel, reason, outcome)
+                    }
+                    return (job.id, outcome)
+                }
             }
-            outcomes[job.id] = await work(channel, app: setups[channel.app])
+            for await (id, outcome) in group { outcomes[id] = outcome }
         }
         return outcomes
     }
@@ -93,24 +114,23 @@ public struct ChannelWorker: JobHandler {
         let client: APNsChannelClient
         switch await self.client(for: app, channel: channel) {
         case .success(let made): client = made
-        case .failure(let problem):
-            return await record(SQL.failed, channel, "\(problem)")
+        case .failure(let problem): return .retry(error: "\(problem)")
         }
         if channel.state == "creating" {
             switch await client.create(storesLatest: channel.storesLatest) {
             case .created(let channelID):
                 do {
-                    let rows = try await context.connection.query(SQL.created, [channel.id, channelID])
-                    if rows.isEmpty {
-                        // Deleted while APNs made it: nobody will broadcast on it.
-                        _ = await client.delete(channelID: channelID)
-                    } else {
-                        context.logger.info(
-                            "created a broadcast channel at APNs",
-                            metadata: [
-                                "app": "\(channel.app)", "channel": "\(channel.name)", "channel_id": "\(channelID)",
-                            ])
+                    if try await context.connection.query(SQL.created, [channel.id, channelID]).isEmpty {
+                        // Deleted while APNs made it: nobody will broadcast on it, so it goes too.
+                        try await context.connection.query(SQL.deleteMade, [channel.id, channelID])
+                        var made = channel
+                        made.state = "deleting"
+                        made.channelID = channelID
+                        return await work(made, app: app)
                     }
+                    context.logger.info(
+                        "created a broadcast channel at APNs",
+                        metadata: ["app": "\(channel.app)", "channel": "\(channel.name)", "channel_id": "\(channelID)"])
                     return .completed
                 } catch {
                     // Made at APNs but not recorded: the retry makes another; this one is unused.
@@ -127,9 +147,9 @@ public struct ChannelWorker: JobHandler {
         guard let channelID = channel.channelID else { return await record(SQL.deleted, channel, nil) }
         switch await client.delete(channelID: channelID) {
         case .deleted: return await record(SQL.deleted, channel, nil)
-        case .unknownChannel(let reason): return await record(SQL.deleted, channel, "APNs no longer knew it: \(reason)")
-        case .retry(let after, let reason):
-            return .retry(error: reason, notBefore: after)
+        case .unknownChannel(let reason):
+            return await record(SQL.deleted, channel, "APNs no longer knew it: \(reason)")
+        case .retry(let after, let reason): return .retry(error: reason, notBefore: after)
         case .refused(let reason): return await record(SQL.failed, channel, reason)
         case .created, .found, .listed: return .retry(error: "APNs answered a delete with something else")
         }
@@ -153,16 +173,20 @@ public struct ChannelWorker: JobHandler {
                 baseURL: senders.configuration.apnsChannelsEndpoint, http: senders.http))
     }
 
-    /// Records the channel's new state; the job is done once it is recorded.
-    func record(_ sql: String, _ channel: Channel, _ reason: String?) async -> JobOutcome {
+    /// Records the channel's new state (or why it waits), then the job's `outcome`: done once
+    /// recorded, unless said otherwise.
+    func record(_ sql: String, _ channel: Channel, _ reason: String?, _ outcome: JobOutcome = .completed) async
+        -> JobOutcome
+    {
         do {
             try await context.connection.query(sql, [channel.id, reason.map(DispatchWorker.storable)])
             if sql == SQL.failed {
                 context.logger.error(
-                    "APNs refused a broadcast channel's request",
+                    "a broadcast channel's request failed for good",
                     metadata: ["app": "\(channel.app)", "channel": "\(channel.name)", "reason": "\(reason ?? "")"])
+                return .completed
             }
-            return .completed
+            return outcome
         } catch {
             return .retry(error: "could not record the channel's state: \(error)")
         }

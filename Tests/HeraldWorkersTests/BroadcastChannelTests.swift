@@ -64,6 +64,9 @@ import Testing
         #expect(received.headers["apns-expiration"] == "0", "a channel that stores nothing takes only 0")
         #expect(received.headers["apns-topic"] == nil)
         #expect(received.headers["apns-request-id"] == delivery.name, "the request id is the message's name")
+        let unique = try await f.db.query(
+            "SELECT provider_unique_id FROM herald.deliveries WHERE notification_id = $1", [sent])[0]
+        #expect(try unique.decode(0, as: String?.self) == received.uniqueID, "APNs' apns-unique-id is read")
         #expect(received.aps["event"] as? String == "update")
         #expect((received.aps["content-state"] as? [String: Any])?["score"] as? String == "2-1")
         #expect((received.aps["alert"] as? [String: String])?["title"] == "Goal!")
@@ -77,10 +80,43 @@ import Testing
         try await f.ingest()
         let refused = try await f.db.query("SELECT state, reason FROM herald.notifications WHERE id = $1", [late])[0]
         #expect(try refused.decode(0, as: String.self) == "rejected")
-        #expect(try refused.decode(1, as: String.self).contains("unknown channel 'match-7'"))
-        // The name is free again.
+        #expect(try refused.decode(1, as: String.self).contains("channel 'match-7' is deleted"))
+        // The name is free again, as soon as it is being deleted; a policy APNs cannot change is
+        // refused.
         _ = try await f.db.query("SELECT herald.create_channel('shop', 'match-7')")
         #expect(try await channel(f, "match-7").state == "creating")
+        try await channels(f)
+        #expect(try await f.db.query("SELECT herald.delete_channel('shop', 'match-7')")[0].decode(0, as: Bool.self))
+        _ = try await f.db.query("SELECT herald.create_channel('shop', 'match-7')")
+        let policy = await #expect(throws: PostgresError.self) {
+            try await f.db.query("SELECT herald.create_channel('shop', 'match-7', stores_latest => true)")
+        }
+        #expect(policy?.message.contains("cannot change") == true, "\(String(describing: policy))")
+        try await channels(f)
+        let states = try await f.db.query("SELECT state FROM herald.broadcast_channels ORDER BY id").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(states == ["deleted", "deleted", "active"])
+        #expect(await f.emulator.apnsChannels[WorkerFixture.bundleID]?.count == 1)
+    }
+
+    /// The producer deletes a channel while APNs is making it: the channel APNs made is deleted
+    /// there too, not left behind.
+    @Test func aChannelDeletedWhileAPNsMadeItIsDeletedThere() async throws {
+        let f = try await WorkerFixture.make(apns: true)
+        let id = try await f.db.query("SELECT herald.create_channel('shop', 'match-7')")[0].decode(0, as: Int64.self)
+        let setup = try await AppSetups().setups(
+            ["shop": try await f.db.query("SELECT xmin::text FROM herald.apps")[0].decode(0, as: String.self)],
+            connection: f.db)
+        // The worker read the row (creating); the producer deletes it before APNs answers.
+        let read = ChannelWorker.Channel(
+            id: id, app: "shop", name: "match-7", storesLatest: false, state: "creating", channelID: nil)
+        #expect(try await f.db.query("SELECT herald.delete_channel('shop', 'match-7')")[0].decode(0, as: Bool.self))
+        #expect(await ChannelWorker(context: f.context).work(read, app: setup["shop"]) == .completed)
+        let row = try await f.db.query("SELECT state, channel_id FROM herald.broadcast_channels")[0]
+        #expect(try row.decode(0, as: String.self) == "deleted")
+        #expect(try row.decode(1, as: String?.self) != nil, "the id APNs gave, to say what was deleted")
+        #expect(await f.emulator.apnsChannels[WorkerFixture.bundleID]?.isEmpty == true)
     }
 
     @Test func aBroadcastWaitsForItsChannelAndAStoringChannelKeepsTheExpiry() async throws {
@@ -122,6 +158,15 @@ import Testing
         #expect(failed.error?.contains("ChannelNotRegistered") == true, "\(failed)")
         #expect(try await delivery(f, alert).state == "sent", "the app's other sends go on")
         #expect(try await f.db.query("SELECT 1 FROM herald.app_config_problems").isEmpty)
+        // The channel fails with APNs' words, and the next broadcast is refused at ingest.
+        let dead = try await channel(f, "match-7")
+        #expect(dead.state == "failed")
+        #expect(dead.reason?.contains("ChannelNotRegistered") == true, "\(dead)")
+        let next = try await broadcast(f, "match-7", "2-0")
+        try await f.ingest()
+        let refusal = try await f.db.query("SELECT state, reason FROM herald.notifications WHERE id = $1", [next])[0]
+        #expect(try refusal.decode(0, as: String.self) == "rejected")
+        #expect(try refusal.decode(1, as: String.self).contains("channel 'match-7' is failed"))
 
         // A newer broadcast supersedes an older one still waiting; an older one arriving late
         // is not sent.

@@ -90,10 +90,7 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
     LEFT JOIN herald.activity_tokens t ON t.id = c.activity_token_id
-    -- Read for a broadcast only (a one-time filter for every other delivery).
-    LEFT JOIN LATERAL (SELECT b.* FROM herald.broadcast_channels b
-                       WHERE c.payload_kind = 'broadcast' AND b.app_id = n.app_id AND b.name = n.activity_channel
-                       ORDER BY b.id DESC LIMIT 1) ch ON true
+    LEFT JOIN herald.broadcast_channels ch ON ch.id = n.broadcast_channel_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

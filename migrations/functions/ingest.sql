@@ -48,8 +48,9 @@ LANGUAGE sql STABLE AS $$
             format('activity_event must be start, update or end, not %s', quote_literal(left(n.activity_event, 40)))
         WHEN n.activity_channel IS NOT NULL AND channel.id IS NULL THEN
             format('unknown channel %s: create it first', quote_literal(n.activity_channel))
-        WHEN channel.state = 'deleting' THEN
-            format('channel %s is being deleted', quote_literal(n.activity_channel))
+        WHEN channel.state NOT IN ('creating', 'active') THEN
+            format('channel %s is %s%s', quote_literal(n.activity_channel), channel.state,
+                   coalesce(': ' || channel.reason, ''))
         WHEN n.activity_channel IS NULL AND (coalesce(n.activity_id, '') = '' OR n.activity_id ~ '[[:cntrl:]]'
                                              OR octet_length(n.activity_id) > 256) THEN
             'activity_id must be 1 to 256 bytes without control characters'
@@ -153,8 +154,10 @@ BEGIN
         activity := NULL;
         channel := NULL;
         IF n.activity_channel IS NOT NULL THEN
+            -- The live channel of that name, else the newest (to say what became of it).
             SELECT * INTO channel FROM herald.broadcast_channels c
-            WHERE c.app_id = n.app_id AND c.name = n.activity_channel AND c.state NOT IN ('deleted', 'failed')
+            WHERE c.app_id = n.app_id AND c.name = n.activity_channel
+            ORDER BY c.state IN ('creating', 'active') DESC, c.id DESC LIMIT 1
             FOR UPDATE;
         ELSIF n.activity_event IN ('update', 'end') THEN
             SELECT * INTO activity FROM herald.live_activities a
@@ -182,6 +185,7 @@ BEGIN
             UPDATE herald.broadcast_channels c
             SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
             WHERE c.id = channel.id;
+            UPDATE herald.notifications x SET broadcast_channel_id = channel.id WHERE x.id = n.id;
             made := 1;
             verdict := 'accepted';
         ELSIF n.activity_event = 'start' THEN

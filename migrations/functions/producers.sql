@@ -487,6 +487,9 @@ DECLARE
     notification_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
+    IF coalesce(activity, channel, '') = '' THEN
+        RAISE EXCEPTION '%: name the activity (a broadcast: its channel)', caller USING ERRCODE = 'check_violation';
+    END IF;
     IF channel IS NOT NULL AND event IS DISTINCT FROM 'update' AND event IS DISTINCT FROM 'end' THEN
         RAISE EXCEPTION '%: event must be update or end, not %: a broadcast cannot start a Live Activity (start each one, and the app subscribes it to the channel)',
             caller, quote_literal(event) USING ERRCODE = 'check_violation';
@@ -577,6 +580,7 @@ RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     row_id bigint;
+    existing_policy boolean;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.create_channel');
     IF coalesce(channel, '') = '' OR channel ~ '[[:cntrl:]]' OR octet_length(channel) > 256 THEN
@@ -591,11 +595,15 @@ BEGIN
     END IF;
     INSERT INTO herald.broadcast_channels AS c (app_id, name, stores_latest)
     VALUES (app, channel, coalesce(create_channel.stores_latest, false))
-    ON CONFLICT (app_id, name) WHERE state NOT IN ('deleted', 'failed') DO NOTHING
+    ON CONFLICT (app_id, name) WHERE state IN ('creating', 'active') DO NOTHING
     RETURNING c.id INTO row_id;
     IF row_id IS NULL THEN
-        SELECT c.id INTO row_id FROM herald.broadcast_channels c
-        WHERE c.app_id = app AND c.name = channel AND c.state NOT IN ('deleted', 'failed');
+        SELECT c.id, c.stores_latest INTO row_id, existing_policy FROM herald.broadcast_channels c
+        WHERE c.app_id = app AND c.name = channel AND c.state IN ('creating', 'active');
+        IF existing_policy <> coalesce(create_channel.stores_latest, false) THEN
+            RAISE EXCEPTION 'herald.create_channel: channel % exists with stores_latest %, which APNs cannot change: delete it first, or use another name',
+                quote_literal(channel), existing_policy USING ERRCODE = 'check_violation';
+        END IF;
     ELSE
         INSERT INTO herald.jobs (kind, ref) VALUES ('channels', row_id);
     END IF;

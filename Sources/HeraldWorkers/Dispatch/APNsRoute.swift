@@ -88,8 +88,32 @@ struct APNsRoute: ProviderRoute {
                 deviceTokens: live.map { $0.payloadKind.isDeviceToken })
             let at = context.clock.now()
             events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
+            await Self.failUnknownChannels(zip(live, outcomes), context)
         }
         return events
+    }
+
+    /// A broadcast refused because APNs does not know its channel as the app's (deleted
+    /// elsewhere, or made with another key's bundle) fails its channel, with APNs' words: the
+    /// next broadcasts are refused at ingest instead of each failing at APNs.
+    static func failUnknownChannels(
+        _ answered: Zip2Sequence<[OutgoingDelivery], [PushOutcome]>, _ context: WorkerContext
+    ) async {
+        for (delivery, outcome) in answered {
+            guard case .channel(let channelID) = delivery.target, case .permanentFailure(let reason) = outcome,
+                ["ChannelNotRegistered", "BadChannelId", "TopicMismatch"].contains(where: { reason.contains($0) })
+            else { continue }
+            do {
+                try await context.connection.query(
+                    """
+                    UPDATE herald.broadcast_channels SET state = 'failed', reason = $3, changed_at = now()
+                    WHERE app_id = $1 AND channel_id = $2 AND state = 'active'
+                    """, [delivery.appID, channelID, DispatchWorker.storable(reason)])
+            } catch {
+                context.logger.warning(
+                    "could not record a channel APNs does not know", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Push certificates expire yearly and then fail every send: the expiry read at load goes to
