@@ -1393,11 +1393,11 @@ BEGIN
             ), newest AS (
                 UPDATE herald.activity_tokens t SET last_delivery_id = c.id
                 FROM created c WHERE t.id = c.activity_token_id
-            ), superseded AS (
+            ), older AS (
                 SELECT herald.supersede(ARRAY(SELECT t.last_delivery_id FROM tokens t),
                                         format('notification %s, a newer event of its activity', n.id), at)
             )
-            SELECT count(*) INTO made FROM created, superseded;
+            SELECT count(*) INTO made FROM created, older;
             IF n.activity_event = 'end' THEN
                 UPDATE herald.activity_tokens t
                 SET ended_at = at, ended_cause = 'activity_ended',

@@ -123,7 +123,8 @@ GRANT EXECUTE ON FUNCTION herald.supersede(bigint[],text,timestamp with time zon
 -- a newer event (then it ends `superseded`, unsent); each delivery it makes supersedes the
 -- token's older one still waiting (cancelled, with the reason), and dispatch cancels an older
 -- one it claims later (herald.claim_sends' superseded_by). An end without a content state
--- carries the newest, ends the activity and its update tokens (its deliveries still go).
+-- carries the newest, ends the activity and its update tokens (its deliveries still go). A
+-- broadcast is one delivery to its channel, ordered and superseding per channel the same way.
 CREATE OR REPLACE FUNCTION herald.ingest_activity_events(ids bigint[], at timestamptz,
     OUT accepted int, OUT rejected int, OUT expired int, OUT no_devices int, OUT superseded int, OUT deliveries int)
 LANGUAGE plpgsql AS $$
@@ -249,11 +250,11 @@ BEGIN
             ), newest AS (
                 UPDATE herald.activity_tokens t SET last_delivery_id = c.id
                 FROM created c WHERE t.id = c.activity_token_id
-            ), superseded AS (
+            ), older AS (
                 SELECT herald.supersede(ARRAY(SELECT t.last_delivery_id FROM tokens t),
                                         format('notification %s, a newer event of its activity', n.id), at)
             )
-            SELECT count(*) INTO made FROM created, superseded;
+            SELECT count(*) INTO made FROM created, older;
             IF n.activity_event = 'end' THEN
                 UPDATE herald.activity_tokens t
                 SET ended_at = at, ended_cause = 'activity_ended',

@@ -15,6 +15,8 @@ import HeraldCrypto
 ///   that a repeated send replaces rather than adds. The same push goes through FCM's `apns`
 ///   block (``fcmMessage(for:now:)``) or straight to APNs (``apnsNotification(for:topic:now:)``),
 ///   by the device's token.
+/// - Live Activity event, or broadcast to a channel: ActivityKit's payload
+///   (``liveActivityPush(_:_:)``), to the activity's token or the channel.
 /// - Topic: a `notification` block, since there is no per-device platform.
 /// - Browser: a JSON document the service worker shows as it is (``webPushMessage(for:now:)``),
 ///   encrypted for the browser; `Topic` from the collapse key, `Urgency` from the priority.
