@@ -166,11 +166,13 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         // Room for 2 transfers per origin: the stuck server's 3 requests fill its own, and 1
         // waits. With one queue for all origins, the healthy request would wait behind them
         // until the first two timed out (2 minutes); per origin, it goes at once. Once it is
-        // answered, the stuck server stops listening and its requests fail (a loaded machine
-        // took over 20 s to answer the healthy one in a full run).
+        // answered, the stuck server stops listening and its requests fail.
         configuration.maxConnectionsPerHost = 1
         configuration.maxConcurrentStreams = 2
         configuration.threads = 1
+        // The stuck server's handshakes never end: they must not give up (10 s by default)
+        // before the healthy answer, which a loaded machine took over 10 s to give in CI.
+        configuration.connectTimeout = .seconds(120)
         let client = HTTPClient(configuration: configuration)
         let order = Arrivals()
         await withTaskGroup(of: Void.self) { group in

@@ -79,7 +79,8 @@ import Testing
         let asked = ContinuousClock.now
         await group.triggerGracefulShutdown()
         try await running.value
-        #expect(ContinuousClock.now - asked < .seconds(5))
+        // Well under the 15 s after which the lock is let go (a loaded CI machine took 6 s).
+        #expect(ContinuousClock.now - asked < .seconds(12))
         release.cancel()
         try await locker.execute("ROLLBACK")
     }
