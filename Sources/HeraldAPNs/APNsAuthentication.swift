@@ -81,3 +81,35 @@ public struct APNsError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
+
+extension APNsAuthentication {
+    /// The provider token to send now (token-based); nil over a certificate.
+    func bearer() async throws -> String? {
+        guard case .token(let tokens) = self else { return nil }
+        return try await tokens.token()
+    }
+
+    /// APNs called `bearer` expired: the next request gets a new one.
+    func expired(_ bearer: String?) async {
+        if case .token(let tokens) = self, let bearer { _ = try? await tokens.expired(bearer) }
+    }
+
+    /// The push certificate to present (certificate-based); nil with a token.
+    var clientCertificate: ClientCertificate? {
+        if case .certificate(let certificate) = self { certificate } else { nil }
+    }
+}
+
+/// APNs' answer to a request that failed: its body, Apple's `reason`, and how Herald words it.
+struct APNsRefusal {
+    var body: [String: Any]?
+    var reason: String
+    var described: String
+
+    init(_ response: HTTPResponse) {
+        body = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        reason = body?["reason"] as? String ?? ""
+        described =
+            "APNs answered \(response.status) \(reason.isEmpty ? String(response.bodyText.prefix(100)) : reason)"
+    }
+}

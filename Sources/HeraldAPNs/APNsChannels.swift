@@ -92,23 +92,17 @@ public struct APNsChannelClient: Sendable {
             var headers: [(name: String, value: String)] = [("apns-request-id", UUID().uuidString.lowercased())]
             if let channelID { headers.append(("apns-channel-id", channelID)) }
             if !body.isEmpty { headers.append(("content-type", "application/json")) }
-            var bearer: String?
-            var certificate: ClientCertificate?
-            switch authentication {
-            case .token(let tokens):
-                do {
-                    bearer = try await tokens.token()
-                } catch {
-                    return .refused(reason: "\(error)")
-                }
-                headers.append(("authorization", "bearer \(bearer!)"))
-            case .certificate(let configured):
-                certificate = configured
+            let bearer: String?
+            do {
+                bearer = try await authentication.bearer()
+            } catch {
+                return .refused(reason: "\(error)")
             }
+            if let bearer { headers.append(("authorization", "bearer \(bearer)")) }
             let result = await http.send([
                 HTTPRequest(
                     method: method, url: "\(baseURL)/1/apps/\(bundleID)/\(resource)", headers: headers, body: body,
-                    timeout: timeout, clientCertificate: certificate)
+                    timeout: timeout, clientCertificate: authentication.clientCertificate)
             ])[0]
             let response: HTTPResponse
             switch result {
@@ -116,14 +110,11 @@ public struct APNsChannelClient: Sendable {
             case .success(let answered): response = answered
             }
             if let outcome = success(response) { return outcome }
-            let reason =
-                (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"]
-                as? String ?? ""
-            let described =
-                "APNs answered \(response.status) \(reason.isEmpty ? String(response.bodyText.prefix(100)) : reason)"
-            switch (response.status, reason) {
+            let refusal = APNsRefusal(response)
+            let described = refusal.described
+            switch (response.status, refusal.reason) {
             case (403, "ExpiredProviderToken") where round == 0:
-                if case .token(let tokens) = authentication, let bearer { _ = try? await tokens.expired(bearer) }
+                await authentication.expired(bearer)
                 continue
             case (400, "ChannelNotRegistered"), (400, "BadChannelId"):
                 return .unknownChannel(reason: described)

@@ -38,14 +38,12 @@ public struct APNsClient: Sendable {
         }
         pending.removeAll { outcomes[$0] != nil }
         for round in 0..<2 where !pending.isEmpty {
-            var bearer: String?
-            if case .token(let tokens) = authentication {
-                do {
-                    bearer = try await tokens.token()
-                } catch {
-                    pending.forEach { outcomes[$0] = .configurationError(reason: "\(error)", scope: .apns) }
-                    break
-                }
+            let bearer: String?
+            do {
+                bearer = try await authentication.bearer()
+            } catch {
+                pending.forEach { outcomes[$0] = .configurationError(reason: "\(error)", scope: .apns) }
+                break
             }
             let results = await http.send(pending.map { request(for: notifications[$0], bearer: bearer) })
             let now = clock.now()
@@ -69,9 +67,7 @@ public struct APNsClient: Sendable {
                     }
                 }
             }
-            if !expired.isEmpty, let bearer, case .token(let tokens) = authentication {
-                _ = try? await tokens.expired(bearer)
-            }
+            if !expired.isEmpty { await authentication.expired(bearer) }
             pending = expired
         }
         return outcomes.map { $0! }
@@ -81,11 +77,9 @@ public struct APNsClient: Sendable {
         var headers = notification.headers
         if let bearer { headers.append(("authorization", "bearer \(bearer)")) }
         headers.append(("content-type", "application/json"))
-        var certificate: ClientCertificate?
-        if case .certificate(let configured) = authentication { certificate = configured }
         return HTTPRequest(
             url: baseURL + notification.path, headers: headers, body: notification.payload,
-            timeout: timeout, clientCertificate: certificate)
+            timeout: timeout, clientCertificate: authentication.clientCertificate)
     }
 
     /// What APNs' answer means. Reasons are Apple's (`{"reason": "BadDeviceToken"}`).
@@ -97,10 +91,8 @@ public struct APNsClient: Sendable {
                     ?? notification.id.uuidString.lowercased(),
                 uniqueID: response.header("apns-unique-id"))
         }
-        let body = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
-        let reason = body?["reason"] as? String ?? ""
-        let described =
-            "APNs answered \(response.status) \(reason.isEmpty ? response.bodyText.prefix(100) : reason[...])"
+        let refusal = APNsRefusal(response)
+        let (body, reason, described) = (refusal.body, refusal.reason, refusal.described)
         switch (response.status, reason) {
         case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
             return .tokenInvalid(reason: described)

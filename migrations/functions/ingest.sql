@@ -133,6 +133,7 @@ DECLARE
     app herald.apps;
     activity herald.live_activities;
     channel herald.broadcast_channels;
+    apps text[];
     delivery bigint;
     verdict text;
     why text;
@@ -144,10 +145,13 @@ BEGIN
     -- start another ingester committed just before it (in READ COMMITTED each statement reads
     -- what is committed when it starts), and two batches naming the same activities cannot
     -- lock them in opposite orders.
-    PERFORM pg_advisory_xact_lock(hashtext('herald.live_activities'), hashtext(x.app_id))
-    FROM (SELECT DISTINCT y.app_id FROM herald.notifications y
-          WHERE y.id = ANY(ids) AND y.state = 'received' AND y.activity_event IS NOT NULL
-          ORDER BY y.app_id) AS x;
+    -- A batch without any (the usual one) costs this one look.
+    SELECT array_agg(DISTINCT y.app_id ORDER BY y.app_id) INTO apps FROM herald.notifications y
+    WHERE y.id = ANY(ids) AND y.state = 'received' AND y.activity_event IS NOT NULL;
+    IF apps IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('herald.live_activities'), hashtext(a)) FROM unnest(apps) AS a;
     FOR n IN SELECT * FROM herald.notifications x
              WHERE x.id = ANY(ids) AND x.state = 'received' AND x.activity_event IS NOT NULL ORDER BY x.id
     LOOP
@@ -186,7 +190,6 @@ BEGIN
             UPDATE herald.broadcast_channels c
             SET event_at = n.activity_event_at, last_notification_id = n.id, last_delivery_id = delivery
             WHERE c.id = channel.id;
-            UPDATE herald.notifications x SET broadcast_channel_id = channel.id WHERE x.id = n.id;
             made := 1;
             verdict := 'accepted';
         ELSIF n.activity_event = 'start' THEN
@@ -233,9 +236,6 @@ BEGIN
                 ended_at = CASE WHEN n.activity_event = 'end' THEN at END
             WHERE a.id = activity.id
             RETURNING * INTO activity;
-            IF n.activity_content_state IS NULL THEN
-                UPDATE herald.notifications x SET activity_content_state = activity.content_state WHERE x.id = n.id;
-            END IF;
             WITH tokens AS MATERIALIZED (
                 SELECT t.id, t.device_id, t.last_delivery_id
                 FROM herald.activity_tokens t
@@ -271,10 +271,16 @@ BEGIN
             INSERT INTO herald.activity_events (live_activity_id, notification_id) VALUES (activity.id, n.id)
             ON CONFLICT DO NOTHING;
         END IF;
+        -- One write of the event: its verdict, the channel it went to, and an end's content state
+        -- when it gave none (the activity's newest).
         UPDATE herald.notifications x
         SET state = verdict, reason = why, ingested_at = at,
             expires_at = CASE WHEN verdict = 'rejected' THEN x.expires_at ELSE expires END,
-            ttl = CASE WHEN verdict = 'rejected' THEN x.ttl END
+            ttl = CASE WHEN verdict = 'rejected' THEN x.ttl END,
+            broadcast_channel_id = CASE WHEN made > 0 THEN channel.id END,
+            activity_content_state = CASE WHEN verdict IN ('accepted', 'no_devices') AND activity.id IS NOT NULL
+                                          THEN coalesce(x.activity_content_state, activity.content_state)
+                                          ELSE x.activity_content_state END
         WHERE x.id = n.id;
         CASE verdict
             WHEN 'accepted' THEN accepted := accepted + 1;

@@ -79,8 +79,8 @@ public struct PayloadBuilder: Sendable {
     func applePush(_ delivery: OutgoingDelivery, now: Date) -> ApplePush {
         // A repeated send (at-least-once) replaces rather than adds: APNs keeps one stored
         // notification per collapse id, and one per device anyway. 64 bytes at most.
-        let collapseID = Self.collapseID(delivery.collapseKey ?? String(delivery.notificationID))
         if let activity = delivery.liveActivity { return liveActivityPush(delivery, activity) }
+        let collapseID = Self.collapseID(delivery.collapseKey ?? String(delivery.notificationID))
         switch delivery.payloadKind {
         case .iosBackground, .iosWakeup:
             let expiration =
