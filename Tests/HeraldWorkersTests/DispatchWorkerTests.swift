@@ -240,7 +240,7 @@ import Testing
                 == attemptsBefore)
         #expect(
             try await f.db.query(
-                "SELECT min(run_at) > now() + interval '50 seconds' FROM herald.deliveries WHERE state = 'queued'")[0]
+                "SELECT min(run_at) > now() + interval '10 seconds' FROM herald.deliveries WHERE state = 'queued'")[0]
                 .decode(
                     0, as: Bool.self))
 

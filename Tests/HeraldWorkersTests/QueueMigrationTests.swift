@@ -39,7 +39,7 @@ import Testing
             FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id
             WHERE j.kind = 'dispatch' AND j.ref = d.id AND v.device_id = 'd2';
             UPDATE herald.jobs j SET state = 'running', attempts = 1, locked_by = 'old-host:1',
-                locked_until = now() + interval '45 seconds'
+                locked_until = now() + interval '1 hour'
             FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id
             WHERE j.kind = 'dispatch' AND j.ref = d.id AND v.device_id = 'd3';
             UPDATE herald.jobs j SET state = 'dead', dead_at = now(), attempts = 25, last_error = 'lease expired'
