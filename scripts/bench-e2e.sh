@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# End-to-end benchmark: N notifications (half Android, half iOS) from the producer's table to
-# FCM's answer, through a real `herald run` (ingest and dispatch) against nginx standing in for
-# FCM and its token endpoint (TLS, HTTP/2, fixed 200 answers). Prints notifications/s, the
-# daemon's peak RSS and the machine's CPU time per notification (Herald, nginx, the rest:
-# PostgreSQL), beside the HTTP floor (h2load against the same nginx) and the queue floor
-# (`herald-bench queue` on the same PostgreSQL) in the same run; then the latency from the
-# producer's commit to FCM's answer at a steady 1,000 notifications/s (RATE=…).
+# End-to-end benchmark: N notifications from the producer's table to the provider's answer,
+# through a real `herald run` (ingest and dispatch) against nginx standing in for FCM and its
+# token endpoint, APNs and a browser push service (TLS, HTTP/2, fixed answers). Prints
+# notifications/s, the daemon's peak RSS and the machine's CPU time per notification (Herald,
+# nginx, the rest: PostgreSQL), beside the HTTP floor (h2load against the same nginx) and the
+# queue floor (`herald-bench queue` on the same PostgreSQL) in the same run; then the latency
+# from the producer's commit to the provider's answer at a steady 1,000 notifications/s (RATE=…).
 #   N=100000 scripts/bench-e2e.sh
+#   PUSH="fcm apns web" scripts/bench-e2e.sh    # each path in turn, then side by side:
+#       fcm  half Android, half iOS, through FCM (the default)
+#       apns iPhones, straight to APNs (a .p8 key)
+#       web  browsers (Web Push: each message encrypted for its subscription, VAPID-signed)
 #   HERALD=path/to/herald scripts/bench-e2e.sh   # another build, for a before and after: it
 #                                                 # migrates the database itself
 #
@@ -48,7 +52,6 @@ HERALD_LOG_LEVEL=warning $herald migrate
 # Before the benchmark's own data: the queue benchmark leaves only its emptied jobs table.
 echo "Queue floor, on the same PostgreSQL:"
 $bench queue --no-migrate --jobs 100000 --batch "${BATCH:-500}" --events 0 | grep -E "floor|engine \("
-$bench prepare-e2e --no-migrate --notifications "$n" --token-uri "$base/token" --credentials-out "$work/sa.json"
 
 printf '%s' '{"message":{"token":"t","data":{"title":"Hello"}}}' >"$work/body.json"
 echo "HTTP floor, h2load against the same nginx:"
@@ -62,50 +65,71 @@ writes() { q "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_ta
 wal() { q "SELECT pg_current_wal_lsn() - '0/0'"; }
 nginx_pid=$(cat "$work/nginx/nginx.pid")
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
-writes_before=$(writes)
-wal_before=$(wal)
-busy_before=$(machine_busy)
-nginx_before=$(process_cpu "$nginx_worker")
-start=$(date +%s.%N)
-# Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
-env HERALD_FCM_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" ${BATCH:+HERALD_BATCH_SIZE=$BATCH} \
-  HERALD_FCM_RATE_LIMIT="${HERALD_FCM_RATE_LIMIT:-1000000}" HERALD_LOG_LEVEL=warning \
-  $herald run >"$work/daemon.log" 2>&1 &
-daemon=$!
-peak=0
-while true; do
-  sleep 0.5
-  rss=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status" 2>/dev/null || echo 0)
-  [ "${rss:-0}" -gt "$peak" ] && peak=$rss
-  # Work is left while a notification waits for ingest or a delivery is queued. EXISTS stops at
-  # the first (on the partial indexes); a count(*) over 200,000 rows, twice a second, cost
-  # PostgreSQL 2% of the run.
-  pending=$(q "SELECT EXISTS (SELECT FROM herald.notifications WHERE state = 'received')
-                   OR EXISTS (SELECT FROM herald.deliveries WHERE state = 'queued')")
-  [ "$pending" = f ] && break
-  kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon.log"; exit 1; }
-done
-end=$(date +%s.%N)
-busy=$(($(machine_busy) - busy_before))
-herald_cpu=$(process_cpu "$daemon")
-nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
-wal_after=$(wal)
-sent=$(q "SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")
-# The daemon's connections report their row counts when idle for 10 s at the latest.
-sleep 11
-writes_after=$(writes)
-python3 - "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" \
-  "$((writes_after - writes_before))" "$((wal_after - wal_before))" <<'PY'
+summary=()
+
+for push in ${PUSH:-fcm}; do
+  echo "== $push"
+  $bench prepare-e2e --no-migrate --push "$push" --notifications "$n" --token-uri "$base/token" \
+    --credentials-out "$work/sa.json" --apns-key-out "$work/apns.p8" --vapid-key-out "$work/vapid.pem" \
+    --push-service-url "$base"
+  writes_before=$(writes)
+  wal_before=$(wal)
+  busy_before=$(machine_busy)
+  nginx_before=$(process_cpu "$nginx_worker")
+  start=$(date +%s.%N)
+  # Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
+  env HERALD_FCM_ENDPOINT="$base" HERALD_APNS_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" \
+    ${BATCH:+HERALD_BATCH_SIZE=$BATCH} HERALD_FCM_RATE_LIMIT="${HERALD_FCM_RATE_LIMIT:-1000000}" \
+    HERALD_LOG_LEVEL=warning $herald run >"$work/daemon.log" 2>&1 &
+  daemon=$!
+  peak=0
+  while true; do
+    sleep 0.5
+    rss=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status" 2>/dev/null || echo 0)
+    [ "${rss:-0}" -gt "$peak" ] && peak=$rss
+    # Work is left while a notification waits for ingest or a delivery is queued. EXISTS stops at
+    # the first (on the partial indexes); a count(*) over 200,000 rows, twice a second, cost
+    # PostgreSQL 2% of the run.
+    pending=$(q "SELECT EXISTS (SELECT FROM herald.notifications WHERE state = 'received')
+                     OR EXISTS (SELECT FROM herald.deliveries WHERE state = 'queued')")
+    [ "$pending" = f ] && break
+    kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon.log"; exit 1; }
+  done
+  end=$(date +%s.%N)
+  busy=$(($(machine_busy) - busy_before))
+  herald_cpu=$(process_cpu "$daemon")
+  nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
+  wal_after=$(wal)
+  sent=$(q "SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")
+  # The daemon's connections report their row counts when idle for 10 s at the latest.
+  sleep 11
+  writes_after=$(writes)
+  line=$(python3 - "$push" "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" \
+    "$(getconf CLK_TCK)" "$((writes_after - writes_before))" "$((wal_after - wal_before))" <<'PY'
 import sys
-start, end = float(sys.argv[1]), float(sys.argv[2])
-n, sent, peak, busy, herald, nginx, tick, writes, wal = (int(a) for a in sys.argv[3:])
+push = sys.argv[1]
+start, end = float(sys.argv[2]), float(sys.argv[3])
+n, sent, peak, busy, herald, nginx, tick, writes, wal = (int(a) for a in sys.argv[4:])
 print(f"herald end to end: {n} notifications, {sent} sent, in {end - start:.2f}s: "
-      f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB")
+      f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB", file=sys.stderr)
 per = lambda ticks: ticks / tick / n * 1e6
 print(f"CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
-      f"nginx {per(nginx):.0f} µs, the rest (PostgreSQL, this script) {per(busy - herald - nginx):.0f} µs")
-print(f"database per notification: {writes / n:.2f} row writes, {wal / n:.0f} bytes of WAL")
+      f"nginx {per(nginx):.0f} µs, the rest (PostgreSQL, this script) {per(busy - herald - nginx):.0f} µs",
+      file=sys.stderr)
+print(f"database per notification: {writes / n:.2f} row writes, {wal / n:.0f} bytes of WAL", file=sys.stderr)
+print(f"{push:<5} {n / (end - start):>8.0f}/s  herald {per(herald):>4.0f} µs  nginx {per(nginx):>3.0f} µs  "
+      f"rest {per(busy - herald - nginx):>4.0f} µs  machine {per(busy):>4.0f} µs  {sent}/{n} sent")
 PY
+  )
+  summary+=("$line")
+  # The same daemon, now idle: latency from the producer's commit to the answer at a steady rate.
+  $bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"
+  kill "$daemon"
+  wait "$daemon" 2>/dev/null || true
+  daemon=
+done
 
-# The same daemon, now idle: latency from the producer's commit to FCM's answer at a steady rate.
-$bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"
+if [ "${#summary[@]}" -gt 1 ]; then
+  echo "== side by side (CPU per notification)"
+  printf '%s\n' "${summary[@]}"
+fi

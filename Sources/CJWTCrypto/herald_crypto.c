@@ -3,6 +3,7 @@
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/ec.h>
 #include <openssl/ecdsa.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -11,8 +12,11 @@
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <openssl/rsa.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -391,6 +395,132 @@ long herald_aes128gcm_encrypt(const uint8_t *key, const uint8_t *nonce, const ui
 long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *ciphertext, size_t length,
                               uint8_t *out, size_t out_size, char *error, size_t error_size) {
     return aes128gcm(0, key, nonce, ciphertext, length, out, out_size, error, error_size);
+}
+
+// P-256, made once: EC_GROUP is only read after it is made, so every thread may share it.
+static EC_GROUP *p256_group;
+static pthread_once_t p256_once = PTHREAD_ONCE_INIT;
+static void make_p256_group(void) { p256_group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1); }
+
+// HMAC-SHA-256 (RFC 2104) with a key of at most 64 bytes and a message of at most 192, the
+// sizes RFC 8291's key schedule uses, straight over SHA-256: OpenSSL 3's HMAC and HKDF look up
+// their algorithms and make contexts on every call, which cost more than the hashing here.
+static int hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *message, size_t length, uint8_t out[32]) {
+    uint8_t block[64 + 192];
+    if (key_length > 64 || length > 192) {
+        return -1;
+    }
+    memset(block, 0, 64);
+    memcpy(block, key, key_length);
+    for (int i = 0; i < 64; i++) {
+        block[i] ^= 0x36;
+    }
+    memcpy(block + 64, message, length);
+    uint8_t inner[32];
+    SHA256(block, 64 + length, inner);
+    for (int i = 0; i < 64; i++) {
+        block[i] ^= 0x36 ^ 0x5c;
+    }
+    memcpy(block + 64, inner, 32);
+    SHA256(block, 64 + 32, out);
+    OPENSSL_cleanse(block, sizeof block);
+    OPENSSL_cleanse(inner, sizeof inner);
+    return 0;
+}
+
+long herald_webpush_encrypt(const uint8_t *ua_public, const uint8_t *auth, const uint8_t *record, size_t length,
+                            const uint8_t *sender_scalar, const uint8_t *salt, uint8_t *out, size_t out_size,
+                            char *error, size_t error_size) {
+    enum { header = 16 + 4 + 1 + 65 };
+    if (out_size < header + length + 16 || length > 4096) {
+        set_error(error, error_size, "output buffer too small");
+        return -1;
+    }
+    pthread_once(&p256_once, make_p256_group);
+    BN_CTX *bn = BN_CTX_new();
+    EC_POINT *browser = p256_group != NULL ? EC_POINT_new(p256_group) : NULL;
+    EC_POINT *point = p256_group != NULL ? EC_POINT_new(p256_group) : NULL;
+    BIGNUM *scalar = BN_secure_new();
+    BIGNUM *x = BN_new();
+    if (bn == NULL || browser == NULL || point == NULL || scalar == NULL || x == NULL) {
+        set_error(error, error_size, "out of memory");
+        BN_CTX_free(bn), EC_POINT_free(browser), EC_POINT_free(point), BN_clear_free(scalar), BN_free(x);
+        return -1;
+    }
+    long result = -1;
+    uint8_t secret[32], prk_key[32], ikm[32], prk[32], cek[32], nonce[32];
+    // Only the uncompressed form; oct2point refuses coordinates outside the field and points off
+    // the curve (checked again, explicitly, as RFC 8291 §7 requires of anyone taking a key).
+    if (ua_public[0] != 0x04 || EC_POINT_oct2point(p256_group, browser, ua_public, 65, bn) != 1 ||
+        EC_POINT_is_on_curve(p256_group, browser, bn) != 1) {
+        set_error(error, error_size, "the browser's key is not a point on P-256");
+        result = -2;
+        goto done;
+    }
+    uint8_t *body_salt = out, *sender_public = out + 21;
+    if (salt != NULL) {
+        memcpy(body_salt, salt, 16);
+    } else if (RAND_bytes(body_salt, 16) != 1) {
+        set_error(error, error_size, "no randomness for the salt");
+        goto done;
+    }
+    // A new key pair for every message (RFC 8291 §3.1): a scalar in [1, n-1], its point k·G.
+    BN_set_flags(scalar, BN_FLG_CONSTTIME);
+    const BIGNUM *order = EC_GROUP_get0_order(p256_group);
+    int have_scalar = sender_scalar != NULL ? BN_bin2bn(sender_scalar, 32, scalar) != NULL
+                                            : BN_priv_rand_range_ex(scalar, order, 0, bn) == 1;
+    if (!have_scalar || BN_is_zero(scalar) || BN_cmp(scalar, order) >= 0 ||
+        EC_POINT_mul(p256_group, point, scalar, NULL, NULL, bn) != 1 ||
+        EC_POINT_point2oct(p256_group, point, POINT_CONVERSION_UNCOMPRESSED, sender_public, 65, bn) != 65) {
+        set_error(error, error_size, "P-256 key generation failed");
+        goto done;
+    }
+    // ECDH: the x coordinate of k·ua_public.
+    if (EC_POINT_mul(p256_group, point, NULL, browser, scalar, bn) != 1 ||
+        EC_POINT_get_affine_coordinates(p256_group, point, x, NULL, bn) != 1 || BN_bn2binpad(x, secret, 32) != 32) {
+        set_error(error, error_size, "ECDH failed");
+        goto done;
+    }
+    // RFC 8291 §3.4, each HKDF's extract and one-block expand written out as HMACs.
+    uint8_t info[192];
+    static const char key_label[] = "WebPush: info";
+    static const char cek_label[] = "Content-Encoding: aes128gcm";
+    static const char nonce_label[] = "Content-Encoding: nonce";
+    memcpy(info, key_label, sizeof key_label);  // with its NUL: the 0x00 separator
+    memcpy(info + sizeof key_label, ua_public, 65);
+    memcpy(info + sizeof key_label + 65, sender_public, 65);
+    info[sizeof key_label + 130] = 0x01;
+    uint8_t cek_info[sizeof cek_label + 1], nonce_info[sizeof nonce_label + 1];
+    memcpy(cek_info, cek_label, sizeof cek_label);
+    cek_info[sizeof cek_label] = 0x01;
+    memcpy(nonce_info, nonce_label, sizeof nonce_label);
+    nonce_info[sizeof nonce_label] = 0x01;
+    int keyed = hmac_sha256(auth, 16, secret, 32, prk_key) == 0 &&
+                hmac_sha256(prk_key, 32, info, sizeof key_label + 131, ikm) == 0 &&
+                hmac_sha256(body_salt, 16, ikm, 32, prk) == 0 &&
+                hmac_sha256(prk, 32, cek_info, sizeof cek_info, cek) == 0 &&
+                hmac_sha256(prk, 32, nonce_info, sizeof nonce_info, nonce) == 0;
+    if (keyed) {
+        // The record size need only exceed the one record (RFC 8188 §2): 4096, big-endian.
+        out[16] = 0, out[17] = 0, out[18] = 0x10, out[19] = 0, out[20] = 65;
+        long sealed = aes128gcm(1, cek, nonce, record, length, out + header, out_size - header, error, error_size);
+        result = sealed < 0 ? -1 : header + sealed;
+    } else {
+        set_error(error, error_size, "key derivation failed");
+    }
+done:
+    OPENSSL_cleanse(secret, sizeof secret);
+    OPENSSL_cleanse(prk_key, sizeof prk_key);
+    OPENSSL_cleanse(ikm, sizeof ikm);
+    OPENSSL_cleanse(prk, sizeof prk);
+    OPENSSL_cleanse(cek, sizeof cek);
+    OPENSSL_cleanse(nonce, sizeof nonce);
+    BN_CTX_free(bn);
+    EC_POINT_free(browser);
+    EC_POINT_clear_free(point);
+    BN_clear_free(scalar);
+    BN_free(x);
+    return result;
 }
 
 int herald_certificate_not_after(const uint8_t *data, size_t length, const char *password, int64_t *not_after,

@@ -54,3 +54,44 @@ public enum HMAC {
         return mac
     }
 }
+
+/// The sender's side of Web Push's message encryption (RFC 8291 §3.4, one aes128gcm record of
+/// RFC 8188) in one call into OpenSSL: a fresh key pair and salt, ECDH with the browser's key,
+/// the key schedule and the seal. `HeraldWebPush.WebPushEncryption` owns the format around it.
+public enum WebPushCipher {
+    /// The browser's key is not an uncompressed point on P-256: the subscription is unusable.
+    public struct InvalidBrowserKey: Error, CustomStringConvertible {
+        public var description: String {
+            "the subscription's keys.p256dh is not a point on P-256: the browser must subscribe again"
+        }
+    }
+
+    /// The whole body for `record` (the plaintext and its 0x02 delimiter). `senderScalar` and
+    /// `salt` are fresh unless given (only tests give them, to reproduce RFC 8291's example).
+    public static func seal(
+        record: [UInt8], browserKey: [UInt8], auth: [UInt8], senderScalar: [UInt8]? = nil, salt: [UInt8]? = nil
+    ) throws -> [UInt8] {
+        guard browserKey.count == 65, auth.count == 16, senderScalar.map({ $0.count == 32 }) ?? true,
+            salt.map({ $0.count == 16 }) ?? true
+        else { throw CryptoError(message: "Web Push takes a 65-byte key, a 16-byte secret and salt, a 32-byte scalar") }
+        var body = [UInt8](repeating: 0, count: 86 + record.count + 16)
+        try CryptoKey.withErrorBuffer { error in
+            try withOptionalPointer(senderScalar) { scalar in
+                try withOptionalPointer(salt) { salt in
+                    let length = herald_webpush_encrypt(
+                        browserKey, auth, record, record.count, scalar, salt, &body, body.count, error, 256)
+                    if length == -2 { throw InvalidBrowserKey() }
+                    guard length == body.count else { throw CryptoError(error) }
+                }
+            }
+        }
+        return body
+    }
+
+    private static func withOptionalPointer<T>(_ bytes: [UInt8]?, _ body: (UnsafePointer<UInt8>?) throws -> T)
+        rethrows -> T
+    {
+        guard let bytes else { return try body(nil) }
+        return try bytes.withUnsafeBufferPointer { try body($0.baseAddress) }
+    }
+}

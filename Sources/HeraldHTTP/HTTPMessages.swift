@@ -152,21 +152,43 @@ public struct HTTPResponse: Sendable {
         self.newConnections = newConnections
     }
 
-    /// Every header, names lower-cased. Parsed on demand: most responses never need them.
-    public var headers: [(name: String, value: String)] {
-        String(decoding: rawHeaders, as: UTF8.self).split(separator: "\r\n").compactMap { line in
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            return (
-                line[..<colon].lowercased(),
-                line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            )
+    /// The first value of a header, by case-insensitive name, without its surrounding spaces.
+    ///
+    /// Read from the raw block on each call, byte by byte, with nothing made but the value: a
+    /// classifier asks for one or two headers of every answer (APNs' `apns-id` and
+    /// `apns-unique-id`), and splitting the block into strings first cost more than the rest
+    /// of reading an APNs answer.
+    public func header(_ name: String) -> String? {
+        rawHeaders.withUnsafeBufferPointer { block in
+            var lineStart = 0
+            while lineStart < block.count {
+                let lineEnd = block[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? block.count
+                if let value = Self.value(of: name, in: block[lineStart..<lineEnd]) { return value }
+                lineStart = lineEnd + 1
+            }
+            return nil
         }
     }
 
-    /// The first value of a header, by case-insensitive name.
-    public func header(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return headers.first { $0.name == wanted }?.value
+    /// The value on a `Name: value` line when its name is `name` (ASCII case-insensitive), or nil.
+    private static func value(of name: String, in line: Slice<UnsafeBufferPointer<UInt8>>) -> String? {
+        var index = line.startIndex
+        for wanted in name.utf8 {
+            guard index < line.endIndex, lowercased(line[index]) == lowercased(wanted) else { return nil }
+            index += 1
+        }
+        guard index < line.endIndex, line[index] == UInt8(ascii: ":") else { return nil }
+        // RFC 9110's optional whitespace around the value, and the line's CR.
+        let space: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+        var start = index + 1
+        var end = line.endIndex
+        while start < end, space(line[start]) { start += 1 }
+        while end > start, space(line[end - 1]) { end -= 1 }
+        return String(decoding: UnsafeBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
     }
 
     public var bodyText: String { String(decoding: body, as: UTF8.self) }

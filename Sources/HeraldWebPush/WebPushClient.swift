@@ -127,19 +127,11 @@ public struct WebPushClient: Sendable {
                         reason: "the push service host \(subscription.host) is not among this app's allowed Web Push"
                             + " hosts; herald.apps.web_push_hosts allows more")))
         }
-        let browserKey: CryptoKey
-        do {
-            browserKey = try CryptoKey(p256PublicPoint: subscription.p256dh)
-        } catch {
-            return .failure(
-                Unsent(
-                    outcome: .tokenInvalid(
-                        reason: "the subscription's keys.p256dh is not a point on P-256: the browser must subscribe"
-                            + " again")))
-        }
         let body: [UInt8]
         do {
-            body = try WebPushEncryption.encrypt(message.payload, for: subscription, browserKey: browserKey)
+            body = try WebPushEncryption.encrypt(message.payload, for: subscription)
+        } catch let error as WebPushCipher.InvalidBrowserKey {
+            return .failure(Unsent(outcome: .tokenInvalid(reason: error.description)))
         } catch let error as WebPushError {
             return .failure(Unsent(outcome: .permanentFailure(reason: error.description)))
         } catch {

@@ -6,7 +6,8 @@ import HeraldCrypto
 ///     body = salt (16) ‖ record size (4) ‖ key id length (1) = 65 ‖ sender's public key (65)
 ///            ‖ AES-128-GCM(plaintext ‖ 0x02) with its 16-byte tag
 ///
-/// Each message has a fresh P-256 key and salt. The key schedule:
+/// Each message has a fresh P-256 key and salt. The key schedule (the HKDFs as RFC 8291 §3.4
+/// writes them; ``decrypt`` computes them this way, the sender in `WebPushCipher`):
 ///
 ///     ecdh     = ECDH(sender's private key, browser's p256dh)
 ///     IKM      = HKDF(salt: auth, ecdh, info: "WebPush: info" ‖ 0 ‖ p256dh ‖ sender's public key, 32)
@@ -26,29 +27,29 @@ public enum WebPushEncryption {
         public var nonce: [UInt8]
     }
 
-    /// Encrypts `plaintext` for `subscription`. `senderKey` and `salt` are fresh unless given
-    /// (only tests give them, to reproduce RFC 8291's example). `browserKey` is the
-    /// subscription's `p256dh` already loaded (it is loaded here otherwise, and a point off the
-    /// curve throws `CryptoError`).
+    /// Encrypts `plaintext` for `subscription`: the body to send. `senderScalar` (the private
+    /// half of the sender's key) and `salt` are fresh unless given (only tests give them, to
+    /// reproduce RFC 8291's example).
+    ///
+    /// Nothing of one message's keys is reused for another: RFC 8291 §3.1 has the sender make a
+    /// new key pair for each message, and RFC 8188 §2.1 a salt never used twice with the same
+    /// keying material, so the ECDH and every derived key are per message too. What stays is
+    /// the subscription's own (its `p256dh` and `auth`) and the labels. The cost is cut instead
+    /// by doing all of it in one call, on OpenSSL's P-256 arithmetic and SHA-256 directly.
+    ///
+    /// Throws ``WebPushError`` for a payload too large, `WebPushCipher.InvalidBrowserKey` when
+    /// the subscription's `p256dh` is not a point on P-256, and `CryptoError` otherwise.
     public static func encrypt(
-        _ plaintext: [UInt8], for subscription: WebPushSubscription, browserKey: CryptoKey? = nil,
-        senderKey: CryptoKey? = nil, salt: [UInt8]? = nil
+        _ plaintext: [UInt8], for subscription: WebPushSubscription, senderScalar: [UInt8]? = nil,
+        salt: [UInt8]? = nil
     ) throws -> [UInt8] {
         guard plaintext.count <= maxPlaintextBytes else {
             throw WebPushError(
                 "payload is \(plaintext.count) bytes, over Web Push's \(maxPlaintextBytes) bytes of plaintext")
         }
-        let senderKey = try senderKey ?? CryptoKey.generateP256()
-        let salt = salt ?? randomBytes(16)
-        let senderPublic = try senderKey.publicPoint()
-        let browserKey = try browserKey ?? CryptoKey(p256PublicPoint: subscription.p256dh)
-        let keys = try deriveKeys(
-            sharedSecret: try senderKey.sharedSecret(with: browserKey), auth: subscription.auth,
-            receiverPublic: subscription.p256dh, senderPublic: senderPublic, salt: salt)
-        let sealed = try AES128GCM.seal(plaintext + [2], key: keys.contentEncryptionKey, nonce: keys.nonce)
-        // The record size only has to be larger than the one record (RFC 8188 §2).
-        let recordSize = UInt32(4096)
-        return salt + withUnsafeBytes(of: recordSize.bigEndian) { Array($0) } + [65] + senderPublic + sealed
+        return try WebPushCipher.seal(
+            record: plaintext + [2], browserKey: subscription.p256dh, auth: subscription.auth,
+            senderScalar: senderScalar, salt: salt)
     }
 
     /// Decrypts a body as the browser does, with the subscription's private key: what the
@@ -81,11 +82,5 @@ public enum WebPushEncryption {
                 salt: salt, inputKeyMaterial: ikm, info: Array("Content-Encoding: aes128gcm".utf8) + [0], length: 16),
             nonce: try HKDF.sha256(
                 salt: salt, inputKeyMaterial: ikm, info: Array("Content-Encoding: nonce".utf8) + [0], length: 12))
-    }
-
-    static func randomBytes(_ count: Int) -> [UInt8] {
-        // SystemRandomNumberGenerator reads the kernel's CSPRNG (getrandom) on Linux.
-        var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 }

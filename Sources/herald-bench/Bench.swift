@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldCrypto
 import HeraldDaemon
 import HeraldFCM
 import HeraldHTTP
@@ -300,17 +301,34 @@ struct HTTPBench: AsyncParsableCommand {
     }
 }
 
-/// Prepares `scripts/bench-e2e.sh` and the others: devices (half Android, half iOS, one user
-/// each), notifications waiting for ingest, and a service account whose token endpoint is the stand-in.
+/// Prepares `scripts/bench-e2e.sh` and the others: devices (one user each), notifications
+/// waiting for ingest, and the app's credentials: a service account whose token endpoint is the
+/// stand-in, and with `--push apns` or `web` an APNs key or a VAPID key.
 struct PrepareEndToEnd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prepare-e2e", abstract: "Load devices and notifications for the end-to-end benchmark.")
 
+    /// Which path the devices are sent to.
+    enum Push: String, ExpressibleByArgument {
+        /// Half Android, half iOS, all through FCM.
+        case fcm
+        /// iPhones, straight to APNs with a .p8 key.
+        case apns
+        /// Browsers (Web Push), each subscription with a key pair of its own.
+        case web
+    }
+
     @OptionGroup var options: CommonOptions
     @Option(help: "Notifications waiting for ingest.") var notifications = 100_000
     @Option(help: "Devices, one user each (default: as many as notifications).") var devices: Int?
+    @Option(help: "fcm (half Android, half iOS, through FCM), apns (iPhones, straight to APNs) or web (browsers).")
+    var push: Push = .fcm
     @Option(help: "The token endpoint the generated service account names.") var tokenURI: String
     @Option(help: "Where to write the generated service account.") var credentialsOut: String
+    @Option(help: "With --push apns: where to write the generated APNs key (.p8).") var apnsKeyOut: String?
+    @Option(help: "With --push web: where to write the generated VAPID key.") var vapidKeyOut: String?
+    @Option(help: "With --push web: the push service's base URL; subscription N's endpoint is BASE/push/N.")
+    var pushServiceURL: String?
     @Flag(inversion: .prefixedNo, help: "Migrate the schema first (--no-migrate: another build, which migrated it).")
     var migrate = true
 
@@ -327,12 +345,53 @@ struct PrepareEndToEnd: AsyncParsableCommand {
         try await connection.query(
             "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('bench', 'bench', $1)",
             [credentialsOut])
-        try await connection.query(
-            """
-            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
-            SELECT 'bench', 'device-' || n, CASE WHEN n % 2 = 0 THEN 'android' ELSE 'ios' END, 'token-' || n, 'user-' || n
-            FROM generate_series(1, $1) AS n
-            """, [devices ?? notifications])
+        let devices = devices ?? notifications
+        switch push {
+        case .fcm:
+            try await connection.query(
+                """
+                INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
+                SELECT 'bench', 'device-' || n, CASE WHEN n % 2 = 0 THEN 'android' ELSE 'ios' END, 'token-' || n,
+                       'user-' || n
+                FROM generate_series(1, $1) AS n
+                """, [devices])
+        case .apns:
+            guard let apnsKeyOut else { throw ValidationError("--push apns needs --apns-key-out") }
+            try Data(try CryptoKey.generateP256().privateKeyPEM().utf8).write(to: URL(fileURLWithPath: apnsKeyOut))
+            try await connection.query(
+                """
+                UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development',
+                       apns_bundle_id = 'com.example.bench', apns_team_id = 'TEAM000001', apns_key_id = 'KEY0000001',
+                       apns_key_file = $1
+                """, [apnsKeyOut])
+            try await connection.query(
+                """
+                INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind)
+                SELECT 'bench', 'device-' || n, 'ios', lpad(to_hex(n), 64, '0'), 'user-' || n, 'apns_device_token'
+                FROM generate_series(1, $1) AS n
+                """, [devices])
+        case .web:
+            guard let vapidKeyOut, let pushServiceURL else {
+                throw ValidationError("--push web needs --vapid-key-out and --push-service-url")
+            }
+            try Data(try CryptoKey.generateP256().privateKeyPEM().utf8).write(to: URL(fileURLWithPath: vapidKeyOut))
+            try await connection.query(
+                """
+                UPDATE herald.apps SET vapid_key_file = $1, vapid_subject = 'mailto:bench@example.org',
+                       web_push_hosts = '{*}', web_push_private_addresses = true
+                """, [vapidKeyOut])
+            // A key pair per browser, as browsers have: nothing about one subscription's key can
+            // be reused for the next. Their base64url forms, comma-separated, in one parameter.
+            let keys = try (0..<devices).map { _ in Base64URL.encode(try CryptoKey.generateP256().publicPoint()) }
+            try await connection.query(
+                """
+                INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind, web_p256dh,
+                                            web_auth)
+                SELECT 'bench', 'device-' || n, 'web', $1 || '/push/' || n, 'user-' || n, 'web_subscription',
+                       herald.base64url_decode(key), decode(replace(gen_random_uuid()::text, '-', ''), 'hex')
+                FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS k(key, n)
+                """, [pushServiceURL, keys.joined(separator: ",")])
+        }
         try await connection.query(
             """
             INSERT INTO herald.notifications (app_id, user_ref, title, body, data)
@@ -342,7 +401,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
         for table in ["notifications", "devices"] {
             try await connection.execute("VACUUM ANALYZE herald.\(table)")
         }
-        print("prepared \(notifications) notifications for \(devices ?? notifications) devices")
+        print("prepared \(notifications) notifications for \(devices) devices (\(push.rawValue))")
     }
 }
 

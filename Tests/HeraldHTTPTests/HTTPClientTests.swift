@@ -123,6 +123,23 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         #expect(response.bodyText == "héllo")
     }
 
+    @Test func aHeaderIsFoundByItsWholeNameInAnyCase() {
+        let response = HTTPResponse(
+            status: 200,
+            headers: [
+                ("APNS-ID-Extra", "not this one"), ("apns-id", "  \tfirst\t "), ("Apns-Id", "second"),
+                ("apns-unique-id", ""), ("location", "https://push.example/m/1?a=b:c"),
+            ])
+        #expect(response.header("apns-id") == "first", "the first of two, its surrounding spaces and tabs gone")
+        #expect(response.header("APNS-ID") == "first")
+        #expect(response.header("apns-id-extra") == "not this one")
+        #expect(response.header("apns-unique-id") == "", "present and empty is not absent")
+        #expect(response.header("location") == "https://push.example/m/1?a=b:c", "a colon in the value stays")
+        #expect(response.header("apns") == nil, "a name's prefix is not the name")
+        #expect(response.header("retry-after") == nil)
+        #expect(HTTPResponse(status: 204).header("apns-id") == nil)
+    }
+
     @Test func slowServerTimesOut() async throws {
         let server = try await LocalServer.start { _ in
             try await Task.sleep(for: .seconds(30))

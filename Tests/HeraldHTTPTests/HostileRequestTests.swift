@@ -102,8 +102,8 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
             HTTPRequest(url: nginx.baseURL + "/push/2", allowPrivateAddresses: false),
             HTTPRequest(url: nginx.baseURL + "/push/3"),
         ])
-        #expect((try? results[0].get())?.status == 200, "\(results[0])")
-        #expect((try? results[2].get())?.status == 200, "\(results[2])")
+        #expect((try? results[0].get())?.status == 201, "\(results[0])")
+        #expect((try? results[2].get())?.status == 201, "\(results[2])")
         if case .failure(let error) = results[1] {
             #expect(error.kind == .refusedAddress)
         } else {
@@ -117,7 +117,9 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
     @Test func aConnectionOpenedForATrustedRequestIsNotReusedForARestrictedOne() async throws {
         let nginx = try await NginxStandIn.start()
         let client = client(nginx)
-        #expect(try await client.send(HTTPRequest(url: nginx.baseURL + "/push/1")).status == 200)
+        #expect(
+            try await client.send(HTTPRequest(url: nginx.baseURL + "/push/1")).status == 201,
+            "the stand-in answers as a push service does")
         let error = await #expect(throws: HTTPClientError.self) {
             _ = try await client.send(HTTPRequest(url: nginx.baseURL + "/push/2", allowPrivateAddresses: false))
         }

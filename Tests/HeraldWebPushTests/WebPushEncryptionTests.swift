@@ -42,8 +42,8 @@ import Testing
     }
 
     @Test func theBodyIsTheRFCsByteForByte() throws {
-        let sender = try CryptoKey(p256PublicPoint: senderPublic, privateScalar: senderPrivate)
-        let encrypted = try WebPushEncryption.encrypt(plaintext, for: try subscription(), senderKey: sender, salt: salt)
+        let encrypted = try WebPushEncryption.encrypt(
+            plaintext, for: try subscription(), senderScalar: senderPrivate, salt: salt)
         #expect(encrypted == body)
     }
 
@@ -100,5 +100,21 @@ import Testing
         offCurve[64] ^= 1
         #expect(throws: (any Error).self) { try CryptoKey(p256PublicPoint: offCurve) }
         #expect(try subscription().origin == "https://push.example.net")
+    }
+
+    /// RFC 8291 §7: a key that is not a point on the curve could leak the sender's private key;
+    /// the encryption refuses it, however it is wrong, and says whose fault it is.
+    @Test func aBrowserKeyOffTheCurveIsRefused() throws {
+        var offCurve = receiverPublic
+        offCurve[64] ^= 1
+        let fieldPrime =
+            Array(repeating: UInt8(0xFF), count: 4) + [0, 0, 0, 1] + Array(repeating: 0, count: 12)
+            + Array(repeating: 0xFF, count: 12)
+        for key in [offCurve, [4] + Array(repeating: 0, count: 64), [4] + fieldPrime + Array(receiverPublic[33...])] {
+            let target = try WebPushSubscription(endpoint: "https://push.example.net/push/1", p256dh: key, auth: auth)
+            #expect(throws: WebPushCipher.InvalidBrowserKey.self) {
+                try WebPushEncryption.encrypt(plaintext, for: target)
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# An nginx standing in for FCM and its token endpoint: TLS with a self-signed certificate
-# made now, HTTP/2, and fixed FCM-like answers. For the HTTP client's tests and benchmarks.
+# An nginx standing in for FCM and its token endpoint, APNs (/3/device/…) and a browser push
+# service (/push/…): TLS with a self-signed certificate made now, HTTP/2, and fixed answers as
+# each gives them. For the HTTP client's tests and benchmarks.
 # With UPSTREAM (a port on 127.0.0.1), it is instead the TLS and HTTP/2 front of the emulator
 # there, as push services are https: every request is passed on to it. With CLIENT_CA (a PEM
 # file), it also asks for a client certificate signed by it, as APNs does, and tells the
@@ -39,6 +40,17 @@ start)
   else
     locations="location = /token {
             return 200 '{\"access_token\":\"standin-access-token\",\"expires_in\":3599,\"token_type\":\"Bearer\"}';
+        }
+        # APNs: 200, an empty body, the request's apns-id echoed (and a unique id, as in development).
+        location /3/device/ {
+            add_header apns-id \$http_apns_id always;
+            add_header apns-unique-id 6f1d0a64-4b0e-4e61-9a6b-2f1c3c2b8d01 always;
+            return 200;
+        }
+        # A browser push service (RFC 8030 §5): 201 and the message's Location.
+        location /push/ {
+            add_header Location https://127.0.0.1/m/\$request_id always;
+            return 201;
         }
         location / {
             return 200 '{\"name\":\"projects/standin/messages/0:1700000000000000%0\"}';

@@ -81,6 +81,17 @@ long herald_aes128gcm_encrypt(const uint8_t *key, const uint8_t *nonce, const ui
 long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const uint8_t *ciphertext, size_t length,
                               uint8_t *out, size_t out_size, char *error, size_t error_size);
 
+// Web Push's encryption of one message (RFC 8291 §3.4, in RFC 8188's aes128gcm coding), the
+// sender's side whole: a fresh P-256 key pair and salt, ECDH with the browser's `ua_public` (the
+// 65-byte uncompressed point, checked to be on the curve), the key schedule, and one record.
+// `record` is the plaintext with its 0x02 delimiter. Writes the body (salt, record size, the
+// sender's public key, ciphertext and tag: 86 + length + 16 bytes) to `out` and returns its
+// length; -2 when `ua_public` is not a point on P-256, -1 on another failure. `sender_scalar`
+// (32 bytes) and `salt` (16) are NULL but in tests, which reproduce the RFC's example.
+long herald_webpush_encrypt(const uint8_t *ua_public, const uint8_t *auth, const uint8_t *record, size_t length,
+                            const uint8_t *sender_scalar, const uint8_t *salt, uint8_t *out, size_t out_size,
+                            char *error, size_t error_size);
+
 // The expiry (notAfter, Unix seconds) of the first certificate in a PEM file's bytes, or of a
 // PKCS#12 bundle's certificate (`password` may be NULL). Returns 0, or -1 with `error` filled.
 int herald_certificate_not_after(const uint8_t *data, size_t length, const char *password, int64_t *not_after,

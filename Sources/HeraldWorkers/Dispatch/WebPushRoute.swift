@@ -54,7 +54,7 @@ struct WebPushRoute: ProviderRoute {
                 } else {
                     messages.append((delivery, message))
                 }
-            } catch let error as UnusableSubscription {
+            } catch  where error is UnusableSubscription || error is WebPushCipher.InvalidBrowserKey {
                 events.append((delivery, .sent(.tokenInvalid(reason: "\(error)"), dryRun: delivery.dryRun, at: now)))
             } catch {
                 events.append(
