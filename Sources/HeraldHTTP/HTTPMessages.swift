@@ -85,10 +85,21 @@ public struct HTTPRequest: Sendable {
     }
 
     /// A URL's `scheme://host[:port]`: what the client queues transfers by, and dispatch its
-    /// browsers' routes.
+    /// browsers' routes. Read over the URL's bytes: it is asked for every request.
     public static func origin(of url: String) -> Substring {
-        guard let scheme = url.range(of: "://") else { return url[...] }
-        return url[..<(url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex)]
+        let bytes = url.utf8
+        var search = bytes.startIndex
+        while let colon = bytes[search...].firstIndex(of: UInt8(ascii: ":")) {
+            if bytes[colon...].starts(with: "://".utf8) {
+                let authority = bytes.index(colon, offsetBy: 3)
+                let end = bytes[authority...].firstIndex {
+                    $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+                }
+                return url[..<(end ?? bytes.endIndex)]
+            }
+            search = bytes.index(after: colon)
+        }
+        return url[...]
     }
 
     /// RFC 9110's token: one or more of `tchar`.

@@ -94,14 +94,15 @@ extension Data: PostgresDecodable {
             default: return nil
             }
         }
-        var data = Data(capacity: (text.count - 2) / 2)
-        var index = 2
-        while index < text.count {
-            guard let high = nibble(text[index]), let low = nibble(text[index + 1]) else { throw failure(text) }
-            data.append(high << 4 | low)
-            index += 2
+        // Into an array first: appending to Data byte by byte goes through replaceSubrange each time.
+        var bytes = [UInt8](repeating: 0, count: (text.count - 2) / 2)
+        for index in bytes.indices {
+            guard let high = nibble(text[2 + 2 * index]), let low = nibble(text[3 + 2 * index]) else {
+                throw failure(text)
+            }
+            bytes[index] = high << 4 | low
         }
-        return data
+        return Data(bytes)
     }
 }
 

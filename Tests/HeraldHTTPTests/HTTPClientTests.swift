@@ -140,6 +140,18 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
         #expect(HTTPResponse(status: 204).header("apns-id") == nil)
     }
 
+    @Test func anOriginIsTheSchemeHostAndPort() {
+        let cases = [
+            "https://fcm.googleapis.com/v1/projects/p/messages:send": "https://fcm.googleapis.com",
+            "https://127.0.0.1:8443/push/1?x=https://other": "https://127.0.0.1:8443",
+            "https://[2001:db8::1]:443#part": "https://[2001:db8::1]:443",
+            "https://push.example?token=a/b": "https://push.example",
+            "http://h": "http://h",
+            "not a url": "not a url",
+        ]
+        for (url, origin) in cases { #expect(HTTPRequest.origin(of: url) == origin, "\(url)") }
+    }
+
     @Test func slowServerTimesOut() async throws {
         let server = try await LocalServer.start { _ in
             try await Task.sleep(for: .seconds(30))
