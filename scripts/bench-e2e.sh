@@ -65,7 +65,6 @@ writes() { q "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_ta
 wal() { q "SELECT pg_current_wal_lsn() - '0/0'"; }
 nginx_pid=$(cat "$work/nginx/nginx.pid")
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
-summary=()
 
 for push in ${PUSH:-fcm}; do
   echo "== $push"
@@ -104,32 +103,30 @@ for push in ${PUSH:-fcm}; do
   # The daemon's connections report their row counts when idle for 10 s at the latest.
   sleep 11
   writes_after=$(writes)
-  line=$(python3 - "$push" "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" \
+  python3 - "$work/summary" "$push" "$start" "$end" "$n" "$sent" "$peak" "$busy" "$herald_cpu" "$nginx_cpu" \
     "$(getconf CLK_TCK)" "$((writes_after - writes_before))" "$((wal_after - wal_before))" <<'PY'
 import sys
-push = sys.argv[1]
-start, end = float(sys.argv[2]), float(sys.argv[3])
-n, sent, peak, busy, herald, nginx, tick, writes, wal = (int(a) for a in sys.argv[4:])
+summary, push = sys.argv[1], sys.argv[2]
+start, end = float(sys.argv[3]), float(sys.argv[4])
+n, sent, peak, busy, herald, nginx, tick, writes, wal = (int(a) for a in sys.argv[5:])
 print(f"herald end to end: {n} notifications, {sent} sent, in {end - start:.2f}s: "
-      f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB", file=sys.stderr)
+      f"{n / (end - start):.0f} notifications/s; daemon peak RSS {peak / 1024:.1f} MB")
 per = lambda ticks: ticks / tick / n * 1e6
 print(f"CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
-      f"nginx {per(nginx):.0f} µs, the rest (PostgreSQL, this script) {per(busy - herald - nginx):.0f} µs",
-      file=sys.stderr)
-print(f"database per notification: {writes / n:.2f} row writes, {wal / n:.0f} bytes of WAL", file=sys.stderr)
-print(f"{push:<5} {n / (end - start):>8.0f}/s  herald {per(herald):>4.0f} µs  nginx {per(nginx):>3.0f} µs  "
-      f"rest {per(busy - herald - nginx):>4.0f} µs  machine {per(busy):>4.0f} µs  {sent}/{n} sent")
+      f"nginx {per(nginx):.0f} µs, the rest (PostgreSQL, this script) {per(busy - herald - nginx):.0f} µs")
+print(f"database per notification: {writes / n:.2f} row writes, {wal / n:.0f} bytes of WAL")
+with open(summary, "a") as lines:
+    print(f"{push:<5} {n / (end - start):>8.0f}/s  herald {per(herald):>4.0f} µs  nginx {per(nginx):>3.0f} µs  "
+          f"rest {per(busy - herald - nginx):>4.0f} µs  machine {per(busy):>4.0f} µs  {sent}/{n} sent", file=lines)
 PY
-  )
-  summary+=("$line")
   # The same daemon, now idle: latency from the producer's commit to the answer at a steady rate.
   $bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"
-  kill "$daemon"
+  kill "$daemon" 2>/dev/null || true
   wait "$daemon" 2>/dev/null || true
   daemon=
 done
 
-if [ "${#summary[@]}" -gt 1 ]; then
+if [ "$(wc -l <"$work/summary")" -gt 1 ]; then
   echo "== side by side (CPU per notification)"
-  printf '%s\n' "${summary[@]}"
+  cat "$work/summary"
 fi

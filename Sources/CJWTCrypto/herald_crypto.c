@@ -13,7 +13,6 @@
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <openssl/rsa.h>
 #include <pthread.h>
@@ -397,16 +396,22 @@ long herald_aes128gcm_decrypt(const uint8_t *key, const uint8_t *nonce, const ui
     return aes128gcm(0, key, nonce, ciphertext, length, out, out_size, error, error_size);
 }
 
-// P-256, made once: EC_GROUP is only read after it is made, so every thread may share it.
+// P-256 and SHA-256, made and fetched once: neither is changed after, so every thread may share
+// them (SHA256() and HMAC() would fetch the algorithm by name on every call).
 static EC_GROUP *p256_group;
-static pthread_once_t p256_once = PTHREAD_ONCE_INIT;
-static void make_p256_group(void) { p256_group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1); }
+static EVP_MD *sha256_md;
+static pthread_once_t webpush_once = PTHREAD_ONCE_INIT;
+static void make_webpush_algorithms(void) {
+    p256_group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
 
 // HMAC-SHA-256 (RFC 2104) with a key of at most 64 bytes and a message of at most 192, the
-// sizes RFC 8291's key schedule uses, straight over SHA-256: OpenSSL 3's HMAC and HKDF look up
-// their algorithms and make contexts on every call, which cost more than the hashing here.
-static int hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *message, size_t length, uint8_t out[32]) {
-    uint8_t block[64 + 192];
+// sizes RFC 8291's key schedule uses, written out over one digest context that the caller
+// reuses for all five. Returns 0, or -1.
+static int hmac_sha256(EVP_MD_CTX *digest, const uint8_t *key, size_t key_length, const uint8_t *message,
+                       size_t length, uint8_t out[32]) {
+    uint8_t block[64 + 192], inner[32];
     if (key_length > 64 || length > 192) {
         return -1;
     }
@@ -416,39 +421,45 @@ static int hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *mes
         block[i] ^= 0x36;
     }
     memcpy(block + 64, message, length);
-    uint8_t inner[32];
-    SHA256(block, 64 + length, inner);
+    int ok = EVP_DigestInit_ex(digest, sha256_md, NULL) == 1 && EVP_DigestUpdate(digest, block, 64 + length) == 1 &&
+             EVP_DigestFinal_ex(digest, inner, NULL) == 1;
     for (int i = 0; i < 64; i++) {
         block[i] ^= 0x36 ^ 0x5c;
     }
     memcpy(block + 64, inner, 32);
-    SHA256(block, 64 + 32, out);
+    ok = ok && EVP_DigestInit_ex(digest, sha256_md, NULL) == 1 && EVP_DigestUpdate(digest, block, 64 + 32) == 1 &&
+         EVP_DigestFinal_ex(digest, out, NULL) == 1;
     OPENSSL_cleanse(block, sizeof block);
     OPENSSL_cleanse(inner, sizeof inner);
-    return 0;
+    return ok ? 0 : -1;
 }
 
 long herald_webpush_encrypt(const uint8_t *ua_public, const uint8_t *auth, const uint8_t *record, size_t length,
                             const uint8_t *sender_scalar, const uint8_t *salt, uint8_t *out, size_t out_size,
                             char *error, size_t error_size) {
     enum { header = 16 + 4 + 1 + 65 };
-    if (out_size < header + length + 16 || length > 4096) {
-        set_error(error, error_size, "output buffer too small");
+    // The record size written below is 4096, which must exceed the record and its tag.
+    if (length + 16 >= 4096 || out_size < header + length + 16) {
+        set_error(error, error_size, "a Web Push record is at most 4079 bytes, with room for it in the output");
         return -1;
     }
-    pthread_once(&p256_once, make_p256_group);
+    pthread_once(&webpush_once, make_webpush_algorithms);
+    if (p256_group == NULL || sha256_md == NULL) {
+        set_error(error, error_size, "OpenSSL has no P-256 or SHA-256");
+        return -1;
+    }
     BN_CTX *bn = BN_CTX_new();
-    EC_POINT *browser = p256_group != NULL ? EC_POINT_new(p256_group) : NULL;
-    EC_POINT *point = p256_group != NULL ? EC_POINT_new(p256_group) : NULL;
+    EVP_MD_CTX *digest = EVP_MD_CTX_new();
+    EC_POINT *browser = EC_POINT_new(p256_group);
+    EC_POINT *point = EC_POINT_new(p256_group);
     BIGNUM *scalar = BN_secure_new();
     BIGNUM *x = BN_new();
-    if (bn == NULL || browser == NULL || point == NULL || scalar == NULL || x == NULL) {
-        set_error(error, error_size, "out of memory");
-        BN_CTX_free(bn), EC_POINT_free(browser), EC_POINT_free(point), BN_clear_free(scalar), BN_free(x);
-        return -1;
-    }
     long result = -1;
     uint8_t secret[32], prk_key[32], ikm[32], prk[32], cek[32], nonce[32];
+    if (bn == NULL || digest == NULL || browser == NULL || point == NULL || scalar == NULL || x == NULL) {
+        set_error(error, error_size, "out of memory");
+        goto done;
+    }
     // Only the uncompressed form; oct2point refuses coordinates outside the field and points off
     // the curve (checked again, explicitly, as RFC 8291 §7 requires of anyone taking a key).
     if (ua_public[0] != 0x04 || EC_POINT_oct2point(p256_group, browser, ua_public, 65, bn) != 1 ||
@@ -495,11 +506,11 @@ long herald_webpush_encrypt(const uint8_t *ua_public, const uint8_t *auth, const
     cek_info[sizeof cek_label] = 0x01;
     memcpy(nonce_info, nonce_label, sizeof nonce_label);
     nonce_info[sizeof nonce_label] = 0x01;
-    int keyed = hmac_sha256(auth, 16, secret, 32, prk_key) == 0 &&
-                hmac_sha256(prk_key, 32, info, sizeof key_label + 131, ikm) == 0 &&
-                hmac_sha256(body_salt, 16, ikm, 32, prk) == 0 &&
-                hmac_sha256(prk, 32, cek_info, sizeof cek_info, cek) == 0 &&
-                hmac_sha256(prk, 32, nonce_info, sizeof nonce_info, nonce) == 0;
+    int keyed = hmac_sha256(digest, auth, 16, secret, 32, prk_key) == 0 &&
+                hmac_sha256(digest, prk_key, 32, info, sizeof key_label + 131, ikm) == 0 &&
+                hmac_sha256(digest, body_salt, 16, ikm, 32, prk) == 0 &&
+                hmac_sha256(digest, prk, 32, cek_info, sizeof cek_info, cek) == 0 &&
+                hmac_sha256(digest, prk, 32, nonce_info, sizeof nonce_info, nonce) == 0;
     if (keyed) {
         // The record size need only exceed the one record (RFC 8188 §2): 4096, big-endian.
         out[16] = 0, out[17] = 0, out[18] = 0x10, out[19] = 0, out[20] = 65;
@@ -516,10 +527,11 @@ done:
     OPENSSL_cleanse(cek, sizeof cek);
     OPENSSL_cleanse(nonce, sizeof nonce);
     BN_CTX_free(bn);
+    EVP_MD_CTX_free(digest);
     EC_POINT_free(browser);
     EC_POINT_clear_free(point);
     BN_clear_free(scalar);
-    BN_free(x);
+    BN_clear_free(x);  // the shared secret's x coordinate
     return result;
 }
 

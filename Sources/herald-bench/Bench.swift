@@ -406,7 +406,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
 }
 
 /// Sends notifications at a steady rate while a daemon runs (after `prepare-e2e`), then prints
-/// percentiles of the time from the producer's commit to FCM's answer (`sent_at - created_at`).
+/// percentiles of the time from the producer's commit to the provider's answer (`sent_at - created_at`).
 struct LatencyBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "latency", abstract: "Commit-to-send latency at a steady rate, against a running daemon.")
@@ -468,7 +468,8 @@ struct LatencyBench: AsyncParsableCommand {
                 values[3]))
         print(
             String(
-                format: "  p50 of its parts: commit to ingested %.1f ms, ingested to FCM's answer %.1f ms", values[4],
+                format: "  p50 of its parts: commit to ingested %.1f ms, ingested to the provider's answer %.1f ms",
+                values[4],
                 values[5]))
     }
 }
