@@ -1169,14 +1169,24 @@ BEGIN
         -- ciphertext once encrypted: 3993 bytes of plaintext (RFC 8291: a 86-byte header, a
         -- 16-byte tag and a padding delimiter).
         CROSS JOIN LATERAL (
-            SELECT octet_length(
-                       (coalesce(entries.data, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
-                           'title', n.title, 'body', n.body, 'image_url', n.image_url, 'deep_link', n.deep_link,
-                           'sound', n.sound, 'channel_id', n.android_channel_id,
-                           -- iOS's own fields: in the estimate too, since APNs counts them.
-                           'category', n.ios_category, 'thread-id', n.ios_thread_id,
-                           'interruption-level', n.ios_interruption_level, 'relevance-score', n.ios_relevance_score,
-                           'filter-criteria', n.ios_filter_criteria, 'target-content-id', n.ios_target_content_id)))::text)
+            -- The data object as jsonb prints it, then each field as it would print beside it
+            -- (`, "key": value`), added up rather than built into one object and printed: that
+            -- cost a quarter of ingest. It errs only towards refusing: by 2 bytes when there is
+            -- no data (the first field's comma), and by a key the data repeats, counted twice.
+            -- iOS's own fields are in the estimate too, since APNs counts them.
+            SELECT coalesce(octet_length(entries.data::text), 2)
+                   + coalesce(octet_length(to_json(n.title)::text) + octet_length('title') + 6, 0)
+                   + coalesce(octet_length(to_json(n.body)::text) + octet_length('body') + 6, 0)
+                   + coalesce(octet_length(to_json(n.image_url)::text) + octet_length('image_url') + 6, 0)
+                   + coalesce(octet_length(to_json(n.deep_link)::text) + octet_length('deep_link') + 6, 0)
+                   + coalesce(octet_length(to_json(n.sound)::text) + octet_length('sound') + 6, 0)
+                   + coalesce(octet_length(to_json(n.android_channel_id)::text) + octet_length('channel_id') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_category)::text) + octet_length('category') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_thread_id)::text) + octet_length('thread-id') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_interruption_level)::text) + octet_length('interruption-level') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_relevance_score)::text) + octet_length('relevance-score') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_filter_criteria)::text) + octet_length('filter-criteria') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_target_content_id)::text) + octet_length('target-content-id') + 6, 0)
                    + 160 AS bytes,  -- herald_notification_id, herald_report and their quoting
                    CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
                    3993 AS web_limit_bytes

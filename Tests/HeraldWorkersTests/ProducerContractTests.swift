@@ -114,6 +114,22 @@ import Testing
         #expect(tooBig.range(of: #"about \d+ bytes once encoded, \d+ over"#, options: .regularExpression) != nil)
     }
 
+    /// Ingest measures a payload as JSON prints it, escapes included: a body of quotes takes
+    /// twice its length. Ten quotes more or less fall on either side of the 4096 bytes.
+    @Test func aPayloadIsMeasuredAsItWillBeEncoded() async throws {
+        let f = try await fixture()
+        _ = try await register(f, "p1", "android", "tok-1")
+        let fits = try await send(f, "user_ref => 'alice', body => $1", [String(repeating: "\"", count: 1960)])
+        let over = try await send(f, "user_ref => 'alice', body => $1", [String(repeating: "\"", count: 1970)])
+        let plain = try await send(f, "user_ref => 'alice', body => $1", [String(repeating: "x", count: 3900)])
+        try await f.ingestAll()
+        #expect(try await f.notification(fits).state == "accepted")
+        #expect(try await f.notification(plain).state == "accepted")
+        let refused = try await f.notification(over)
+        #expect(refused.state == "rejected")
+        #expect(refused.reason?.contains("payload is about 4114 bytes once encoded, 18 over") == true, "\(refused)")
+    }
+
     @Test func numbersAndBooleansInDataBecomeStrings() async throws {
         let f = try await fixture()
         _ = try await register(f, "p1", "android", "tok-1")
