@@ -140,6 +140,14 @@ stop)
   for data in "$dir"/monitor "$dir"/node1 "$dir"/node2; do
     [ -f "$data/postmaster.pid" ] && as_postgres "$bin/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true
   done
+  # The monitor's health-check worker does not exit when its postmaster is killed (its own
+  # session, like every backend's, is out of the group's reach), and keeps the logger alive
+  # beside it: every process still working in the formation's directories is stopped too.
+  for proc in /proc/[0-9]*; do
+    case "$(readlink "$proc/cwd" 2>/dev/null)" in
+    "$dir"/*) kill -KILL "${proc#/proc/}" 2>/dev/null || true ;;
+    esac
+  done
   ;;
 *)
   echo "usage: $0 create|primary|kill-primary|switchover|wait-stable|stop DIR" >&2
