@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldAPNs
+import HeraldCore
 import HeraldCrypto
 import HeraldFCM
 import HeraldHTTP
@@ -55,7 +56,7 @@ struct PathsBench: AsyncParsableCommand {
                     .utf8)
         }
 
-        typealias Path = (name: String, send: (Range<Int>) async throws -> Int)
+        typealias Path = (name: String, send: (Range<Int>) async throws -> [PushOutcome])
         let wanted = Set(self.paths.split(separator: ",").map(String.init) + ["fcm"])
         let paths: [Path] = [
             (
@@ -69,7 +70,7 @@ struct PathsBench: AsyncParsableCommand {
                                 ("herald_delivery", "\(index)"),
                             ], android: FCMMessage.Android(priority: .high, ttl: .seconds(3600)))
                     }
-                    return await fcm.send(messages).count { if case .sent = $0 { true } else { false } }
+                    return await fcm.send(messages)
                 }
             ),
             (
@@ -82,7 +83,7 @@ struct PathsBench: AsyncParsableCommand {
                             topic: "com.example.bench", pushType: .alert, priority: 10, expiration: expiration,
                             collapseID: "\(index)", payload: apnsPayload(index))
                     }
-                    return await apns.send(notifications).count { if case .sent = $0 { true } else { false } }
+                    return await apns.send(notifications)
                 }
             ),
             (
@@ -95,7 +96,7 @@ struct PathsBench: AsyncParsableCommand {
                                 auth: Array(repeating: UInt8(index & 0xFF), count: 16)),
                             payload: document(index), ttl: 3600, topic: "\(index)")
                     }
-                    return await web.send(messages).count { if case .sent = $0 { true } else { false } }
+                    return await web.send(messages)
                 }
             ),
         ].filter { wanted.contains($0.name) }
@@ -110,7 +111,9 @@ struct PathsBench: AsyncParsableCommand {
                 let started = ContinuousClock.now
                 var sent = 0
                 for start in stride(from: 0, to: count, by: batch) {
-                    sent += try await path.send(start..<min(start + batch, count))
+                    sent += try await path.send(start..<min(start + batch, count)).count {
+                        if case .sent = $0 { true } else { false }
+                    }
                 }
                 let seconds = (ContinuousClock.now - started) / .seconds(1)
                 let micros = (Self.processCPU() - cpu) / Double(count) * 1e6
