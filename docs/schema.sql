@@ -652,10 +652,10 @@ $$;
 
 
 --
--- Name: claim_sends(timestamp with time zone, integer, text, interval); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: claim_sends(timestamp with time zone, integer, text, interval, bigint[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -683,6 +683,14 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
         WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = picked.id
         RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
                   d.activity_token_id
+    ), taken AS (
+        SELECT * FROM claimed
+        UNION ALL
+        -- Leased at birth: read, not written. Only while `worker` still holds them: one whose
+        -- lease ran out is due again (picked above, or by another daemon's claim).
+        SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id
+        FROM herald.deliveries d
+        WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.run_at > at
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
            c.device_id, dev.push_token, dev.token_kind,
@@ -712,7 +720,7 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
            n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
            n.activity_channel, ch.channel_id, ch.state, ch.stores_latest
-    FROM claimed c
+    FROM taken c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
@@ -1055,10 +1063,10 @@ $$;
 
 
 --
--- Name: ingest(bigint[], timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: ingest(bigint[], timestamp with time zone, text, interval, integer); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer)
+CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL::text, lease_for interval DEFAULT NULL::interval, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_custom_plan'
     AS $_$
@@ -1211,24 +1219,31 @@ BEGIN
     ), created AS (
         -- Each delivery is queued in place, due at send_at or now; one for a browser that
         -- cannot take the payload fails here, with the reason.
+        -- The first `reserve` of those due now are leased at birth to `lease_to` for `lease_for`
+        -- (their first attempt, as a claim would make it), when the caller asks.
         INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at, state, last_error, error_history,
-                                       finished_at)
+                                       finished_at, locked_by, attempts)
         SELECT t.notification_id, t.device_id,
                CASE WHEN t.platform IS NULL THEN 'topic'
                     WHEN t.platform = 'android' THEN 'android_data'
                     WHEN t.platform = 'web' THEN 'web'
                     WHEN t.silent THEN 'ios_background'
                     ELSE 'ios_alert' END,
-               t.run_at,
+               CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
                CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
                t.web_problem,
                CASE WHEN t.web_problem IS NULL THEN '{}'::text[]
                     ELSE ARRAY[format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), t.web_problem)] END,
-               CASE WHEN t.web_problem IS NOT NULL THEN at END
-        FROM targets t
+               CASE WHEN t.web_problem IS NOT NULL THEN at END,
+               CASE WHEN t.leased THEN lease_to END,
+               CASE WHEN t.leased THEN 1 ELSE 0 END
+        FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
+                          AS leased
+              FROM (SELECT t.*, lease_to IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
+                    FROM targets t) AS t) AS t
         -- In notification order, so a later notification's deliveries have larger ids.
         ORDER BY t.notification_id, t.device_id
-        RETURNING notification_id
+        RETURNING id, notification_id, locked_by
     ), verdicts AS MATERIALIZED (
         -- The planner cannot know how many rows these CTEs hold, and a join or IN against
         -- `created` was planned as a rescan per row, quadratic in the batch; an array searched
@@ -1268,7 +1283,8 @@ BEGIN
            count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
            count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
            activities.superseded,
-           (SELECT count(*) FROM created)::int + activities.deliveries
+           (SELECT count(*) FROM created)::int + activities.deliveries,
+           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id)
     FROM written w;
 END;
 $_$;
@@ -1449,10 +1465,10 @@ $$;
 
 
 --
--- Name: ingest_next(integer, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: ingest_next(integer, timestamp with time zone, text, interval, integer); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer)
+CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL::text, lease_for interval DEFAULT NULL::interval, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_sort TO 'off'
@@ -1469,9 +1485,9 @@ BEGIN
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
-        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
+        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
     ELSE
-        RETURN QUERY SELECT * FROM herald.ingest(ids, at);
+        RETURN QUERY SELECT * FROM herald.ingest(ids, at, lease_to, lease_for, reserve);
     END IF;
 END;
 $$;
@@ -4751,11 +4767,11 @@ REVOKE ALL ON FUNCTION herald.claim_idempotency_key() FROM PUBLIC;
 
 
 --
--- Name: FUNCTION claim_sends(at timestamp with time zone, batch integer, worker text, lease interval); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[]); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[]) TO herald_daemon;
 
 
 --
@@ -4868,11 +4884,11 @@ GRANT ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) TO herald_dae
 
 
 --
--- Name: FUNCTION ingest(ids bigint[], at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION ingest(ids bigint[], at timestamp with time zone, lease_to text, lease_for interval, reserve integer); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone, lease_to text, lease_for interval, reserve integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest(ids bigint[], at timestamp with time zone, lease_to text, lease_for interval, reserve integer) TO herald_daemon;
 
 
 --
@@ -4884,11 +4900,11 @@ GRANT ALL ON FUNCTION herald.ingest_activity_events(ids bigint[], at timestamp w
 
 
 --
--- Name: FUNCTION ingest_next(batch integer, at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION ingest_next(batch integer, at timestamp with time zone, lease_to text, lease_for interval, reserve integer); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) TO herald_daemon;
 
 
 --

@@ -119,8 +119,26 @@ with open(summary, "a") as lines:
     print(f"{push:<5} {n / (end - start):>8.0f}/s  herald {per(herald):>4.0f} µs  nginx {per(nginx):>3.0f} µs  "
           f"rest {per(busy - herald - nginx):>4.0f} µs  machine {per(busy):>4.0f} µs  {sent}/{n} sent", file=lines)
 PY
-  # The same daemon, now idle: latency from the producer's commit to the answer at a steady rate.
-  $bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n"
+  # The same daemon, now idle: latency from the producer's commit to the answer at a steady rate,
+  # and what each notification cost at that rate (the producer's own CPU counts in the rest).
+  busy_before=$(machine_busy)
+  herald_before=$(process_cpu "$daemon")
+  nginx_before=$(process_cpu "$nginx_worker")
+  writes_before=$(writes)
+  $bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n" | tee "$work/latency"
+  busy=$(($(machine_busy) - busy_before))
+  herald_cpu=$(($(process_cpu "$daemon") - herald_before))
+  nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
+  sleep 11
+  writes_steady=$(($(writes) - writes_before))
+  probes=$(sed -n 's/.*(\([0-9]*\) sent).*/\1/p' "$work/latency")
+  python3 - "$probes" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" "$writes_steady" <<'PY'
+import sys
+n, busy, herald, nginx, tick, writes = (int(a) for a in sys.argv[1:])
+per = lambda ticks: ticks / tick / n * 1e6
+print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
+      f"nginx {per(nginx):.0f} µs, the rest {per(busy - herald - nginx):.0f} µs; {writes / n:.2f} row writes")
+PY
   kill "$daemon" 2>/dev/null || true
   wait "$daemon" 2>/dev/null || true
   daemon=

@@ -59,12 +59,20 @@ public struct Daemon {
         let senders = Senders(
             http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger,
             quotaConnection: connection())
+        // Ingest leases deliveries at birth to this daemon's dispatch when it runs both: about
+        // one round of the dispatch loops' batches.
+        let names = Set(configuration.workers)
+        let births =
+            names.contains("all") || names.isSuperset(of: [WorkerKind.ingest.rawValue, WorkerKind.dispatch.rawValue])
+            ? BirthLeases(capacity: configuration.batchSize * configuration.concurrency) {
+                hub.wake(kind: WorkerKind.dispatch.rawValue)
+            } : nil
         var services: [any Service] = []
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []
         for factory in factories {
             for _ in 0..<configuration.concurrency {
-                let worker = factory(context(on: connection(), senders: senders))
+                let worker = factory(context(on: connection(), senders: senders, births: births))
                 if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
                     worker: worker,
@@ -122,13 +130,15 @@ public struct Daemon {
     }
 
     /// What a worker (or lease rescue) works with on `connection`: the configured worker id,
-    /// lease and backoff, and the shared senders.
-    private func context(on connection: PostgresConnection, senders: Senders? = nil) -> WorkerContext {
+    /// lease and backoff, the shared senders, and the deliveries leased at birth.
+    private func context(on connection: PostgresConnection, senders: Senders? = nil, births: BirthLeases? = nil)
+        -> WorkerContext
+    {
         WorkerContext(
             connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
             lease: configuration.lease,
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
-            senders: senders, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
+            senders: senders, births: births, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
             retryInterval: configuration.rescueInterval)
     }
 

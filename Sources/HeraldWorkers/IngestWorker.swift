@@ -11,6 +11,9 @@ import Metrics
 ///
 /// The notifications are the queue: no job rows, and no lease, since a crash rolls the whole
 /// step back and leaves them `received`.
+///
+/// When the daemon also dispatches, some of the deliveries are created leased to it and handed
+/// straight to its dispatch (``BirthLeases``), as many as there is room for.
 public struct IngestWorker: BatchWorker {
     public let kind = WorkerKind.ingest.rawValue
     let context: WorkerContext
@@ -20,10 +23,13 @@ public struct IngestWorker: BatchWorker {
     public init(context: WorkerContext) { self.context = context }
 
     enum SQL {
-        static let ingestNext =
-            "SELECT accepted, rejected, expired, no_devices, superseded, deliveries FROM herald.ingest_next($1, $2)"
+        /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them.
+        static let ingestNext = """
+            SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
+            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5)
+            """
         static let ingest =
-            "SELECT accepted, rejected, expired, no_devices, superseded, deliveries FROM herald.ingest($1::bigint[], $2)"
+            "SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased FROM herald.ingest($1::bigint[], $2)"
         /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.
         static let waiting = "SELECT id FROM herald.notifications WHERE state = 'received' ORDER BY id LIMIT $1"
         static let rejectUnprocessable = """
@@ -35,7 +41,10 @@ public struct IngestWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         do {
             let started = ContinuousClock.now
-            let counts = try await ingest(SQL.ingestNext, [limit, context.clock.now()])
+            let reserve = context.births?.room ?? 0
+            let counts = try await ingest(
+                SQL.ingestNext, [limit, context.clock.now(), context.workerID, context.lease.seconds, reserve],
+                leasedAt: started)
             claimDuration.record(duration: ContinuousClock.now - started)
             return counts
         } catch let error as PostgresError where error.kind == .server && !error.isTransient {
@@ -48,7 +57,7 @@ public struct IngestWorker: BatchWorker {
             let ids = try await context.connection.query(SQL.waiting, [limit]).map { try $0.decode(0, as: Int64.self) }
             for id in ids {
                 do {
-                    _ = try await ingest(SQL.ingest, [[id], context.clock.now()])
+                    _ = try await ingest(SQL.ingest, [[id], context.clock.now()], leasedAt: ContinuousClock.now)
                 } catch let error as PostgresError where error.kind == .server && !error.isTransient {
                     try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
                     context.logger.error(
@@ -60,11 +69,18 @@ public struct IngestWorker: BatchWorker {
         }
     }
 
-    /// Runs one ingest statement; returns how many notifications it ingested.
-    private func ingest(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> Int {
+    /// Runs one ingest statement and hands what it leased at birth to dispatch (leases asked for
+    /// at `leasedAt`); returns how many notifications it ingested.
+    private func ingest(_ sql: String, _ parameters: [any PostgresEncodable], leasedAt: ContinuousClock.Instant)
+        async throws -> Int
+    {
         let row = try await context.connection.query(sql, parameters)[0]
         let names = ["accepted", "rejected", "expired", "no_devices", "superseded", "deliveries"]
         let counts = try names.map { try row.decode($0, as: Int.self) }
+        let leased = try row.decode("leased", as: [Int64].self)
+        if let births = context.births {
+            await BirthLeases.release(births.hand(leased, leasedAt: leasedAt), context: context)
+        }
         // Every notification taken ends in one of the first five.
         let ingested = counts.prefix(5).reduce(0, +)
         guard ingested > 0 else { return 0 }

@@ -17,6 +17,9 @@ public struct WorkerContext: Sendable {
     /// The delay before a failed attempt is tried again.
     public var backoff: Backoff
     public var senders: Senders?
+    /// Deliveries this daemon's ingest leased at birth, on their way to its dispatch; nil when
+    /// the daemon does not run both (ingest then leases nothing).
+    public var births: BirthLeases?
     /// The public base URL of Herald's HTTP endpoint (`HERALD_PUBLIC_URL`): payloads carry a
     /// report URL under it. Nil: payloads carry the reference only.
     public var publicURL: String?
@@ -27,7 +30,7 @@ public struct WorkerContext: Sendable {
     public init(
         connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
         lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
-        publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
+        births: BirthLeases? = nil, publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
         retryInterval: Duration = RetryWorker.defaultInterval
     ) {
         self.connection = connection
@@ -37,6 +40,7 @@ public struct WorkerContext: Sendable {
         self.lease = lease
         self.backoff = backoff
         self.senders = senders
+        self.births = births
         self.publicURL = publicURL
         self.reconcile = reconcile
         self.retryInterval = retryInterval

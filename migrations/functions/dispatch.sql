@@ -17,6 +17,10 @@
 -- by any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP LOCKED
 -- lets concurrent claimers take disjoint rows. The claim counts as an attempt.
 --
+-- `held`: deliveries ingest leased at birth to `worker` (herald.ingest), which this daemon's
+-- dispatch sends next. They are read beside the `batch` claimed ones, in the same shape; their
+-- lease and attempt were written when they were created.
+--
 -- One statement, so the rows it reads are as new as the rows it leases: a query around the
 -- function would read with its own, older snapshot, and could see a delivery's notification
 -- as it was before ingest (measured: no expiry yet, in about one run in five).
@@ -28,7 +32,7 @@
 -- off rules that out, for this function only. Not knowing `batch`, it would hash the whole
 -- table to join the picked rows (75 µs a delivery); the array condition keeps the update on
 -- the primary key.
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
     LANGUAGE sql
     SET enable_sort TO 'off'
     AS $$
@@ -56,6 +60,14 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
         WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = picked.id
         RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
                   d.activity_token_id
+    ), taken AS (
+        SELECT * FROM claimed
+        UNION ALL
+        -- Leased at birth: read, not written. Only while `worker` still holds them: one whose
+        -- lease ran out is due again (picked above, or by another daemon's claim).
+        SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id
+        FROM herald.deliveries d
+        WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.run_at > at
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
            c.device_id, dev.push_token, dev.token_kind,
@@ -85,7 +97,7 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
            n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
            n.activity_channel, ch.channel_id, ch.state, ch.stores_latest
-    FROM claimed c
+    FROM taken c
     JOIN herald.notifications n ON n.id = c.notification_id
     JOIN herald.apps a ON a.app_id = n.app_id
     LEFT JOIN herald.devices dev ON dev.id = c.device_id
@@ -93,8 +105,8 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
     LEFT JOIN herald.broadcast_channels ch ON ch.id = n.broadcast_channel_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
 $$;
-REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) TO herald_daemon;
 
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
 -- row's version (as herald.claim_sends returns it): the hosts a browser's endpoint may name are

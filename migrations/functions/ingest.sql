@@ -303,6 +303,11 @@ GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with 
 -- 'received' are touched, so running it twice changes nothing. Callers lock nothing
 -- themselves; this takes the rows it ingests.
 --
+-- Leased at birth: given `lease_to`, the first `reserve` deliveries due now are created leased
+-- to it until `at + lease_for`, as a claim would lease them (their first attempt), and
+-- `leased` lists them. The ingesting daemon hands them to its own dispatch, which sends them
+-- without a claim's write; any daemon claims them if that lease runs out.
+--
 -- One statement reads the batch, checks and converts each row's data in a single walk over its
 -- entries, creates the deliveries and writes each row once (rewriting each row three times and
 -- a check per row were two thirds of the database's work at 100,000 notifications). SQL
@@ -312,7 +317,7 @@ GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with 
 -- plans, and one made on a new deployment's first small table read the whole grown table once
 -- per notification of every batch until autovacuum's next ANALYZE (ingest fell to 200 a second
 -- at 2,500 in the soak).
-CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now()) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer)
+CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL, lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
     SET plan_cache_mode = force_custom_plan
     AS $$
@@ -465,24 +470,31 @@ BEGIN
     ), created AS (
         -- Each delivery is queued in place, due at send_at or now; one for a browser that
         -- cannot take the payload fails here, with the reason.
+        -- The first `reserve` of those due now are leased at birth to `lease_to` for `lease_for`
+        -- (their first attempt, as a claim would make it), when the caller asks.
         INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at, state, last_error, error_history,
-                                       finished_at)
+                                       finished_at, locked_by, attempts)
         SELECT t.notification_id, t.device_id,
                CASE WHEN t.platform IS NULL THEN 'topic'
                     WHEN t.platform = 'android' THEN 'android_data'
                     WHEN t.platform = 'web' THEN 'web'
                     WHEN t.silent THEN 'ios_background'
                     ELSE 'ios_alert' END,
-               t.run_at,
+               CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
                CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
                t.web_problem,
                CASE WHEN t.web_problem IS NULL THEN '{}'::text[]
                     ELSE ARRAY[format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), t.web_problem)] END,
-               CASE WHEN t.web_problem IS NOT NULL THEN at END
-        FROM targets t
+               CASE WHEN t.web_problem IS NOT NULL THEN at END,
+               CASE WHEN t.leased THEN lease_to END,
+               CASE WHEN t.leased THEN 1 ELSE 0 END
+        FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
+                          AS leased
+              FROM (SELECT t.*, lease_to IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
+                    FROM targets t) AS t) AS t
         -- In notification order, so a later notification's deliveries have larger ids.
         ORDER BY t.notification_id, t.device_id
-        RETURNING notification_id
+        RETURNING id, notification_id, locked_by
     ), verdicts AS MATERIALIZED (
         -- The planner cannot know how many rows these CTEs hold, and a join or IN against
         -- `created` was planned as a rescan per row, quadratic in the batch; an array searched
@@ -522,18 +534,21 @@ BEGIN
            count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
            count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
            activities.superseded,
-           (SELECT count(*) FROM created)::int + activities.deliveries
+           (SELECT count(*) FROM created)::int + activities.deliveries,
+           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id)
     FROM written w;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer) TO herald_daemon;
 
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
--- first, skipping those another ingester holds, and ingests them. The counts add up to how
--- many it took; fewer than `batch` means none was left. Planned at every call, as herald.ingest.
-CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now())
-RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int)
+-- first, skipping those another ingester holds, and ingests them, leasing up to `reserve` of
+-- the deliveries due now to `lease_to` (herald.ingest). The counts add up to how many it took;
+-- fewer than `batch` means none was left. Planned at every call, as herald.ingest.
+CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
+                                              lease_for interval DEFAULT NULL, reserve int DEFAULT 0)
+RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int, leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
@@ -547,11 +562,11 @@ BEGIN
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
-        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0;
+        RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
     ELSE
-        RETURN QUERY SELECT * FROM herald.ingest(ids, at);
+        RETURN QUERY SELECT * FROM herald.ingest(ids, at, lease_to, lease_for, reserve);
     END IF;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer) TO herald_daemon;

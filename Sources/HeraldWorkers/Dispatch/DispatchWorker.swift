@@ -46,10 +46,23 @@ public struct DispatchWorker: BatchWorker {
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         let builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
-        let claimedAt = ContinuousClock.now
+        let startedAt = ContinuousClock.now
         let now = context.clock.now()
-        let (claimed, unreadable, versions) = try await claim(limit: limit, now: now)
-        claimDuration.record(duration: ContinuousClock.now - claimedAt)
+        // Deliveries ingest leased at birth come first, beside a share claimed from the queue.
+        let held = context.births?.take(upTo: limit) ?? (ids: [], leasedAt: nil)
+        // The leases end no earlier than this plus the lease.
+        let claimedAt = min(startedAt, held.leasedAt ?? startedAt)
+        let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
+        do {
+            (claimed, unreadable, versions) = try await claim(
+                limit: BirthLeases.fromQueue(limit: limit, held: held.ids.count), held: held.ids, now: now)
+        } catch {
+            if let births = context.births, let leasedAt = held.leasedAt {
+                await BirthLeases.release(births.putBack(held.ids, leasedAt: leasedAt), context: context)
+            }
+            throw error
+        }
+        claimDuration.record(duration: ContinuousClock.now - startedAt)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
         let apps: [String: AppSetup]
         do {
@@ -137,8 +150,11 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// Waits for the routes' sends still in flight to be recorded (at shutdown, or at the end
-    /// of a test's drain).
-    public func finish() async { await inFlight.waitAll() }
+    /// of a test's drain), and gives back the deliveries leased at birth that no loop took.
+    public func finish() async {
+        if let births = context.births { await BirthLeases.release(births.close(), context: context) }
+        await inFlight.waitAll()
+    }
 
     /// The longest a send keeps its deliveries leased: far beyond any request's timeout
     /// (`HERALD_HTTP_TIMEOUT`) and an FCM quota's wait, so only a send that will never return
@@ -389,16 +405,15 @@ public struct DispatchWorker: BatchWorker {
         text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
     }
 
-    /// Leases up to `limit` due deliveries and reads them (``SQL/claim``), with the version of
-    /// each one's app (for ``AppSetups``). A row that cannot be read (whatever it holds: a value
-    /// out of Swift's range, a column out of step) is not sent and ends `failed` with the
-    /// reason; the rest of the batch goes on.
-
-    func claim(limit: Int, now: Date) async throws -> (
+    /// Reads the deliveries `held` (leased at birth) and leases up to `limit` due ones beside them
+    /// (``SQL/claim``), with the version of each one's app (for ``AppSetups``). A row that
+    /// cannot be read (whatever it holds: a value out of Swift's range, a column out of step) is
+    /// not sent and ends `failed` with the reason; the rest of the batch goes on.
+    func claim(limit: Int, held: [Int64] = [], now: Date) async throws -> (
         readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], appVersions: [String: String]
     ) {
         let rows = try await context.connection.query(
-            SQL.claim, [now, limit, context.workerID, context.lease.seconds])
+            SQL.claim, [now, limit, context.workerID, context.lease.seconds, held])
         var readable: [OutgoingDelivery] = []
         var unreadable: [Int64: DeliveryResult] = [:]
         var versions: [String: String] = [:]

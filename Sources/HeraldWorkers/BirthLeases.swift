@@ -1,0 +1,147 @@
+import HeraldPostgres
+import Logging
+import Synchronization
+
+/// Deliveries leased at birth, on their way from this daemon's ingest to its dispatch.
+///
+/// Ingest creates some of the deliveries it makes already leased to this daemon
+/// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and hands their ids here;
+/// the dispatch loops take them into their next claim (`herald.claim_sends`' `held`), which
+/// reads them beside the deliveries it claims, without writing them again. That saves each of
+/// them the claim's update of its row, and the wake-up's trip through the database.
+///
+/// What is reserved is bounded: ingest leases no more than ``room``, so a daemon holds only
+/// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch
+/// batch takes up to its size from here, and claims from the queue at least ``queueShare`` of
+/// its size however many wait here, so deliveries already queued (a backlog, retries,
+/// scheduled sends coming due) keep their turn. At shutdown what is still
+/// here is given back (``SQL/release``); after a crash, the leases run out and any daemon's
+/// claim takes the deliveries, as for any claim a crash left.
+public final class BirthLeases: Sendable {
+    private struct Handed {
+        var ids: [Int64]
+        /// When the lease was asked for (before the ingest statement went out): it ends no
+        /// earlier than this plus the lease.
+        var leasedAt: ContinuousClock.Instant
+    }
+    private struct State {
+        var handed: [Handed] = []
+        var count = 0
+        var closed = false
+    }
+    private let state = Mutex(State())
+    /// The most deliveries waiting here at once.
+    public let capacity: Int
+    private let wake: @Sendable () -> Void
+
+    /// The least share of a dispatch batch claimed from the queue, beside what comes from here
+    /// (a batch is then up to this much larger than its size). Splitting a batch instead would
+    /// split each handful of births into two sends.
+    static let queueShare = 1.0 / 4.0
+
+    /// How many of a batch of `limit` to claim from the queue, beside `held` from here.
+    static func fromQueue(limit: Int, held: Int) -> Int {
+        max(limit - held, Int((Double(limit) * queueShare).rounded(.up)))
+    }
+
+    /// - Parameters:
+    ///   - capacity: the most deliveries to hold at once: about what the dispatch loops take
+    ///     in one round of batches.
+    ///   - wake: wakes the dispatch loops when deliveries arrive.
+    public init(capacity: Int, wake: @escaping @Sendable () -> Void) {
+        self.capacity = capacity
+        self.wake = wake
+    }
+
+    /// How many deliveries ingest may lease at birth now; none once closed.
+    public var room: Int {
+        state.withLock { $0.closed ? 0 : max(0, capacity - $0.count) }
+    }
+
+    /// Hands deliveries ingest leased at birth to dispatch, and wakes it. Returns those refused
+    /// because dispatch has stopped: the caller gives them back.
+    func hand(_ ids: [Int64], leasedAt: ContinuousClock.Instant) -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        let accepted = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.handed.append(Handed(ids: ids, leasedAt: leasedAt))
+            state.count += ids.count
+            return true
+        }
+        guard accepted else { return ids }
+        wake()
+        return []
+    }
+
+    /// Takes up to `limit` deliveries, oldest first, with the earliest time their leases were
+    /// asked for. Wakes another loop if some are left.
+    func take(upTo limit: Int) -> (ids: [Int64], leasedAt: ContinuousClock.Instant?) {
+        let (taken, leasedAt, left) = state.withLock { state in
+            var taken: [Int64] = []
+            let leasedAt = state.handed.first?.leasedAt
+            while taken.count < limit, !state.handed.isEmpty {
+                let wanted = limit - taken.count
+                if state.handed[0].ids.count <= wanted {
+                    taken += state.handed.removeFirst().ids
+                } else {
+                    taken += state.handed[0].ids.prefix(wanted)
+                    state.handed[0].ids.removeFirst(wanted)
+                }
+            }
+            state.count -= taken.count
+            return (taken, leasedAt, state.count)
+        }
+        if left > 0 { wake() }
+        return (taken, leasedAt)
+    }
+
+    /// Puts back, first in line, deliveries a claim took but could not read (the database
+    /// away): they are still leased to this daemon, and the next claim tries them again.
+    /// Returns them if dispatch has stopped meanwhile: the caller gives them back.
+    func putBack(_ ids: [Int64], leasedAt: ContinuousClock.Instant) -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        return state.withLock { state in
+            guard !state.closed else { return ids }
+            state.handed.insert(Handed(ids: ids, leasedAt: leasedAt), at: 0)
+            state.count += ids.count
+            return []
+        }
+    }
+
+    /// Stops taking deliveries, and returns those still waiting: the caller gives them back.
+    func close() -> [Int64] {
+        state.withLock { state in
+            state.closed = true
+            defer {
+                state.handed = []
+                state.count = 0
+            }
+            return state.handed.flatMap(\.ids)
+        }
+    }
+
+    enum SQL {
+        /// Gives back deliveries $1 that worker $2 holds, leased at birth and not sent: due at
+        /// $3 (now), for any daemon, and the attempt their lease counted is taken back. Written
+        /// and planned as `DispatchWorker.SQL.record` is, to go by the primary key.
+        static let release = """
+            UPDATE herald.deliveries SET run_at = $3::timestamptz, locked_by = NULL, attempts = attempts - 1
+            WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2
+            """
+    }
+
+    /// Gives back deliveries leased at birth that will not be sent here (``SQL/release``). If the
+    /// database is away, their leases run out instead, and any daemon's claim takes them then.
+    static func release(_ ids: [Int64], context: WorkerContext) async {
+        guard !ids.isEmpty else { return }
+        do {
+            try await context.connection.query(
+                SQL.release, [ids, context.workerID, context.clock.now()], planning: .eachCall)
+            context.logger.debug("gave back deliveries leased at birth", metadata: ["count": "\(ids.count)"])
+        } catch {
+            context.logger.warning(
+                "could not give back deliveries leased at birth; they are claimed again when their lease ends",
+                metadata: ["count": "\(ids.count)", "error": "\(error)"])
+        }
+    }
+}

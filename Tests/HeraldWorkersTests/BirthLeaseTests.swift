@@ -1,0 +1,140 @@
+import Foundation
+import HeraldPostgres
+import HeraldQueue
+import HeraldTestSupport
+import HeraldWorkers
+import Testing
+
+/// Deliveries leased at birth: ingest leases what the daemon's dispatch will take, and dispatch
+/// sends them without claiming them again.
+@Suite struct BirthLeaseTests {
+    /// A fixture whose ingest and dispatch share `capacity` births, as a daemon's do.
+    static func fixture(capacity: Int) async throws -> (WorkerFixture, WorkerContext, BirthLeases) {
+        let f = try await WorkerFixture.make()
+        let births = BirthLeases(capacity: capacity) {}
+        var context = f.context
+        context.births = births
+        return (f, context, births)
+    }
+
+    struct Row: Equatable {
+        var device: String
+        var state: String
+        var lockedBy: String?
+        var attempts: Int
+        var runAt: Date?
+    }
+
+    static func rows(_ f: WorkerFixture) async throws -> [Row] {
+        try await f.db.query(
+            """
+            SELECT v.device_id, d.state, d.locked_by, d.attempts, d.run_at
+            FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id ORDER BY d.id
+            """
+        ).map {
+            Row(
+                device: try $0.decode(0), state: try $0.decode(1), lockedBy: try $0.decode(2, as: String?.self),
+                attempts: try $0.decode(3), runAt: try $0.decode(4, as: Date?.self))
+        }
+    }
+
+    @Test func ingestLeasesWhatDispatchWillTakeAndDispatchSendsItWithoutAClaim() async throws {
+        let (f, context, births) = try await Self.fixture(capacity: 3)
+        for device in 1...5 { try await f.register("phone-\(device)", "android") }
+        try await f.register("laptop", "android", user: "bob")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
+        // Scheduled: not due, so not leased, whatever the room.
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'bob', title => 'Later', send_at => now() + interval '1 hour')")
+
+        let started = Date()
+        #expect(try await IngestWorker(context: context).runBatch(limit: 10) { false } == 2)
+        let born = try await Self.rows(f)
+        let leased = born.filter { $0.lockedBy != nil }
+        #expect(leased.map(\.device) == ["phone-1", "phone-2", "phone-3"], "the first three, up to the room")
+        for row in leased {
+            #expect(row.lockedBy == context.workerID && row.attempts == 1 && row.state == "queued")
+            // Leased as a claim leases: until the ingest's time plus the lease.
+            let runAt = try #require(row.runAt)
+            #expect(runAt > started.addingTimeInterval(context.lease.seconds - 5))
+            #expect(runAt < Date().addingTimeInterval(context.lease.seconds + 5))
+        }
+        #expect(born.filter { $0.lockedBy == nil }.allSatisfy { $0.attempts == 0 })
+        #expect(births.room == 0)
+
+        // One batch of 4: the three births, and 1 claimed from the queue.
+        let dispatch = DispatchWorker(context: context)
+        #expect(try await dispatch.runBatch(limit: 4) { false } == 4)
+        #expect(births.room == 3)
+        // (A loaded machine may leave the route to record on its own, a moment later.)
+        let four = ["phone-1", "phone-2", "phone-3", "phone-4"]
+        #expect(
+            try await eventually(timeout: .seconds(60)) {
+                try await Self.rows(f).filter { $0.state == "sent" }.map(\.device) == four
+            })
+        try await dispatch.drain()
+        let sent = try await Self.rows(f)
+        #expect(sent.filter { $0.state == "sent" }.count == 5)
+        // A claim counts an attempt; those leased at birth had theirs at birth, and no other.
+        #expect(sent.filter { $0.state == "sent" }.allSatisfy { $0.attempts == 1 && $0.lockedBy == nil })
+        #expect(sent.first { $0.device == "laptop" }?.state == "queued")
+        for device in 1...5 { #expect(await f.message(to: "token-phone-\(device)") != nil) }
+    }
+
+    @Test func leasesNotTakenAreGivenBackWhenDispatchStops() async throws {
+        let (f, context, births) = try await Self.fixture(capacity: 10)
+        for device in 1...3 { try await f.register("phone-\(device)", "android") }
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
+        _ = try await IngestWorker(context: context).runBatch(limit: 10) { false }
+        #expect(try await Self.rows(f).allSatisfy { $0.lockedBy == context.workerID })
+
+        await DispatchWorker(context: context).finish()
+        let given = try await Self.rows(f)
+        #expect(given.allSatisfy { $0.lockedBy == nil && $0.attempts == 0 && $0.state == "queued" }, "\(given)")
+        #expect(given.allSatisfy { ($0.runAt ?? .distantFuture) <= Date() }, "due now, for any daemon")
+        // Once dispatch has stopped, ingest leases nothing more.
+        #expect(births.room == 0)
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'After')")
+        _ = try await IngestWorker(context: context).runBatch(limit: 10) { false }
+        #expect(try await Self.rows(f).allSatisfy { $0.lockedBy == nil })
+
+        // Any dispatch sends them (here one without births: another daemon).
+        try await f.dispatch()
+        #expect(try await Self.rows(f).allSatisfy { $0.state == "sent" && $0.attempts == 1 })
+    }
+
+    /// The claim reads a held delivery only while its worker still holds it: one whose lease
+    /// ran out is due for any claim (and counted as an attempt again), and one held by another
+    /// worker is not read.
+    @Test func aHeldDeliveryIsReadOnlyWhileItsLeaseLasts() async throws {
+        let f = try await WorkerFixture.make()
+        for device in 1...2 { try await f.register("phone-\(device)", "android") }
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
+        let at = Date()
+        let leased = try await f.db.query(
+            """
+            SELECT leased FROM herald.ingest_next(10, $1, 'daemon-a', interval '60 seconds', 10)
+            """, [at]
+        )[0].decode(0, as: [Int64].self)
+        #expect(leased.count == 2)
+
+        func claim(_ worker: String, at: Date) async throws -> [(id: Int64, attempts: Int, abandonedBy: String?)] {
+            try await f.db.query(
+                "SELECT delivery_id, attempts, abandoned_by FROM herald.claim_sends($1, 10, $2, interval '60 seconds', $3)",
+                [at, worker, leased]
+            ).map { (try $0.decode(0), try $0.decode(1), try $0.decode(2, as: String?.self)) }
+        }
+        #expect(try await claim("daemon-b", at: at.addingTimeInterval(1)).isEmpty, "held by daemon-a")
+        let read = try await claim("daemon-a", at: at.addingTimeInterval(1))
+        #expect(read.map(\.id).sorted() == leased && read.allSatisfy { $0.attempts == 1 && $0.abandonedBy == nil })
+        // Reading wrote nothing: the lease still ends where ingest set it.
+        let runAts = try await f.db.query("SELECT DISTINCT run_at FROM herald.deliveries").map {
+            try $0.decode(0, as: Date.self)
+        }
+        #expect(runAts.count == 1 && abs(runAts[0].timeIntervalSince(at) - 60) < 0.01)
+
+        let rescued = try await claim("daemon-a", at: at.addingTimeInterval(61))
+        #expect(rescued.map(\.id).sorted() == leased)
+        #expect(rescued.allSatisfy { $0.attempts == 2 && $0.abandonedBy == "daemon-a" }, "claimed anew: \(rescued)")
+    }
+}
