@@ -122,8 +122,9 @@ public final class BirthLeases: Sendable {
 
     enum SQL {
         /// Gives back deliveries $1 that worker $2 holds, leased at birth and not sent: due at
-        /// $3 (now), for any daemon, and the attempt their lease counted is taken back. Written
-        /// and planned as `DispatchWorker.SQL.record` is, to go by the primary key.
+        /// $3 (now), for any daemon, and the attempt their lease counted is taken back. Rare, so
+        /// planned at each call; `IS TRUE` keeps it on the primary key (`herald.record_sends`
+        /// says why).
         static let release = """
             UPDATE herald.deliveries SET run_at = $3::timestamptz, locked_by = NULL, attempts = attempts - 1
             WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2

@@ -25,17 +25,27 @@
 -- function would read with its own, older snapshot, and could see a delivery's notification
 -- as it was before ingest (measured: no expiry yet, in about one run in five).
 --
--- It must walk deliveries_due in order, stop after `batch` rows, and update just those rows
--- through the primary key, whatever the planner believes. Its statistics lag a sudden backlog:
--- believing few deliveries are queued, it would rather read every queued row and sort them,
--- once per claim (measured: 100,000 queued, 50 µs a delivery instead of a few); enable_sort =
--- off rules that out, for this function only. Not knowing `batch`, it would hash the whole
--- table to join the picked rows (75 µs a delivery); the array condition keeps the update on
--- the primary key.
+-- It must walk deliveries_due in order, stop after `batch` rows, and reach every other row
+-- through a primary key, whatever the planner believes: its statistics lag a sudden backlog,
+-- and a new generation's partition has none. Believing few deliveries are queued, it would
+-- rather read every queued row and sort them, once per claim (measured: 100,000 queued, 50 µs a
+-- delivery instead of a few); hashing a whole table to join the picked rows cost 75 µs a
+-- delivery. So the function allows no sort, no sequential scan and no hash or merge join: what
+-- is left is the due index in order and nested loops of primary-key probes, right at any size.
+--
+-- Planned once per session (a generic plan, plpgsql's cached one), not at each call: planning
+-- this statement over the partitioned tables cost 2-3 ms of the server's CPU (the planner probes
+-- the due index's end, over the entries of deliveries just sent), which was the whole of an idle
+-- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
+-- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
+-- as they grow (PlanningTests).
 CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
-    LANGUAGE sql
-    SET enable_sort TO 'off'
+    LANGUAGE plpgsql
+    SET enable_sort TO 'off' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+BEGIN
+    RETURN QUERY
     WITH picked AS (
         SELECT d.id, d.locked_by AS abandoned_by
         FROM herald.deliveries d
@@ -57,7 +67,7 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
         FROM picked
-        WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = picked.id
+        WHERE d.id = picked.id
         RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
                   d.activity_token_id
     ), taken AS (
@@ -104,9 +114,99 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
     LEFT JOIN herald.activity_tokens t ON t.id = c.activity_token_id
     LEFT JOIN herald.broadcast_channels ch ON ch.id = n.broadcast_channel_id
     LEFT JOIN problems p ON p.app_id = n.app_id;
+END;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) TO herald_daemon;
+
+-- Records a batch's outcomes (DispatchWorker.record), in one statement, so in one transaction:
+-- the deliveries, with their leases released; devices whose token or subscription the provider
+-- declared dead; Live Activity tokens APNs refused; and the configuration problems found or
+-- cleared.
+--
+-- Deliveries `ids`: their new `states`, the provider's message `names` and APNs' `unique_ids`,
+-- `errors`, when the provider `answered` and, for one still queued, when it is due again
+-- (`due_again`; times as Unix seconds: a number binds without formatting a timestamp per
+-- delivery), whether the claim is `given_back` (postponed: not an attempt), whether it ran out of
+-- attempts (`dead`). Only deliveries still queued change; one left queued for a retry changes
+-- only while `worker` holds it, so a lease that ran out and was claimed again is not disturbed.
+--
+-- Devices `dead_devices`, with the `dead_tokens` that were sent to and the `dead_reasons`, are
+-- soft-disabled at `at` (now); one that registered a new token since is left alone, as is one
+-- that registered its token after `dead_since` (APNs' 410 timestamp, Unix seconds), when known.
+-- Live Activity tokens `ended_tokens` end as token_invalid at `at`, for `ended_reasons` (an ended
+-- activity's token too; one the app replaced or dismissed keeps that reason).
+--
+-- Configurations `problem_apps`/`problem_scopes`: each one's problem (`problems`), or NULL when
+-- it works again. A problem found again is confirmed at `at`, so the next probe waits a minute
+-- from this one; `since` changes only when the problem does.
+--
+-- Planned once per session, generically, for the reason herald.claim_sends is, and kept to
+-- primary-key probes the same way: no sequential scan, no hash or merge join, and
+-- `(d.state = 'queued') IS TRUE`, which the partial index of queued deliveries cannot serve (with
+-- no statistics that index looks tiny, and a plan reading it end to end for every id took up to
+-- 0.5 s after each generation opened, in the soak).
+CREATE OR REPLACE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[],
+    answered float8[], due_again float8[], given_back bool[], dead bool[], worker text, dead_devices bigint[],
+    dead_tokens text[], dead_reasons text[], at timestamptz, problem_apps text[], problem_scopes text[],
+    problems text[], unique_ids text[], dead_since float8[], ended_tokens bigint[], ended_reasons text[])
+RETURNS void
+LANGUAGE plpgsql
+SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
+SET plan_cache_mode TO 'force_generic_plan'
+AS $$
+#variable_conflict use_column
+BEGIN
+    WITH outcome AS (
+        SELECT u.id, u.state, u.name, u.unique_id, u.error, to_timestamp(u.answered) AS answered_at,
+               to_timestamp(u.next_run) AS next_run, u.given_back, u.dead
+        FROM unnest(ids, states, names, errors, answered, due_again, given_back, dead, unique_ids)
+             AS u(id, state, name, error, answered, next_run, given_back, dead, unique_id)
+    ), recorded AS (
+        UPDATE herald.deliveries AS d
+        SET state = o.state,
+            provider_message_id = coalesce(o.name, d.provider_message_id),
+            provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
+            last_error = coalesce(o.error, d.last_error),
+            error_history = CASE WHEN o.error IS NULL THEN d.error_history
+                                 ELSE d.error_history
+                                      || format('%s %s', to_char(o.answered_at, 'YYYY-MM-DD HH24:MI:SS'), o.error)
+                            END,
+            attempts = d.attempts - CASE WHEN o.given_back THEN 1 ELSE 0 END,
+            sent_at = CASE WHEN o.state IN ('sent', 'validated') THEN o.answered_at ELSE d.sent_at END,
+            finished_at = CASE WHEN o.state <> 'queued' THEN o.answered_at END,
+            run_at = CASE WHEN o.state = 'queued' THEN o.next_run END,
+            locked_by = NULL,
+            dead_at = CASE WHEN o.dead THEN o.answered_at END
+        FROM outcome AS o
+        WHERE d.id = o.id AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker)
+    ), disabled AS (
+        UPDATE herald.devices AS dev
+        SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
+        FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)
+        WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
+          AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
+    ), ended_activity_tokens AS (
+        UPDATE herald.activity_tokens AS t
+        SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
+        FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)
+        WHERE t.id = u.id AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
+    ), found AS (
+        INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
+        SELECT u.app, u.scope, u.problem, at, at
+        FROM unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)
+        WHERE u.problem IS NOT NULL
+        ON CONFLICT (app_id, scope) DO UPDATE
+        SET problem = excluded.problem, failed_at = excluded.failed_at,
+            since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
+    )
+    DELETE FROM herald.app_config_problems AS p
+    USING unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)
+    WHERE u.problem IS NULL AND p.app_id = u.app AND p.scope = u.scope;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) TO herald_daemon;
 
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
 -- row's version (as herald.claim_sends returns it): the hosts a browser's endpoint may name are

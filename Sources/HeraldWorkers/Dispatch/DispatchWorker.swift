@@ -592,7 +592,7 @@ public struct DispatchWorker: BatchWorker {
                 scopes.map { (problems[$0] ?? nil).map(Self.storable) },
                 uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
                 endedActivityTokens.map(\.id), endedActivityTokens.map { Self.storable($0.reason) },
-            ], planning: .eachCall)
+            ])
     }
 }
 
