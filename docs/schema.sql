@@ -692,11 +692,14 @@ BEGIN
     ), taken AS (
         SELECT * FROM claimed
         UNION ALL
-        -- Leased at birth: read, not written. Only while `worker` still holds them: one whose
-        -- lease ran out is due again (picked above, or by another daemon's claim).
+        -- Leased at birth: read, not written. Only while they are as ingest leased them (their
+        -- first attempt: a claim after their lease ran out counts a second, even this daemon's)
+        -- and half their lease is left, as a claim's would be: one nearer its end is left to run
+        -- out and be claimed anew, so that no other claim can take it while it is sent.
         SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id
         FROM herald.deliveries d
-        WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.run_at > at
+        WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1
+          AND d.run_at > at + lease / 2
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
            c.device_id, dev.push_token, dev.token_kind,
@@ -1088,7 +1091,9 @@ BEGIN
     -- ingesting ten notifications. That plan is made without knowing the tables, so it is kept
     -- to primary-key and index probes in nested loops, right at any size (PlanningTests). A
     -- large batch is planned for the call, whose hash joins ingest 500 notifications in half the
-    -- time and amortize the planning. (The SET clauses above restore the caller's settings.)
+    -- time and amortize the planning. The Live Activity events' function below runs with the
+    -- same settings; its statements look rows up by key either way. (The SET clauses above
+    -- restore the caller's settings when this returns.)
     IF cardinality(ids) <= herald.small_ingest() THEN
         PERFORM set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
                 set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
@@ -1259,7 +1264,7 @@ BEGIN
                CASE WHEN t.leased THEN 1 ELSE 0 END
         FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
                           AS leased
-              FROM (SELECT t.*, lease_to IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
+              FROM (SELECT t.*, lease_to IS NOT NULL AND lease_for IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
                     FROM targets t) AS t) AS t
         -- In notification order, so a later notification's deliveries have larger ids.
         ORDER BY t.notification_id, t.device_id
@@ -2005,7 +2010,6 @@ CREATE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], e
     SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
-#variable_conflict use_column
 BEGIN
     WITH outcome AS (
         SELECT u.id, u.state, u.name, u.unique_id, u.error, to_timestamp(u.answered) AS answered_at,

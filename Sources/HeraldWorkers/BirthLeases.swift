@@ -8,7 +8,8 @@ import Synchronization
 /// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and hands their ids here;
 /// the dispatch loops take them into their next claim (`herald.claim_sends`' `held`), which
 /// reads them beside the deliveries it claims, without writing them again. That saves each of
-/// them the claim's update of its row, and the wake-up's trip through the database.
+/// them the claim's update of its row, and the wait for the database's wake-up (the insert's
+/// NOTIFY still goes out, for other daemons).
 ///
 /// What is reserved is bounded: ingest leases no more than ``room``, so a daemon holds only
 /// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch
@@ -16,7 +17,9 @@ import Synchronization
 /// its size however many wait here, so deliveries already queued (a backlog, retries,
 /// scheduled sends coming due) keep their turn. At shutdown what is still
 /// here is given back (``SQL/release``); after a crash, the leases run out and any daemon's
-/// claim takes the deliveries, as for any claim a crash left.
+/// claim takes the deliveries, as for any claim a crash left. The claim reads a delivery from
+/// here only while it is as ingest leased it and half its lease is left; one that waited
+/// longer (the database away) is left to its lease, then claimed anew.
 public final class BirthLeases: Sendable {
     private struct Handed {
         var ids: [Int64]
@@ -25,13 +28,17 @@ public final class BirthLeases: Sendable {
         var leasedAt: ContinuousClock.Instant
     }
     private struct State {
+        /// The most deliveries waiting here at once.
+        let capacity: Int
         var handed: [Handed] = []
         var count = 0
+        /// Room promised to ingest statements still running.
+        var reserved = 0
         var closed = false
+
+        var room: Int { closed ? 0 : max(0, capacity - count - reserved) }
     }
-    private let state = Mutex(State())
-    /// The most deliveries waiting here at once.
-    public let capacity: Int
+    private let state: Mutex<State>
     private let wake: @Sendable () -> Void
 
     /// The least share of a dispatch batch claimed from the queue, beside what comes from here
@@ -49,27 +56,38 @@ public final class BirthLeases: Sendable {
     ///     in one round of batches.
     ///   - wake: wakes the dispatch loops when deliveries arrive.
     public init(capacity: Int, wake: @escaping @Sendable () -> Void) {
-        self.capacity = capacity
+        state = Mutex(State(capacity: capacity))
         self.wake = wake
     }
 
-    /// How many deliveries ingest may lease at birth now; none once closed.
-    public var room: Int {
-        state.withLock { $0.closed ? 0 : max(0, capacity - $0.count) }
+    /// How many more deliveries may be leased at birth now; none once closed.
+    public var room: Int { state.withLock { $0.room } }
+
+    /// Promises the room there is now to one ingest statement, which leases up to that many:
+    /// two ingest loops cannot both fill it. The statement's ``hand(_:reserved:leasedAt:)``
+    /// settles the promise, whether it leased any or failed.
+    func reserve() -> Int {
+        state.withLock { state in
+            let room = state.room
+            state.reserved += room
+            return room
+        }
     }
 
-    /// Hands deliveries ingest leased at birth to dispatch, and wakes it. Returns those refused
-    /// because dispatch has stopped: the caller gives them back.
-    func hand(_ ids: [Int64], leasedAt: ContinuousClock.Instant) -> [Int64] {
-        guard !ids.isEmpty else { return [] }
+    /// Hands deliveries an ingest statement leased at birth (with `reserved` room promised to
+    /// it; none when it failed) to dispatch, and wakes it. Returns those refused because
+    /// dispatch has stopped: the caller gives them back.
+    func hand(_ ids: [Int64], reserved: Int, leasedAt: ContinuousClock.Instant) -> [Int64] {
         let accepted = state.withLock { state -> Bool in
+            state.reserved -= reserved
+            guard !ids.isEmpty else { return true }
             guard !state.closed else { return false }
             state.handed.append(Handed(ids: ids, leasedAt: leasedAt))
             state.count += ids.count
             return true
         }
         guard accepted else { return ids }
-        wake()
+        if !ids.isEmpty { wake() }
         return []
     }
 
@@ -78,9 +96,10 @@ public final class BirthLeases: Sendable {
     func take(upTo limit: Int) -> (ids: [Int64], leasedAt: ContinuousClock.Instant?) {
         let (taken, leasedAt, left) = state.withLock { state in
             var taken: [Int64] = []
-            let leasedAt = state.handed.first?.leasedAt
+            var leasedAt: ContinuousClock.Instant?
             while taken.count < limit, !state.handed.isEmpty {
                 let wanted = limit - taken.count
+                leasedAt = min(leasedAt ?? state.handed[0].leasedAt, state.handed[0].leasedAt)
                 if state.handed[0].ids.count <= wanted {
                     taken += state.handed.removeFirst().ids
                 } else {
@@ -121,13 +140,14 @@ public final class BirthLeases: Sendable {
     }
 
     enum SQL {
-        /// Gives back deliveries $1 that worker $2 holds, leased at birth and not sent: due at
-        /// $3 (now), for any daemon, and the attempt their lease counted is taken back. Rare, so
-        /// planned at each call; `IS TRUE` keeps it on the primary key (`herald.record_sends`
-        /// says why).
+        /// Gives back deliveries $1 that worker $2 holds as ingest leased them, not sent: due at
+        /// $3 (now), for any daemon, and the attempt their lease counted is taken back. One
+        /// claimed again after its lease ran out (a second attempt, perhaps by another loop of
+        /// this daemon, sending it now) is left alone. Rare, so planned at each call; `IS TRUE`
+        /// keeps it on the primary key (`herald.record_sends` says why).
         static let release = """
-            UPDATE herald.deliveries SET run_at = $3::timestamptz, locked_by = NULL, attempts = attempts - 1
-            WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2
+            UPDATE herald.deliveries SET run_at = $3::timestamptz, locked_by = NULL, attempts = 0
+            WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2 AND attempts = 1
             """
     }
 

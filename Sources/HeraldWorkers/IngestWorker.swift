@@ -41,10 +41,10 @@ public struct IngestWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         do {
             let started = ContinuousClock.now
-            let reserve = context.births?.room ?? 0
+            let reserved = context.births?.reserve() ?? 0
             let counts = try await ingest(
-                SQL.ingestNext, [limit, context.clock.now(), context.workerID, context.lease.seconds, reserve],
-                leasedAt: started)
+                SQL.ingestNext, [limit, context.clock.now(), context.workerID, context.lease.seconds, reserved],
+                reserved: reserved, leasedAt: started)
             claimDuration.record(duration: ContinuousClock.now - started)
             return counts
         } catch let error as PostgresError where error.kind == .server && !error.isTransient {
@@ -57,7 +57,7 @@ public struct IngestWorker: BatchWorker {
             let ids = try await context.connection.query(SQL.waiting, [limit]).map { try $0.decode(0, as: Int64.self) }
             for id in ids {
                 do {
-                    _ = try await ingest(SQL.ingest, [[id], context.clock.now()], leasedAt: ContinuousClock.now)
+                    _ = try await ingest(SQL.ingest, [[id], context.clock.now()])
                 } catch let error as PostgresError where error.kind == .server && !error.isTransient {
                     try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
                     context.logger.error(
@@ -69,17 +69,25 @@ public struct IngestWorker: BatchWorker {
         }
     }
 
-    /// Runs one ingest statement and hands what it leased at birth to dispatch (leases asked for
-    /// at `leasedAt`); returns how many notifications it ingested.
-    private func ingest(_ sql: String, _ parameters: [any PostgresEncodable], leasedAt: ContinuousClock.Instant)
-        async throws -> Int
-    {
-        let row = try await context.connection.query(sql, parameters)[0]
+    /// Runs one ingest statement and hands what it leased at birth (into `reserved` room, leases
+    /// asked for at `leasedAt`) to dispatch; returns how many notifications it ingested.
+    private func ingest(
+        _ sql: String, _ parameters: [any PostgresEncodable], reserved: Int = 0,
+        leasedAt: ContinuousClock.Instant = .now
+    ) async throws -> Int {
         let names = ["accepted", "rejected", "expired", "no_devices", "superseded", "deliveries"]
-        let counts = try names.map { try row.decode($0, as: Int.self) }
-        let leased = try row.decode("leased", as: [Int64].self)
+        let counts: [Int]
+        let leased: [Int64]
+        do {
+            let row = try await context.connection.query(sql, parameters)[0]
+            counts = try names.map { try row.decode($0, as: Int.self) }
+            leased = try row.decode("leased", as: [Int64].self)
+        } catch {
+            _ = context.births?.hand([], reserved: reserved, leasedAt: leasedAt)  // the room is free again
+            throw error
+        }
         if let births = context.births {
-            await BirthLeases.release(births.hand(leased, leasedAt: leasedAt), context: context)
+            await BirthLeases.release(births.hand(leased, reserved: reserved, leasedAt: leasedAt), context: context)
         }
         // Every notification taken ends in one of the first five.
         let ingested = counts.prefix(5).reduce(0, +)

@@ -2,8 +2,9 @@ import Foundation
 import HeraldPostgres
 import HeraldQueue
 import HeraldTestSupport
-import HeraldWorkers
 import Testing
+
+@testable import HeraldWorkers
 
 /// Deliveries leased at birth: ingest leases what the daemon's dispatch will take, and dispatch
 /// sends them without claiming them again.
@@ -133,8 +134,37 @@ import Testing
         }
         #expect(runAts.count == 1 && abs(runAts[0].timeIntervalSince(at) - 60) < 0.01)
 
+        // With less than half its lease left, a birth is not read: it runs out and is claimed anew.
+        #expect(try await claim("daemon-a", at: at.addingTimeInterval(31)).isEmpty)
+
         let rescued = try await claim("daemon-a", at: at.addingTimeInterval(61))
         #expect(rescued.map(\.id).sorted() == leased)
         #expect(rescued.allSatisfy { $0.attempts == 2 && $0.abandonedBy == "daemon-a" }, "claimed anew: \(rescued)")
+        // Claimed anew by this daemon (another of its loops, sending them now), they are neither
+        // read again as births nor given back as births.
+        #expect(try await claim("daemon-a", at: at.addingTimeInterval(62)).isEmpty)
+        try await f.db.query(BirthLeases.SQL.release, [leased, "daemon-a", at.addingTimeInterval(62)])
+        let held = try await f.db.query(
+            "SELECT count(*) FROM herald.deliveries WHERE locked_by = 'daemon-a' AND attempts = 2")
+        #expect(try held[0].decode(0, as: Int.self) == 2)
+    }
+
+    /// Room is promised to one ingest statement at a time, so two ingest loops cannot both fill
+    /// it; a statement's hand-over settles its promise, whether it leased anything or failed.
+    @Test func theRoomIsPromisedToOneIngestStatementAtATime() {
+        let births = BirthLeases(capacity: 10) {}
+        #expect(births.reserve() == 10)
+        #expect(births.reserve() == 0, "the first statement holds all the room")
+        #expect(births.hand([1, 2, 3], reserved: 10, leasedAt: .now).isEmpty)
+        #expect(births.room == 7)
+        let failed = births.reserve()
+        #expect(failed == 7)
+        _ = births.hand([], reserved: failed, leasedAt: .now)
+        #expect(births.room == 7, "a failed statement gives its room back")
+        #expect(births.take(upTo: 2).ids == [1, 2])
+        #expect(births.room == 9)
+        #expect(births.close() == [3])
+        #expect(births.room == 0 && births.reserve() == 0)
+        #expect(births.hand([4], reserved: 0, leasedAt: .now) == [4], "refused once dispatch has stopped")
     }
 }

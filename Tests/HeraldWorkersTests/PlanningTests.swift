@@ -9,9 +9,9 @@ import Testing
 /// a generation's partition just opened, went on reading the grown table whole once per
 /// notification, until autovacuum's next ANALYZE (ingest fell to 200 a second at 2,500 in the
 /// soak; recording a batch's outcomes took up to half a second after each generation opened).
-/// Ingest is planned for the table as it is when it runs; dispatch's claim and record keep one
-/// plan per session, made with nothing but index probes and nested loops allowed, so that it
-/// reads the batch however the tables grew. Autovacuum is off for the open generation's
+/// A large ingest is planned for the table as it is when it runs; a small one, and dispatch's
+/// claim and record, keep one plan per session, made with nothing but index probes and nested
+/// loops allowed, so that it reads the batch however the tables grew. Autovacuum is off for the open generation's
 /// partitions here, as it is between its visits.
 @Suite struct PlanningTests {
     /// A database with an app and a device, autovacuum off for `table`'s open partition.

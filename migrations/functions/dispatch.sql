@@ -73,11 +73,14 @@ BEGIN
     ), taken AS (
         SELECT * FROM claimed
         UNION ALL
-        -- Leased at birth: read, not written. Only while `worker` still holds them: one whose
-        -- lease ran out is due again (picked above, or by another daemon's claim).
+        -- Leased at birth: read, not written. Only while they are as ingest leased them (their
+        -- first attempt: a claim after their lease ran out counts a second, even this daemon's)
+        -- and half their lease is left, as a claim's would be: one nearer its end is left to run
+        -- out and be claimed anew, so that no other claim can take it while it is sent.
         SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id
         FROM herald.deliveries d
-        WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.run_at > at
+        WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1
+          AND d.run_at > at + lease / 2
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
            c.device_id, dev.push_token, dev.token_kind,
@@ -155,7 +158,6 @@ LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
 SET plan_cache_mode TO 'force_generic_plan'
 AS $$
-#variable_conflict use_column
 BEGIN
     WITH outcome AS (
         SELECT u.id, u.state, u.name, u.unique_id, u.error, to_timestamp(u.answered) AS answered_at,

@@ -321,10 +321,11 @@ GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with 
 -- a check per row were two thirds of the database's work at 100,000 notifications). SQL
 -- functions with sub-selects are never inlined, so the checks are written into the statement.
 --
--- Planned at every call, for the table as it is (plan_cache_mode): a session keeps a function's
--- plans, and one made on a new deployment's first small table read the whole grown table once
--- per notification of every batch until autovacuum's next ANALYZE (ingest fell to 200 a second
--- at 2,500 in the soak).
+-- A large batch is planned at every call, for the table as it is (plan_cache_mode): a session
+-- keeps a function's plans, and one made on a new deployment's first small table read the whole
+-- grown table once per notification of every batch until autovacuum's next ANALYZE (ingest fell
+-- to 200 a second at 2,500 in the soak). A small batch keeps one plan, made so that it cannot do
+-- that (below).
 CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL, lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
     SET plan_cache_mode = force_custom_plan SET enable_seqscan = on SET enable_hashjoin = on SET enable_mergejoin = on
@@ -337,7 +338,9 @@ BEGIN
     -- ingesting ten notifications. That plan is made without knowing the tables, so it is kept
     -- to primary-key and index probes in nested loops, right at any size (PlanningTests). A
     -- large batch is planned for the call, whose hash joins ingest 500 notifications in half the
-    -- time and amortize the planning. (The SET clauses above restore the caller's settings.)
+    -- time and amortize the planning. The Live Activity events' function below runs with the
+    -- same settings; its statements look rows up by key either way. (The SET clauses above
+    -- restore the caller's settings when this returns.)
     IF cardinality(ids) <= herald.small_ingest() THEN
         PERFORM set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
                 set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
@@ -508,7 +511,7 @@ BEGIN
                CASE WHEN t.leased THEN 1 ELSE 0 END
         FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
                           AS leased
-              FROM (SELECT t.*, lease_to IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
+              FROM (SELECT t.*, lease_to IS NOT NULL AND lease_for IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
                     FROM targets t) AS t) AS t
         -- In notification order, so a later notification's deliveries have larger ids.
         ORDER BY t.notification_id, t.device_id
@@ -563,7 +566,7 @@ GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,i
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
 -- first, skipping those another ingester holds, and ingests them, leasing up to `reserve` of
 -- the deliveries due now to `lease_to` (herald.ingest). The counts add up to how many it took;
--- fewer than `batch` means none was left. Planned at every call, as herald.ingest.
+-- fewer than `batch` means none was left. Its pick is planned at every call.
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
                                               lease_for interval DEFAULT NULL, reserve int DEFAULT 0)
 RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int, leased bigint[])
