@@ -61,9 +61,9 @@ public struct Daemon {
             quotaConnection: connection())
         // Ingest leases deliveries at birth to this daemon's dispatch when it runs both: about
         // one round of the dispatch loops' batches.
-        let names = Set(configuration.workers)
         let births =
-            names.contains("all") || names.isSuperset(of: [WorkerKind.ingest.rawValue, WorkerKind.dispatch.rawValue])
+            WorkerCatalog.includes(.ingest, names: configuration.workers)
+                && WorkerCatalog.includes(.dispatch, names: configuration.workers)
             ? BirthLeases(capacity: configuration.batchSize * configuration.concurrency) {
                 hub.wake(kind: WorkerKind.dispatch.rawValue)
             } : nil

@@ -26,6 +26,11 @@ public enum WorkerCatalog {
         "sleep": { JobWorker(SleepWorker(), queue: $0.jobQueue, logger: $0.logger) }
     ]
 
+    /// Whether the configured names run workers of `kind`.
+    public static func includes(_ kind: WorkerKind, names: [String]) -> Bool {
+        names.contains("all") || names.contains(kind.rawValue)
+    }
+
     /// The factories for the configured names; an unknown name is a configuration error.
     public static func factories(for names: [String]) throws -> [Factory] {
         var factories: [Factory] = []

@@ -15,11 +15,11 @@ import Synchronization
 /// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch
 /// batch takes up to its size from here, and claims from the queue at least ``queueShare`` of
 /// its size however many wait here, so deliveries already queued (a backlog, retries,
-/// scheduled sends coming due) keep their turn. At shutdown what is still
-/// here is given back (``SQL/release``); after a crash, the leases run out and any daemon's
-/// claim takes the deliveries, as for any claim a crash left. The claim reads a delivery from
-/// here only while it is as ingest leased it and half its lease is left; one that waited
-/// longer (the database away) is left to its lease, then claimed anew.
+/// scheduled sends coming due) keep their turn. At shutdown what is still here is given back
+/// (``SQL/release``); after a crash, the leases run out and any daemon's claim takes the
+/// deliveries, as for any claim a crash left. The claim reads a delivery from here only while
+/// it is as ingest leased it and half its lease is left; one that waited longer (the database
+/// away) is left to its lease, then claimed anew.
 public final class BirthLeases: Sendable {
     private struct Handed {
         var ids: [Int64]
@@ -61,7 +61,7 @@ public final class BirthLeases: Sendable {
     }
 
     /// How many more deliveries may be leased at birth now; none once closed.
-    public var room: Int { state.withLock { $0.room } }
+    var room: Int { state.withLock { $0.room } }
 
     /// Promises the room there is now to one ingest statement, which leases up to that many:
     /// two ingest loops cannot both fill it. The statement's ``hand(_:reserved:leasedAt:)``

@@ -90,14 +90,10 @@ import Testing
             INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'n');
             SELECT herald.ingest_next(100);
             """)
-        // Rows of the open generation's partition this session read one by one, and entries of
-        // its indexes, not yet reported (this transaction's and some before it): compared
-        // before and after.
-        let read = """
-            SELECT pg_stat_get_xact_tuples_returned('herald.deliveries_g1'::regclass)::int,
-                   (SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::int FROM pg_index i
-                    WHERE i.indrelid = 'herald.deliveries_g1'::regclass)
-            """
+        // Rows of the table's partitions this session read one by one, and entries of their
+        // indexes, not yet reported (this transaction's and some before it): compared before and
+        // after.
+        let read = Self.tableReads("deliveries")
         // The session's first calls, on a partition of one row: the generic plan is made now.
         for _ in 1...10 { try await connection.withSession { try Self.record([-1], in: $0) } }
         // A batch's worth of rows sent, with their entries still in the index of queued ones.
