@@ -36,6 +36,12 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
 
+        // The HTTP/2 engine HeraldHTTP sends https requests with: nghttp2 over OpenSSL, on epoll.
+        .target(
+            name: "CHTTP2",
+            linkerSettings: [.linkedLibrary("nghttp2"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
+
         // The C shim over OpenSSL libcrypto: PEM and raw P-256 keys, RS256 and ES256 signatures,
         // ECDH, HKDF, AES-128-GCM.
         .target(
@@ -86,7 +92,7 @@ let package = Package(
         // An async HTTP/2 client over the libcurl multi interface, driven by one thread.
         .target(
             name: "HeraldHTTP",
-            dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CCurl", "CHTTP2", .product(name: "Logging", package: "swift-log")]
         ),
         // FCM HTTP v1: service accounts, JWTs, OAuth access tokens, messages, typed outcomes.
         .target(

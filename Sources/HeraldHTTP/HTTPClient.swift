@@ -59,25 +59,12 @@ public final class HTTPClient: Sendable {
         public init() {}
     }
 
-    private struct GuardedLoops {
-        var loops: [TransferLoop] = []
-        var stopped = false
-    }
-
-    private let perLoop: Configuration
-    private let threads: Int
     private let logger: Logger
-    /// Loops for requests that may reach any address (FCM, APNs, the operator's endpoints).
-    private let loops: [TransferLoop]
-    /// Loops for requests that may not reach private addresses, whose every socket is checked.
-    ///
-    /// They are separate because libcurl reuses connections by host and port: a connection to
-    /// `10.0.0.5:443` opened for a trusted request would otherwise carry a later request that
-    /// may not go there, with no socket opened (and checked) for it. Each multi handle has its
-    /// own connection cache, so on these loops every connection was opened through the check.
-    /// (`CURLOPT_FRESH_CONNECT` on the trusted side would do it too, at the price of HTTP/2
-    /// multiplexing for FCM and APNs.)
-    private let guarded = Mutex(GuardedLoops())
+    /// The HTTP/2 engine's loops, for https requests that may reach any address; none behind an
+    /// egress proxy (libcurl speaks to proxies) or when the engine cannot start.
+    private let http2Loops: [HTTP2Loop]
+    /// libcurl's loops, for everything else.
+    private let curl: CurlLoops
     private let next = Atomic<Int>(0)
 
     public init(configuration: Configuration = Configuration(), logger: Logger = Logger(label: "herald.http")) {
@@ -85,20 +72,44 @@ public final class HTTPClient: Sendable {
         let threads = max(1, configuration.threads)
         perLoop.maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / threads)
         perLoop.maxConnections = max(1, configuration.maxConnections / threads)
-        self.perLoop = perLoop
-        self.threads = threads
         self.logger = logger
-        loops = (0..<threads).map { _ in TransferLoop(configuration: perLoop, guardsAddresses: false, logger: logger) }
+        let curl = CurlLoops(configuration: perLoop, threads: threads, logger: logger)
+        self.curl = curl
+        if let proxy = Self.egressProxy() {
+            logger.info("requests go through the egress proxy \(proxy) with libcurl")
+            http2Loops = []
+        } else {
+            var loops: [HTTP2Loop] = []
+            for _ in 0..<threads {
+                guard
+                    let loop = HTTP2Loop(
+                        configuration: perLoop, logger: logger, sendWithoutHTTP2: curl.sendWithoutHTTP2)
+                else { break }
+                loops.append(loop)
+            }
+            http2Loops = loops
+        }
     }
 
     deinit { shutdown() }
 
+    /// The proxy libcurl would send https requests through (`https_proxy`, `all_proxy`, in either
+    /// case), with its credentials left out.
+    private static func egressProxy() -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        for name in ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+            if let value = environment[name], !value.isEmpty {
+                return value.split(separator: "@").last.map(String.init) ?? value
+            }
+        }
+        return nil
+    }
+
     /// Sends a request and waits for its response.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         if let error = request.invalidity { throw error }
-        let loop = nextLoop(guarded: !request.allowPrivateAddresses)
         return try await withCheckedThrowingContinuation { continuation in
-            loop.submit([Transfer(request: request) { continuation.resume(with: $0) }])
+            submit([Transfer(request: request) { continuation.resume(with: $0) }])
         }
     }
 
@@ -110,43 +121,120 @@ public final class HTTPClient: Sendable {
         guard !requests.isEmpty else { return [] }
         return await withCheckedContinuation { continuation in
             let collector = BatchCollector(count: requests.count, continuation: continuation)
-            var trusted: [Transfer] = []
-            var restricted: [Transfer] = []
+            var transfers: [Transfer] = []
+            transfers.reserveCapacity(requests.count)
             for (index, request) in requests.enumerated() {
                 if let error = request.invalidity {
                     collector.record(.failure(error), at: index)
                     continue
                 }
-                let transfer = Transfer(request: request) { collector.record($0, at: index) }
-                if request.allowPrivateAddresses { trusted.append(transfer) } else { restricted.append(transfer) }
+                transfers.append(Transfer(request: request) { collector.record($0, at: index) })
             }
-            if !trusted.isEmpty { nextLoop(guarded: false).submit(trusted) }
-            if !restricted.isEmpty { nextLoop(guarded: true).submit(restricted) }
+            submit(transfers)
         }
     }
 
-    private func nextLoop(guarded: Bool) -> TransferLoop {
+    /// Hands transfers to the loops that send them: the HTTP/2 engine's, or libcurl's.
+    private func submit(_ transfers: [Transfer]) {
         let turn = next.add(1, ordering: .relaxed).oldValue
-        guard guarded else { return loops[turn % loops.count] }
-        return self.guarded.withLock { state in
-            // Once shut down, a trusted loop (stopped) fails the request as shut down.
-            if state.stopped { return loops[0] }
-            if state.loops.isEmpty {
-                state.loops = (0..<threads).map { _ in
-                    TransferLoop(configuration: perLoop, guardsAddresses: true, logger: logger)
-                }
+        var http2: [Transfer] = []
+        var trusted: [Transfer] = []
+        var restricted: [Transfer] = []
+        for transfer in transfers {
+            if !transfer.request.allowPrivateAddresses {
+                restricted.append(transfer)
+            } else if !http2Loops.isEmpty && transfer.request.url.utf8.starts(with: "https://".utf8)
+                && !curl.isWithoutHTTP2(transfer.origin)
+            {
+                http2.append(transfer)
+            } else {
+                trusted.append(transfer)
             }
-            return state.loops[turn % state.loops.count]
         }
+        if !http2.isEmpty { http2Loops[turn % http2Loops.count].submit(http2) }
+        if !trusted.isEmpty { curl.loop(guarded: false, turn: turn).submit(trusted) }
+        if !restricted.isEmpty { curl.loop(guarded: true, turn: turn).submit(restricted) }
     }
 
     /// Fails what is still queued or in flight and stops the transfer threads.
     public func shutdown() {
-        let restricted = guarded.withLock { state in
-            state.stopped = true
-            return state.loops
+        http2Loops.forEach { $0.stop() }
+        curl.stop()
+    }
+}
+
+/// libcurl's loops, started on first use: those for requests that may reach any address, and
+/// those for requests that may not reach private addresses, whose every socket is checked.
+///
+/// The two are separate because libcurl reuses connections by host and port: a connection to
+/// `10.0.0.5:443` opened for a trusted request would otherwise carry a later request that may
+/// not go there, with no socket opened (and checked) for it. Each multi handle has its own
+/// connection cache, so on the guarded loops every connection was opened through the check.
+/// (`CURLOPT_FRESH_CONNECT` on the trusted side would do it too, at the price of HTTP/2
+/// multiplexing.)
+final class CurlLoops: Sendable {
+    private struct State {
+        var trusted: [TransferLoop] = []
+        var guarded: [TransferLoop] = []
+        /// https origins whose servers did not offer HTTP/2: libcurl sends their requests.
+        var withoutHTTP2: Set<Substring> = []
+        var stopped = false
+    }
+
+    private let configuration: HTTPClient.Configuration
+    private let threads: Int
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let anyWithoutHTTP2 = Atomic<Bool>(false)
+
+    init(configuration: HTTPClient.Configuration, threads: Int, logger: Logger) {
+        self.configuration = configuration
+        self.threads = threads
+        self.logger = logger
+    }
+
+    func loop(guarded: Bool, turn: Int) -> TransferLoop {
+        state.withLock { state in
+            if guarded ? state.guarded.isEmpty : state.trusted.isEmpty {
+                let loops = (0..<threads).map { _ in
+                    TransferLoop(configuration: configuration, guardsAddresses: guarded, logger: logger)
+                }
+                // Once shut down, a new loop is stopped at once and fails the request as shut down.
+                if state.stopped { loops.forEach { $0.stop() } }
+                if guarded { state.guarded = loops } else { state.trusted = loops }
+            }
+            let loops = guarded ? state.guarded : state.trusted
+            return loops[turn % loops.count]
         }
-        (loops + restricted).forEach { $0.stop() }
+    }
+
+    func isWithoutHTTP2(_ origin: Substring) -> Bool {
+        anyWithoutHTTP2.load(ordering: .relaxed) && state.withLock { $0.withoutHTTP2.contains(origin) }
+    }
+
+    /// For a request the HTTP/2 engine handed back, nothing sent: its server does not offer
+    /// HTTP/2, so it and the origin's later requests go to libcurl.
+    var sendWithoutHTTP2: @Sendable (Transfer) -> Void {
+        { [weak self] transfer in
+            guard let self else {
+                transfer.complete(.failure(HTTPClientError(kind: .shutdown, message: "the HTTP client was shut down")))
+                return
+            }
+            let first = state.withLock { $0.withoutHTTP2.insert(transfer.origin).inserted }
+            anyWithoutHTTP2.store(true, ordering: .relaxed)
+            if first {
+                logger.info("\(transfer.origin) does not offer HTTP/2 over TLS; its requests go with libcurl")
+            }
+            loop(guarded: false, turn: 0).submit([transfer])
+        }
+    }
+
+    func stop() {
+        let loops = state.withLock { state in
+            state.stopped = true
+            return state.trusted + state.guarded
+        }
+        loops.forEach { $0.stop() }
     }
 }
 
@@ -188,7 +276,10 @@ final class Transfer: @unchecked Sendable {
     var headerList: UnsafeMutablePointer<curl_slist>?
     /// The easy handle carrying this transfer, once started.
     var easy: UnsafeMutableRawPointer?
-    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    /// libcurl's words for a failure, once the transfer is with libcurl.
+    var errorBuffer: UnsafeMutablePointer<CChar>?
+    /// Set by the HTTP/2 engine's loop: sends the transfer with libcurl instead.
+    var sendWithoutHTTP2: (@Sendable (Transfer) -> Void)?
     /// On a loop that guards addresses: what the transfer may reach, and what it was refused.
     var addressGuard: UnsafeMutablePointer<herald_address_guard>?
 
@@ -196,12 +287,11 @@ final class Transfer: @unchecked Sendable {
         self.request = request
         self.complete = complete
         origin = HTTPRequest.origin(of: request.url)
-        errorBuffer.initialize(to: 0)
     }
 
     deinit {
         curl_slist_free_all(headerList)
-        errorBuffer.deallocate()
+        errorBuffer?.deallocate()
         addressGuard?.deallocate()
     }
 }
@@ -469,7 +559,10 @@ final class TransferLoop: @unchecked Sendable {
         let timeout = request.timeout ?? configuration.timeout
         herald_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(timeout.milliseconds))
         herald_easy_setopt_pointer(easy, CURLOPT_PRIVATE, pointer)
-        herald_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(to: 0)
+        transfer.errorBuffer = errorBuffer
+        herald_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         herald_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, pointer)
         herald_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, pointer)
         if guardsAddresses {
@@ -567,7 +660,7 @@ final class TransferLoop: @unchecked Sendable {
                                 "the connection stopped answering (nothing received for \(configuration.stallTimeout), not even an answer to a PING) and was closed; the request may be sent again"
                         )))
             } else {
-                transfer.complete(.failure(Self.error(code, transfer.errorBuffer)))
+                transfer.complete(.failure(Self.error(code, transfer.errorBuffer!)))
             }
         }
     }

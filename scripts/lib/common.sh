@@ -44,7 +44,7 @@ install_libcurl8() {
 # and lintian to build and check the Debian package; promtool for the alert rules; pg_auto_failover
 # and PgBouncer for the failover tests, which run their own).
 install_herald_dependencies() {
-  install_packages pkg-config libpq-dev libssl-dev openssl postgresql postgresql-contrib python3 \
+  install_packages pkg-config libpq-dev libssl-dev libnghttp2-dev openssl postgresql postgresql-contrib python3 \
     nginx-light nghttp2-client curl systemd procps dpkg-dev fakeroot lintian postgresql-15-auto-failover pgbouncer
   install_libcurl8
   install_promtool

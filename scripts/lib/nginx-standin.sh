@@ -5,22 +5,25 @@
 # With UPSTREAM (a port on 127.0.0.1), it is instead the TLS and HTTP/2 front of the emulator
 # there, as push services are https: every request is passed on to it. With CLIENT_CA (a PEM
 # file), it also asks for a client certificate signed by it, as APNs does, and tells the
-# emulator the verdict in X-Client-Verify (SUCCESS, FAILED:… or NONE).
+# emulator the verdict in X-Client-Verify (SUCCESS, FAILED:… or NONE). With PROTOCOL http/1.1,
+# it offers no HTTP/2 (as a server without it); empty arguments are the defaults.
 #
-#   nginx-standin.sh start DIR [REQUESTS] [UPSTREAM] [CLIENT_CA]   # prints the port; DIR/cert.pem is the CA bundle to trust
+#   nginx-standin.sh start DIR [REQUESTS] [UPSTREAM] [CLIENT_CA] [PROTOCOL]   # prints the port; DIR/cert.pem is the CA bundle to trust
 #   nginx-standin.sh stop DIR
 #
 # With REQUESTS, nginx ends each connection with a GOAWAY after that many requests, as Google's
 # front ends end connections from time to time; without it, connections last the whole run.
 #
 # The access log (DIR/access.log) records each request's connection serial number and its
-# count on that connection, so tests can see how requests were multiplexed.
+# count on that connection, so tests can see how requests were multiplexed, and last the
+# client certificate's verdict.
 set -euo pipefail
 command=${1:?start or stop}
 dir=${2:?a directory}
 requests=${3:-10000000}
 upstream=${4:-}
 client_ca=${5:-}
+protocol=${6:-}
 
 case "$command" in
 start)
@@ -67,7 +70,7 @@ pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events { worker_connections 4096; }
 http {
-    log_format standin '\$connection \$connection_requests \$server_protocol \$request_method \$uri \$status';
+    log_format standin '\$connection \$connection_requests \$server_protocol \$request_method \$uri \$status \$ssl_client_verify';
     access_log $dir/access.log standin buffer=64k flush=100ms;
     client_body_temp_path $dir/tmp/body;
     proxy_temp_path $dir/tmp/proxy;
@@ -79,7 +82,7 @@ http {
     keepalive_timeout 300s;
     http2_max_concurrent_streams 256;
     server {
-        listen 127.0.0.1:$port ssl http2;
+        listen 127.0.0.1:$port ssl$([ "$protocol" = http/1.1 ] || echo ' http2');
         ssl_certificate $dir/cert.pem;
         ssl_certificate_key $dir/key.pem;
         ${client_ca:+ssl_client_certificate $client_ca; ssl_verify_client optional;}

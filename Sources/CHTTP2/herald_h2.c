@@ -1,0 +1,1248 @@
+// The HTTP/2 engine: see include/herald_h2.h.
+//
+// Origins (host, port, client certificate) each own a queue of waiting requests and up to
+// max_connections_per_origin connections. A connection is resolved (on a thread of its own
+// unless the host is an IP literal), connected (non-blocking), handshaken (TLS, ALPN h2) and
+// then carries up to max_streams streams. Requests wait in their own origin's queue, never
+// behind another origin's, and go out as streams when a connection has room. The frames a pass
+// produces for a connection leave in one TLS write (what corking does for libcurl).
+#define _GNU_SOURCE
+#include "herald_h2.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/pkcs12.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/// A stream the server refused unprocessed (past a GOAWAY's last stream, or REFUSED_STREAM) is
+/// sent again on another connection, up to this many times; then it fails as a connection error.
+#define MAX_REFUSALS 5
+/// How often requests' deadlines and connections' stalls are looked at.
+#define SWEEP_MS 20
+
+// ---------------------------------------------------------------------------------------------
+// Buffers and request lists
+
+typedef struct buffer {
+    uint8_t *bytes;
+    size_t length, capacity;
+} buffer;
+
+static int buffer_append(buffer *b, const void *bytes, size_t length) {
+    if (b->length + length > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 256;
+        while (capacity < b->length + length) capacity *= 2;
+        uint8_t *grown = realloc(b->bytes, capacity);
+        if (!grown) return -1;
+        b->bytes = grown;
+        b->capacity = capacity;
+    }
+    memcpy(b->bytes + b->length, bytes, length);
+    b->length += length;
+    return 0;
+}
+
+struct connection;
+struct origin;
+
+typedef struct request {
+    struct request *next, *previous;  // in its origin's queue, or its connection's streams
+    struct origin *origin;
+    struct connection *connection;  // while it is a stream
+    int32_t stream_id;
+    void *context;
+    nghttp2_nv *fields;
+    size_t field_count;
+    const uint8_t *body;
+    size_t body_length, body_sent;
+    long timeout_ms;
+    int64_t deadline;
+    int refusals;
+    int status;
+    int opened_connection;
+    buffer headers, response;
+} request;
+
+typedef struct list {
+    request *first, *last;
+    size_t count;
+} list;
+
+static void list_append(list *l, request *r) {
+    r->next = NULL;
+    r->previous = l->last;
+    if (l->last) l->last->next = r; else l->first = r;
+    l->last = r;
+    l->count++;
+}
+
+static void list_prepend(list *l, request *r) {
+    r->previous = NULL;
+    r->next = l->first;
+    if (l->first) l->first->previous = r; else l->last = r;
+    l->first = r;
+    l->count++;
+}
+
+static void list_remove(list *l, request *r) {
+    if (r->previous) r->previous->next = r->next; else l->first = r->next;
+    if (r->next) r->next->previous = r->previous; else l->last = r->previous;
+    r->next = r->previous = NULL;
+    l->count--;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Types
+
+/// Where name resolutions done on their own threads come back. Shared with those threads, and
+/// freed by whichever lets go last (the engine may be freed while a lookup still runs).
+typedef struct mailbox {
+    pthread_mutex_t lock;
+    struct resolution *done;
+    int wake;  // the engine's eventfd, closed with the mailbox
+    int references;
+    int open;
+} mailbox;
+
+typedef struct resolution {
+    struct resolution *next;
+    mailbox *mailbox;
+    struct connection *connection;  // NULL once its connection went away
+    char *host;
+    char service[8];
+    struct addrinfo *addresses;
+    int error;
+} resolution;
+
+enum state { RESOLVING, CONNECTING, HANDSHAKING, READY };
+
+typedef struct connection {
+    struct connection *next;  // in its origin's connections, then in the engine's dead ones
+    struct herald_h2_engine *engine;
+    struct origin *origin;  // NULL once closed
+    enum state state;
+    int fd;
+    SSL *ssl;
+    nghttp2_session *session;
+    resolution *resolution;
+    struct addrinfo *addresses, *next_address;
+    int64_t connect_deadline;
+    list streams;
+    /// No new streams: a GOAWAY came, or stream ids ran out.
+    int draining;
+    int opened_reported;
+    uint32_t events;  // what epoll watches for
+    int dirty;        // has frames to send
+    struct connection *next_dirty;
+    buffer output;
+    size_t output_sent;
+    int64_t last_received, waiting_since, ping_sent;
+    char address[64];
+} connection;
+
+typedef struct origin {
+    struct origin *next;
+    char *host, *authority, *certificate, *password;
+    int port;
+    SSL_CTX *tls;  // the engine's, or one of its own for a client certificate
+    char *tls_error;  // why the certificate could not be used
+    list waiting;
+    connection *connections;
+    int connection_count;
+    int scheduled;
+    struct origin *next_scheduled;
+} origin;
+
+struct herald_h2_engine {
+    herald_h2_config config;
+    char *ca_file;
+    herald_h2_completion completion;
+    nghttp2_session_callbacks *callbacks;
+    nghttp2_option *options;
+    int epoll;
+    mailbox *mailbox;
+    SSL_CTX *tls;
+    origin *origins;
+    origin *scheduled;
+    connection *dirty;
+    connection *dead;
+    int connection_count;
+    /// Requests submitted and not completed: while there are any, deadlines are swept.
+    size_t outstanding;
+    int64_t next_sweep;
+};
+
+static void connection_connect(struct connection *c);
+
+static int64_t now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completions
+
+static void complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message) {
+    herald_h2_result result = {
+        .outcome = outcome,
+        .status = r->status,
+        .headers = r->headers.bytes,
+        .headers_length = r->headers.length,
+        .body = r->response.bytes,
+        .body_length = r->response.length,
+        .opened_connection = r->opened_connection,
+        .message = message ? message : "",
+    };
+    engine->outstanding--;
+    engine->completion(r->context, &result);
+    free(r->headers.bytes);
+    free(r->response.bytes);
+    free(r);  // the fields and body live in the same block
+}
+
+static void fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message) {
+    while (o->waiting.first) {
+        request *r = o->waiting.first;
+        list_remove(&o->waiting, r);
+        complete(engine, r, outcome, message);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connections
+
+static void schedule(herald_h2_engine *engine, origin *o) {
+    if (o->scheduled) return;
+    o->scheduled = 1;
+    o->next_scheduled = engine->scheduled;
+    engine->scheduled = o;
+}
+
+static void mark_dirty(connection *c) {
+    if (c->dirty) return;
+    c->dirty = 1;
+    c->next_dirty = c->engine->dirty;
+    c->engine->dirty = c;
+}
+
+static void watch(connection *c, uint32_t events) {
+    if (c->fd < 0 || c->events == events) return;
+    struct epoll_event event = {.events = events, .data.ptr = c};
+    epoll_ctl(c->engine->epoll, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &event);
+    c->events = events;
+}
+
+/// Closes a connection. Its streams fail with `outcome` and `message`; for HERALD_H2_NOT_HTTP2
+/// (nothing was sent), so do all the origin's waiting requests, to be sent another way.
+static void connection_close(connection *c, herald_h2_outcome outcome, const char *message) {
+    herald_h2_engine *engine = c->engine;
+    origin *o = c->origin;
+    if (!o) return;
+    for (connection **link = &o->connections; *link; link = &(*link)->next) {
+        if (*link == c) {
+            *link = c->next;
+            break;
+        }
+    }
+    o->connection_count--;
+    // Origins held back by the engine's limit may open one now.
+    if (engine->connection_count-- == engine->config.max_connections)
+        for (origin *other = engine->origins; other; other = other->next)
+            if (other->waiting.first) schedule(engine, other);
+    list streams = c->streams;
+    c->streams = (list){0};
+    for (request *r = streams.first; r; r = r->next) r->connection = NULL;
+    if (c->session) nghttp2_session_del(c->session);
+    c->session = NULL;
+    if (c->ssl) SSL_free(c->ssl);
+    c->ssl = NULL;
+    if (c->fd >= 0) close(c->fd);  // which also takes it out of epoll
+    c->fd = -1;
+    if (c->resolution) {
+        pthread_mutex_lock(&c->resolution->mailbox->lock);
+        c->resolution->connection = NULL;
+        pthread_mutex_unlock(&c->resolution->mailbox->lock);
+        c->resolution = NULL;
+    }
+    if (c->addresses) freeaddrinfo(c->addresses);
+    c->addresses = c->next_address = NULL;
+    c->origin = NULL;
+    // Freed at the end of the pass: an epoll event or the dirty list may still name it.
+    c->next = engine->dead;
+    engine->dead = c;
+    for (request *r = streams.first, *next; r; r = next) {
+        next = r->next;
+        complete(engine, r, outcome, message);
+    }
+    if (outcome == HERALD_H2_NOT_HTTP2) fail_waiting(engine, o, outcome, message);
+    schedule(engine, o);
+}
+
+/// A connection that could not be made: the origin's waiting requests fail with its reason if
+/// no other connection is open or on its way (they would wait for nothing).
+static void connection_fail_opening(connection *c, const char *message) {
+    origin *o = c->origin;
+    herald_h2_engine *engine = c->engine;
+    connection_close(c, HERALD_H2_CONNECTION, message);
+    if (!o->connections) fail_waiting(engine, o, HERALD_H2_CONNECTION, message);
+}
+
+static ssize_t send_body(nghttp2_session *session, int32_t stream_id, uint8_t *into, size_t length,
+                         uint32_t *flags, nghttp2_data_source *source, void *user_data) {
+    (void)session, (void)stream_id, (void)user_data;
+    request *r = source->ptr;
+    size_t left = r->body_length - r->body_sent;
+    size_t n = left < length ? left : length;
+    memcpy(into, r->body + r->body_sent, n);
+    r->body_sent += n;
+    if (r->body_sent == r->body_length) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int start_stream(connection *c, request *r) {
+    nghttp2_data_provider provider = {.source.ptr = r, .read_callback = send_body};
+    r->body_sent = 0;
+    int32_t id = nghttp2_submit_request(c->session, NULL, r->fields, r->field_count,
+                                        r->body_length ? &provider : NULL, r);
+    if (id < 0) return id;
+    r->stream_id = id;
+    r->connection = c;
+    if (c->streams.count == 0) c->waiting_since = now_ms();
+    list_append(&c->streams, r);
+    if (!c->opened_reported) {
+        c->opened_reported = 1;
+        r->opened_connection = 1;
+    }
+    mark_dirty(c);
+    return 0;
+}
+
+static size_t stream_limit(connection *c) {
+    uint32_t server = nghttp2_session_get_remote_settings(c->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+    uint32_t ours = (uint32_t)c->engine->config.max_streams;
+    return server < ours ? server : ours;
+}
+
+// nghttp2's callbacks; user_data is the connection.
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t name_length,
+                     const uint8_t *value, size_t value_length, uint8_t flags, void *user_data) {
+    (void)flags, (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!r) return 0;
+    if (name_length == 7 && memcmp(name, ":status", 7) == 0) {
+        int status = 0;
+        for (size_t i = 0; i < value_length && i < 3; i++) status = status * 10 + (value[i] - '0');
+        r->status = status;
+        // An interim answer (1xx) is followed by the real one, whose headers are the ones kept.
+        r->headers.length = 0;
+        return 0;
+    }
+    if (buffer_append(&r->headers, name, name_length) || buffer_append(&r->headers, ": ", 2) ||
+        buffer_append(&r->headers, value, value_length) || buffer_append(&r->headers, "\r\n", 2))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_data(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t length,
+                   void *user_data) {
+    (void)flags, (void)user_data;
+    request *r = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (r && buffer_append(&r->response, data, length)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    (void)session;
+    connection *c = user_data;
+    if (!c->origin) return 0;
+    if (frame->hd.type == NGHTTP2_GOAWAY) c->draining = 1;
+    // A GOAWAY's refused streams, or SETTINGS with another stream limit: the queue may move.
+    if (frame->hd.type == NGHTTP2_GOAWAY || frame->hd.type == NGHTTP2_SETTINGS) schedule(c->engine, c->origin);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
+    connection *c = user_data;
+    request *r = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!r || r->connection != c || !c->origin) return 0;
+    herald_h2_engine *engine = c->engine;
+    origin *o = c->origin;
+    list_remove(&c->streams, r);
+    r->connection = NULL;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    schedule(engine, o);
+    if (error_code == NGHTTP2_NO_ERROR && r->status >= 200) {
+        complete(engine, r, HERALD_H2_OK, NULL);
+    } else if (error_code == NGHTTP2_REFUSED_STREAM && r->status == 0) {
+        // Never processed: send it again, first in line, on another stream.
+        if (++r->refusals >= MAX_REFUSALS) {
+            char message[160];
+            snprintf(message, sizeof message,
+                     "the server refused the request %d times (it ended its connections before taking it); it was "
+                     "never processed",
+                     r->refusals);
+            complete(engine, r, HERALD_H2_CONNECTION, message);
+        } else {
+            r->headers.length = r->response.length = 0;
+            r->opened_connection = 0;
+            list_prepend(&o->waiting, r);
+        }
+    } else {
+        char message[160];
+        snprintf(message, sizeof message, "the server reset the HTTP/2 stream (%s)",
+                 nghttp2_http2_strerror(error_code));
+        complete(engine, r, HERALD_H2_CONNECTION, message);
+    }
+    return 0;
+}
+
+// TLS and sockets
+
+static void tls_failure(char *into, size_t size, const char *what, SSL *ssl) {
+    long verified = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+    unsigned long code = ERR_peek_error();
+    if (verified != X509_V_OK) {
+        snprintf(into, size, "%s: the server's certificate is not trusted: %s", what,
+                 X509_verify_cert_error_string(verified));
+    } else if (code) {
+        char reason[200];
+        ERR_error_string_n(code, reason, sizeof reason);
+        snprintf(into, size, "%s: %s", what, reason);
+    } else {
+        snprintf(into, size, "%s: %s", what, errno ? strerror(errno) : "the connection ended");
+    }
+    ERR_clear_error();
+}
+
+static void connection_ready(connection *c) {
+    const unsigned char *protocol = NULL;
+    unsigned int length = 0;
+    SSL_get0_alpn_selected(c->ssl, &protocol, &length);
+    if (length != 2 || memcmp(protocol, "h2", 2) != 0) {
+        connection_close(c, HERALD_H2_NOT_HTTP2, "the server does not offer HTTP/2");
+        return;
+    }
+    if (nghttp2_session_client_new2(&c->session, c->engine->callbacks, c, c->engine->options) != 0) {
+        connection_fail_opening(c, "out of memory");
+        return;
+    }
+    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
+    nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 1);
+    c->state = READY;
+    c->last_received = now_ms();
+    watch(c, EPOLLIN);
+    mark_dirty(c);
+    schedule(c->engine, c->origin);
+}
+
+static void connection_handshake(connection *c) {
+    ERR_clear_error();
+    errno = 0;
+    int result = SSL_connect(c->ssl);
+    if (result == 1) {
+        connection_ready(c);
+        return;
+    }
+    switch (SSL_get_error(c->ssl, result)) {
+    case SSL_ERROR_WANT_READ:
+        watch(c, EPOLLIN);
+        return;
+    case SSL_ERROR_WANT_WRITE:
+        watch(c, EPOLLIN | EPOLLOUT);
+        return;
+    default: {
+        char what[128], message[384];
+        snprintf(what, sizeof what, "TLS handshake with %s failed", c->address);
+        tls_failure(message, sizeof message, what, c->ssl);
+        connection_fail_opening(c, message);
+    }
+    }
+}
+
+static int is_ip_literal(const char *host) {
+    unsigned char address[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, host, address) == 1 || inet_pton(AF_INET6, host, address) == 1;
+}
+
+static void connection_connected(connection *c) {
+    int error = 0;
+    socklen_t length = sizeof error;
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error) {
+        char message[256];
+        snprintf(message, sizeof message, "could not connect to %s: %s", c->address, strerror(error));
+        if (c->next_address) {
+            // Another of the name's addresses may answer.
+            epoll_ctl(c->engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
+            close(c->fd);
+            c->fd = -1;
+            c->events = 0;
+            connection_connect(c);
+            return;
+        }
+        connection_fail_opening(c, message);
+        return;
+    }
+    origin *o = c->origin;
+    c->ssl = SSL_new(o->tls);
+    if (!c->ssl) {
+        connection_fail_opening(c, "out of memory");
+        return;
+    }
+    SSL_set_fd(c->ssl, c->fd);
+    SSL_set_connect_state(c->ssl);
+    if (is_ip_literal(o->host)) {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), o->host);
+    } else {
+        SSL_set_tlsext_host_name(c->ssl, o->host);
+        SSL_set1_host(c->ssl, o->host);
+    }
+    c->state = HANDSHAKING;
+    connection_handshake(c);
+}
+
+/// Connects to the next of the name's addresses.
+static void connection_connect(connection *c) {
+    char message[256] = "no address to connect to";
+    while (c->next_address) {
+        struct addrinfo *address = c->next_address;
+        c->next_address = address->ai_next;
+        char host[INET6_ADDRSTRLEN] = "";
+        void *raw = address->ai_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)address->ai_addr)->sin6_addr
+                                                   : (void *)&((struct sockaddr_in *)address->ai_addr)->sin_addr;
+        inet_ntop(address->ai_family, raw, host, sizeof host);
+        snprintf(c->address, sizeof c->address, address->ai_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host,
+                 c->origin->port);
+        int fd = socket(address->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(message, sizeof message, "could not open a socket: %s", strerror(errno));
+            continue;
+        }
+        int on = 1, idle = 30, interval = 10, count = 3;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+        if (connect(fd, address->ai_addr, address->ai_addrlen) == 0 || errno == EINPROGRESS) {
+            c->fd = fd;
+            c->state = CONNECTING;
+            watch(c, EPOLLOUT);
+            return;
+        }
+        snprintf(message, sizeof message, "could not connect to %s: %s", c->address, strerror(errno));
+        close(fd);
+    }
+    connection_fail_opening(c, message);
+}
+
+static void *resolve(void *argument) {
+    resolution *job = argument;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+    job->error = getaddrinfo(job->host, job->service, &hints, &job->addresses);
+    mailbox *box = job->mailbox;
+    pthread_mutex_lock(&box->lock);
+    int free_box = 0;
+    if (box->open && job->connection) {
+        job->next = box->done;
+        box->done = job;
+        uint64_t one = 1;
+        (void)!write(box->wake, &one, sizeof one);
+    } else {
+        if (job->addresses) freeaddrinfo(job->addresses);
+        free(job->host);
+        free(job);
+    }
+    free_box = --box->references == 0;
+    pthread_mutex_unlock(&box->lock);
+    if (free_box) {
+        close(box->wake);
+        pthread_mutex_destroy(&box->lock);
+        free(box);
+    }
+    return NULL;
+}
+
+static void resolved(resolution *job) {
+    connection *c = job->connection;
+    c->resolution = NULL;
+    if (job->error) {
+        char message[256];
+        snprintf(message, sizeof message, "could not resolve %s: %s", c->origin->host, gai_strerror(job->error));
+        connection_fail_opening(c, message);
+    } else {
+        c->addresses = c->next_address = job->addresses;
+        job->addresses = NULL;
+        connection_connect(c);
+    }
+    if (job->addresses) freeaddrinfo(job->addresses);
+    free(job->host);
+    free(job);
+}
+
+static void connection_open(herald_h2_engine *engine, origin *o) {
+    connection *c = calloc(1, sizeof *c);
+    if (!c) return;
+    c->engine = engine;
+    c->origin = o;
+    c->fd = -1;
+    c->state = RESOLVING;
+    c->connect_deadline = now_ms() + engine->config.connect_timeout_ms;
+    c->next = o->connections;
+    o->connections = c;
+    o->connection_count++;
+    engine->connection_count++;
+    snprintf(c->address, sizeof c->address, "%s", o->authority);
+    char service[8];
+    snprintf(service, sizeof service, "%d", o->port);
+    // An IP literal needs no lookup.
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
+    struct addrinfo *addresses = NULL;
+    if (getaddrinfo(o->host, service, &hints, &addresses) == 0) {
+        c->addresses = c->next_address = addresses;
+        connection_connect(c);
+        return;
+    }
+    resolution *job = calloc(1, sizeof *job);
+    if (!job || !(job->host = strdup(o->host))) {
+        free(job);
+        connection_fail_opening(c, "out of memory");
+        return;
+    }
+    memcpy(job->service, service, sizeof service);
+    job->mailbox = engine->mailbox;
+    job->connection = c;
+    c->resolution = job;
+    pthread_mutex_lock(&engine->mailbox->lock);
+    engine->mailbox->references++;
+    pthread_mutex_unlock(&engine->mailbox->lock);
+    pthread_t thread;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attributes, 256 * 1024);
+    if (pthread_create(&thread, &attributes, resolve, job) != 0) {
+        pthread_mutex_lock(&engine->mailbox->lock);
+        engine->mailbox->references--;
+        pthread_mutex_unlock(&engine->mailbox->lock);
+        c->resolution = NULL;
+        free(job->host);
+        free(job);
+        connection_fail_opening(c, "could not start a thread to resolve the host name");
+    }
+    pthread_attr_destroy(&attributes);
+}
+
+/// Sends what the connection's session has to send, in as few TLS writes as it allows.
+static void connection_flush(connection *c) {
+    for (;;) {
+        while (c->output.length < 256 * 1024) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(c->session, &data);
+            if (n < 0) {
+                char message[128];
+                snprintf(message, sizeof message, "HTTP/2 error: %s", nghttp2_strerror((int)n));
+                connection_close(c, HERALD_H2_CONNECTION, message);
+                return;
+            }
+            if (n == 0) break;
+            if (buffer_append(&c->output, data, (size_t)n)) {
+                connection_close(c, HERALD_H2_CONNECTION, "out of memory");
+                return;
+            }
+        }
+        if (c->output_sent == c->output.length) break;
+        while (c->output_sent < c->output.length) {
+            ERR_clear_error();
+            errno = 0;
+            int n = SSL_write(c->ssl, c->output.bytes + c->output_sent, (int)(c->output.length - c->output_sent));
+            if (n > 0) {
+                c->output_sent += (size_t)n;
+                continue;
+            }
+            int error = SSL_get_error(c->ssl, n);
+            if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) {
+                watch(c, EPOLLIN | EPOLLOUT);
+                return;
+            }
+            char what[128], message[384];
+            snprintf(what, sizeof what, "sending to %s failed", c->address);
+            tls_failure(message, sizeof message, what, NULL);
+            connection_close(c, HERALD_H2_CONNECTION, message);
+            return;
+        }
+        c->output.length = c->output_sent = 0;
+    }
+    watch(c, EPOLLIN);
+    // Nothing more to say or hear (a GOAWAY was sent or received, its streams done).
+    if ((c->draining && c->streams.count == 0) ||
+        (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)))
+        connection_close(c, HERALD_H2_CONNECTION, "the server ended the connection");
+}
+
+static void connection_read(connection *c) {
+    uint8_t input[32 * 1024];
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        int n = SSL_read(c->ssl, input, sizeof input);
+        if (n > 0) {
+            c->last_received = now_ms();
+            ssize_t used = nghttp2_session_mem_recv(c->session, input, (size_t)n);
+            if (!c->origin) return;  // closed meanwhile
+            if (used < 0) {
+                char message[128];
+                snprintf(message, sizeof message, "HTTP/2 error from %s: %s", c->address, nghttp2_strerror((int)used));
+                connection_close(c, HERALD_H2_CONNECTION, message);
+                return;
+            }
+            continue;
+        }
+        int error = SSL_get_error(c->ssl, n);
+        if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) break;
+        char what[128], message[384];
+        if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && errno == 0)) {
+            snprintf(message, sizeof message, "the server at %s closed the connection", c->address);
+        } else {
+            snprintf(what, sizeof what, "receiving from %s failed", c->address);
+            tls_failure(message, sizeof message, what, NULL);
+        }
+        connection_close(c, HERALD_H2_CONNECTION, message);
+        return;
+    }
+    mark_dirty(c);  // acknowledgements, window updates
+}
+
+static void connection_event(connection *c, uint32_t events) {
+    if (!c->origin) return;
+    switch (c->state) {
+    case RESOLVING:
+        return;
+    case CONNECTING:
+        connection_connected(c);
+        return;
+    case HANDSHAKING:
+        connection_handshake(c);
+        return;
+    case READY:
+        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connection_read(c);
+        if (c->origin && (events & EPOLLOUT)) mark_dirty(c);
+        return;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduling and time
+
+/// Makes room under the engine's connection limit, as libcurl's connection cache does: closes a
+/// connection that carries no stream. Returns whether it found one.
+static int close_idle_connection(herald_h2_engine *engine) {
+    for (origin *o = engine->origins; o; o = o->next)
+        for (connection *c = o->connections; c; c = c->next)
+            if (c->state == READY && c->streams.count == 0) {
+                connection_close(c, HERALD_H2_CONNECTION, "");
+                return 1;
+            }
+    return 0;
+}
+
+/// Puts the origin's waiting requests on connections with room, opening connections as needed.
+static void origin_dispatch(herald_h2_engine *engine, origin *o) {
+    while (o->waiting.first) {
+        connection *room = NULL;
+        size_t coming = 0;
+        for (connection *c = o->connections; c; c = c->next) {
+            if (c->state != READY) {
+                coming += (size_t)engine->config.max_streams;
+            } else if (!c->draining && c->streams.count < stream_limit(c)) {
+                room = c;
+                break;
+            }
+        }
+        if (room) {
+            request *r = o->waiting.first;
+            list_remove(&o->waiting, r);
+            int failure = start_stream(room, r);
+            if (failure == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+                room->draining = 1;
+                list_prepend(&o->waiting, r);
+            } else if (failure != 0) {
+                complete(engine, r, HERALD_H2_OTHER, nghttp2_strerror(failure));
+            }
+            continue;
+        }
+        // Connections on their way will take these, as libcurl's PIPEWAIT waits for them.
+        if (o->waiting.count <= coming) return;
+        if (o->connection_count >= engine->config.max_connections_per_origin) return;
+        if (engine->connection_count >= engine->config.max_connections && !close_idle_connection(engine)) return;
+        connection_open(engine, o);
+    }
+}
+
+static void sweep(herald_h2_engine *engine, int64_t now) {
+    long stall = engine->config.stall_timeout_ms;
+    for (origin *o = engine->origins; o; o = o->next) {
+        for (request *r = o->waiting.first, *next; r; r = next) {
+            next = r->next;
+            if (now < r->deadline) continue;
+            list_remove(&o->waiting, r);
+            char message[128];
+            snprintf(message, sizeof message, "no answer within %ld ms (the request waited for a connection)",
+                     r->timeout_ms);
+            complete(engine, r, HERALD_H2_TIMEOUT, message);
+        }
+        for (connection *c = o->connections, *next; c; c = next) {
+            next = c->next;
+            if (c->state != READY) {
+                if (now >= c->connect_deadline) {
+                    char message[160];
+                    snprintf(message, sizeof message, "connecting to %s timed out after %ld ms", c->address,
+                             engine->config.connect_timeout_ms);
+                    connection_fail_opening(c, message);
+                }
+                continue;
+            }
+            for (request *r = c->streams.first, *after; r; r = after) {
+                after = r->next;
+                if (now < r->deadline) continue;
+                list_remove(&c->streams, r);
+                r->connection = NULL;
+                nghttp2_session_set_stream_user_data(c->session, r->stream_id, NULL);
+                nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
+                mark_dirty(c);
+                char message[128];
+                snprintf(message, sizeof message, "no answer within %ld ms", r->timeout_ms);
+                complete(engine, r, HERALD_H2_TIMEOUT, message);
+            }
+            if (stall <= 0 || c->streams.count == 0) {
+                c->ping_sent = 0;
+                continue;
+            }
+            // Something to answer for half the stall limit and nothing received: PING. Nothing
+            // received in the other half either: the connection is given up.
+            int64_t half = stall / 2;
+            int64_t since = c->last_received > c->waiting_since ? c->last_received : c->waiting_since;
+            if (c->ping_sent && c->last_received >= c->ping_sent) c->ping_sent = 0;
+            if (!c->ping_sent && now - since >= half) {
+                nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, NULL);
+                c->ping_sent = now;
+                mark_dirty(c);
+            } else if (c->ping_sent && now - c->ping_sent >= half) {
+                char message[256];
+                snprintf(message, sizeof message,
+                         "the connection stopped answering (nothing received for %ld ms, not even an answer to a "
+                         "PING) and was closed; the request may be sent again",
+                         stall);
+                connection_close(c, HERALD_H2_CONNECTION, message);
+            }
+        }
+    }
+}
+
+static void drain_mailbox(herald_h2_engine *engine) {
+    uint64_t count;
+    (void)!read(engine->mailbox->wake, &count, sizeof count);
+    pthread_mutex_lock(&engine->mailbox->lock);
+    resolution *done = engine->mailbox->done;
+    engine->mailbox->done = NULL;
+    pthread_mutex_unlock(&engine->mailbox->lock);
+    while (done) {
+        resolution *next = done->next;
+        if (done->connection) {
+            resolved(done);
+        } else {
+            if (done->addresses) freeaddrinfo(done->addresses);
+            free(done->host);
+            free(done);
+        }
+        done = next;
+    }
+}
+
+static void settle(herald_h2_engine *engine) {
+    // Dispatching makes frames; sending can close connections, which reschedules their origins.
+    while (engine->scheduled || engine->dirty) {
+        while (engine->scheduled) {
+            origin *o = engine->scheduled;
+            engine->scheduled = o->next_scheduled;
+            o->scheduled = 0;
+            origin_dispatch(engine, o);
+        }
+        while (engine->dirty) {
+            connection *c = engine->dirty;
+            engine->dirty = c->next_dirty;
+            c->dirty = 0;
+            if (c->origin && c->state == READY) connection_flush(c);
+        }
+    }
+    while (engine->dead) {
+        connection *c = engine->dead;
+        engine->dead = c->next;
+        free(c->output.bytes);
+        free(c);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API
+
+static SSL_CTX *tls_context(const char *ca_file, char *error, size_t error_size) {
+    SSL_CTX *tls = SSL_CTX_new(TLS_client_method());
+    if (!tls) {
+        tls_failure(error, error_size, "could not create a TLS context", NULL);
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION);
+    SSL_CTX_set_verify(tls, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_mode(tls, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    // HTTP/1.1 is offered too, or a server without HTTP/2 ends the handshake with an alert,
+    // where its choice of HTTP/1.1 lets the request be handed to libcurl.
+    SSL_CTX_set_alpn_protos(tls, (const unsigned char *)"\x02h2\x08http/1.1", 12);
+    int loaded = ca_file ? SSL_CTX_load_verify_locations(tls, ca_file, NULL) : SSL_CTX_set_default_verify_paths(tls);
+    if (loaded != 1) {
+        char what[300];
+        snprintf(what, sizeof what, "could not read the CA certificates in %s", ca_file ? ca_file : "the system's store");
+        tls_failure(error, error_size, what, NULL);
+        SSL_CTX_free(tls);
+        return NULL;
+    }
+    return tls;
+}
+
+static SSL_CTX *client_tls_context(herald_h2_engine *engine, const char *file, int is_p12, const char *password,
+                                   char *error, size_t error_size) {
+    SSL_CTX *tls = tls_context(engine->ca_file, error, error_size);
+    if (!tls) return NULL;
+    int ok = 0;
+    if (is_p12) {
+        FILE *stream = fopen(file, "rb");
+        PKCS12 *bundle = stream ? d2i_PKCS12_fp(stream, NULL) : NULL;
+        if (stream) fclose(stream);
+        EVP_PKEY *key = NULL;
+        X509 *certificate = NULL;
+        STACK_OF(X509) *chain = NULL;
+        ok = bundle && PKCS12_parse(bundle, password ? password : "", &key, &certificate, &chain) == 1 &&
+             SSL_CTX_use_cert_and_key(tls, certificate, key, chain, 1) == 1;
+        EVP_PKEY_free(key);
+        X509_free(certificate);
+        sk_X509_pop_free(chain, X509_free);
+        PKCS12_free(bundle);
+    } else {
+        // OpenSSL's default password callback answers with this.
+        SSL_CTX_set_default_passwd_cb_userdata(tls, (void *)(password ? password : ""));
+        ok = SSL_CTX_use_certificate_chain_file(tls, file) == 1 &&
+             SSL_CTX_use_PrivateKey_file(tls, file, SSL_FILETYPE_PEM) == 1 && SSL_CTX_check_private_key(tls) == 1;
+        SSL_CTX_set_default_passwd_cb_userdata(tls, NULL);
+    }
+    if (!ok) {
+        char what[300];
+        snprintf(what, sizeof what, "could not use the client certificate %s", file);
+        tls_failure(error, error_size, what, NULL);
+        SSL_CTX_free(tls);
+        return NULL;
+    }
+    return tls;
+}
+
+herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_completion completion, char *error,
+                                size_t error_size) {
+    herald_h2_engine *engine = calloc(1, sizeof *engine);
+    if (!engine) return NULL;
+    engine->config = *config;
+    if (engine->config.max_streams < 1) engine->config.max_streams = 1;
+    if (engine->config.max_connections_per_origin < 1) engine->config.max_connections_per_origin = 1;
+    if (engine->config.max_connections < 1) engine->config.max_connections = 1;
+    engine->ca_file = config->ca_file ? strdup(config->ca_file) : NULL;
+    engine->config.ca_file = engine->ca_file;
+    engine->completion = completion;
+    engine->tls = tls_context(engine->ca_file, error, error_size);
+    engine->epoll = epoll_create1(EPOLL_CLOEXEC);
+    engine->mailbox = calloc(1, sizeof *engine->mailbox);
+    if (!engine->tls || engine->epoll < 0 || !engine->mailbox) {
+        if (engine->tls) snprintf(error, error_size, "could not set up the event loop: %s", strerror(errno));
+        if (engine->tls) SSL_CTX_free(engine->tls);
+        if (engine->epoll >= 0) close(engine->epoll);
+        free(engine->mailbox);
+        free(engine->ca_file);
+        free(engine);
+        return NULL;
+    }
+    pthread_mutex_init(&engine->mailbox->lock, NULL);
+    engine->mailbox->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    engine->mailbox->references = 1;
+    engine->mailbox->open = 1;
+    struct epoll_event event = {.events = EPOLLIN, .data.ptr = NULL};
+    epoll_ctl(engine->epoll, EPOLL_CTL_ADD, engine->mailbox->wake, &event);
+    nghttp2_session_callbacks_new(&engine->callbacks);
+    nghttp2_session_callbacks_set_on_header_callback(engine->callbacks, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(engine->callbacks, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(engine->callbacks, on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(engine->callbacks, on_stream_close);
+    nghttp2_option_new(&engine->options);
+    // Until the server's SETTINGS say otherwise, as many streams as we would open at most.
+    nghttp2_option_set_peer_max_concurrent_streams(engine->options, (uint32_t)engine->config.max_streams);
+    return engine;
+}
+
+static int same_text(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+/// The origin of these requests: the same host, port and client certificate (its file and
+/// password) share connections.
+static origin *find_origin(herald_h2_engine *engine, const char *host, size_t host_length, int port,
+                           const char *authority, size_t authority_length, const char *certificate, int is_p12,
+                           const char *password) {
+    for (origin *o = engine->origins; o; o = o->next) {
+        if (o->port == port && strlen(o->host) == host_length && memcmp(o->host, host, host_length) == 0 &&
+            same_text(o->certificate, certificate) && same_text(o->password, password))
+            return o;
+    }
+    origin *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->host = strndup(host, host_length);
+    o->authority = strndup(authority, authority_length);
+    o->certificate = certificate ? strdup(certificate) : NULL;
+    o->password = password ? strdup(password) : NULL;
+    o->port = port;
+    if (certificate) {
+        char error[512];
+        o->tls = client_tls_context(engine, certificate, is_p12, password, error, sizeof error);
+        if (!o->tls) o->tls_error = strdup(error);
+    } else {
+        o->tls = engine->tls;
+    }
+    o->next = engine->origins;
+    engine->origins = o;
+    return o;
+}
+
+/// Splits an https URL into its host, port, authority and path (with the query; without the
+/// fragment). Returns 0, or -1 for a URL this engine does not take.
+static int split_url(const char *url, const char **host, size_t *host_length, int *port, const char **authority,
+                     size_t *authority_length, const char **path, size_t *path_length) {
+    if (strncasecmp(url, "https://", 8) != 0) return -1;
+    const char *start = url + 8;
+    size_t length = strcspn(start, "/?#");
+    *authority = start;
+    *authority_length = length;
+    if (length == 0 || memchr(start, '@', length)) return -1;
+    const char *port_text = NULL;
+    if (start[0] == '[') {
+        const char *close = memchr(start, ']', length);
+        if (!close) return -1;
+        *host = start + 1;
+        *host_length = (size_t)(close - start - 1);
+        if (close + 1 < start + length) {
+            if (close[1] != ':') return -1;
+            port_text = close + 2;
+        }
+    } else {
+        const char *colon = memchr(start, ':', length);
+        *host = start;
+        *host_length = colon ? (size_t)(colon - start) : length;
+        if (colon) port_text = colon + 1;
+    }
+    if (*host_length == 0) return -1;
+    *port = 443;
+    if (port_text && port_text < start + length) {
+        int value = 0;
+        for (const char *p = port_text; p < start + length; p++) {
+            if (*p < '0' || *p > '9' || value > 65535) return -1;
+            value = value * 10 + (*p - '0');
+        }
+        if (value < 1 || value > 65535) return -1;
+        *port = value;
+    }
+    *path = start + length;
+    *path_length = strcspn(*path, "#");
+    return 0;
+}
+
+static int is_connection_specific(const char *name, size_t length) {
+    static const char *const names[] = {"host", "connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                                        "upgrade", "te", "expect"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == length && strncasecmp(names[i], name, length) == 0) return 1;
+    return 0;
+}
+
+void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *method, const char *fields,
+                      size_t fields_length, size_t field_count, const uint8_t *body, size_t body_length,
+                      long timeout_ms, const char *certificate, int certificate_is_p12,
+                      const char *certificate_password, void *context) {
+    const char *host, *authority, *path;
+    size_t host_length, authority_length, path_length;
+    int port;
+    if (split_url(url, &host, &host_length, &port, &authority, &authority_length, &path, &path_length) != 0) {
+        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = "not an https URL this client can send to"};
+        engine->completion(context, &result);
+        return;
+    }
+    origin *o = find_origin(engine, host, host_length, port, authority, authority_length, certificate,
+                            certificate_is_p12, certificate_password);
+    if (!o || o->tls_error) {
+        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = o ? o->tls_error : "out of memory"};
+        engine->completion(context, &result);
+        return;
+    }
+    // One block: the request, its fields, their names (lower case) and values, the body.
+    size_t method_length = strlen(method);
+    int needs_length = body_length > 0 || strcmp(method, "GET") != 0;
+    char length_text[24];
+    int length_text_length = snprintf(length_text, sizeof length_text, "%zu", body_length);
+    size_t count = 4 + field_count + (size_t)needs_length;
+    size_t size = sizeof(request) + count * sizeof(nghttp2_nv) + fields_length + body_length + method_length +
+                  path_length + 2 + (size_t)length_text_length;
+    request *r = calloc(1, size);
+    if (!r) {
+        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = "out of memory"};
+        engine->completion(context, &result);
+        return;
+    }
+    nghttp2_nv *nv = (nghttp2_nv *)(r + 1);
+    uint8_t *bytes = (uint8_t *)(nv + count);
+    memcpy(bytes, body, body_length);
+    r->body = bytes;
+    r->body_length = body_length;
+    bytes += body_length;
+    uint8_t *copied_method = bytes;
+    memcpy(bytes, method, method_length);
+    bytes += method_length;
+    uint8_t *copied_path = bytes;
+    if (path_length == 0 || path[0] == '?') *bytes++ = '/';
+    memcpy(bytes, path, path_length);
+    size_t full_path_length = (size_t)(bytes + path_length - copied_path);
+    bytes += path_length;
+    uint8_t flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+    size_t n = 0;
+    nv[n++] = (nghttp2_nv){(uint8_t *)":method", copied_method, 7, method_length, flags};
+    nv[n++] = (nghttp2_nv){(uint8_t *)":scheme", (uint8_t *)"https", 7, 5, flags};
+    nv[n++] = (nghttp2_nv){(uint8_t *)":authority", (uint8_t *)o->authority, 10, strlen(o->authority), flags};
+    nv[n++] = (nghttp2_nv){(uint8_t *)":path", copied_path, 5, full_path_length, flags};
+    int has_length = 0;
+    const char *field = fields;
+    for (size_t i = 0; i < field_count; i++) {
+        size_t name_length = strlen(field);
+        const char *value = field + name_length + 1;
+        size_t value_length = strlen(value);
+        if (!is_connection_specific(field, name_length)) {
+            uint8_t *name = bytes;
+            for (size_t k = 0; k < name_length; k++) {
+                char ch = field[k];
+                name[k] = (uint8_t)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+            }
+            bytes += name_length;
+            memcpy(bytes, value, value_length);
+            if (name_length == 14 && memcmp(name, "content-length", 14) == 0) has_length = 1;
+            nv[n++] = (nghttp2_nv){name, bytes, name_length, value_length, flags};
+            bytes += value_length;
+        }
+        field = value + value_length + 1;
+    }
+    if (needs_length && !has_length) {
+        memcpy(bytes, length_text, (size_t)length_text_length);
+        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", bytes, 14, (size_t)length_text_length, flags};
+    }
+    r->fields = nv;
+    r->field_count = n;
+    r->origin = o;
+    r->context = context;
+    r->timeout_ms = timeout_ms;
+    r->deadline = now_ms() + timeout_ms;
+    engine->outstanding++;
+    list_append(&o->waiting, r);
+    schedule(engine, o);
+}
+
+void herald_h2_run(herald_h2_engine *engine, int timeout_ms) {
+    settle(engine);
+    int64_t now = now_ms();
+    int wait = timeout_ms;
+    if (engine->outstanding > 0) {
+        int64_t until_sweep = engine->next_sweep - now;
+        if (until_sweep < 0) until_sweep = 0;
+        if (until_sweep < wait) wait = (int)until_sweep;
+    }
+    struct epoll_event events[64];
+    int count = epoll_wait(engine->epoll, events, 64, wait);
+    for (int i = 0; i < count; i++) {
+        if (events[i].data.ptr == NULL) {
+            drain_mailbox(engine);
+        } else {
+            connection_event(events[i].data.ptr, events[i].events);
+        }
+    }
+    now = now_ms();
+    if (now >= engine->next_sweep) {
+        engine->next_sweep = now + SWEEP_MS;
+        sweep(engine, now);
+    }
+    settle(engine);
+}
+
+void herald_h2_wakeup(herald_h2_engine *engine) {
+    uint64_t one = 1;
+    (void)!write(engine->mailbox->wake, &one, sizeof one);
+}
+
+void herald_h2_free(herald_h2_engine *engine) {
+    const char *message = "the HTTP client was shut down";
+    for (origin *o = engine->origins; o; o = o->next) {
+        while (o->connections) connection_close(o->connections, HERALD_H2_SHUTDOWN, message);
+        fail_waiting(engine, o, HERALD_H2_SHUTDOWN, message);
+    }
+    engine->scheduled = NULL;
+    engine->dirty = NULL;
+    settle(engine);
+    for (origin *o = engine->origins, *next; o; o = next) {
+        next = o->next;
+        if (o->tls && o->tls != engine->tls) SSL_CTX_free(o->tls);
+        free(o->host);
+        free(o->authority);
+        free(o->certificate);
+        if (o->password) OPENSSL_cleanse(o->password, strlen(o->password));
+        free(o->password);
+        free(o->tls_error);
+        free(o);
+    }
+    mailbox *box = engine->mailbox;
+    pthread_mutex_lock(&box->lock);
+    box->open = 0;
+    for (resolution *job = box->done, *next; job; job = next) {
+        next = job->next;
+        if (job->addresses) freeaddrinfo(job->addresses);
+        free(job->host);
+        free(job);
+    }
+    box->done = NULL;
+    int free_box = --box->references == 0;
+    pthread_mutex_unlock(&box->lock);
+    if (free_box) {
+        close(box->wake);
+        pthread_mutex_destroy(&box->lock);
+        free(box);
+    }
+    SSL_CTX_free(engine->tls);
+    close(engine->epoll);
+    nghttp2_session_callbacks_del(engine->callbacks);
+    nghttp2_option_del(engine->options);
+    free(engine->ca_file);
+    free(engine);
+}

@@ -1,0 +1,106 @@
+import Foundation
+import HeraldHTTP
+import HeraldTestSupport
+import Testing
+
+/// What the HTTP/2 engine (nghttp2 over OpenSSL) does beside libcurl's work: a server without
+/// HTTP/2, client certificates, host names checked against the certificate, a name resolved on
+/// a thread of its own. The rest of its behaviour is the client's, proven in the other suites.
+@Suite struct HTTP2EngineTests {
+    private let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "herald-h2-\(UUID().uuidString)")
+
+    private func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    private func client(trusting nginx: NginxStandIn) -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = nginx.caBundle
+        configuration.threads = 1
+        return HTTPClient(configuration: configuration)
+    }
+
+    private func request(_ url: String, certificate: ClientCertificate? = nil) -> HTTPRequest {
+        HTTPRequest(
+            url: url + "/v1/projects/p/messages:send", headers: [("Content-Type", "application/json")],
+            body: Array("{}".utf8), clientCertificate: certificate)
+    }
+
+    @Test func aServerWithoutHTTP2IsSentHTTP11OverTLSAndNothingIsLost() async throws {
+        let nginx = try await NginxStandIn.start(http2: false)
+        let client = client(trusting: nginx)
+        let first = await client.send(Array(repeating: request(nginx.baseURL), count: 20))
+        let later = try await client.send(request(nginx.baseURL))
+        let responses = try first.map { try $0.get() } + [later]
+        #expect(responses.allSatisfy { $0.status == 200 && $0.httpVersion == 1 })
+        let log = try await nginx.accessLog()
+        #expect(log.count == 21, "each request reached the server once")
+        #expect(log.allSatisfy { $0.protocolName == "HTTP/1.1" })
+    }
+
+    @Test func aHostNameIsResolvedAndCheckedAgainstTheCertificate() async throws {
+        let nginx = try await NginxStandIn.start()
+        let client = client(trusting: nginx)
+        // The certificate names localhost and 127.0.0.1.
+        let byName = try await client.send(request("https://localhost:\(nginx.port)"))
+        #expect(byName.status == 200 && byName.httpVersion == 2)
+        // The same server by an address its certificate does not name.
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(request("https://[::ffff:127.0.0.1]:\(nginx.port)"))
+        }
+        #expect(error?.kind == .connection)
+        #expect(error?.message.contains("certificate") == true, "\(error?.message ?? "")")
+        #expect(try await nginx.accessLog().count == 1, "the mismatched server was sent nothing")
+    }
+
+    @Test func clientCertificatesArePresentedInPEMAndPKCS12() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await openssl([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=Test CA", "-keyout", path("ca-key.pem"), "-out", path("ca.pem"),
+        ])
+        try await openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=com.example.app",
+            "-keyout", path("client-key.pem"), "-out", path("client.csr"),
+        ])
+        try await openssl([
+            "x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca-key.pem"),
+            "-CAcreateserial", "-days", "2", "-out", path("client-cert.pem"),
+        ])
+        let pem =
+            try String(contentsOfFile: path("client-cert.pem"), encoding: .utf8)
+            + String(contentsOfFile: path("client-key.pem"), encoding: .utf8)
+        try pem.write(toFile: path("client.pem"), atomically: true, encoding: .utf8)
+        try await openssl([
+            "pkcs12", "-export", "-in", path("client-cert.pem"), "-inkey", path("client-key.pem"), "-passout",
+            "pass:s3cret", "-out", path("client.p12"),
+        ])
+
+        let nginx = try await NginxStandIn.start(clientCA: path("ca.pem"))
+        let client = client(trusting: nginx)
+        let pemResponse = try await client.send(
+            request(nginx.baseURL, certificate: ClientCertificate(file: path("client.pem"), format: .pem)))
+        let p12Response = try await client.send(
+            request(
+                nginx.baseURL,
+                certificate: ClientCertificate(file: path("client.p12"), format: .p12, password: "s3cret")
+            ))
+        let anonymous = try await client.send(request(nginx.baseURL))
+        #expect([pemResponse, p12Response, anonymous].allSatisfy { $0.status == 200 })
+        #expect(try await nginx.clientVerdicts() == ["SUCCESS", "SUCCESS", "NONE"])
+
+        let wrongPassword = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(
+                request(
+                    nginx.baseURL,
+                    certificate: ClientCertificate(file: path("client.p12"), format: .p12, password: "wrong")))
+        }
+        #expect(wrongPassword?.message.contains("client.p12") == true, "\(wrongPassword?.message ?? "")")
+        #expect(try await nginx.accessLog().count == 3, "a request whose certificate failed was sent nothing")
+    }
+
+    private func openssl(_ arguments: [String]) async throws {
+        let result = try await runProgram("/usr/bin/openssl", arguments)
+        try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
+    }
+}
