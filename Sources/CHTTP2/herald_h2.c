@@ -8,6 +8,7 @@
 // produces for a connection leave in one TLS write (what corking does for libcurl).
 #define _GNU_SOURCE
 #include "herald_h2.h"
+#include "herald_address.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -153,12 +154,17 @@ typedef struct connection {
     size_t output_sent;
     int64_t last_received, waiting_since, ping_sent;
     char address[64];
+    /// On a guarded origin: the kind of the last address refused (HERALD_ADDRESS_PUBLIC: none).
+    int refused_kind;
+    char refused_address[INET6_ADDRSTRLEN];
 } connection;
 
 typedef struct origin {
     struct origin *next;
     char *host, *authority, *certificate, *password;
     int port;
+    /// Whether only public addresses may be connected to.
+    int guarded;
     SSL_CTX *tls;  // the engine's, or one of its own for a client certificate
     char *tls_error;  // why the certificate could not be used
     list waiting;
@@ -198,7 +204,10 @@ static int64_t now_ms(void) {
 // ---------------------------------------------------------------------------------------------
 // Completions
 
-static void complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message) {
+/// Hands the request's result to the caller and frees it. `refusal`: the connection whose
+/// addresses were refused, for HERALD_H2_REFUSED_ADDRESS.
+static void complete_refused(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message,
+                             const connection *refusal) {
     herald_h2_result result = {
         .outcome = outcome,
         .status = r->status,
@@ -208,6 +217,8 @@ static void complete(herald_h2_engine *engine, request *r, herald_h2_outcome out
         .body_length = r->response.length,
         .opened_connection = r->opened_connection,
         .message = message ? message : "",
+        .refused_kind = refusal ? refusal->refused_kind : HERALD_ADDRESS_PUBLIC,
+        .refused_address = refusal ? refusal->refused_address : "",
     };
     engine->outstanding--;
     engine->completion(r->context, &result);
@@ -216,11 +227,16 @@ static void complete(herald_h2_engine *engine, request *r, herald_h2_outcome out
     free(r);  // the fields and body live in the same block
 }
 
-static void fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message) {
+static void complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message) {
+    complete_refused(engine, r, outcome, message, NULL);
+}
+
+static void fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,
+                         const connection *refusal) {
     while (o->waiting.first) {
         request *r = o->waiting.first;
         list_remove(&o->waiting, r);
-        complete(engine, r, outcome, message);
+        complete_refused(engine, r, outcome, message, refusal);
     }
 }
 
@@ -290,17 +306,24 @@ static void connection_close(connection *c, herald_h2_outcome outcome, const cha
         next = r->next;
         complete(engine, r, outcome, message);
     }
-    if (outcome == HERALD_H2_NOT_HTTP2) fail_waiting(engine, o, outcome, message);
+    if (outcome == HERALD_H2_NOT_HTTP2) fail_waiting(engine, o, outcome, message, NULL);
     schedule(engine, o);
 }
 
 /// A connection that could not be made: the origin's waiting requests fail with its reason if
-/// no other connection is open or on its way (they would wait for nothing).
+/// no other connection is open or on its way (they would wait for nothing). If an address was
+/// refused, that is the reason (a name may resolve to a public address and a private one: then
+/// the public one was tried).
 static void connection_fail_opening(connection *c, const char *message) {
     origin *o = c->origin;
     herald_h2_engine *engine = c->engine;
-    connection_close(c, HERALD_H2_CONNECTION, message);
-    if (!o->connections) fail_waiting(engine, o, HERALD_H2_CONNECTION, message);
+    connection_close(c, HERALD_H2_CONNECTION, message);  // freed at the end of the pass, not now
+    if (o->connections) return;
+    if (c->refused_kind != HERALD_ADDRESS_PUBLIC) {
+        fail_waiting(engine, o, HERALD_H2_REFUSED_ADDRESS, message, c);
+    } else {
+        fail_waiting(engine, o, HERALD_H2_CONNECTION, message, NULL);
+    }
 }
 
 static ssize_t send_body(nghttp2_session *session, int32_t stream_id, uint8_t *into, size_t length,
@@ -531,6 +554,20 @@ static void connection_connect(connection *c) {
         inet_ntop(address->ai_family, raw, host, sizeof host);
         snprintf(c->address, sizeof c->address, address->ai_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host,
                  c->origin->port);
+        if (c->origin->guarded) {
+            int kind = address->ai_family == AF_INET6
+                           ? herald_classify_ipv6(((struct sockaddr_in6 *)address->ai_addr)->sin6_addr.s6_addr)
+                       : address->ai_family == AF_INET
+                           ? herald_classify_ipv4(ntohl(((struct sockaddr_in *)address->ai_addr)->sin_addr.s_addr))
+                           : HERALD_ADDRESS_RESERVED;
+            if (kind != HERALD_ADDRESS_PUBLIC) {
+                c->refused_kind = kind;
+                snprintf(c->refused_address, sizeof c->refused_address, "%s", host);
+                snprintf(message, sizeof message, "refused to connect to %s, which this request may not reach",
+                         host);
+                continue;
+            }
+        }
         int fd = socket(address->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             snprintf(message, sizeof message, "could not open a socket: %s", strerror(errno));
@@ -1008,10 +1045,10 @@ static int same_text(const char *a, const char *b) { return a == b || (a && b &&
 /// password) share connections.
 static origin *find_origin(herald_h2_engine *engine, const char *host, size_t host_length, int port,
                            const char *authority, size_t authority_length, const char *certificate, int is_p12,
-                           const char *password) {
+                           const char *password, int guarded) {
     for (origin *o = engine->origins; o; o = o->next) {
         if (o->port == port && strlen(o->host) == host_length && memcmp(o->host, host, host_length) == 0 &&
-            same_text(o->certificate, certificate) && same_text(o->password, password))
+            o->guarded == guarded && same_text(o->certificate, certificate) && same_text(o->password, password))
             return o;
     }
     origin *o = calloc(1, sizeof *o);
@@ -1021,6 +1058,7 @@ static origin *find_origin(herald_h2_engine *engine, const char *host, size_t ho
     o->certificate = certificate ? strdup(certificate) : NULL;
     o->password = password ? strdup(password) : NULL;
     o->port = port;
+    o->guarded = guarded;
     if (certificate) {
         char error[512];
         o->tls = client_tls_context(engine, certificate, is_p12, password, error, sizeof error);
@@ -1086,7 +1124,7 @@ static int is_connection_specific(const char *name, size_t length) {
 void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *method, const char *fields,
                       size_t fields_length, size_t field_count, const uint8_t *body, size_t body_length,
                       long timeout_ms, const char *certificate, int certificate_is_p12,
-                      const char *certificate_password, void *context) {
+                      const char *certificate_password, int guard_addresses, void *context) {
     const char *host, *authority, *path;
     size_t host_length, authority_length, path_length;
     int port;
@@ -1096,7 +1134,7 @@ void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *met
         return;
     }
     origin *o = find_origin(engine, host, host_length, port, authority, authority_length, certificate,
-                            certificate_is_p12, certificate_password);
+                            certificate_is_p12, certificate_password, guard_addresses);
     if (!o || o->tls_error) {
         herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = o ? o->tls_error : "out of memory"};
         engine->completion(context, &result);
@@ -1206,7 +1244,7 @@ void herald_h2_free(herald_h2_engine *engine) {
     const char *message = "the HTTP client was shut down";
     for (origin *o = engine->origins; o; o = o->next) {
         while (o->connections) connection_close(o->connections, HERALD_H2_SHUTDOWN, message);
-        fail_waiting(engine, o, HERALD_H2_SHUTDOWN, message);
+        fail_waiting(engine, o, HERALD_H2_SHUTDOWN, message, NULL);
     }
     engine->scheduled = NULL;
     engine->dirty = NULL;

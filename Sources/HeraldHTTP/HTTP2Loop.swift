@@ -131,7 +131,7 @@ final class HTTP2Loop: @unchecked Sendable {
                                     fields.baseAddress.map { UnsafeRawPointer($0) }?
                                         .assumingMemoryBound(to: CChar.self), fields.count, request.headers.count,
                                     body.baseAddress, body.count, timeout, file, certificate?.format == .p12 ? 1 : 0,
-                                    password, context)
+                                    password, request.allowPrivateAddresses ? 0 : 1, context)
                             }
                         }
                     }
@@ -161,6 +161,11 @@ private func h2Completed(_ context: UnsafeMutableRawPointer?, _ result: UnsafePo
         transfer.complete(.failure(HTTPClientError(kind: .timeout, message: message)))
     case HERALD_H2_CONNECTION:
         transfer.complete(.failure(HTTPClientError(kind: .connection, message: message)))
+    case HERALD_H2_REFUSED_ADDRESS:
+        transfer.complete(
+            .failure(
+                .refusedAddress(
+                    kind: result.refused_kind, address: result.refused_address.map { String(cString: $0) } ?? "")))
     case HERALD_H2_SHUTDOWN:
         transfer.complete(.failure(HTTPClientError(kind: .shutdown, message: message)))
     default:

@@ -141,14 +141,14 @@ public final class HTTPClient: Sendable {
         var trusted: [Transfer] = []
         var restricted: [Transfer] = []
         for transfer in transfers {
-            if !transfer.request.allowPrivateAddresses {
-                restricted.append(transfer)
-            } else if !http2Loops.isEmpty && transfer.request.url.utf8.starts(with: "https://".utf8)
+            if !http2Loops.isEmpty && transfer.request.url.utf8.starts(with: "https://".utf8)
                 && !curl.isWithoutHTTP2(transfer.origin)
             {
                 http2.append(transfer)
-            } else {
+            } else if transfer.request.allowPrivateAddresses {
                 trusted.append(transfer)
+            } else {
+                restricted.append(transfer)
             }
         }
         if !http2.isEmpty { http2Loops[turn % http2Loops.count].submit(http2) }
@@ -225,7 +225,7 @@ final class CurlLoops: Sendable {
             if first {
                 logger.info("\(transfer.origin) does not offer HTTP/2 over TLS; its requests go with libcurl")
             }
-            loop(guarded: false, turn: 0).submit([transfer])
+            loop(guarded: !transfer.request.allowPrivateAddresses, turn: 0).submit([transfer])
         }
     }
 
@@ -677,21 +677,8 @@ final class TransferLoop: @unchecked Sendable {
         let address = withUnsafeBytes(of: &copy.refused_address) {
             String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
         }
-        let kind: String
-        switch addressGuard.refused_kind {
-        case HERALD_ADDRESS_LOOPBACK: kind = "a loopback address"
-        case HERALD_ADDRESS_PRIVATE: kind = "a private address"
-        case HERALD_ADDRESS_LINK_LOCAL: kind = "a link-local address (such as the cloud metadata service)"
-        case HERALD_ADDRESS_UNSPECIFIED: kind = "an unspecified address"
-        case HERALD_ADDRESS_SHARED: kind = "a carrier-grade NAT address (100.64.0.0/10)"
-        case HERALD_ADDRESS_MULTICAST: kind = "a multicast address"
-        default: kind = "a reserved address"
-        }
-        return HTTPClientError(
-            kind: .refusedAddress, curlCode: Int(CURLE_COULDNT_CONNECT.rawValue),
-            message:
-                "refused to connect to \(address.isEmpty ? "the server" : address): \(kind), which this request may not reach"
-        )
+        return .refusedAddress(
+            kind: addressGuard.refused_kind, address: address, curlCode: Int(CURLE_COULDNT_CONNECT.rawValue))
     }
 
     private static func error(_ code: CURLcode, _ buffer: UnsafePointer<CChar>) -> HTTPClientError {

@@ -263,7 +263,30 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String { "HTTP request failed (\(kind), curl \(curlCode)): \(message)" }
+    public var description: String {
+        "HTTP request failed (\(kind)\(curlCode == 0 ? "" : ", curl \(curlCode)")): \(message)"
+    }
+
+    /// A request none of whose host's addresses it could connect to, some of them refused: the
+    /// last refused is of `kind` (`HERALD_ADDRESS_…`) and reads `address`. `curlCode`: libcurl's
+    /// code, when libcurl made the connections.
+    static func refusedAddress(kind: Int32, address: String, curlCode: Int = 0) -> HTTPClientError {
+        let what: String
+        switch kind {
+        case HERALD_ADDRESS_LOOPBACK: what = "a loopback address"
+        case HERALD_ADDRESS_PRIVATE: what = "a private address"
+        case HERALD_ADDRESS_LINK_LOCAL: what = "a link-local address (such as the cloud metadata service)"
+        case HERALD_ADDRESS_UNSPECIFIED: what = "an unspecified address"
+        case HERALD_ADDRESS_SHARED: what = "a carrier-grade NAT address (100.64.0.0/10)"
+        case HERALD_ADDRESS_MULTICAST: what = "a multicast address"
+        default: what = "a reserved address"
+        }
+        return HTTPClientError(
+            kind: .refusedAddress, curlCode: curlCode,
+            message:
+                "refused to connect to \(address.isEmpty ? "the server" : address): \(what), which this request may not reach"
+        )
+    }
 }
 
 /// What kind of address an IP literal is, as the connection check judges it (for tests and

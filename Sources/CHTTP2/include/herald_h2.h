@@ -33,6 +33,9 @@ typedef enum {
     /// The server did not offer HTTP/2: send the request another way (nothing was sent).
     HERALD_H2_NOT_HTTP2 = 4,
     HERALD_H2_SHUTDOWN = 5,
+    /// Every address the host resolved to that could be tried is one the request may not reach
+    /// (`refused_kind`, `refused_address`); nothing was sent.
+    HERALD_H2_REFUSED_ADDRESS = 6,
 } herald_h2_outcome;
 
 typedef struct {
@@ -47,6 +50,9 @@ typedef struct {
     int opened_connection;
     /// Why it failed, when it did.
     const char *message;
+    /// For HERALD_H2_REFUSED_ADDRESS: the kind (HERALD_ADDRESS_…) and text of the last address refused.
+    int refused_kind;
+    const char *refused_address;
 } herald_h2_result;
 
 /// Called on the engine's thread, once per request, from herald_h2_submit, herald_h2_run or
@@ -60,11 +66,12 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
 /// Queues a request to an https URL; its completion comes later. `fields` holds `field_count`
 /// header fields as a name, a NUL, the value and a NUL each (names in any case; the caller has
 /// checked them). `certificate` (a PEM or PKCS#12 file, `certificate_is_p12`) authenticates the
-/// client, over connections of its own. Everything is copied.
+/// client, over connections of its own. With `guard_addresses`, only public addresses are
+/// connected to (herald_address.h), over connections of their own. Everything is copied.
 void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *method, const char *fields,
                       size_t fields_length, size_t field_count, const uint8_t *body, size_t body_length,
                       long timeout_ms, const char *certificate, int certificate_is_p12,
-                      const char *certificate_password, void *context);
+                      const char *certificate_password, int guard_addresses, void *context);
 
 /// Waits up to `timeout_ms` for something to do, does it, and returns.
 void herald_h2_run(herald_h2_engine *engine, int timeout_ms);
