@@ -35,6 +35,15 @@
 #define MAX_REFUSALS 5
 /// How often requests' deadlines and connections' stalls are looked at.
 #define SWEEP_MS 20
+/// What one response may bring, at most: a push service answers in a few hundred bytes, and a
+/// server that sends more (a Web Push endpoint is anyone's) gets its stream reset.
+#define MAX_RESPONSE_HEADERS (64 * 1024)
+#define MAX_RESPONSE_BODY (1024 * 1024)
+/// Bytes read from one connection per event before the others get their turn.
+#define READ_BUDGET (1024 * 1024)
+/// After a connection could not be opened while the origin has others, the next attempt waits
+/// this long (the others carry its requests meanwhile).
+#define REOPEN_PAUSE_MS 1000
 
 // ---------------------------------------------------------------------------------------------
 // Buffers and request lists
@@ -63,7 +72,6 @@ struct origin;
 
 typedef struct request {
     struct request *next, *previous;  // in its origin's queue, or its connection's streams
-    struct origin *origin;
     struct connection *connection;  // while it is a stream
     int32_t stream_id;
     void *context;
@@ -76,6 +84,10 @@ typedef struct request {
     int refusals;
     int status;
     int opened_connection;
+    /// The server ended the stream (END_STREAM), so the body is whole.
+    int ended;
+    /// Why the stream was reset by us, if it was (the response was too large).
+    const char *reset_reason;
     buffer headers, response;
 } request;
 
@@ -170,6 +182,7 @@ typedef struct origin {
     list waiting;
     connection *connections;
     int connection_count;
+    int64_t reopen_after;
     int scheduled;
     struct origin *next_scheduled;
 } origin;
@@ -187,7 +200,9 @@ struct herald_h2_engine {
     origin *scheduled;
     connection *dirty;
     connection *dead;
-    int connection_count;
+    /// Connections open or opening, for trusted and for guarded origins: each class has the
+    /// whole limit, so that connections to browsers' push services never take FCM's or APNs'.
+    int connection_count[2];
     /// Requests submitted and not completed: while there are any, deadlines are swept.
     size_t outstanding;
     int64_t next_sweep;
@@ -277,10 +292,7 @@ static void connection_close(connection *c, herald_h2_outcome outcome, const cha
         }
     }
     o->connection_count--;
-    // Origins held back by the engine's limit may open one now.
-    if (engine->connection_count-- == engine->config.max_connections)
-        for (origin *other = engine->origins; other; other = other->next)
-            if (other->waiting.first) schedule(engine, other);
+    engine->connection_count[o->guarded]--;
     list streams = c->streams;
     c->streams = (list){0};
     for (request *r = streams.first; r; r = r->next) r->connection = NULL;
@@ -288,7 +300,10 @@ static void connection_close(connection *c, herald_h2_outcome outcome, const cha
     c->session = NULL;
     if (c->ssl) SSL_free(c->ssl);
     c->ssl = NULL;
-    if (c->fd >= 0) close(c->fd);  // which also takes it out of epoll
+    if (c->fd >= 0) {
+        epoll_ctl(engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+    }
     c->fd = -1;
     if (c->resolution) {
         pthread_mutex_lock(&c->resolution->mailbox->lock);
@@ -318,7 +333,10 @@ static void connection_fail_opening(connection *c, const char *message) {
     origin *o = c->origin;
     herald_h2_engine *engine = c->engine;
     connection_close(c, HERALD_H2_CONNECTION, message);  // freed at the end of the pass, not now
-    if (o->connections) return;
+    if (o->connections) {
+        o->reopen_after = now_ms() + REOPEN_PAUSE_MS;
+        return;
+    }
     if (c->refused_kind != HERALD_ADDRESS_PUBLIC) {
         fail_waiting(engine, o, HERALD_H2_REFUSED_ADDRESS, message, c);
     } else {
@@ -378,6 +396,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         r->headers.length = 0;
         return 0;
     }
+    if (r->headers.length + name_length + value_length + 4 > MAX_RESPONSE_HEADERS) {
+        r->reset_reason = "the response's header fields exceed 64 KiB";
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets this stream only
+    }
     if (buffer_append(&r->headers, name, name_length) || buffer_append(&r->headers, ": ", 2) ||
         buffer_append(&r->headers, value, value_length) || buffer_append(&r->headers, "\r\n", 2))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -388,14 +410,23 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t stream_id, c
                    void *user_data) {
     (void)flags, (void)user_data;
     request *r = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (r && buffer_append(&r->response, data, length)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (!r || r->reset_reason) return 0;
+    if (r->response.length + length > MAX_RESPONSE_BODY) {
+        r->reset_reason = "the response's body exceeds 1 MiB";
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
+        return 0;
+    }
+    if (buffer_append(&r->response, data, length)) return NGHTTP2_ERR_CALLBACK_FAILURE;
     return 0;
 }
 
 static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    (void)session;
     connection *c = user_data;
-    if (!c->origin) return 0;
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (r) r->ended = 1;
+    }
     if (frame->hd.type == NGHTTP2_GOAWAY) c->draining = 1;
     // A GOAWAY's refused streams, or SETTINGS with another stream limit: the queue may move.
     if (frame->hd.type == NGHTTP2_GOAWAY || frame->hd.type == NGHTTP2_SETTINGS) schedule(c->engine, c->origin);
@@ -405,14 +436,16 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
     connection *c = user_data;
     request *r = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (!r || r->connection != c || !c->origin) return 0;
+    if (!r || r->connection != c) return 0;
     herald_h2_engine *engine = c->engine;
     origin *o = c->origin;
     list_remove(&c->streams, r);
     r->connection = NULL;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     schedule(engine, o);
-    if (error_code == NGHTTP2_NO_ERROR && r->status >= 200) {
+    if (r->reset_reason) {
+        complete(engine, r, HERALD_H2_OTHER, r->reset_reason);
+    } else if (error_code == NGHTTP2_NO_ERROR && r->status >= 200 && r->ended) {
         complete(engine, r, HERALD_H2_OK, NULL);
     } else if (error_code == NGHTTP2_REFUSED_STREAM && r->status == 0) {
         // Never processed: send it again, first in line, on another stream.
@@ -467,8 +500,9 @@ static void connection_ready(connection *c) {
         connection_fail_opening(c, "out of memory");
         return;
     }
-    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
-    nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 1);
+    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_RESPONSE_HEADERS}};
+    nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2);
     c->state = READY;
     c->last_received = now_ms();
     watch(c, EPOLLIN);
@@ -532,11 +566,13 @@ static void connection_connected(connection *c) {
     }
     SSL_set_fd(c->ssl, c->fd);
     SSL_set_connect_state(c->ssl);
-    if (is_ip_literal(o->host)) {
-        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), o->host);
-    } else {
-        SSL_set_tlsext_host_name(c->ssl, o->host);
-        SSL_set1_host(c->ssl, o->host);
+    // The certificate must name the URL's host (or IP); without that check, there is no TLS.
+    int named = is_ip_literal(o->host)
+                    ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), o->host)
+                    : SSL_set_tlsext_host_name(c->ssl, o->host) == 1 && SSL_set1_host(c->ssl, o->host) == 1;
+    if (!named) {
+        connection_fail_opening(c, "could not set the host name to verify");
+        return;
     }
     c->state = HANDSHAKING;
     connection_handshake(c);
@@ -591,30 +627,38 @@ static void connection_connect(connection *c) {
     connection_fail_opening(c, message);
 }
 
+static void resolution_free(resolution *job) {
+    if (job->addresses) freeaddrinfo(job->addresses);
+    free(job->host);
+    free(job);
+}
+
+/// Lets go of the mailbox; the last to let go frees it. Called with its lock held.
+static void mailbox_release_locked(mailbox *box) {
+    int last = --box->references == 0;
+    pthread_mutex_unlock(&box->lock);
+    if (last) {
+        close(box->wake);
+        pthread_mutex_destroy(&box->lock);
+        free(box);
+    }
+}
+
 static void *resolve(void *argument) {
     resolution *job = argument;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
     job->error = getaddrinfo(job->host, job->service, &hints, &job->addresses);
     mailbox *box = job->mailbox;
     pthread_mutex_lock(&box->lock);
-    int free_box = 0;
     if (box->open && job->connection) {
         job->next = box->done;
         box->done = job;
         uint64_t one = 1;
         (void)!write(box->wake, &one, sizeof one);
     } else {
-        if (job->addresses) freeaddrinfo(job->addresses);
-        free(job->host);
-        free(job);
+        resolution_free(job);
     }
-    free_box = --box->references == 0;
-    pthread_mutex_unlock(&box->lock);
-    if (free_box) {
-        close(box->wake);
-        pthread_mutex_destroy(&box->lock);
-        free(box);
-    }
+    mailbox_release_locked(box);
     return NULL;
 }
 
@@ -630,14 +674,16 @@ static void resolved(resolution *job) {
         job->addresses = NULL;
         connection_connect(c);
     }
-    if (job->addresses) freeaddrinfo(job->addresses);
-    free(job->host);
-    free(job);
+    resolution_free(job);
 }
 
-static void connection_open(herald_h2_engine *engine, origin *o) {
+/// Opens a connection to the origin. Returns 0 if it failed at once (and was closed).
+static int connection_open(herald_h2_engine *engine, origin *o) {
     connection *c = calloc(1, sizeof *c);
-    if (!c) return;
+    if (!c) {
+        fail_waiting(engine, o, HERALD_H2_OTHER, "out of memory", NULL);
+        return 0;
+    }
     c->engine = engine;
     c->origin = o;
     c->fd = -1;
@@ -646,7 +692,7 @@ static void connection_open(herald_h2_engine *engine, origin *o) {
     c->next = o->connections;
     o->connections = c;
     o->connection_count++;
-    engine->connection_count++;
+    engine->connection_count[o->guarded]++;
     snprintf(c->address, sizeof c->address, "%s", o->authority);
     char service[8];
     snprintf(service, sizeof service, "%d", o->port);
@@ -656,13 +702,13 @@ static void connection_open(herald_h2_engine *engine, origin *o) {
     if (getaddrinfo(o->host, service, &hints, &addresses) == 0) {
         c->addresses = c->next_address = addresses;
         connection_connect(c);
-        return;
+        return c->origin != NULL;
     }
     resolution *job = calloc(1, sizeof *job);
     if (!job || !(job->host = strdup(o->host))) {
         free(job);
         connection_fail_opening(c, "out of memory");
-        return;
+        return 0;
     }
     memcpy(job->service, service, sizeof service);
     job->mailbox = engine->mailbox;
@@ -681,11 +727,11 @@ static void connection_open(herald_h2_engine *engine, origin *o) {
         engine->mailbox->references--;
         pthread_mutex_unlock(&engine->mailbox->lock);
         c->resolution = NULL;
-        free(job->host);
-        free(job);
+        resolution_free(job);
         connection_fail_opening(c, "could not start a thread to resolve the host name");
     }
     pthread_attr_destroy(&attributes);
+    return c->origin != NULL;
 }
 
 /// Sends what the connection's session has to send, in as few TLS writes as it allows.
@@ -717,7 +763,8 @@ static void connection_flush(connection *c) {
             }
             int error = SSL_get_error(c->ssl, n);
             if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) {
-                watch(c, EPOLLIN | EPOLLOUT);
+                // Reading brings the connection back here (connection_read marks it dirty).
+                watch(c, error == SSL_ERROR_WANT_WRITE ? EPOLLIN | EPOLLOUT : EPOLLIN);
                 return;
             }
             char what[128], message[384];
@@ -737,14 +784,17 @@ static void connection_flush(connection *c) {
 
 static void connection_read(connection *c) {
     uint8_t input[32 * 1024];
-    for (;;) {
+    size_t taken = 0;
+    // Level-triggered epoll comes back for what is left in the socket; what OpenSSL holds
+    // already (SSL_pending) is read now, since epoll cannot see it.
+    while (taken < READ_BUDGET || SSL_pending(c->ssl) > 0) {
         ERR_clear_error();
         errno = 0;
         int n = SSL_read(c->ssl, input, sizeof input);
         if (n > 0) {
+            taken += (size_t)n;
             c->last_received = now_ms();
             ssize_t used = nghttp2_session_mem_recv(c->session, input, (size_t)n);
-            if (!c->origin) return;  // closed meanwhile
             if (used < 0) {
                 char message[128];
                 snprintf(message, sizeof message, "HTTP/2 error from %s: %s", c->address, nghttp2_strerror((int)used));
@@ -790,11 +840,12 @@ static void connection_event(connection *c, uint32_t events) {
 // Scheduling and time
 
 /// Makes room under the engine's connection limit, as libcurl's connection cache does: closes a
-/// connection that carries no stream. Returns whether it found one.
-static int close_idle_connection(herald_h2_engine *engine) {
+/// connection of the class that carries no stream and has none waiting for it. Returns whether
+/// it found one.
+static int close_idle_connection(herald_h2_engine *engine, int guarded) {
     for (origin *o = engine->origins; o; o = o->next)
         for (connection *c = o->connections; c; c = c->next)
-            if (c->state == READY && c->streams.count == 0) {
+            if (o->guarded == guarded && c->state == READY && c->streams.count == 0 && !o->waiting.first) {
                 connection_close(c, HERALD_H2_CONNECTION, "");
                 return 1;
             }
@@ -829,14 +880,42 @@ static void origin_dispatch(herald_h2_engine *engine, origin *o) {
         // Connections on their way will take these, as libcurl's PIPEWAIT waits for them.
         if (o->waiting.count <= coming) return;
         if (o->connection_count >= engine->config.max_connections_per_origin) return;
-        if (engine->connection_count >= engine->config.max_connections && !close_idle_connection(engine)) return;
-        connection_open(engine, o);
+        if (o->connections && now_ms() < o->reopen_after) return;  // the sweep comes back
+        if (engine->connection_count[o->guarded] >= engine->config.max_connections &&
+            !close_idle_connection(engine, o->guarded))
+            return;  // the sweep comes back when a connection is idle
+        if (!connection_open(engine, o)) return;
     }
+}
+
+static void origin_free(herald_h2_engine *engine, origin *o) {
+    if (o->tls && o->tls != engine->tls) SSL_CTX_free(o->tls);
+    free(o->host);
+    free(o->authority);
+    free(o->certificate);
+    if (o->password) OPENSSL_cleanse(o->password, strlen(o->password));
+    free(o->password);
+    free(o->tls_error);
+    free(o);
 }
 
 static void sweep(herald_h2_engine *engine, int64_t now) {
     long stall = engine->config.stall_timeout_ms;
+    // An origin with nothing open and nothing waiting is forgotten: the list stays as short as
+    // the hosts in use, and a client certificate is read again (renewed, or readable again).
+    for (origin **link = &engine->origins; *link;) {
+        origin *o = *link;
+        if (!o->connections && !o->waiting.first && !o->scheduled) {
+            *link = o->next;
+            origin_free(engine, o);
+        } else {
+            link = &o->next;
+        }
+    }
     for (origin *o = engine->origins; o; o = o->next) {
+        // What waits may go now: a connection that went idle under the engine's limit, or the
+        // pause after a failed opening, ended.
+        if (o->waiting.first) schedule(engine, o);
         for (request *r = o->waiting.first, *next; r; r = next) {
             next = r->next;
             if (now < r->deadline) continue;
@@ -906,9 +985,7 @@ static void drain_mailbox(herald_h2_engine *engine) {
         if (done->connection) {
             resolved(done);
         } else {
-            if (done->addresses) freeaddrinfo(done->addresses);
-            free(done->host);
-            free(done);
+            resolution_free(done);
         }
         done = next;
     }
@@ -950,6 +1027,7 @@ static SSL_CTX *tls_context(const char *ca_file, char *error, size_t error_size)
     SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION);
     SSL_CTX_set_verify(tls, SSL_VERIFY_PEER, NULL);
     SSL_CTX_set_mode(tls, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_options(tls, SSL_OP_NO_RENEGOTIATION);  // HTTP/2 forbids it (RFC 9113 §9.2.1)
     // HTTP/1.1 is offered too, or a server without HTTP/2 ends the handshake with an alert,
     // where its choice of HTTP/1.1 lets the request be handed to libcurl.
     SSL_CTX_set_alpn_protos(tls, (const unsigned char *)"\x02h2\x08http/1.1", 12);
@@ -1022,18 +1100,28 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
         free(engine);
         return NULL;
     }
-    pthread_mutex_init(&engine->mailbox->lock, NULL);
     engine->mailbox->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (engine->mailbox->wake < 0 || nghttp2_session_callbacks_new(&engine->callbacks) != 0 ||
+        nghttp2_option_new(&engine->options) != 0) {
+        snprintf(error, error_size, "could not set up the event loop: %s", strerror(errno));
+        if (engine->mailbox->wake >= 0) close(engine->mailbox->wake);
+        if (engine->callbacks) nghttp2_session_callbacks_del(engine->callbacks);
+        SSL_CTX_free(engine->tls);
+        close(engine->epoll);
+        free(engine->mailbox);
+        free(engine->ca_file);
+        free(engine);
+        return NULL;
+    }
+    pthread_mutex_init(&engine->mailbox->lock, NULL);
     engine->mailbox->references = 1;
     engine->mailbox->open = 1;
     struct epoll_event event = {.events = EPOLLIN, .data.ptr = NULL};
     epoll_ctl(engine->epoll, EPOLL_CTL_ADD, engine->mailbox->wake, &event);
-    nghttp2_session_callbacks_new(&engine->callbacks);
     nghttp2_session_callbacks_set_on_header_callback(engine->callbacks, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(engine->callbacks, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(engine->callbacks, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(engine->callbacks, on_stream_close);
-    nghttp2_option_new(&engine->options);
     // Until the server's SETTINGS say otherwise, as many streams as we would open at most.
     nghttp2_option_set_peer_max_concurrent_streams(engine->options, (uint32_t)engine->config.max_streams);
     return engine;
@@ -1129,7 +1217,8 @@ void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *met
     size_t host_length, authority_length, path_length;
     int port;
     if (split_url(url, &host, &host_length, &port, &authority, &authority_length, &path, &path_length) != 0) {
-        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = "not an https URL this client can send to"};
+        // User information, an IPv6 zone and the like: libcurl knows what to make of them.
+        herald_h2_result result = {.outcome = HERALD_H2_NOT_HTTP2, .message = "a URL for libcurl"};
         engine->completion(context, &result);
         return;
     }
@@ -1200,7 +1289,6 @@ void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *met
     }
     r->fields = nv;
     r->field_count = n;
-    r->origin = o;
     r->context = context;
     r->timeout_ms = timeout_ms;
     r->deadline = now_ms() + timeout_ms;
@@ -1251,32 +1339,17 @@ void herald_h2_free(herald_h2_engine *engine) {
     settle(engine);
     for (origin *o = engine->origins, *next; o; o = next) {
         next = o->next;
-        if (o->tls && o->tls != engine->tls) SSL_CTX_free(o->tls);
-        free(o->host);
-        free(o->authority);
-        free(o->certificate);
-        if (o->password) OPENSSL_cleanse(o->password, strlen(o->password));
-        free(o->password);
-        free(o->tls_error);
-        free(o);
+        origin_free(engine, o);
     }
     mailbox *box = engine->mailbox;
     pthread_mutex_lock(&box->lock);
     box->open = 0;
     for (resolution *job = box->done, *next; job; job = next) {
         next = job->next;
-        if (job->addresses) freeaddrinfo(job->addresses);
-        free(job->host);
-        free(job);
+        resolution_free(job);
     }
     box->done = NULL;
-    int free_box = --box->references == 0;
-    pthread_mutex_unlock(&box->lock);
-    if (free_box) {
-        close(box->wake);
-        pthread_mutex_destroy(&box->lock);
-        free(box);
-    }
+    mailbox_release_locked(box);
     SSL_CTX_free(engine->tls);
     close(engine->epoll);
     nghttp2_session_callbacks_del(engine->callbacks);

@@ -63,7 +63,9 @@ final class CurlLoops: Sendable {
             let first = state.withLock { $0.withoutHTTP2.insert(transfer.origin).inserted }
             anyWithoutHTTP2.store(true, ordering: .relaxed)
             if first {
-                logger.info("\(transfer.origin) does not offer HTTP/2 over TLS; its requests go with libcurl")
+                logger.info(
+                    "requests to \(transfer.origin) go with libcurl from now on: it does not offer HTTP/2 over TLS, or its URLs are not the HTTP/2 engine's"
+                )
             }
             loop(guarded: !transfer.request.allowPrivateAddresses, turn: 0).submit([transfer])
         }
@@ -162,31 +164,29 @@ final class TransferLoop: @unchecked Sendable {
     }
 
     func submit(_ transfers: [Transfer]) {
-        let accepted = inbox.withLock { inbox -> Bool? in
-            if inbox.stopping { return nil }
-            let wasEmpty = inbox.waiting.isEmpty
+        // The wake-up is under the lock: once the loop has seen `stopping` there, it cleans the
+        // multi handle up, and a wake-up after that would use it freed.
+        let accepted = inbox.withLock { inbox -> Bool in
+            if inbox.stopping { return false }
+            // Only the first waiting transfer needs to wake the loop; it takes all of them.
+            if inbox.waiting.isEmpty { curl_multi_wakeup(multi) }
             inbox.waiting.append(contentsOf: transfers)
-            return wasEmpty
+            return true
         }
-        switch accepted {
-        case nil:
+        if !accepted {
             let error = HTTPClientError(kind: .shutdown, curlCode: 0, message: "the HTTP client was shut down")
             transfers.forEach { $0.complete(.failure(error)) }
-        case true?:
-            // Only the first waiting transfer needs to wake the loop; it takes all of them.
-            curl_multi_wakeup(multi)
-        case false?:
-            break
         }
     }
 
     func stop() {
         let first = inbox.withLock { inbox -> Bool in
-            defer { inbox.stopping = true }
-            return !inbox.stopping
+            guard !inbox.stopping else { return false }
+            inbox.stopping = true
+            curl_multi_wakeup(multi)
+            return true
         }
         guard first else { return }
-        curl_multi_wakeup(multi)
         finished.wait()
     }
 

@@ -4,13 +4,13 @@ import Logging
 import Synchronization
 
 /// A thread that owns one HTTP/2 engine (`herald_h2`: nghttp2 over OpenSSL, on epoll) and sends
-/// the https requests that may reach any address: FCM, APNs, OAuth tokens.
+/// https requests through it: FCM, OAuth tokens, APNs, Web Push (whose addresses it checks).
 ///
 /// It costs about a third of what libcurl spends on a multiplexed request (libcurl builds and
 /// parses each request through layers made for every protocol it speaks, and allocates far
 /// more). What the engine does not do is left to ``TransferLoop``: plain http, an egress proxy,
-/// a server that does not offer HTTP/2 (its requests are handed back and sent with libcurl, and
-/// so are the origin's later ones), and requests whose addresses are checked.
+/// and a server that does not offer HTTP/2 (its requests are handed back unsent and sent with
+/// libcurl, and so are the origin's later ones).
 final class HTTP2Loop: @unchecked Sendable {
     private struct Inbox {
         var waiting: [Transfer] = []
@@ -49,7 +49,9 @@ final class HTTP2Loop: @unchecked Sendable {
         engine = made
         defaultTimeout = configuration.timeout
         self.sendWithoutHTTP2 = sendWithoutHTTP2
-        idleWait = Int32(min(1000, max(10, configuration.stallTimeout.milliseconds / 4)))
+        // The engine looks at deadlines and stalls every 20 ms while requests are out; idle, a
+        // second is soon enough to notice an idle connection's end.
+        idleWait = 1000
         let thread = Thread { [self] in
             run()
             finished.signal()
@@ -59,30 +61,29 @@ final class HTTP2Loop: @unchecked Sendable {
     }
 
     func submit(_ transfers: [Transfer]) {
-        let accepted = inbox.withLock { inbox -> Bool? in
-            if inbox.stopping { return nil }
-            let wasEmpty = inbox.waiting.isEmpty
+        // The wake-up is under the lock: once the loop has seen `stopping` there, it frees the
+        // engine, and a wake-up after that would write to a closed descriptor.
+        let accepted = inbox.withLock { inbox -> Bool in
+            if inbox.stopping { return false }
+            // Only the first waiting transfer needs to wake the loop; it takes all of them.
+            if inbox.waiting.isEmpty { herald_h2_wakeup(engine) }
             inbox.waiting.append(contentsOf: transfers)
-            return wasEmpty
+            return true
         }
-        switch accepted {
-        case nil:
+        if !accepted {
             let error = HTTPClientError(kind: .shutdown, message: "the HTTP client was shut down")
             transfers.forEach { $0.complete(.failure(error)) }
-        case true?:
-            herald_h2_wakeup(engine)
-        case false?:
-            break
         }
     }
 
     func stop() {
         let first = inbox.withLock { inbox -> Bool in
-            defer { inbox.stopping = true }
-            return !inbox.stopping
+            guard !inbox.stopping else { return false }
+            inbox.stopping = true
+            herald_h2_wakeup(engine)
+            return true
         }
         guard first else { return }
-        herald_h2_wakeup(engine)
         finished.wait()
     }
 

@@ -39,13 +39,13 @@ public final class HTTPClient: Sendable {
         /// given up for dead. Default 5 s; zero turns the check off.
         ///
         /// A connection that has had something to answer for half this long without receiving
-        /// anything gets an HTTP/2 PING; if nothing at all arrives in the other half, its socket
-        /// is shut down: the requests on it fail at once as connection errors (which the
-        /// providers' clients retry), or libcurl resends them on a fresh connection, and later
-        /// requests open a fresh connection. A server that is merely slow still answers the PING,
-        /// so it is left alone. HTTP/1.1 connections are not judged: there is no PING to tell a
-        /// slow server from a stuck one, and each carries one request, which its own timeout
-        /// bounds. Linux only (the kernel's TCP counters).
+        /// anything gets an HTTP/2 PING; if nothing at all arrives in the other half, it is
+        /// closed: the requests on it fail at once as connection errors (which the providers'
+        /// clients retry; libcurl may resend them on a fresh connection), and later requests open
+        /// a fresh connection. A server that is merely slow still answers the PING, so it is left
+        /// alone. HTTP/1.1 connections are not judged: there is no PING to tell a slow server
+        /// from a stuck one, and each carries one request, which its own timeout bounds. (libcurl's
+        /// loops read the kernel's TCP counters for it: Linux only.)
         public var stallTimeout: Duration = .seconds(5)
         /// A PEM file of trusted CA certificates, instead of the system's (for a TLS stand-in).
         public var caBundle: String?

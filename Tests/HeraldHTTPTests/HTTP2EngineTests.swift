@@ -37,6 +37,20 @@ import Testing
         #expect(log.allSatisfy { $0.protocolName == "HTTP/1.1" })
     }
 
+    /// A server may answer with anything (a Web Push endpoint is anyone's): a body beyond 1 MiB
+    /// resets that stream alone, and the connection goes on serving the next request.
+    @Test func anOversizedAnswerFailsAloneAndItsConnectionGoesOn() async throws {
+        let nginx = try await NginxStandIn.start()
+        let client = client(trusting: nginx)
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(HTTPRequest(method: "GET", url: nginx.baseURL + "/big"))
+        }
+        #expect(error?.kind == .other)
+        #expect(error?.message.contains("exceeds 1 MiB") == true, "\(error?.message ?? "")")
+        let next = try await client.send(request(nginx.baseURL))
+        #expect(next.status == 200 && next.newConnections == 0, "the same connection")
+    }
+
     @Test func aHostNameIsResolvedAndCheckedAgainstTheCertificate() async throws {
         let nginx = try await NginxStandIn.start()
         let client = client(trusting: nginx)

@@ -33,6 +33,7 @@ start)
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
     -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  head -c 2097152 /dev/zero >"$dir/big.bin"
   if [ -n "$upstream" ]; then
     locations="location / {
             proxy_pass http://127.0.0.1:$upstream;
@@ -54,6 +55,10 @@ start)
             add_header apns-id \$http_apns_id always;
             add_header apns-unique-id 6f1d0a64-4b0e-4e61-9a6b-2f1c3c2b8d01 always;
             return 200;
+        }
+        # A server that answers far more than any push service does (2 MiB).
+        location = /big {
+            alias $dir/big.bin;
         }
         # A browser push service (RFC 8030 §5): 201 and the message's Location.
         location /push/ {

@@ -32,6 +32,8 @@ static inline int herald_classify_ipv4(uint32_t a) {
     if ((a >> 28) == 0xF) return HERALD_ADDRESS_RESERVED;                    // 240/4 and 255.255.255.255
     if ((a >> 8) == 0xC00000) return HERALD_ADDRESS_RESERVED;                // 192.0.0/24, protocol assignments
     if ((a >> 17) == (0xC612u >> 1)) return HERALD_ADDRESS_RESERVED;          // 198.18/15, benchmarking
+    if ((a >> 8) == 0xC00002 || (a >> 8) == 0xC63364 || (a >> 8) == 0xCB0071)
+        return HERALD_ADDRESS_RESERVED;  // 192.0.2/24, 198.51.100/24, 203.0.113/24: documentation
     return HERALD_ADDRESS_PUBLIC;
 }
 
@@ -41,12 +43,18 @@ static inline int herald_classify_ipv6(const unsigned char b[16]) {
     if (memcmp(b, zeros, 10) == 0 && b[10] == 0xFF && b[11] == 0xFF) {
         return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
     }
-    // NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address that a gateway reaches:
-    // judged as that address, so 64:ff9b::a9fe:a9fe is the metadata service it is.
+    // NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48 of RFC 8215), SIIT's IPv4-translated
+    // ::ffff:0:a.b.c.d and 6to4 (2002::/16) carry an IPv4 address that a gateway reaches: judged
+    // as that address, so 64:ff9b::a9fe:a9fe is the metadata service it is.
     static const unsigned char nat64[12] = {0x00, 0x64, 0xFF, 0x9B};
-    if (memcmp(b, nat64, 12) == 0) {
+    static const unsigned char local_nat64[6] = {0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01};
+    static const unsigned char translated[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0};
+    if (memcmp(b, nat64, 12) == 0 || memcmp(b, local_nat64, 6) == 0 || memcmp(b, translated, 12) == 0) {
         return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
     }
+    // Teredo (2001::/32) tunnels to an address no push service uses; 2001:db8::/32 is documentation.
+    if (b[0] == 0x20 && b[1] == 0x01 && ((b[2] == 0 && b[3] == 0) || (b[2] == 0x0D && b[3] == 0xB8)))
+        return HERALD_ADDRESS_RESERVED;
     if (b[0] == 0x20 && b[1] == 0x02) {
         return herald_classify_ipv4((uint32_t)b[2] << 24 | (uint32_t)b[3] << 16 | (uint32_t)b[4] << 8 | b[5]);
     }

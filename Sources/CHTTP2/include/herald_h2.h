@@ -1,7 +1,7 @@
 // An HTTP/2 client engine over nghttp2 and OpenSSL: one event loop (epoll), TLS connections
-// pooled per origin, requests multiplexed as streams. HeraldHTTP sends https requests that may
-// reach any address through it (FCM, APNs, OAuth); libcurl keeps the rest (plain http, egress
-// proxies, servers without HTTP/2, requests whose addresses are checked).
+// pooled per origin, requests multiplexed as streams. HeraldHTTP sends its https requests
+// through it (FCM, OAuth, APNs, Web Push); libcurl keeps the rest (plain http, egress proxies,
+// servers without HTTP/2).
 //
 // Not thread-safe: one thread owns an engine and calls everything but herald_h2_wakeup.
 #ifndef HERALD_H2_H
