@@ -11,8 +11,9 @@ install_herald_dependencies
 cluster=$(mktemp -d /tmp/herald-test.XXXXXX)
 trap 'stop_postgres "$cluster"; rm -rf "$cluster"' EXIT
 # Durability is not under test in this shared cluster, so skip the fsyncs. (The test that
-# crashes PostgreSQL starts a cluster of its own, with fsync on.)
-start_postgres "$cluster" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300
+# crashes PostgreSQL starts a cluster of its own, with fsync on.) Every test starts at once and
+# many hold several connections (daemons, workers): 300 was outrun once at the start.
+start_postgres "$cluster" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=600
 
 echo "==> building the Debian package and checking it"
 package=$(bash scripts/package.sh "$cluster/dist" | tail -n 1)

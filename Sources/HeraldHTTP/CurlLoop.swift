@@ -57,7 +57,7 @@ final class CurlLoops: Sendable {
     var sendWithoutHTTP2: @Sendable (Transfer) -> Void {
         { [weak self] transfer in
             guard let self else {
-                transfer.complete(.failure(HTTPClientError(kind: .shutdown, message: "the HTTP client was shut down")))
+                transfer.complete(.failure(LoopInbox.shutDown))
                 return
             }
             let first = state.withLock { $0.withoutHTTP2.insert(transfer.origin).inserted }
@@ -82,19 +82,13 @@ final class CurlLoops: Sendable {
 
 /// The thread that owns the multi handle and every easy handle.
 final class TransferLoop: @unchecked Sendable {
-    private struct Inbox {
-        var waiting: [Transfer] = []
-        var stopping = false
-        var stopped = false
-    }
-
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     private let configuration: HTTPClient.Configuration
     /// Whether every connection's address is checked (requests that may not reach private addresses).
     private let guardsAddresses: Bool
     private let logger: Logger
-    private let inbox = Mutex(Inbox())
+    private let inbox = LoopInbox()
     private let finished = DispatchSemaphore(value: 0)
     // Owned by the loop thread.
     private let multi: UnsafeMutableRawPointer
@@ -164,40 +158,18 @@ final class TransferLoop: @unchecked Sendable {
     }
 
     func submit(_ transfers: [Transfer]) {
-        // The wake-up is under the lock: once the loop has seen `stopping` there, it cleans the
-        // multi handle up, and a wake-up after that would use it freed.
-        let accepted = inbox.withLock { inbox -> Bool in
-            if inbox.stopping { return false }
-            // Only the first waiting transfer needs to wake the loop; it takes all of them.
-            if inbox.waiting.isEmpty { curl_multi_wakeup(multi) }
-            inbox.waiting.append(contentsOf: transfers)
-            return true
-        }
-        if !accepted {
-            let error = HTTPClientError(kind: .shutdown, curlCode: 0, message: "the HTTP client was shut down")
-            transfers.forEach { $0.complete(.failure(error)) }
-        }
+        inbox.submit(transfers) { curl_multi_wakeup(multi) }
     }
 
     func stop() {
-        let first = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopping else { return false }
-            inbox.stopping = true
-            curl_multi_wakeup(multi)
-            return true
-        }
-        guard first else { return }
-        finished.wait()
+        if inbox.stop(wake: { curl_multi_wakeup(multi) }) { finished.wait() }
     }
 
     private func run() {
         while true {
-            let (arrivals, stopping) = inbox.withLock { inbox in
-                defer { inbox.waiting.removeAll(keepingCapacity: true) }
-                return (inbox.waiting, inbox.stopping)
-            }
+            let (arrivals, stopping) = inbox.take()
             if stopping {
-                let error = HTTPClientError(kind: .shutdown, curlCode: 0, message: "the HTTP client was shut down")
+                let error = LoopInbox.shutDown
                 for queue in origins.values { queue.waiting[queue.head...].forEach { $0.complete(.failure(error)) } }
                 arrivals.forEach { $0.complete(.failure(error)) }
                 origins.removeAll()

@@ -12,13 +12,8 @@ import Synchronization
 /// and a server that does not offer HTTP/2 (its requests are handed back unsent and sent with
 /// libcurl, and so are the origin's later ones).
 final class HTTP2Loop: @unchecked Sendable {
-    private struct Inbox {
-        var waiting: [Transfer] = []
-        var stopping = false
-    }
-
     private let engine: OpaquePointer
-    private let inbox = Mutex(Inbox())
+    private let inbox = LoopInbox()
     private let finished = DispatchSemaphore(value: 0)
     private let idleWait: Int32
     private let defaultTimeout: Duration
@@ -61,42 +56,19 @@ final class HTTP2Loop: @unchecked Sendable {
     }
 
     func submit(_ transfers: [Transfer]) {
-        // The wake-up is under the lock: once the loop has seen `stopping` there, it frees the
-        // engine, and a wake-up after that would write to a closed descriptor.
-        let accepted = inbox.withLock { inbox -> Bool in
-            if inbox.stopping { return false }
-            // Only the first waiting transfer needs to wake the loop; it takes all of them.
-            if inbox.waiting.isEmpty { herald_h2_wakeup(engine) }
-            inbox.waiting.append(contentsOf: transfers)
-            return true
-        }
-        if !accepted {
-            let error = HTTPClientError(kind: .shutdown, message: "the HTTP client was shut down")
-            transfers.forEach { $0.complete(.failure(error)) }
-        }
+        inbox.submit(transfers) { herald_h2_wakeup(engine) }
     }
 
     func stop() {
-        let first = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopping else { return false }
-            inbox.stopping = true
-            herald_h2_wakeup(engine)
-            return true
-        }
-        guard first else { return }
-        finished.wait()
+        if inbox.stop(wake: { herald_h2_wakeup(engine) }) { finished.wait() }
     }
 
     private func run() {
         var fields: [UInt8] = []
         while true {
-            let (arrivals, stopping) = inbox.withLock { inbox in
-                defer { inbox.waiting.removeAll(keepingCapacity: true) }
-                return (inbox.waiting, inbox.stopping)
-            }
+            let (arrivals, stopping) = inbox.take()
             if stopping {
-                let error = HTTPClientError(kind: .shutdown, message: "the HTTP client was shut down")
-                arrivals.forEach { $0.complete(.failure(error)) }
+                arrivals.forEach { $0.complete(.failure(LoopInbox.shutDown)) }
                 herald_h2_free(engine)  // fails what is queued or in flight
                 return
             }

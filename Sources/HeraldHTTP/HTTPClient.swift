@@ -224,6 +224,52 @@ final class Transfer: @unchecked Sendable {
     }
 }
 
+/// What callers hand a loop's thread (either engine's): transfers waiting to be taken, and
+/// whether to stop.
+///
+/// Wake-ups happen under the lock: once the loop has seen `stopping`, it frees what a wake-up
+/// touches (libcurl's multi handle, the engine's eventfd), so none may come after that.
+final class LoopInbox: Sendable {
+    private struct State {
+        var waiting: [Transfer] = []
+        var stopping = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Queues transfers for the loop, waking it if none were waiting (it takes all of them). Once
+    /// the loop is stopping, fails them as shut down instead.
+    func submit(_ transfers: [Transfer], wake: () -> Void) {
+        let accepted = state.withLock { state -> Bool in
+            if state.stopping { return false }
+            if state.waiting.isEmpty { wake() }
+            state.waiting.append(contentsOf: transfers)
+            return true
+        }
+        if !accepted { transfers.forEach { $0.complete(.failure(Self.shutDown)) } }
+    }
+
+    /// Tells the loop to stop; false if it was told already.
+    func stop(wake: () -> Void) -> Bool {
+        state.withLock { state in
+            guard !state.stopping else { return false }
+            state.stopping = true
+            wake()
+            return true
+        }
+    }
+
+    /// What waits, taken, and whether the loop is to stop.
+    func take() -> (arrivals: [Transfer], stopping: Bool) {
+        state.withLock { state in
+            defer { state.waiting.removeAll(keepingCapacity: true) }
+            return (state.waiting, state.stopping)
+        }
+    }
+
+    static let shutDown = HTTPClientError(kind: .shutdown, message: "the HTTP client was shut down")
+}
+
 extension Duration {
     var milliseconds: Int64 {
         let parts = components
