@@ -27,11 +27,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/// A stream the server refused unprocessed (past a GOAWAY's last stream, or REFUSED_STREAM) is
-/// sent again on another connection, up to this many times; then it fails as a connection error.
+/// A request whose stream the server refused unprocessed (past a GOAWAY's last stream, or
+/// REFUSED_STREAM) is sent again, on whichever connection has room, until it has been refused
+/// this many times; then it fails as a connection error.
 #define MAX_REFUSALS 5
 /// How often requests' deadlines and connections' stalls are looked at.
 #define SWEEP_MS 20
@@ -155,6 +157,9 @@ typedef struct connection {
     resolution *resolution;
     struct addrinfo *addresses, *next_address;
     int64_t connect_deadline;
+    /// When the address being connected to is given up for the next one, if there is one (a
+    /// name with an IPv6 address whose path drops packets still reaches its IPv4 one).
+    int64_t attempt_deadline;
     list streams;
     /// No new streams: a GOAWAY came, or stream ids ran out.
     int draining;
@@ -174,6 +179,10 @@ typedef struct connection {
 typedef struct origin {
     struct origin *next;
     char *host, *authority, *certificate, *password;
+    int certificate_is_p12;
+    /// The certificate file's modification time when it was read: a file renewed in place is
+    /// read again for the next connection, as libcurl reads it for each.
+    struct timespec certificate_modified;
     int port;
     /// Whether only public addresses may be connected to.
     int guarded;
@@ -209,6 +218,8 @@ struct herald_h2_engine {
 };
 
 static void connection_connect(struct connection *c);
+static SSL_CTX *client_tls_context(struct herald_h2_engine *engine, const char *file, int is_p12,
+                                   const char *password, char *error, size_t error_size);
 
 static int64_t now_ms(void) {
     struct timespec t;
@@ -559,6 +570,21 @@ static void connection_connected(connection *c) {
         return;
     }
     origin *o = c->origin;
+    struct stat file;
+    if (o->certificate && stat(o->certificate, &file) == 0 &&
+        (file.st_mtim.tv_sec != o->certificate_modified.tv_sec ||
+         file.st_mtim.tv_nsec != o->certificate_modified.tv_nsec)) {
+        char error[512];
+        SSL_CTX *renewed =
+            client_tls_context(c->engine, o->certificate, o->certificate_is_p12, o->password, error, sizeof error);
+        if (!renewed) {
+            connection_fail_opening(c, error);
+            return;
+        }
+        SSL_CTX_free(o->tls);  // its connections keep their own reference
+        o->tls = renewed;
+        o->certificate_modified = file.st_mtim;
+    }
     c->ssl = SSL_new(o->tls);
     if (!c->ssl) {
         connection_fail_opening(c, "out of memory");
@@ -618,6 +644,8 @@ static void connection_connect(connection *c) {
         if (connect(fd, address->ai_addr, address->ai_addrlen) == 0 || errno == EINPROGRESS) {
             c->fd = fd;
             c->state = CONNECTING;
+            long attempt = c->engine->config.connect_timeout_ms / 2;
+            c->attempt_deadline = now_ms() + (attempt < 2000 ? attempt : 2000);
             watch(c, EPOLLOUT);
             return;
         }
@@ -927,6 +955,14 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
         }
         for (connection *c = o->connections, *next; c; c = next) {
             next = c->next;
+            if (c->state == CONNECTING && c->next_address && now >= c->attempt_deadline) {
+                epoll_ctl(engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
+                close(c->fd);
+                c->fd = -1;
+                c->events = 0;
+                connection_connect(c);  // the next address, or fails the opening
+                continue;
+            }
             if (c->state != READY) {
                 if (now >= c->connect_deadline) {
                     char message[160];
@@ -1086,7 +1122,7 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
     if (engine->config.max_connections_per_origin < 1) engine->config.max_connections_per_origin = 1;
     if (engine->config.max_connections < 1) engine->config.max_connections = 1;
     engine->ca_file = config->ca_file ? strdup(config->ca_file) : NULL;
-    engine->config.ca_file = engine->ca_file;
+    engine->config.ca_file = NULL;  // the copy above is the one kept
     engine->completion = completion;
     engine->tls = tls_context(engine->ca_file, error, error_size);
     engine->epoll = epoll_create1(EPOLL_CLOEXEC);
@@ -1147,8 +1183,11 @@ static origin *find_origin(herald_h2_engine *engine, const char *host, size_t ho
     o->password = password ? strdup(password) : NULL;
     o->port = port;
     o->guarded = guarded;
+    o->certificate_is_p12 = is_p12;
     if (certificate) {
         char error[512];
+        struct stat file;
+        if (stat(certificate, &file) == 0) o->certificate_modified = file.st_mtim;
         o->tls = client_tls_context(engine, certificate, is_p12, password, error, sizeof error);
         if (!o->tls) o->tls_error = strdup(error);
     } else {
@@ -1185,7 +1224,7 @@ static int split_url(const char *url, const char **host, size_t *host_length, in
         *host_length = colon ? (size_t)(colon - start) : length;
         if (colon) port_text = colon + 1;
     }
-    if (*host_length == 0) return -1;
+    if (*host_length == 0 || memchr(*host, '%', *host_length)) return -1;  // an IPv6 zone: libcurl's
     *port = 443;
     if (port_text && port_text < start + length) {
         int value = 0;

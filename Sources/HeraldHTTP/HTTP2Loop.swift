@@ -44,8 +44,8 @@ final class HTTP2Loop: @unchecked Sendable {
         engine = made
         defaultTimeout = configuration.timeout
         self.sendWithoutHTTP2 = sendWithoutHTTP2
-        // The engine looks at deadlines and stalls every 20 ms while requests are out; idle, a
-        // second is soon enough to notice an idle connection's end.
+        // The engine looks at deadlines and stalls every 20 ms while requests are out; idle, it
+        // only forgets idle origins, for which a second is soon enough.
         idleWait = 1000
         let thread = Thread { [self] in
             run()

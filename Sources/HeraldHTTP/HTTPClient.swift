@@ -22,7 +22,9 @@ public final class HTTPClient: Sendable {
     public struct Configuration: Sendable {
         /// Connections per host; with HTTP/2 each carries many streams. Default 4.
         public var maxConnectionsPerHost: Int = 4
-        /// Connections in all. Default 16.
+        /// Connections in all, divided among the threads. Requests whose addresses are checked
+        /// (Web Push) and the others each have this many, so neither takes the other's room.
+        /// Default 16.
         public var maxConnections: Int = 16
         /// Streams per HTTP/2 connection, at most (the server's own limit also applies). Default 100.
         ///
@@ -51,7 +53,7 @@ public final class HTTPClient: Sendable {
         public var caBundle: String?
         /// Event-loop threads, each with its own share of the connections. One HTTP/2 engine
         /// thread sends 84,000–93,000 requests/s to a local nginx on the 2-core development
-        /// machine, about 10 µs of CPU a request (libcurl's: 36,000–40,000, about 30 µs).
+        /// machine, about 10 µs of CPU a request (libcurl's: 36,000–46,000, about 30 µs).
         /// Default 2, or 1 on a single core.
         ///
         /// libcurl gets as many loops again, started on its first request, and as many more for
@@ -61,8 +63,7 @@ public final class HTTPClient: Sendable {
         public init() {}
     }
 
-    private let logger: Logger
-    /// The HTTP/2 engine's loops, for https requests that may reach any address; none behind an
+    /// The HTTP/2 engine's loops, for https requests; none behind an
     /// egress proxy (libcurl speaks to proxies) or when the engine cannot start.
     private let http2Loops: [HTTP2Loop]
     /// libcurl's loops, for everything else.
@@ -74,7 +75,6 @@ public final class HTTPClient: Sendable {
         let threads = max(1, configuration.threads)
         perLoop.maxConnectionsPerHost = max(1, configuration.maxConnectionsPerHost / threads)
         perLoop.maxConnections = max(1, configuration.maxConnections / threads)
-        self.logger = logger
         let curl = CurlLoops(configuration: perLoop, threads: threads, logger: logger)
         self.curl = curl
         if let proxy = Self.egressProxy() {
@@ -166,7 +166,7 @@ public final class HTTPClient: Sendable {
 }
 
 /// Gathers a batch's results and resumes the caller once, at the end. Results come from the
-/// caller's thread (requests refused before sending) and from up to two loop threads.
+/// caller's thread (requests refused before sending) and from the loops' threads.
 final class BatchCollector: Sendable {
     private struct State {
         var results: [Result<HTTPResponse, HTTPClientError>?]
@@ -191,8 +191,8 @@ final class BatchCollector: Sendable {
     }
 }
 
-/// One request in flight, in either engine; the fields after `origin` are libcurl's (its easy
-/// handle's callbacks write here).
+/// One request in flight, in either engine; the fields after `sendWithoutHTTP2` are libcurl's
+/// (its easy handle's callbacks write here).
 final class Transfer: @unchecked Sendable {
     // Touched only on the loop thread after submission.
     let request: HTTPRequest

@@ -62,6 +62,7 @@ import Testing
             _ = try await client.send(request("https://[::ffff:127.0.0.1]:\(nginx.port)"))
         }
         #expect(error?.kind == .connection)
+        #expect(error?.curlCode == 0, "the engine, not libcurl, refused it")
         #expect(error?.message.contains("certificate") == true, "\(error?.message ?? "")")
         #expect(try await nginx.accessLog().count == 1, "the mismatched server was sent nothing")
     }
@@ -110,6 +111,7 @@ import Testing
                     certificate: ClientCertificate(file: path("client.p12"), format: .p12, password: "wrong")))
         }
         #expect(wrongPassword?.message.contains("client.p12") == true, "\(wrongPassword?.message ?? "")")
+        #expect(wrongPassword?.curlCode == 0, "the engine, not libcurl, read the certificate")
         #expect(try await nginx.accessLog().count == 3, "a request whose certificate failed was sent nothing")
     }
 

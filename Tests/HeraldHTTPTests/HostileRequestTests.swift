@@ -112,6 +112,22 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         #expect(try await nginx.accessLog().count == 2)
     }
 
+    /// Plain http goes through libcurl, whose open-socket callback makes the same check (as it
+    /// does behind an egress proxy, and for a server without HTTP/2).
+    @Test func libcurlRefusesAPrivateAddressToo() async throws {
+        let seen = Mutex(0)
+        let server = try await LocalServer.start { _ in
+            seen.withLock { $0 += 1 }
+            return FlyingFox.HTTPResponse(statusCode: .ok)
+        }
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await HTTPClient().send(HTTPRequest(url: server.url("/push/1"), allowPrivateAddresses: false))
+        }
+        #expect(error?.kind == .refusedAddress)
+        #expect(error?.curlCode != 0, "libcurl made the check: \(String(describing: error))")
+        #expect(seen.withLock { $0 } == 0, "a refused request reached the server")
+    }
+
     /// A trusted request's connection to 127.0.0.1 stays open; a restricted request to the same
     /// host and port must not ride on it.
     @Test func aConnectionOpenedForATrustedRequestIsNotReusedForARestrictedOne() async throws {
@@ -162,7 +178,8 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
             v6("64:ff9b::a9fe:a9fe"), v6("64:ff9b::7f00:1"), v6("2002:a00:1::"), v6("100::1"), v6("::ffff:10.0.0.1"),
             v6("::1"), v6("fe80::1"), v6("fd00::1"), v4(127, 0, 0, 1), v4(169, 254, 169, 254), v4(192, 0, 0, 8),
             v4(198, 19, 1, 1), v4(100, 64, 0, 1), v6("64:ff9b:1::a9fe:a9fe"), v6("::ffff:0:a9fe:a9fe"),
-            v6("::ffff:0:7f00:1"), v6("2001::1"), v6("2001:db8::1"), v4(192, 0, 2, 1), v4(198, 51, 100, 7),
+            v6("::ffff:0:7f00:1"), v6("64:ff9b:1:0:a:0:100:0"), v6("2001::1"), v6("2001:db8::1"), v4(192, 0, 2, 1),
+            v4(198, 51, 100, 7),
             v4(203, 0, 113, 9),
         ] {
             #expect(blocked != publicKind)

@@ -49,9 +49,13 @@ static inline int herald_classify_ipv6(const unsigned char b[16]) {
     static const unsigned char nat64[12] = {0x00, 0x64, 0xFF, 0x9B};
     static const unsigned char local_nat64[6] = {0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01};
     static const unsigned char translated[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0};
-    if (memcmp(b, nat64, 12) == 0 || memcmp(b, local_nat64, 6) == 0 || memcmp(b, translated, 12) == 0) {
+    if (memcmp(b, nat64, 12) == 0 || memcmp(b, translated, 12) == 0 ||
+        (memcmp(b, local_nat64, 6) == 0 && memcmp(b + 6, zeros, 6) == 0)) {
         return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
     }
+    // The local-use prefix with a shorter length (RFC 6052's /48 to /64) puts the IPv4 address
+    // elsewhere: nothing a push service uses, and not read wrongly as public.
+    if (memcmp(b, local_nat64, 6) == 0) return HERALD_ADDRESS_RESERVED;
     // Teredo (2001::/32) tunnels to an address no push service uses; 2001:db8::/32 is documentation.
     if (b[0] == 0x20 && b[1] == 0x01 && ((b[2] == 0 && b[3] == 0) || (b[2] == 0x0D && b[3] == 0xB8)))
         return HERALD_ADDRESS_RESERVED;
