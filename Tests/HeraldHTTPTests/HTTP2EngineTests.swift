@@ -115,6 +115,33 @@ import Testing
         #expect(try await nginx.accessLog().count == 3, "a request whose certificate failed was sent nothing")
     }
 
+    /// A certificate renewed in place (an APNs push certificate replaced in its file) is read
+    /// again for the next connection: here nginx ends each connection after one request, and
+    /// the file, once broken, fails the next request instead of the old certificate going on.
+    @Test func aCertificateRenewedInPlaceIsReadAgainForTheNextConnection() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await openssl([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=com.example.app", "-keyout", path("key.pem"), "-out", path("cert.pem"),
+        ])
+        let pem =
+            try String(contentsOfFile: path("cert.pem"), encoding: .utf8)
+            + String(contentsOfFile: path("key.pem"), encoding: .utf8)
+        try pem.write(toFile: path("client.pem"), atomically: false, encoding: .utf8)
+        let nginx = try await NginxStandIn.start(requestsPerConnection: 1, clientCA: path("cert.pem"))
+        let client = client(trusting: nginx)
+        let certificate = ClientCertificate(file: path("client.pem"), format: .pem)
+        #expect(try await client.send(request(nginx.baseURL, certificate: certificate)).status == 200)
+
+        try Data("not a certificate any more".utf8).write(to: URL(fileURLWithPath: path("client.pem")))
+        let error = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(request(nginx.baseURL, certificate: certificate))
+        }
+        #expect(error?.message.contains("client.pem") == true, "\(error?.message ?? "")")
+        #expect(try await nginx.clientVerdicts() == ["SUCCESS"])
+    }
+
     private func openssl(_ arguments: [String]) async throws {
         let result = try await runProgram("/usr/bin/openssl", arguments)
         try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
