@@ -63,14 +63,16 @@ public final class BirthLeases: Sendable {
     /// How many more deliveries may be leased at birth now; none once closed.
     var room: Int { state.withLock { $0.room } }
 
-    /// Promises the room there is now to one ingest statement, which leases up to that many:
-    /// two ingest loops cannot both fill it. The statement's ``hand(_:reserved:leasedAt:)``
-    /// settles the promise, whether it leased any or failed.
-    func reserve() -> Int {
+    /// Promises room to one ingest statement, at most `limit` (its batch), which leases up to
+    /// that many: two ingest loops cannot both fill the same room, and neither takes all of it
+    /// (at a steady rate the two often run at once, and the second would lease nothing). The
+    /// statement's ``hand(_:reserved:leasedAt:)`` settles the promise, whether it leased any or
+    /// failed.
+    func reserve(upTo limit: Int) -> Int {
         state.withLock { state in
-            let room = state.room
-            state.reserved += room
-            return room
+            let promised = min(state.room, max(0, limit))
+            state.reserved += promised
+            return promised
         }
     }
 

@@ -41,7 +41,7 @@ public struct IngestWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         do {
             let started = ContinuousClock.now
-            let reserved = context.births?.reserve() ?? 0
+            let reserved = context.births?.reserve(upTo: limit) ?? 0
             let counts = try await ingest(
                 SQL.ingestNext, [limit, context.clock.now(), context.workerID, context.lease.seconds, reserved],
                 reserved: reserved, leasedAt: started)

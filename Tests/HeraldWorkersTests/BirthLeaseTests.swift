@@ -149,22 +149,22 @@ import Testing
         #expect(try held[0].decode(0, as: Int.self) == 2)
     }
 
-    /// Room is promised to one ingest statement at a time, so two ingest loops cannot both fill
-    /// it; a statement's hand-over settles its promise, whether it leased anything or failed.
-    @Test func theRoomIsPromisedToOneIngestStatementAtATime() {
+    /// Room is promised to ingest statements up to their batch, so two ingest loops running at
+    /// once share it and cannot both fill the same room; a statement's hand-over settles its
+    /// promise, whether it leased anything or failed.
+    @Test func theRoomIsSharedByIngestStatementsUpToTheirBatch() {
         let births = BirthLeases(capacity: 10) {}
-        #expect(births.reserve() == 10)
-        #expect(births.reserve() == 0, "the first statement holds all the room")
-        #expect(births.hand([1, 2, 3], reserved: 10, leasedAt: .now).isEmpty)
-        #expect(births.room == 7)
-        let failed = births.reserve()
-        #expect(failed == 7)
-        _ = births.hand([], reserved: failed, leasedAt: .now)
+        #expect(births.reserve(upTo: 6) == 6)
+        #expect(births.reserve(upTo: 6) == 4, "the second statement running at once gets the rest")
+        #expect(births.reserve(upTo: 6) == 0, "a third finds none")
+        #expect(births.hand([1, 2, 3], reserved: 6, leasedAt: .now).isEmpty)
+        #expect(births.room == 3, "10, less the 3 held and the 4 still promised")
+        _ = births.hand([], reserved: 4, leasedAt: .now)
         #expect(births.room == 7, "a failed statement gives its room back")
         #expect(births.take(upTo: 2).ids == [1, 2])
         #expect(births.room == 9)
         #expect(births.close() == [3])
-        #expect(births.room == 0 && births.reserve() == 0)
+        #expect(births.room == 0 && births.reserve(upTo: 6) == 0)
         #expect(births.hand([4], reserved: 0, leasedAt: .now) == [4], "refused once dispatch has stopped")
     }
 }
