@@ -550,6 +550,15 @@ static int is_ip_literal(const char *host) {
     return inet_pton(AF_INET, host, address) == 1 || inet_pton(AF_INET6, host, address) == 1;
 }
 
+/// Gives up the address being connected to and connects to the name's next one (or fails).
+static void connection_try_next_address(connection *c) {
+    epoll_ctl(c->engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    c->events = 0;
+    connection_connect(c);
+}
+
 static void connection_connected(connection *c) {
     int error = 0;
     socklen_t length = sizeof error;
@@ -558,12 +567,7 @@ static void connection_connected(connection *c) {
         char message[256];
         snprintf(message, sizeof message, "could not connect to %s: %s", c->address, strerror(error));
         if (c->next_address) {
-            // Another of the name's addresses may answer.
-            epoll_ctl(c->engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
-            close(c->fd);
-            c->fd = -1;
-            c->events = 0;
-            connection_connect(c);
+            connection_try_next_address(c);  // another of the name's addresses may answer
             return;
         }
         connection_fail_opening(c, message);
@@ -956,11 +960,7 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
         for (connection *c = o->connections, *next; c; c = next) {
             next = c->next;
             if (c->state == CONNECTING && c->next_address && now >= c->attempt_deadline) {
-                epoll_ctl(engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
-                close(c->fd);
-                c->fd = -1;
-                c->events = 0;
-                connection_connect(c);  // the next address, or fails the opening
+                connection_try_next_address(c);
                 continue;
             }
             if (c->state != READY) {

@@ -15,7 +15,9 @@ final class HTTP2Loop: @unchecked Sendable {
     private let engine: OpaquePointer
     private let inbox = LoopInbox()
     private let finished = DispatchSemaphore(value: 0)
-    private let idleWait: Int32
+    /// How long an idle engine waits: it looks at deadlines and stalls every 20 ms while requests
+    /// are out; idle, it only forgets idle origins, for which a second is soon enough.
+    private static let idleWait: Int32 = 1000
     private let defaultTimeout: Duration
     /// Sends a request with libcurl: for a server that turned out not to offer HTTP/2.
     private let sendWithoutHTTP2: @Sendable (Transfer) -> Void
@@ -44,9 +46,6 @@ final class HTTP2Loop: @unchecked Sendable {
         engine = made
         defaultTimeout = configuration.timeout
         self.sendWithoutHTTP2 = sendWithoutHTTP2
-        // The engine looks at deadlines and stalls every 20 ms while requests are out; idle, it
-        // only forgets idle origins, for which a second is soon enough.
-        idleWait = 1000
         let thread = Thread { [self] in
             run()
             finished.signal()
@@ -73,7 +72,7 @@ final class HTTP2Loop: @unchecked Sendable {
                 return
             }
             for transfer in arrivals { start(transfer, fields: &fields) }
-            herald_h2_run(engine, idleWait)
+            herald_h2_run(engine, Self.idleWait)
         }
     }
 
