@@ -1078,241 +1078,20 @@ $$;
 
 CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL::text, lease_for interval DEFAULT NULL::interval, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
-    SET enable_seqscan TO 'on'
-    SET enable_hashjoin TO 'on'
-    SET enable_mergejoin TO 'on'
-    AS $_$
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
 DECLARE
-    activities record;
+    with_activities boolean;
 BEGIN
-    -- A small batch, the steady trickle between bursts, keeps one plan per session instead:
-    -- planning these statements for the call cost about 1.4 ms of the server's CPU, more than
-    -- ingesting ten notifications. That plan is made without knowing the tables, so it is kept
-    -- to primary-key and index probes in nested loops, right at any size (PlanningTests). A
-    -- large batch is planned for the call, whose hash joins ingest 500 notifications in half the
-    -- time and amortize the planning. The Live Activity events' function below runs with the
-    -- same settings; its statements look rows up by key either way. (The SET clauses above
-    -- restore the caller's settings when this returns.)
-    IF cardinality(ids) <= herald.small_ingest() THEN
-        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-                set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
-    END IF;
-    -- Lock the batch in id order, so concurrent ingesters cannot deadlock.
-    PERFORM 1 FROM herald.notifications n WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE;
-    -- Live Activity events first: the statement below takes what is still 'received'.
-    SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
-
-    RETURN QUERY
-    WITH normalized AS MATERIALIZED (
-        SELECT n.id, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
-               -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
-               -- from when the notification is to be sent (a scheduled one's send_at).
-               coalesce(n.priority, a.default_priority) AS priority,
-               -- least(): created_at is Herald's, but a restored or hand-written row must not
-               -- overflow, nor a send_at at the end of time (refused below, but computed first).
-               coalesce(n.expires_at,
-                        greatest(least(n.created_at, at), least(coalesce(n.send_at, '-infinity'), at + herald.max_schedule()))
-                        + coalesce(n.ttl, a.default_ttl)) AS expires_at,
-               greatest(at, coalesce(n.send_at, at)) AS run_at,
-               entries.data,
-               -- A web device cannot take a payload this large; the others can.
-               CASE WHEN size.bytes + 24 > size.web_limit_bytes THEN
-                        format('payload is about %s bytes, %s over Web Push''s %s bytes of plaintext; shorten the title, body or data',
-                               size.bytes + 24, size.bytes + 24 - size.web_limit_bytes, size.web_limit_bytes)
-               END AS web_problem,
-               CASE
-                   WHEN a.app_id IS NULL THEN
-                       format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
-                   WHEN NOT isfinite(n.expires_at) OR NOT isfinite(n.send_at) THEN
-                       format('%s must be a finite time, not %s', CASE WHEN NOT isfinite(n.expires_at) THEN 'expires_at' ELSE 'send_at' END,
-                              CASE WHEN NOT isfinite(n.expires_at) THEN n.expires_at ELSE n.send_at END)
-                   WHEN n.send_at > at + herald.max_schedule() THEN
-                       format('send_at %s is more than %s ahead; schedule it nearer', n.send_at, herald.max_schedule())
-                   WHEN n.expires_at > greatest(at, coalesce(n.send_at, at)) + herald.max_ttl() THEN
-                       format('expires_at %s is more than %s after the notification is sent (%s), the longest FCM keeps a message; give an earlier expires_at or a ttl',
-                              n.expires_at, herald.max_ttl(), greatest(at, coalesce(n.send_at, at)))
-                   WHEN n.collapse_key ~ '[[:cntrl:]]' OR octet_length(n.collapse_key) > 64 THEN
-                       'collapse_key must be at most 64 bytes (APNs'' limit for apns-collapse-id) without control characters'
-                   WHEN n.topic !~ '^[A-Za-z0-9_.~%-]+$' OR length(n.topic) > 900 THEN
-                       format('topic %s is not an FCM topic name: 1 to 900 of the letters, digits and - _ . ~ %%', quote_literal(left(n.topic, 40)))
-                   WHEN concat(n.sound, n.android_channel_id, n.ios_category, n.ios_thread_id, n.image_url, n.deep_link,
-                               n.idempotency_key, n.ios_filter_criteria, n.ios_target_content_id) ~ '[[:cntrl:]]' THEN
-                       format('%s contains a control character; remove it',
-                              CASE WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound'
-                                   WHEN n.android_channel_id ~ '[[:cntrl:]]' THEN 'android_channel_id'
-                                   WHEN n.ios_category ~ '[[:cntrl:]]' THEN 'ios_category'
-                                   WHEN n.ios_thread_id ~ '[[:cntrl:]]' THEN 'ios_thread_id'
-                                   WHEN n.image_url ~ '[[:cntrl:]]' THEN 'image_url'
-                                   WHEN n.deep_link ~ '[[:cntrl:]]' THEN 'deep_link'
-                                   WHEN n.ios_filter_criteria ~ '[[:cntrl:]]' THEN 'ios_filter_criteria'
-                                   WHEN n.ios_target_content_id ~ '[[:cntrl:]]' THEN 'ios_target_content_id'
-                                   ELSE 'idempotency_key' END)
-                   WHEN n.ios_interruption_level NOT IN ('passive', 'active', 'time-sensitive', 'critical') THEN
-                       format('ios_interruption_level must be passive, active, time-sensitive or critical, not %s',
-                              quote_literal(left(n.ios_interruption_level, 40)))
-                   -- NaN is above every number in PostgreSQL, so it is refused here too.
-                   WHEN NOT n.ios_relevance_score BETWEEN 0 AND 1 THEN
-                       format('ios_relevance_score must be a number from 0 to 1, not %s', n.ios_relevance_score)
-                   WHEN n.android_proxy NOT IN ('allow', 'deny', 'if_priority_lowered') THEN
-                       format('android_proxy must be allow, deny or if_priority_lowered, not %s',
-                              quote_literal(left(n.android_proxy, 40)))
-                   WHEN n.android_proxy IS NOT NULL AND n.topic IS NULL THEN
-                       'android_proxy applies to FCM notification messages, which Herald sends only to topics: a device''s'
-                       ' Android app gets a data message and shows it itself; leave android_proxy out'
-                   WHEN NOT n.silent AND coalesce(n.title, '') = '' AND coalesce(n.body, '') = ''
-                        AND (n.data IS NULL OR n.data = '{}'::jsonb) THEN
-                       'nothing to send: give a title, a body or data (or set silent for a bare wake-up)'
-                   WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
-                       format('data must be a JSON object of strings, not a JSON %s', jsonb_typeof(n.data))
-                   WHEN entries.data_problem IS NOT NULL THEN entries.data_problem
-                   WHEN n.image_url IS NOT NULL AND n.image_url NOT LIKE 'https://%' THEN
-                       format('image_url must be an https:// URL, not %s', quote_literal(left(n.image_url, 80)))
-                   WHEN n.device_ids IS NOT NULL AND cardinality(n.device_ids) = 0 THEN
-                       'device_ids is empty: name at least one device'
-                   WHEN size.bytes > size.limit_bytes THEN
-                       format('payload is about %s bytes once encoded, %s over the %s-byte limit of FCM and APNs; shorten the title, body, data or iOS fields',
-                              size.bytes, size.bytes - size.limit_bytes, size.limit_bytes)
-               END AS problem
-        FROM herald.notifications n
-        LEFT JOIN herald.apps a ON a.app_id = n.app_id
-        -- One walk over the data's entries: numbers and booleans become strings (FCM takes
-        -- only strings), and the first entry FCM would refuse is named.
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN jsonb_typeof(n.data) = 'object'
-                        THEN coalesce(jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) IN ('number', 'boolean')
-                                                                   THEN to_jsonb(e.value #>> '{}') ELSE e.value END),
-                                      '{}'::jsonb)
-                        ELSE n.data END AS data,
-                   (array_agg(
-                        CASE WHEN jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') THEN
-                                 format('data value for key %s is a JSON %s; data values must be strings (numbers and booleans are converted)',
-                                        quote_literal(e.key), jsonb_typeof(e.value))
-                             ELSE format('data key %s is reserved by FCM (from, message_type, google.*, gcm.*); rename it',
-                                         quote_literal(e.key))
-                        END ORDER BY e.position)
-                    FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean')
-                                  OR herald.is_reserved_data_key(e.key)))[1] AS data_problem
-            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END)
-                 WITH ORDINALITY AS e(key, value, position)
-        ) AS entries
-        -- An estimate of the bytes FCM counts: the Android data map, which carries the content
-        -- plus Herald's own keys and is the larger of the two mobile platforms' payloads. A
-        -- browser's JSON document carries the same, and must fit Web Push's 4096 bytes of
-        -- ciphertext once encrypted: 3993 bytes of plaintext (RFC 8291: a 86-byte header, a
-        -- 16-byte tag and a padding delimiter).
-        CROSS JOIN LATERAL (
-            -- The data object as jsonb prints it, then each field as it would print beside it
-            -- (`, "key": value`), added up rather than built into one object and printed: that
-            -- cost a quarter of ingest. It errs only towards refusing: by 2 bytes when there is
-            -- no data (the first field's comma), and by a key the data repeats, counted twice.
-            -- iOS's own fields are in the estimate too, since APNs counts them.
-            SELECT coalesce(octet_length(entries.data::text), 2)
-                   + coalesce(octet_length(to_json(n.title)::text) + octet_length('title') + 6, 0)
-                   + coalesce(octet_length(to_json(n.body)::text) + octet_length('body') + 6, 0)
-                   + coalesce(octet_length(to_json(n.image_url)::text) + octet_length('image_url') + 6, 0)
-                   + coalesce(octet_length(to_json(n.deep_link)::text) + octet_length('deep_link') + 6, 0)
-                   + coalesce(octet_length(to_json(n.sound)::text) + octet_length('sound') + 6, 0)
-                   + coalesce(octet_length(to_json(n.android_channel_id)::text) + octet_length('channel_id') + 6, 0)
-                   + coalesce(octet_length(to_json(n.ios_category)::text) + octet_length('category') + 6, 0)
-                   + coalesce(octet_length(to_json(n.ios_thread_id)::text) + octet_length('thread-id') + 6, 0)
-                   + coalesce(octet_length(to_json(n.ios_interruption_level)::text) + octet_length('interruption-level') + 6, 0)
-                   + coalesce(octet_length(to_json(n.ios_relevance_score)::text) + octet_length('relevance-score') + 6, 0)
-                   + coalesce(octet_length(to_json(n.ios_filter_criteria)::text) + octet_length('filter-criteria') + 6, 0)
-                   + coalesce(octet_length(to_json(n.ios_target_content_id)::text) + octet_length('target-content-id') + 6, 0)
-                   + 160 AS bytes,  -- herald_notification_id, herald_report and their quoting
-                   CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
-                   3993 AS web_limit_bytes
-        ) AS size
-        WHERE n.id = ANY(ids) AND n.state = 'received'
-    ), live AS (
-        SELECT * FROM normalized WHERE problem IS NULL AND expires_at > run_at
-    ), targets AS (
-        SELECT l.id AS notification_id, d.id AS device_id, d.platform, l.silent, l.run_at,
-               CASE WHEN d.platform = 'web' THEN l.web_problem END AS web_problem
-        FROM live l
-        JOIN herald.devices d ON d.app_id = l.app_id AND d.user_ref = l.user_ref AND d.disabled_at IS NULL
-        WHERE l.user_ref IS NOT NULL
-        UNION ALL
-        SELECT l.id, d.id, d.platform, l.silent, l.run_at, CASE WHEN d.platform = 'web' THEN l.web_problem END
-        FROM live l
-        CROSS JOIN LATERAL (SELECT DISTINCT unnest(l.device_ids) AS device_id) AS wanted
-        JOIN herald.devices d ON d.app_id = l.app_id AND d.device_id = wanted.device_id AND d.disabled_at IS NULL
-        WHERE l.device_ids IS NOT NULL
-        UNION ALL
-        SELECT l.id, NULL, NULL, l.silent, l.run_at, NULL FROM live l WHERE l.topic IS NOT NULL
-    ), created AS (
-        -- Each delivery is queued in place, due at send_at or now; one for a browser that
-        -- cannot take the payload fails here, with the reason.
-        -- The first `reserve` of those due now are leased at birth to `lease_to` for `lease_for`
-        -- (their first attempt, as a claim would make it), when the caller asks.
-        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at, state, last_error, error_history,
-                                       finished_at, locked_by, attempts)
-        SELECT t.notification_id, t.device_id,
-               CASE WHEN t.platform IS NULL THEN 'topic'
-                    WHEN t.platform = 'android' THEN 'android_data'
-                    WHEN t.platform = 'web' THEN 'web'
-                    WHEN t.silent THEN 'ios_background'
-                    ELSE 'ios_alert' END,
-               CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
-               CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
-               t.web_problem,
-               CASE WHEN t.web_problem IS NULL THEN '{}'::text[]
-                    ELSE ARRAY[format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), t.web_problem)] END,
-               CASE WHEN t.web_problem IS NOT NULL THEN at END,
-               CASE WHEN t.leased THEN lease_to END,
-               CASE WHEN t.leased THEN 1 ELSE 0 END
-        FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
-                          AS leased
-              FROM (SELECT t.*, lease_to IS NOT NULL AND lease_for IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
-                    FROM targets t) AS t) AS t
-        -- In notification order, so a later notification's deliveries have larger ids.
-        ORDER BY t.notification_id, t.device_id
-        RETURNING id, notification_id, locked_by
-    ), verdicts AS MATERIALIZED (
-        -- The planner cannot know how many rows these CTEs hold, and a join or IN against
-        -- `created` was planned as a rescan per row, quadratic in the batch; an array searched
-        -- per row costs a few microseconds a batch.
-        SELECT v.*,
-               CASE WHEN v.problem IS NOT NULL THEN 'rejected'
-                    WHEN v.expires_at <= v.run_at THEN 'expired'
-                    WHEN v.id = ANY(ARRAY(SELECT c.notification_id FROM created c)) THEN 'accepted'
-                    ELSE 'no_devices' END AS state
-        FROM normalized v
-    ), written AS (
-        -- A rejected notification keeps what the producer wrote; the others get the defaults.
-        UPDATE herald.notifications n
-        SET state = v.state,
-            reason = CASE v.state
-                         WHEN 'rejected' THEN v.problem
-                         WHEN 'expired' THEN format('expired at %s, before it could be sent', v.expires_at)
-                         WHEN 'no_devices' THEN
-                             CASE WHEN v.user_ref IS NOT NULL
-                                  THEN format('user %s has no enabled device', quote_literal(v.user_ref))
-                                  ELSE format('none of the devices %s is registered and enabled',
-                                              array_to_string(v.device_ids, ', '))
-                             END
-                     END,
-            priority = CASE WHEN v.state = 'rejected' THEN n.priority ELSE v.priority END,
-            expires_at = CASE WHEN v.state = 'rejected' THEN n.expires_at ELSE v.expires_at END,
-            ttl = CASE WHEN v.state = 'rejected' THEN n.ttl END,
-            data = CASE WHEN v.state = 'rejected' THEN n.data ELSE v.data END,
-            ingested_at = at
-        FROM verdicts v
-        -- The array condition keeps the plan on the primary key, not a scan of the whole table.
-        WHERE n.id = ANY(ids) AND n.id = v.id
-        RETURNING n.state
-    )
-    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
-           count(*) FILTER (WHERE w.state = 'rejected')::int + activities.rejected,
-           count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
-           count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
-           activities.superseded,
-           (SELECT count(*) FROM created)::int + activities.deliveries,
-           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id)
-    FROM written w;
+    SELECT bool_or(locked.activity) INTO with_activities
+    FROM (SELECT n.activity_event IS NOT NULL AS activity FROM herald.notifications n
+          WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
+    RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
 END;
-$_$;
+$$;
 
 
 --
@@ -1490,29 +1269,265 @@ $$;
 
 
 --
+-- Name: ingest_locked(bigint[], boolean, timestamp with time zone, text, interval, integer); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_sort TO 'on'
+    AS $_$
+DECLARE
+    activities record;
+    first_id bigint;
+    last_id bigint;
+BEGIN
+    -- Live Activity events first: the statement below takes what is still 'received'.
+    IF with_activities THEN
+        SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
+    ELSE
+        SELECT 0 AS accepted, 0 AS rejected, 0 AS expired, 0 AS no_devices, 0 AS superseded, 0 AS deliveries
+        INTO activities;
+    END IF;
+    SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
+
+    RETURN QUERY
+    WITH normalized AS MATERIALIZED (
+        SELECT n.id, n.kept, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
+               -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
+               -- from when the notification is to be sent (a scheduled one's send_at).
+               coalesce(n.priority, a.default_priority) AS priority,
+               -- least(): created_at is Herald's, but a restored or hand-written row must not
+               -- overflow, nor a send_at at the end of time (refused below, but computed first).
+               coalesce(n.expires_at,
+                        greatest(least(n.created_at, at), least(coalesce(n.send_at, '-infinity'), at + herald.max_schedule()))
+                        + coalesce(n.ttl, a.default_ttl)) AS expires_at,
+               greatest(at, coalesce(n.send_at, at)) AS run_at,
+               entries.data,
+               -- A web device cannot take a payload this large; the others can.
+               CASE WHEN size.bytes + 24 > size.web_limit_bytes THEN
+                        format('payload is about %s bytes, %s over Web Push''s %s bytes of plaintext; shorten the title, body or data',
+                               size.bytes + 24, size.bytes + 24 - size.web_limit_bytes, size.web_limit_bytes)
+               END AS web_problem,
+               CASE
+                   WHEN a.app_id IS NULL THEN
+                       format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
+                   WHEN NOT isfinite(n.expires_at) OR NOT isfinite(n.send_at) THEN
+                       format('%s must be a finite time, not %s', CASE WHEN NOT isfinite(n.expires_at) THEN 'expires_at' ELSE 'send_at' END,
+                              CASE WHEN NOT isfinite(n.expires_at) THEN n.expires_at ELSE n.send_at END)
+                   WHEN n.send_at > at + herald.max_schedule() THEN
+                       format('send_at %s is more than %s ahead; schedule it nearer', n.send_at, herald.max_schedule())
+                   WHEN n.expires_at > greatest(at, coalesce(n.send_at, at)) + herald.max_ttl() THEN
+                       format('expires_at %s is more than %s after the notification is sent (%s), the longest FCM keeps a message; give an earlier expires_at or a ttl',
+                              n.expires_at, herald.max_ttl(), greatest(at, coalesce(n.send_at, at)))
+                   WHEN n.collapse_key ~ '[[:cntrl:]]' OR octet_length(n.collapse_key) > 64 THEN
+                       'collapse_key must be at most 64 bytes (APNs'' limit for apns-collapse-id) without control characters'
+                   WHEN n.topic !~ '^[A-Za-z0-9_.~%-]+$' OR length(n.topic) > 900 THEN
+                       format('topic %s is not an FCM topic name: 1 to 900 of the letters, digits and - _ . ~ %%', quote_literal(left(n.topic, 40)))
+                   WHEN concat(n.sound, n.android_channel_id, n.ios_category, n.ios_thread_id, n.image_url, n.deep_link,
+                               n.idempotency_key, n.ios_filter_criteria, n.ios_target_content_id) ~ '[[:cntrl:]]' THEN
+                       format('%s contains a control character; remove it',
+                              CASE WHEN n.sound ~ '[[:cntrl:]]' THEN 'sound'
+                                   WHEN n.android_channel_id ~ '[[:cntrl:]]' THEN 'android_channel_id'
+                                   WHEN n.ios_category ~ '[[:cntrl:]]' THEN 'ios_category'
+                                   WHEN n.ios_thread_id ~ '[[:cntrl:]]' THEN 'ios_thread_id'
+                                   WHEN n.image_url ~ '[[:cntrl:]]' THEN 'image_url'
+                                   WHEN n.deep_link ~ '[[:cntrl:]]' THEN 'deep_link'
+                                   WHEN n.ios_filter_criteria ~ '[[:cntrl:]]' THEN 'ios_filter_criteria'
+                                   WHEN n.ios_target_content_id ~ '[[:cntrl:]]' THEN 'ios_target_content_id'
+                                   ELSE 'idempotency_key' END)
+                   WHEN n.ios_interruption_level NOT IN ('passive', 'active', 'time-sensitive', 'critical') THEN
+                       format('ios_interruption_level must be passive, active, time-sensitive or critical, not %s',
+                              quote_literal(left(n.ios_interruption_level, 40)))
+                   -- NaN is above every number in PostgreSQL, so it is refused here too.
+                   WHEN NOT n.ios_relevance_score BETWEEN 0 AND 1 THEN
+                       format('ios_relevance_score must be a number from 0 to 1, not %s', n.ios_relevance_score)
+                   WHEN n.android_proxy NOT IN ('allow', 'deny', 'if_priority_lowered') THEN
+                       format('android_proxy must be allow, deny or if_priority_lowered, not %s',
+                              quote_literal(left(n.android_proxy, 40)))
+                   WHEN n.android_proxy IS NOT NULL AND n.topic IS NULL THEN
+                       'android_proxy applies to FCM notification messages, which Herald sends only to topics: a device''s'
+                       ' Android app gets a data message and shows it itself; leave android_proxy out'
+                   WHEN NOT n.silent AND coalesce(n.title, '') = '' AND coalesce(n.body, '') = ''
+                        AND (n.data IS NULL OR n.data = '{}'::jsonb) THEN
+                       'nothing to send: give a title, a body or data (or set silent for a bare wake-up)'
+                   WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
+                       format('data must be a JSON object of strings, not a JSON %s', jsonb_typeof(n.data))
+                   WHEN entries.data_problem IS NOT NULL THEN entries.data_problem
+                   WHEN n.image_url IS NOT NULL AND n.image_url NOT LIKE 'https://%' THEN
+                       format('image_url must be an https:// URL, not %s', quote_literal(left(n.image_url, 80)))
+                   WHEN n.device_ids IS NOT NULL AND cardinality(n.device_ids) = 0 THEN
+                       'device_ids is empty: name at least one device'
+                   WHEN size.bytes > size.limit_bytes THEN
+                       format('payload is about %s bytes once encoded, %s over the %s-byte limit of FCM and APNs; shorten the title, body, data or iOS fields',
+                              size.bytes, size.bytes - size.limit_bytes, size.limit_bytes)
+               END AS problem
+        FROM herald.notifications n
+        LEFT JOIN herald.apps a ON a.app_id = n.app_id
+        -- One walk over the data's entries: numbers and booleans become strings (FCM takes
+        -- only strings), and the first entry FCM would refuse is named.
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN jsonb_typeof(n.data) = 'object'
+                        THEN coalesce(jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) IN ('number', 'boolean')
+                                                                   THEN to_jsonb(e.value #>> '{}') ELSE e.value END),
+                                      '{}'::jsonb)
+                        ELSE n.data END AS data,
+                   (array_agg(
+                        CASE WHEN jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') THEN
+                                 format('data value for key %s is a JSON %s; data values must be strings (numbers and booleans are converted)',
+                                        quote_literal(e.key), jsonb_typeof(e.value))
+                             ELSE format('data key %s is reserved by FCM (from, message_type, google.*, gcm.*); rename it',
+                                         quote_literal(e.key))
+                        END ORDER BY e.position)
+                    FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean')
+                                  OR herald.is_reserved_data_key(e.key)))[1] AS data_problem
+            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END)
+                 WITH ORDINALITY AS e(key, value, position)
+        ) AS entries
+        -- An estimate of the bytes FCM counts: the Android data map, which carries the content
+        -- plus Herald's own keys and is the larger of the two mobile platforms' payloads. A
+        -- browser's JSON document carries the same, and must fit Web Push's 4096 bytes of
+        -- ciphertext once encrypted: 3993 bytes of plaintext (RFC 8291: a 86-byte header, a
+        -- 16-byte tag and a padding delimiter).
+        CROSS JOIN LATERAL (
+            -- The data object as jsonb prints it, then each field as it would print beside it
+            -- (`, "key": value`), added up rather than built into one object and printed: that
+            -- cost a quarter of ingest. It errs only towards refusing: by 2 bytes when there is
+            -- no data (the first field's comma), and by a key the data repeats, counted twice.
+            -- iOS's own fields are in the estimate too, since APNs counts them.
+            SELECT coalesce(octet_length(entries.data::text), 2)
+                   + coalesce(octet_length(to_json(n.title)::text) + octet_length('title') + 6, 0)
+                   + coalesce(octet_length(to_json(n.body)::text) + octet_length('body') + 6, 0)
+                   + coalesce(octet_length(to_json(n.image_url)::text) + octet_length('image_url') + 6, 0)
+                   + coalesce(octet_length(to_json(n.deep_link)::text) + octet_length('deep_link') + 6, 0)
+                   + coalesce(octet_length(to_json(n.sound)::text) + octet_length('sound') + 6, 0)
+                   + coalesce(octet_length(to_json(n.android_channel_id)::text) + octet_length('channel_id') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_category)::text) + octet_length('category') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_thread_id)::text) + octet_length('thread-id') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_interruption_level)::text) + octet_length('interruption-level') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_relevance_score)::text) + octet_length('relevance-score') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_filter_criteria)::text) + octet_length('filter-criteria') + 6, 0)
+                   + coalesce(octet_length(to_json(n.ios_target_content_id)::text) + octet_length('target-content-id') + 6, 0)
+                   + 160 AS bytes,  -- herald_notification_id, herald_report and their quoting
+                   CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
+                   3993 AS web_limit_bytes
+        ) AS size
+        WHERE n.id = ANY(ids) AND n.id BETWEEN first_id AND last_id AND n.state = 'received'
+    ), live AS (
+        SELECT * FROM normalized WHERE problem IS NULL AND expires_at > run_at
+    ), targets AS (
+        SELECT l.id AS notification_id, d.id AS device_id, d.platform, l.silent, l.run_at,
+               CASE WHEN d.platform = 'web' THEN l.web_problem END AS web_problem
+        FROM live l
+        JOIN herald.devices d ON d.app_id = l.app_id AND d.user_ref = l.user_ref AND d.disabled_at IS NULL
+        WHERE l.user_ref IS NOT NULL
+        UNION ALL
+        SELECT l.id, d.id, d.platform, l.silent, l.run_at, CASE WHEN d.platform = 'web' THEN l.web_problem END
+        FROM live l
+        CROSS JOIN LATERAL (SELECT DISTINCT unnest(l.device_ids) AS device_id) AS wanted
+        JOIN herald.devices d ON d.app_id = l.app_id AND d.device_id = wanted.device_id AND d.disabled_at IS NULL
+        WHERE l.device_ids IS NOT NULL
+        UNION ALL
+        SELECT l.id, NULL, NULL, l.silent, l.run_at, NULL FROM live l WHERE l.topic IS NOT NULL
+    ), created AS (
+        -- Each delivery is queued in place, due at send_at or now; one for a browser that
+        -- cannot take the payload fails here, with the reason.
+        -- The first `reserve` of those due now are leased at birth to `lease_to` for `lease_for`
+        -- (their first attempt, as a claim would make it), when the caller asks.
+        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at, state, last_error, error_history,
+                                       finished_at, locked_by, attempts)
+        SELECT t.notification_id, t.device_id,
+               CASE WHEN t.platform IS NULL THEN 'topic'
+                    WHEN t.platform = 'android' THEN 'android_data'
+                    WHEN t.platform = 'web' THEN 'web'
+                    WHEN t.silent THEN 'ios_background'
+                    ELSE 'ios_alert' END,
+               CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
+               CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
+               t.web_problem,
+               CASE WHEN t.web_problem IS NULL THEN '{}'::text[]
+                    ELSE ARRAY[format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), t.web_problem)] END,
+               CASE WHEN t.web_problem IS NOT NULL THEN at END,
+               CASE WHEN t.leased THEN lease_to END,
+               CASE WHEN t.leased THEN 1 ELSE 0 END
+        FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
+                          AS leased
+              FROM (SELECT t.*, lease_to IS NOT NULL AND lease_for IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
+                    FROM targets t) AS t) AS t
+        -- In notification order, so a later notification's deliveries have larger ids.
+        ORDER BY t.notification_id, t.device_id
+        RETURNING id, notification_id, locked_by
+    ), verdicts AS MATERIALIZED (
+        -- The planner cannot know how many rows these CTEs hold, and a join or IN against
+        -- `created` was planned as a rescan per row, quadratic in the batch; an array searched
+        -- per row costs a few microseconds a batch.
+        SELECT v.*,
+               CASE WHEN v.problem IS NOT NULL THEN 'rejected'
+                    WHEN v.expires_at <= v.run_at THEN 'expired'
+                    WHEN v.id = ANY(ARRAY(SELECT c.notification_id FROM created c)) THEN 'accepted'
+                    ELSE 'no_devices' END AS state
+        FROM normalized v
+    ), written AS (
+        -- A rejected notification keeps what the producer wrote; the others get the defaults.
+        UPDATE herald.notifications n
+        SET state = v.state,
+            reason = CASE v.state
+                         WHEN 'rejected' THEN v.problem
+                         WHEN 'expired' THEN format('expired at %s, before it could be sent', v.expires_at)
+                         WHEN 'no_devices' THEN
+                             CASE WHEN v.user_ref IS NOT NULL
+                                  THEN format('user %s has no enabled device', quote_literal(v.user_ref))
+                                  ELSE format('none of the devices %s is registered and enabled',
+                                              array_to_string(v.device_ids, ', '))
+                             END
+                     END,
+            priority = CASE WHEN v.state = 'rejected' THEN n.priority ELSE v.priority END,
+            expires_at = CASE WHEN v.state = 'rejected' THEN n.expires_at ELSE v.expires_at END,
+            ttl = CASE WHEN v.state = 'rejected' THEN n.ttl END,
+            data = CASE WHEN v.state = 'rejected' THEN n.data ELSE v.data END,
+            ingested_at = at
+        FROM verdicts v
+        WHERE n.kept = v.kept AND n.id = v.id AND n.id BETWEEN first_id AND last_id
+        RETURNING n.state
+    )
+    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
+           count(*) FILTER (WHERE w.state = 'rejected')::int + activities.rejected,
+           count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
+           count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
+           activities.superseded,
+           (SELECT count(*) FROM created)::int + activities.deliveries,
+           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id)
+    FROM written w;
+END;
+$_$;
+
+
+--
 -- Name: ingest_next(integer, timestamp with time zone, text, interval, integer); Type: FUNCTION; Schema: herald; Owner: -
 --
 
 CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL::text, lease_for interval DEFAULT NULL::interval, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET enable_sort TO 'off'
     AS $$
 DECLARE
     ids bigint[];
+    with_activities boolean;
 BEGIN
-    -- The pick walks each partition's notifications_received in id order (a Merge Append) and
-    -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
-    -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends). The batch's
-    -- own statements plan as usual (the SET clause restores the caller's value on return).
-    SELECT array_agg(picked.id) INTO ids
-    FROM (SELECT n.id FROM herald.notifications n WHERE n.state = 'received'
+    SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
+    FROM (SELECT n.id, n.activity_event IS NOT NULL AS activity FROM herald.notifications n WHERE n.state = 'received'
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
-    PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
     ELSE
-        RETURN QUERY SELECT * FROM herald.ingest(ids, at, lease_to, lease_for, reserve);
+        RETURN QUERY SELECT * FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve);
     END IF;
 END;
 $$;
@@ -2479,15 +2494,6 @@ $$;
 
 
 --
--- Name: small_ingest(); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.small_ingest() RETURNS integer
-    LANGUAGE sql IMMUTABLE
-    AS $$ SELECT 128 $$;
-
-
---
 -- Name: start_activity(text, text, text, jsonb, jsonb, text, text, text, text[], text, timestamp with time zone, double precision, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -2498,21 +2504,6 @@ CREATE FUNCTION herald.start_activity(app text, activity text, attributes_type t
     SELECT herald.activity_event(app, 'herald.start_activity', 'start', activity, NULL, user_ref, device_ids, attributes_type,
                                  attributes, content_state, title, body, sound, stale_at, NULL, relevance_score, true,
                                  ttl, expires_at, idempotency_key, event_at);
-$$;
-
-
---
--- Name: stringify_data(jsonb); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.stringify_data(data jsonb) RETURNS jsonb
-    LANGUAGE sql IMMUTABLE
-    AS $$
-    SELECT CASE WHEN jsonb_typeof(data) = 'object' THEN
-        coalesce((SELECT jsonb_object_agg(key,
-                      CASE WHEN jsonb_typeof(value) IN ('number', 'boolean') THEN to_jsonb(value #>> '{}') ELSE value END)
-                  FROM jsonb_each(data)), '{}'::jsonb)
-    ELSE data END;
 $$;
 
 
@@ -4996,6 +4987,14 @@ GRANT ALL ON FUNCTION herald.ingest_activity_events(ids bigint[], at timestamp w
 
 
 --
+-- Name: FUNCTION ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION ingest_next(batch integer, at timestamp with time zone, lease_to text, lease_for interval, reserve integer); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5202,28 +5201,12 @@ GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], to
 
 
 --
--- Name: FUNCTION small_ingest(); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.small_ingest() FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.small_ingest() TO herald_daemon;
-
-
---
 -- Name: FUNCTION start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone); Type: ACL; Schema: herald; Owner: -
 --
 
 REVOKE ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_producer;
 GRANT ALL ON FUNCTION herald.start_activity(app text, activity text, attributes_type text, attributes jsonb, content_state jsonb, title text, body text, user_ref text, device_ids text[], sound text, stale_at timestamp with time zone, relevance_score double precision, ttl interval, expires_at timestamp with time zone, idempotency_key text, event_at timestamp with time zone) TO herald_daemon;
-
-
---
--- Name: FUNCTION stringify_data(data jsonb); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.stringify_data(data jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.stringify_data(data jsonb) TO herald_daemon;
 
 
 --

@@ -9,10 +9,9 @@ import Testing
 /// a generation's partition just opened, went on reading the grown table whole once per
 /// notification, until autovacuum's next ANALYZE (ingest fell to 200 a second at 2,500 in the
 /// soak; recording a batch's outcomes took up to half a second after each generation opened).
-/// A large ingest is planned for the table as it is when it runs; a small one, and dispatch's
-/// claim and record, keep one plan per session, made with nothing but index probes and nested
-/// loops allowed, so that it reads the batch however the tables grew. Autovacuum is off for the open generation's
-/// partitions here, as it is between its visits.
+/// Ingest, and dispatch's claim and record, keep one plan per session, made with nothing but
+/// index probes and nested loops allowed, so that it reads the batch however the tables grew.
+/// Autovacuum is off for the open generation's partitions here, as it is between its visits.
 @Suite struct PlanningTests {
     /// A database with an app and a device, autovacuum off for `table`'s open partition.
     static func connection(withoutAutovacuumOn table: String) async throws -> PostgresConnection {
@@ -52,8 +51,7 @@ import Testing
             "INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'shop', 'alice', 'later' FROM generate_series(1, 50000)"
         )
         // Rows read one by one (sequential scans), and index entries read, not yet reported
-        // (this transaction's and some before it): compared before and after. A batch this small
-        // runs on the session's kept plan.
+        // (this transaction's and some before it): compared before and after.
         let (rows, entries) = try await connection.transaction { session in
             let before = try session.query(Self.tableReads("notifications"))[0]
             _ = try session.query("SELECT herald.ingest_next(100)")

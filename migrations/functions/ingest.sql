@@ -12,19 +12,6 @@ $$;
 REVOKE ALL ON FUNCTION herald.is_reserved_data_key(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.is_reserved_data_key(text) TO herald_daemon;
 
--- Numbers and booleans become strings (FCM takes only strings). Nothing calls it any more:
--- ingest converts data in its own walk over the entries. Dropping it is a versioned migration.
-CREATE OR REPLACE FUNCTION herald.stringify_data(data jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN jsonb_typeof(data) = 'object' THEN
-        coalesce((SELECT jsonb_object_agg(key,
-                      CASE WHEN jsonb_typeof(value) IN ('number', 'boolean') THEN to_jsonb(value #>> '{}') ELSE value END)
-                  FROM jsonb_each(data)), '{}'::jsonb)
-    ELSE data END;
-$$;
-REVOKE ALL ON FUNCTION herald.stringify_data(jsonb) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.stringify_data(jsonb) TO herald_daemon;
-
 -- The longest a provider keeps a notification (FCM's android.ttl), and the furthest ahead a
 -- notification may be scheduled.
 CREATE OR REPLACE FUNCTION herald.max_ttl() RETURNS interval LANGUAGE sql IMMUTABLE AS $$ SELECT interval '28 days' $$;
@@ -34,14 +21,6 @@ GRANT EXECUTE ON FUNCTION herald.max_ttl() TO herald_daemon;
 CREATE OR REPLACE FUNCTION herald.max_schedule() RETURNS interval LANGUAGE sql IMMUTABLE AS $$ SELECT interval '1 year' $$;
 REVOKE ALL ON FUNCTION herald.max_schedule() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.max_schedule() TO herald_daemon;
-
--- The largest batch herald.ingest runs on its session's kept plan (a small batch); a larger one is
--- planned for the call. Measured (one device each): the kept plan ingests 16 notifications in
--- 1.2 ms against 2.7 planned for the call, 128 in 4.3 against 7.6; they are even near 256, and
--- at 500 the call's own plan takes 14.5 ms against 22.5.
-CREATE OR REPLACE FUNCTION herald.small_ingest() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 128 $$;
-REVOKE ALL ON FUNCTION herald.small_ingest() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.small_ingest() TO herald_daemon;
 
 -- What is wrong with a Live Activity event, as the reason its notification is rejected; NULL
 -- when nothing is. `activity` is the activity it names (NULL for a start, or when unknown);
@@ -304,12 +283,12 @@ $$;
 REVOKE ALL ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with time zone) TO herald_daemon;
 
--- Ingests a batch of notifications in one call: rejects bad ones with their reason (range and
--- character checks on what the producer gave, naming the field), fills in the app's defaults,
--- expires what is already past its expiry, and creates one delivery per enabled device (or one
--- for a topic), queued in place (run_at) at send_at or now. Only notifications still
--- 'received' are touched, so running it twice changes nothing. Callers lock nothing
--- themselves; this takes the rows it ingests.
+-- Ingests a batch of notifications the caller has locked (herald.ingest, herald.ingest_next):
+-- rejects bad ones with their reason (range and character checks on what the producer gave,
+-- naming the field), fills in the app's defaults, expires what is already past its expiry, and
+-- creates one delivery per enabled device (or one for a topic), queued in place (run_at) at
+-- send_at or now. Only notifications still 'received' are touched, so running it twice changes
+-- nothing. `with_activities` says whether any of them is a Live Activity event.
 --
 -- Leased at birth: given `lease_to`, the first `reserve` deliveries due now are created leased
 -- to it until `at + lease_for`, as a claim would lease them (their first attempt), and
@@ -321,38 +300,37 @@ GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with 
 -- a check per row were two thirds of the database's work at 100,000 notifications). SQL
 -- functions with sub-selects are never inlined, so the checks are written into the statement.
 --
--- A large batch is planned at every call, for the table as it is (plan_cache_mode): a session
--- keeps a function's plans, and one made on a new deployment's first small table read the whole
--- grown table once per notification of every batch until autovacuum's next ANALYZE (ingest fell
--- to 200 a second at 2,500 in the soak). A small batch keeps one plan, made so that it cannot do
--- that (below).
-CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL, lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
+-- Every statement of ingest runs on one plan per session, made once without knowing the tables
+-- (plan_cache_mode), and kept to primary-key and index probes in nested loops (the SET
+-- clauses), so that it reads only its batch at any size: a plan made for a new deployment's
+-- first small table would otherwise read the whole grown table once per notification of every
+-- batch (ingest fell to 200 a second at 2,500 in the soak; PlanningTests). Planning at every
+-- call cost a fifth of ingest at 500 notifications a batch, and more than the work itself at
+-- ten. The bounds of the batch's ids let the executor leave out the generations' partitions that
+-- cannot hold them before it reads any, and each row is written back through its own
+-- partition (kept and id), found while the plan runs.
+CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
-    SET plan_cache_mode = force_custom_plan SET enable_seqscan = on SET enable_hashjoin = on SET enable_mergejoin = on
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET enable_sort = on
     AS $$
 DECLARE
     activities record;
+    first_id bigint;
+    last_id bigint;
 BEGIN
-    -- A small batch, the steady trickle between bursts, keeps one plan per session instead:
-    -- planning these statements for the call cost about 1.4 ms of the server's CPU, more than
-    -- ingesting ten notifications. That plan is made without knowing the tables, so it is kept
-    -- to primary-key and index probes in nested loops, right at any size (PlanningTests). A
-    -- large batch is planned for the call, whose hash joins ingest 500 notifications in half the
-    -- time and amortize the planning. The Live Activity events' function below runs with the
-    -- same settings; its statements look rows up by key either way. (The SET clauses above
-    -- restore the caller's settings when this returns.)
-    IF cardinality(ids) <= herald.small_ingest() THEN
-        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-                set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
-    END IF;
-    -- Lock the batch in id order, so concurrent ingesters cannot deadlock.
-    PERFORM 1 FROM herald.notifications n WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE;
     -- Live Activity events first: the statement below takes what is still 'received'.
-    SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
+    IF with_activities THEN
+        SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
+    ELSE
+        SELECT 0 AS accepted, 0 AS rejected, 0 AS expired, 0 AS no_devices, 0 AS superseded, 0 AS deliveries
+        INTO activities;
+    END IF;
+    SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
-        SELECT n.id, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
+        SELECT n.id, n.kept, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
                -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
                -- from when the notification is to be sent (a scheduled one's send_at).
                coalesce(n.priority, a.default_priority) AS priority,
@@ -471,7 +449,7 @@ BEGIN
                    CASE WHEN n.topic IS NULL THEN 4096 ELSE 2048 END AS limit_bytes,
                    3993 AS web_limit_bytes
         ) AS size
-        WHERE n.id = ANY(ids) AND n.state = 'received'
+        WHERE n.id = ANY(ids) AND n.id BETWEEN first_id AND last_id AND n.state = 'received'
     ), live AS (
         SELECT * FROM normalized WHERE problem IS NULL AND expires_at > run_at
     ), targets AS (
@@ -546,8 +524,7 @@ BEGIN
             data = CASE WHEN v.state = 'rejected' THEN n.data ELSE v.data END,
             ingested_at = at
         FROM verdicts v
-        -- The array condition keeps the plan on the primary key, not a scan of the whole table.
-        WHERE n.id = ANY(ids) AND n.id = v.id
+        WHERE n.kept = v.kept AND n.id = v.id AND n.id BETWEEN first_id AND last_id
         RETURNING n.state
     )
     SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
@@ -560,32 +537,52 @@ BEGIN
     FROM written w;
 END;
 $$;
+REVOKE ALL ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer) TO herald_daemon;
+
+-- Ingests the notifications `ids` (herald.ingest_locked). Callers lock nothing themselves: this
+-- takes those still 'received' in id order, so concurrent ingesters cannot deadlock.
+CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL, lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
+    LANGUAGE plpgsql
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    AS $$
+DECLARE
+    with_activities boolean;
+BEGIN
+    SELECT bool_or(locked.activity) INTO with_activities
+    FROM (SELECT n.activity_event IS NOT NULL AS activity FROM herald.notifications n
+          WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
+    RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
+END;
+$$;
 REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer) TO herald_daemon;
 
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
 -- first, skipping those another ingester holds, and ingests them, leasing up to `reserve` of
--- the deliveries due now to `lease_to` (herald.ingest). The counts add up to how many it took;
--- fewer than `batch` means none was left. Its pick is planned at every call.
+-- the deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to how many it took;
+-- fewer than `batch` means none was left.
+--
+-- The pick walks each partition's notifications_received in id order (a Merge Append) and
+-- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
+-- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends).
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
                                               lease_for interval DEFAULT NULL, reserve int DEFAULT 0)
 RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int, leased bigint[])
-LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_sort = off AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
+    with_activities boolean;
 BEGIN
-    -- The pick walks each partition's notifications_received in id order (a Merge Append) and
-    -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
-    -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends). The batch's
-    -- own statements plan as usual (the SET clause restores the caller's value on return).
-    SELECT array_agg(picked.id) INTO ids
-    FROM (SELECT n.id FROM herald.notifications n WHERE n.state = 'received'
+    SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
+    FROM (SELECT n.id, n.activity_event IS NOT NULL AS activity FROM herald.notifications n WHERE n.state = 'received'
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
-    PERFORM set_config('enable_sort', 'on', true);
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
     ELSE
-        RETURN QUERY SELECT * FROM herald.ingest(ids, at, lease_to, lease_for, reserve);
+        RETURN QUERY SELECT * FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve);
     END IF;
 END;
 $$;
