@@ -1368,24 +1368,23 @@ BEGIN
         FROM herald.notifications n
         LEFT JOIN herald.apps a ON a.app_id = n.app_id
         -- One walk over the data's entries: numbers and booleans become strings (FCM takes
-        -- only strings), and the first entry FCM would refuse is named.
+        -- only strings), and the first entry FCM would refuse is named. Data of strings alone,
+        -- the usual, is kept as it is, not built again.
         CROSS JOIN LATERAL (
-            SELECT CASE WHEN jsonb_typeof(n.data) = 'object'
-                        THEN coalesce(jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) IN ('number', 'boolean')
-                                                                   THEN to_jsonb(e.value #>> '{}') ELSE e.value END),
-                                      '{}'::jsonb)
-                        ELSE n.data END AS data,
+            SELECT CASE WHEN count(*) FILTER (WHERE jsonb_typeof(e.value) IN ('number', 'boolean')) = 0 THEN n.data
+                        ELSE n.data || jsonb_object_agg(e.key, to_jsonb(e.value #>> '{}'))
+                                           FILTER (WHERE jsonb_typeof(e.value) IN ('number', 'boolean'))
+                        END AS data,
                    (array_agg(
                         CASE WHEN jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') THEN
                                  format('data value for key %s is a JSON %s; data values must be strings (numbers and booleans are converted)',
                                         quote_literal(e.key), jsonb_typeof(e.value))
                              ELSE format('data key %s is reserved by FCM (from, message_type, google.*, gcm.*); rename it',
                                          quote_literal(e.key))
-                        END ORDER BY e.position)
+                        END)
                     FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean')
                                   OR herald.is_reserved_data_key(e.key)))[1] AS data_problem
-            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END)
-                 WITH ORDINALITY AS e(key, value, position)
+            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END) AS e
         ) AS entries
         -- An estimate of the bytes FCM counts: the Android data map, which carries the content
         -- plus Herald's own keys and is the larger of the two mobile platforms' payloads. A
@@ -1490,7 +1489,10 @@ BEGIN
             data = CASE WHEN v.state = 'rejected' THEN n.data ELSE v.data END,
             ingested_at = at
         FROM verdicts v
-        WHERE n.kept = v.kept AND n.id = v.id AND n.id BETWEEN first_id AND last_id
+        -- One probe a row, by id and the partition key, which leaves the probe one partition while
+        -- the plan runs. A range over the batch's ids here had the planner read that range once
+        -- and compare every row with every other.
+        WHERE n.kept = v.kept AND n.id = v.id
         RETURNING n.state
     )
     SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,

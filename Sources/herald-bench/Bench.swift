@@ -163,7 +163,7 @@ struct QueueBench: AsyncParsableCommand {
         try await setup.query(
             """
             INSERT INTO herald.notifications (app_id, user_ref, title, body, data)
-            SELECT 'bench', 'user-' || (n % $2 + 1), 'Hello', 'A benchmark notification', '{"order": "42"}'
+            SELECT 'bench', 'user-' || (n % $2 + 1), 'Hello', 'A benchmark notification', jsonb_build_object('order', n::text)
             FROM generate_series(1, $1) AS n
             """, [events, users])
         for table in ["notifications", "devices"] {
@@ -396,7 +396,7 @@ struct PrepareEndToEnd: AsyncParsableCommand {
         try await connection.query(
             """
             INSERT INTO herald.notifications (app_id, user_ref, title, body, data)
-            SELECT 'bench', 'user-' || n, 'Hello', 'A benchmark notification', '{"order": "42"}'
+            SELECT 'bench', 'user-' || n, 'Hello', 'A benchmark notification', jsonb_build_object('order', n::text)
             FROM generate_series(1, $1) AS n
             """, [notifications])
         for table in ["notifications", "devices"] {
