@@ -664,6 +664,12 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
+    -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
+    -- CPU over the partitioned tables whatever it finds, and at a steady rate most claims find
+    -- nothing (every loop wakes for each NOTIFY).
+    IF cardinality(held) = 0 AND NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at) THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     WITH picked AS (
         SELECT d.id, d.locked_by AS abandoned_by
