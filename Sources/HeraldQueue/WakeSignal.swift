@@ -83,8 +83,8 @@ public final class WakeHub: Sendable {
     /// signal when its batch is done, so the work announced is looked for again. Waking every
     /// waiting loop for each NOTIFY had all but one of them find nothing: at a steady 1,000
     /// notifications a second, most of the claims and ingest calls the database ran were
-    /// empty. A loop that finds a full batch wakes another (``wakeAnother(kind:)``), so a
-    /// backlog still has every loop at it.
+    /// empty. A loop that finds a backlog wakes another (``wakeAnother(kind:)``), so a backlog
+    /// still has every loop at it.
     public func wake(kind: String) {
         let loops = signals.withLock { $0[kind] ?? [] }
         if let waiting = loops.first(where: \.isWaiting) {

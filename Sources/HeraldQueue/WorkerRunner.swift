@@ -4,8 +4,8 @@ import Synchronization
 
 /// The loop that feeds one ``BatchWorker``: run a batch, repeat.
 ///
-/// After a full batch it goes again at once, and wakes another loop of its kind that waits;
-/// otherwise it waits for a NOTIFY (through its ``WakeSignal`` from the ``WakeHub``) or the
+/// After a full batch it goes again at once, and after a second in a row wakes another loop of
+/// its kind that waits; otherwise it waits for a NOTIFY (through its ``WakeSignal`` from the ``WakeHub``) or the
 /// poll interval, whichever comes first. The claim size adapts to the load (``BatchSizer``),
 /// up to `batchSize`. On graceful shutdown it finishes the batch in hand and stops.
 public final class WorkerRunner: Service {
@@ -53,6 +53,7 @@ public final class WorkerRunner: Service {
     private func loop() async {
         var errorDelay = RetryDelay()
         var sizer = BatchSizer(cap: configuration.batchSize)
+        var fullInARow = 0
         while !shouldStop {
             heartbeat.beat()
             let limit = sizer.limit
@@ -68,8 +69,12 @@ public final class WorkerRunner: Service {
             }
             sizer.claimed(claimed)
             if claimed >= limit {
-                hub.wakeAnother(kind: worker.kind)
+                // A second full batch in a row is a backlog: another loop joins. One alone is as
+                // often a trickle that filled the claim exactly, and the look again finds nothing.
+                fullInARow += 1
+                if fullInARow >= 2 { hub.wakeAnother(kind: worker.kind) }
             } else {
+                fullInARow = 0
                 heartbeat.idle()
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }

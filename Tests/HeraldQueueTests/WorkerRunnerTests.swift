@@ -164,7 +164,7 @@ import Testing
     }
 
     /// The loop a wake found a backlog with brings the other in: both work it at once.
-    @Test func aFullBatchWakesAnotherLoopForTheBacklog() async throws {
+    @Test func aBacklogWakesAnotherLoop() async throws {
         try await withTwoWaitingLoops { hub, worker in
             worker.counts.withLock { $0.backlog = 5000 }
             hub.wake(kind: "backlog")
