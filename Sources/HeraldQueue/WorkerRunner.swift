@@ -5,8 +5,8 @@ import Synchronization
 /// The loop that feeds one ``BatchWorker``: run a batch, repeat.
 ///
 /// After a full batch it goes again at once, and after a second in a row wakes another loop of
-/// its kind that waits; otherwise it waits for a NOTIFY (through its ``WakeSignal`` from the ``WakeHub``) or the
-/// poll interval, whichever comes first. The claim size adapts to the load (``BatchSizer``),
+/// its kind that waits; otherwise it waits for a NOTIFY (through its ``WakeSignal`` from the
+/// ``WakeHub``) or the poll interval, whichever comes first. The claim size adapts to the load (``BatchSizer``),
 /// up to `batchSize`. On graceful shutdown it finishes the batch in hand and stops.
 public final class WorkerRunner: Service {
     public struct Configuration: Sendable {
