@@ -76,7 +76,7 @@ public struct Daemon {
                 if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
                     worker: worker,
-                    hub: hub,
+                    signal: hub.register(kind: worker.kind),
                     configuration: .init(batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
                     logger: logger)
                 heartbeats.append(runner.heartbeat)

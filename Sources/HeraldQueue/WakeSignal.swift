@@ -24,9 +24,6 @@ public final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
-    /// Whether a loop waits on this signal now.
-    var isWaiting: Bool { state.withLock { $0.waiter != nil } }
-
     /// Returns when signalled, when `timeout` passes, or when the task is cancelled.
     public func wait(timeout: Duration) async {
         if state.withLock({ state in
@@ -79,24 +76,8 @@ public final class WakeHub: Sendable {
         return signal
     }
 
-    /// Wakes one loop working `kind` that waits for work. When none waits, every one takes the
-    /// signal when its batch is done, so the work announced is looked for again. Waking every
-    /// waiting loop for each NOTIFY had all but one of them find nothing: at a steady 1,000
-    /// notifications a second, most of the claims and ingest calls the database ran were
-    /// empty. A loop that finds a backlog wakes another (``wakeAnother(kind:)``), so a backlog
-    /// still has every loop at it.
     public func wake(kind: String) {
-        let loops = signals.withLock { $0[kind] ?? [] }
-        if let waiting = loops.first(where: \.isWaiting) {
-            waiting.signal()
-        } else {
-            loops.forEach { $0.signal() }
-        }
-    }
-
-    /// Wakes one more loop working `kind`, if one waits for work.
-    public func wakeAnother(kind: String) {
-        signals.withLock { $0[kind] ?? [] }.first(where: \.isWaiting)?.signal()
+        signals.withLock { $0[kind] ?? [] }.forEach { $0.signal() }
     }
 
     public func wakeAll() {

@@ -4,10 +4,10 @@ import Synchronization
 
 /// The loop that feeds one ``BatchWorker``: run a batch, repeat.
 ///
-/// After a full batch it goes again at once, and after a second in a row wakes another loop of
-/// its kind that waits; otherwise it waits for a NOTIFY (through its ``WakeSignal`` from the
-/// ``WakeHub``) or the poll interval, whichever comes first. The claim size adapts to the load (``BatchSizer``),
-/// up to `batchSize`. On graceful shutdown it finishes the batch in hand and stops.
+/// After a full batch it goes again at once; otherwise it waits for a NOTIFY (through its
+/// ``WakeSignal``) or the poll interval, whichever comes first. The claim size adapts to the
+/// load (``BatchSizer``), up to `batchSize`. On graceful shutdown it finishes the batch in
+/// hand and stops.
 public final class WorkerRunner: Service {
     public struct Configuration: Sendable {
         /// The largest claim (`HERALD_BATCH_SIZE`).
@@ -22,17 +22,15 @@ public final class WorkerRunner: Service {
     }
 
     private let worker: any BatchWorker
-    private let hub: WakeHub
     private let signal: WakeSignal
     private let configuration: Configuration
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
     public let heartbeat = Heartbeat()
 
-    public init(worker: any BatchWorker, hub: WakeHub, configuration: Configuration, logger: Logger) {
+    public init(worker: any BatchWorker, signal: WakeSignal, configuration: Configuration, logger: Logger) {
         self.worker = worker
-        self.hub = hub
-        self.signal = hub.register(kind: worker.kind)
+        self.signal = signal
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "kind"] = "\(worker.kind)"
@@ -53,7 +51,6 @@ public final class WorkerRunner: Service {
     private func loop() async {
         var errorDelay = RetryDelay()
         var sizer = BatchSizer(cap: configuration.batchSize)
-        var fullInARow = 0
         while !shouldStop {
             heartbeat.beat()
             let limit = sizer.limit
@@ -68,13 +65,7 @@ public final class WorkerRunner: Service {
                 continue
             }
             sizer.claimed(claimed)
-            if claimed >= limit {
-                // A second full batch in a row is a backlog: another loop joins. One alone is as
-                // often a trickle that filled the claim exactly, and the look again finds nothing.
-                fullInARow += 1
-                if fullInARow >= 2 { hub.wakeAnother(kind: worker.kind) }
-            } else {
-                fullInARow = 0
+            if claimed < limit {
                 heartbeat.idle()
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }

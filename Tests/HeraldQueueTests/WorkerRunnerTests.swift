@@ -33,7 +33,7 @@ import Testing
             connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 }))
         let runner = WorkerRunner(
             worker: JobWorker(handler, queue: queue, logger: Logger(label: "test")),
-            hub: hub,
+            signal: hub.register(kind: "record"),
             configuration: .init(batchSize: 100, pollInterval: .milliseconds(50)),
             logger: Logger(label: "test"))
         let group = ServiceGroup(services: [runner], logger: Logger(label: "test"))
@@ -77,7 +77,7 @@ import Testing
         let stuckWorker = BlockingWorker(block: true)
         func runner(_ worker: BlockingWorker) -> WorkerRunner {
             WorkerRunner(
-                worker: worker, hub: hub,
+                worker: worker, signal: hub.register(kind: "blocking"),
                 configuration: .init(batchSize: 10, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
         }
         let waiting = runner(idleWorker)
@@ -98,78 +98,6 @@ import Testing
             #expect(stuck.heartbeat.age >= .milliseconds(300))
             #expect(waiting.heartbeat.age == .zero)
             tasks.cancelAll()
-        }
-    }
-
-    /// Takes up to its limit from `backlog` a batch, each batch taking a moment, and counts its
-    /// batches and the most running at once.
-    final class BacklogWorker: BatchWorker {
-        struct Counts {
-            var backlog = 0
-            var batches = 0
-            var running = 0
-            var mostRunning = 0
-        }
-        let kind = "backlog"
-        let counts = Mutex(Counts())
-        func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-            counts.withLock { counts in
-                counts.batches += 1
-                counts.running += 1
-                counts.mostRunning = max(counts.mostRunning, counts.running)
-            }
-            try? await Task.sleep(for: .milliseconds(20))
-            return counts.withLock { counts in
-                counts.running -= 1
-                let taken = min(limit, counts.backlog)
-                counts.backlog -= taken
-                return taken
-            }
-        }
-    }
-
-    /// Two loops of one kind, with no poll to speak of, both waiting once their first (empty)
-    /// batches are done; `body` then works them through the hub.
-    func withTwoWaitingLoops(_ body: (WakeHub, BacklogWorker) async throws -> Void) async throws {
-        let hub = WakeHub()
-        let worker = BacklogWorker()
-        let runners = (0..<2).map { _ in
-            WorkerRunner(
-                worker: worker, hub: hub, configuration: .init(batchSize: 100, pollInterval: .seconds(3600)),
-                logger: Logger(label: "test"))
-        }
-        let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            #expect(
-                await eventually {
-                    worker.counts.withLock { $0.batches } == 2 && runners.allSatisfy { $0.heartbeat.age == .zero }
-                })
-            try await Task.sleep(for: .milliseconds(200))  // both are inside their wait
-            worker.counts.withLock { $0.mostRunning = 0 }  // the first batches ran together
-            try await body(hub, worker)
-            tasks.cancelAll()
-        }
-    }
-
-    /// A NOTIFY wakes one waiting loop, not all of them: the others would find nothing.
-    @Test func aWakeRunsOneWaitingLoop() async throws {
-        try await withTwoWaitingLoops { hub, worker in
-            worker.counts.withLock { $0.backlog = 5 }
-            hub.wake(kind: "backlog")
-            #expect(await eventually { worker.counts.withLock { $0.backlog } == 0 })
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(worker.counts.withLock { $0.batches } == 3)
-        }
-    }
-
-    /// The loop a wake found a backlog with brings the other in: both work it at once.
-    @Test func aBacklogWakesAnotherLoop() async throws {
-        try await withTwoWaitingLoops { hub, worker in
-            worker.counts.withLock { $0.backlog = 5000 }
-            hub.wake(kind: "backlog")
-            #expect(await eventually(timeout: .seconds(60)) { worker.counts.withLock { $0.backlog } == 0 })
-            #expect(worker.counts.withLock { $0.mostRunning } == 2)
         }
     }
 }
