@@ -22,9 +22,10 @@ import Testing
     @Test func sigtermDuringABatchFinishesItAndExitsCleanly() async throws {
         let database = try await TestDatabase.create()
         let connection = try await database.connect()
-        // Long enough that a loaded machine still signals while the first batch runs.
+        // Long enough that a loaded machine still signals while the first batch runs: with 4 s,
+        // the whole suite's first minute once let the first batch end before the test saw it.
         try await connection.query(
-            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 4000}' FROM generate_series(1, 20)")
+            "INSERT INTO herald.jobs (kind, payload) SELECT 'sleep', '{\"ms\": 10000}' FROM generate_series(1, 20)")
         let daemon = try HeraldProcess(
             ["run"],
             environment: environment(
