@@ -171,11 +171,15 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         configuration.threads = 1
         configuration.stallTimeout = .seconds(1)
         let client = HTTPClient(configuration: configuration)
-        // The HTTP/2 connection is known as such once a first request on it has ended.
-        _ = try await client.send(HTTPRequest(url: nginx.baseURL + "/warm", timeout: .seconds(20)))
+        // The HTTP/2 connection is known as such once a first request on it has ended. The
+        // timeouts are far above the 4 s answer, since the server runs in this process: with the
+        // whole suite starting at once, one answer once took over 20 s. A connection cut for a
+        // stall fails its request as "stopped answering", whatever the timeout.
+        let timeout = Duration.seconds(60)
+        _ = try await client.send(HTTPRequest(url: nginx.baseURL + "/warm", timeout: timeout))
 
-        async let overHTTP1 = client.send(HTTPRequest(url: slow.url("/slow"), timeout: .seconds(20)))
-        let overHTTP2 = try await client.send(HTTPRequest(url: nginx.baseURL + "/slow", timeout: .seconds(20)))
+        async let overHTTP1 = client.send(HTTPRequest(url: slow.url("/slow"), timeout: timeout))
+        let overHTTP2 = try await client.send(HTTPRequest(url: nginx.baseURL + "/slow", timeout: timeout))
         #expect(overHTTP2.status == 200 && overHTTP2.httpVersion == 2 && overHTTP2.bodyText == "late")
         #expect(overHTTP2.newConnections == 0, "the HTTP/2 connection was replaced")
         let http1 = try await overHTTP1
