@@ -76,7 +76,7 @@ public struct Daemon {
                 if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
                     worker: worker,
-                    signal: hub.register(kind: worker.kind),
+                    hub: hub,
                     configuration: .init(batchSize: configuration.batchSize, pollInterval: configuration.pollInterval),
                     logger: logger)
                 heartbeats.append(runner.heartbeat)

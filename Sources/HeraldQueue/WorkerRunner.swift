@@ -4,10 +4,12 @@ import Synchronization
 
 /// The loop that feeds one ``BatchWorker``: run a batch, repeat.
 ///
-/// After a full batch it goes again at once; otherwise it waits for a NOTIFY (through its
-/// ``WakeSignal``) or the poll interval, whichever comes first. The claim size adapts to the
-/// load (``BatchSizer``), up to `batchSize`. On graceful shutdown it finishes the batch in
-/// hand and stops.
+/// After a full batch it goes again at once, and after a second in a row it brings in another
+/// loop of its kind that waits (``WakeHub/wakeAnother(kind:)``); otherwise it waits for a
+/// NOTIFY (through its ``WakeSignal``, which the ``WakeHub`` signals for one waiting loop) or
+/// the poll interval, whichever comes first. The claim size adapts to the load
+/// (``BatchSizer``), up to `batchSize`. On graceful shutdown it finishes the batch in hand and
+/// stops.
 public final class WorkerRunner: Service {
     public struct Configuration: Sendable {
         /// The largest claim (`HERALD_BATCH_SIZE`).
@@ -22,15 +24,17 @@ public final class WorkerRunner: Service {
     }
 
     private let worker: any BatchWorker
-    private let signal: WakeSignal
+    private let hub: WakeHub
+    let signal: WakeSignal
     private let configuration: Configuration
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
     public let heartbeat = Heartbeat()
 
-    public init(worker: any BatchWorker, signal: WakeSignal, configuration: Configuration, logger: Logger) {
+    public init(worker: any BatchWorker, hub: WakeHub, configuration: Configuration, logger: Logger) {
         self.worker = worker
-        self.signal = signal
+        self.hub = hub
+        self.signal = hub.register(kind: worker.kind)
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "kind"] = "\(worker.kind)"
@@ -51,6 +55,7 @@ public final class WorkerRunner: Service {
     private func loop() async {
         var errorDelay = RetryDelay()
         var sizer = BatchSizer(cap: configuration.batchSize)
+        var fullInARow = 0
         while !shouldStop {
             heartbeat.beat()
             let limit = sizer.limit
@@ -61,11 +66,17 @@ public final class WorkerRunner: Service {
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
                 heartbeat.idle()
-                await signal.wait(timeout: errorDelay.next())
+                await signal.pause(errorDelay.next())
                 continue
             }
             sizer.claimed(claimed)
-            if claimed < limit {
+            if claimed >= limit {
+                // A second full batch in a row is a backlog, and another loop joins. One alone is
+                // as often a trickle that filled the claim exactly.
+                fullInARow += 1
+                if fullInARow >= 2 { hub.wakeAnother(kind: worker.kind) }
+            } else {
+                fullInARow = 0
                 heartbeat.idle()
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }

@@ -80,4 +80,64 @@ import Testing
         #expect(await eventually { received.kinds.withLock { $0.contains("marker") } })
         #expect(received.kinds.withLock { $0 } == ["bulk", "marker"])
     }
+
+    /// Loops of one kind waiting on `hub`, each in a task of its own: `forWork` says whether a
+    /// loop waits for work (true) or out an error's pause (false). Returns once every one waits.
+    func waiting(
+        on hub: WakeHub, kind: String, forWork: [Bool], in tasks: inout ThrowingTaskGroup<Void, any Error>
+    ) async -> [WakeSignal] {
+        let signals = forWork.map { _ in hub.register(kind: kind) }
+        for (signal, forWork) in zip(signals, forWork) {
+            tasks.addTask {
+                if forWork { await signal.wait(timeout: .seconds(3600)) } else { await signal.pause(.seconds(3600)) }
+            }
+        }
+        // A minute: beside the whole suite on two cores, a task has waited seconds to start.
+        #expect(await eventually(timeout: .seconds(60)) { signals.allSatisfy(\.isWaiting) })
+        return signals
+    }
+
+    /// A NOTIFY wakes one loop that waits for work, not every one: the others would claim
+    /// nothing. (`signal()` resumes a waiter at once, so the others are read right after.)
+    @Test func aWakeEndsOneLoopsWaitForWork() async throws {
+        let hub = WakeHub()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            let signals = await waiting(on: hub, kind: "trickle", forWork: [true, true, true], in: &tasks)
+            hub.wake(kind: "trickle")
+            #expect(signals.map(\.isWaitingForWork) == [false, true, true])
+            try await tasks.next()
+            hub.wake(kind: "trickle")
+            #expect(signals.map(\.isWaitingForWork) == [false, false, true])
+            try await tasks.next()
+            tasks.cancelAll()
+        }
+    }
+
+    /// A loop pausing after a failed claim is woken only when no loop waits for work.
+    @Test func aLoopWaitingForWorkIsWokenBeforeOnePausingAfterAnError() async throws {
+        let hub = WakeHub()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            let signals = await waiting(on: hub, kind: "mixed", forWork: [false, true], in: &tasks)
+            hub.wake(kind: "mixed")
+            #expect(signals.map(\.isWaiting) == [true, false])
+            try await tasks.next()
+            hub.wake(kind: "mixed")
+            #expect(signals.map(\.isWaiting) == [false, false])
+            try await tasks.next()
+        }
+    }
+
+    /// With no loop waiting, every loop keeps the wake-up and looks again once its batch is
+    /// done: the work announced is never left for the poll interval.
+    @Test func aWakeWhileEveryLoopIsBusyIsKeptByEach() async throws {
+        let hub = WakeHub()
+        let signals = (0..<2).map { _ in hub.register(kind: "busy") }
+        hub.wake(kind: "busy")
+        hub.wakeAnother(kind: "busy")  // nobody waits: nothing more to do
+        for signal in signals {
+            let start = ContinuousClock.now
+            await signal.wait(timeout: .seconds(30))
+            #expect(ContinuousClock.now - start < .seconds(20), "the wake-up was not kept")
+        }
+    }
 }

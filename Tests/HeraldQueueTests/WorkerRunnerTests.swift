@@ -1,6 +1,6 @@
 import Foundation
 import HeraldPostgres
-import HeraldQueue
+@testable import HeraldQueue
 import HeraldTestSupport
 import Logging
 import ServiceLifecycle
@@ -33,7 +33,7 @@ import Testing
             connection: connection, workerID: "t", backoff: Backoff(base: .milliseconds(1), random: { 0 }))
         let runner = WorkerRunner(
             worker: JobWorker(handler, queue: queue, logger: Logger(label: "test")),
-            signal: hub.register(kind: "record"),
+            hub: hub,
             configuration: .init(batchSize: 100, pollInterval: .milliseconds(50)),
             logger: Logger(label: "test"))
         let group = ServiceGroup(services: [runner], logger: Logger(label: "test"))
@@ -77,7 +77,7 @@ import Testing
         let stuckWorker = BlockingWorker(block: true)
         func runner(_ worker: BlockingWorker) -> WorkerRunner {
             WorkerRunner(
-                worker: worker, signal: hub.register(kind: "blocking"),
+                worker: worker, hub: hub,
                 configuration: .init(batchSize: 10, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
         }
         let waiting = runner(idleWorker)
@@ -97,6 +97,58 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             #expect(stuck.heartbeat.age >= .milliseconds(300))
             #expect(waiting.heartbeat.age == .zero)
+            tasks.cancelAll()
+        }
+    }
+
+    /// Claims full batches while the test says there is a backlog, nothing otherwise, and
+    /// counts the batches of each of its loops (`loop` names them).
+    final class BacklogWorker: BatchWorker {
+        let kind = "backlog"
+        let loop: Int
+        let shared: Shared
+        final class Shared: Sendable {
+            let backlog = Atomic<Bool>(false)
+            let batches = Mutex<[Int: Int]>([:])
+        }
+        init(loop: Int, shared: Shared) {
+            self.loop = loop
+            self.shared = shared
+        }
+        func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+            shared.batches.withLock { $0[loop, default: 0] += 1 }
+            try? await Task.sleep(for: .milliseconds(5))
+            return shared.backlog.load(ordering: .sequentiallyConsistent) ? limit : 0
+        }
+    }
+
+    /// A NOTIFY wakes one of the loops that wait; the one that finds a backlog (a second full
+    /// batch in a row) brings in the other, so a backlog has every loop at it. Without that,
+    /// the other would sleep through its hour-long poll.
+    @Test func aBacklogBringsInAnotherLoop() async throws {
+        let hub = WakeHub()
+        let shared = BacklogWorker.Shared()
+        let runners = (0..<2).map { loop in
+            WorkerRunner(
+                worker: BacklogWorker(loop: loop, shared: shared), hub: hub,
+                configuration: .init(batchSize: 100, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
+        }
+        let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            // Both ran their first (empty) batch and wait for work; now the backlog, and one
+            // wake-up.
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    shared.batches.withLock { $0 } == [0: 1, 1: 1] && runners.allSatisfy(\.signal.isWaitingForWork)
+                })
+            shared.backlog.store(true, ordering: .sequentiallyConsistent)
+            hub.wake(kind: "backlog")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    shared.batches.withLock { $0.values.allSatisfy { $0 >= 3 } }
+                }, "\(shared.batches.withLock { $0 })")
+            shared.backlog.store(false, ordering: .sequentiallyConsistent)
             tasks.cancelAll()
         }
     }
