@@ -2,7 +2,10 @@
 /// back full (a backlog: larger claims cost fewer round trips per item) and halves after one
 /// that came back less than half full (a short queue: small claims keep latency and the
 /// duplicate window after a crash small), between ``smallest`` and the cap
-/// (`HERALD_BATCH_SIZE`).
+/// (`HERALD_BATCH_SIZE`). An empty claim leaves it as it is: it says nothing of how much comes
+/// at once. (Halving on one, a steady trickle of ten a commit filled every claim of ten
+/// exactly, and each full claim was followed by two that found nothing: the loop's look again
+/// and the loop it woke.)
 public struct BatchSizer: Sendable {
     public let cap: Int
     public private(set) var limit: Int
@@ -20,7 +23,7 @@ public struct BatchSizer: Sendable {
     public mutating func claimed(_ count: Int) {
         if count >= limit {
             limit = min(cap, limit * 2)
-        } else if count < limit / 2 {
+        } else if count > 0 && count < limit / 2 {
             limit = max(min(Self.smallest, cap), limit / 2)
         }
     }

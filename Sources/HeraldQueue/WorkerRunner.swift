@@ -4,12 +4,11 @@ import Synchronization
 
 /// The loop that feeds one ``BatchWorker``: run a batch, repeat.
 ///
-/// After a full batch it goes again at once, and after a second in a row it brings in another
-/// loop of its kind that waits (``WakeHub/wakeAnother(kind:)``); otherwise it waits for a
-/// NOTIFY (through its ``WakeSignal``, which the ``WakeHub`` signals for one waiting loop) or
-/// the poll interval, whichever comes first. The claim size adapts to the load
-/// (``BatchSizer``), up to `batchSize`. On graceful shutdown it finishes the batch in hand and
-/// stops.
+/// After a full batch it goes again at once, and brings in another loop of its kind that waits
+/// (``WakeHub/wakeAnother(kind:)``); otherwise it waits for a NOTIFY (through its
+/// ``WakeSignal``, which the ``WakeHub`` signals for one waiting loop) or the poll interval,
+/// whichever comes first. The claim size adapts to the load (``BatchSizer``), up to
+/// `batchSize`. On graceful shutdown it finishes the batch in hand and stops.
 public final class WorkerRunner: Service {
     public struct Configuration: Sendable {
         /// The largest claim (`HERALD_BATCH_SIZE`).
@@ -55,7 +54,6 @@ public final class WorkerRunner: Service {
     private func loop() async {
         var errorDelay = RetryDelay()
         var sizer = BatchSizer(cap: configuration.batchSize)
-        var fullInARow = 0
         while !shouldStop {
             heartbeat.beat()
             let limit = sizer.limit
@@ -71,12 +69,10 @@ public final class WorkerRunner: Service {
             }
             sizer.claimed(claimed)
             if claimed >= limit {
-                // A second full batch in a row is a backlog, and another loop joins. One alone is
-                // as often a trickle that filled the claim exactly.
-                fullInARow += 1
-                if fullInARow >= 2 { hub.wakeAnother(kind: worker.kind) }
+                // A backlog: another loop joins at once (waiting for a second full batch in a row
+                // drained slower, docs/benchmarks.md).
+                hub.wakeAnother(kind: worker.kind)
             } else {
-                fullInARow = 0
                 heartbeat.idle()
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
             }

@@ -15,10 +15,13 @@ import Testing
     func fixture(project: String = "herald-test") async throws -> Fixture {
         let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: project)
-        let http = HTTPClient()
-        // A minute, not FCM's 10 s: these tests are about what answers mean, and the suite's
-        // start (databases, clusters and servers made at once on two cores) can hold the
-        // emulator's answers back for 20 s.
+        // A minute, not FCM's 10 s nor the client's 10 s to connect: these tests are about what
+        // answers mean, and the suite's start (databases, clusters and servers made at once on
+        // two cores) can hold the emulator's answers back for 20 s (a send once failed as
+        // "Operation timed out after 10029 milliseconds with 0 bytes received").
+        var configuration = HTTPClient.Configuration()
+        configuration.connectTimeout = .seconds(60)
+        let http = HTTPClient(configuration: configuration)
         let client = FCMClient(
             tokens: AccessTokenSource(account: account, http: http), http: http,
             configuration: .init(endpoint: emulator.baseURL, timeout: .seconds(60)))

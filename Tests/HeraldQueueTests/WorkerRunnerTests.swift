@@ -122,9 +122,9 @@ import Testing
         }
     }
 
-    /// A NOTIFY wakes one of the loops that wait; the one that finds a backlog (a second full
-    /// batch in a row) brings in the other, so a backlog has every loop at it. Without that,
-    /// the other would sleep through its hour-long poll.
+    /// A NOTIFY wakes one of the loops that wait; the one that finds a backlog (a full batch)
+    /// brings in the other, so a backlog has every loop at it. Without that, the other would
+    /// sleep through its hour-long poll.
     @Test func aBacklogBringsInAnotherLoop() async throws {
         let hub = WakeHub()
         let shared = BacklogWorker.Shared()
