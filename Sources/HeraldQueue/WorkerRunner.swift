@@ -69,8 +69,7 @@ public final class WorkerRunner: Service {
             }
             sizer.claimed(claimed)
             if claimed >= limit {
-                // A backlog: another loop joins at once (waiting for a second full batch in a row
-                // drained slower, docs/benchmarks.md).
+                // A backlog: another loop joins.
                 hub.wakeAnother(kind: worker.kind)
             } else {
                 heartbeat.idle()

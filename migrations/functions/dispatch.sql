@@ -46,8 +46,8 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch
     AS $$
 BEGIN
     -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
-    -- CPU over the partitioned tables whatever it finds, and at a steady rate most claims find
-    -- nothing (every loop wakes for each NOTIFY).
+    -- CPU over the partitioned tables whatever it finds, and at a steady rate many claims find
+    -- nothing (a NOTIFY for deliveries another daemon, or this one's births, already took).
     IF cardinality(held) = 0 AND NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at) THEN
         RETURN;
     END IF;
