@@ -1,11 +1,12 @@
 import Foundation
 import HeraldPostgres
-@testable import HeraldQueue
 import HeraldTestSupport
 import Logging
 import ServiceLifecycle
 import Synchronization
 import Testing
+
+@testable import HeraldQueue
 
 @Suite struct WorkerRunnerTests {
     /// Completes even refs, asks to retry odd ones once, and records every batch size.
