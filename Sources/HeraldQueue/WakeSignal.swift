@@ -27,10 +27,10 @@ public final class WakeSignal: Sendable {
     }
 
     /// Whether a loop waits on this signal now, for work or out a pause.
-    public var isWaiting: Bool { state.withLock { $0.waiter != nil } }
+    var isWaiting: Bool { state.withLock { $0.waiter != nil } }
 
     /// Whether a loop waits for work on this signal now (``wait(timeout:)``).
-    public var isWaitingForWork: Bool { state.withLock { $0.waiter != nil && $0.waitsForWork } }
+    var isWaitingForWork: Bool { state.withLock { $0.waiter != nil && $0.waitsForWork } }
 
     /// Waits for work: returns when signalled, when `timeout` passes, or when the task is
     /// cancelled.

@@ -1,10 +1,11 @@
 import Foundation
 import HeraldPostgres
-import HeraldQueue
 import HeraldTestSupport
 import Logging
 import Synchronization
 import Testing
+
+@testable import HeraldQueue
 
 @Suite struct WakeupTests {
     final class Received: Sendable {
