@@ -1,35 +1,39 @@
 #!/usr/bin/env bash
-# Soak: what months at a steady rate do to the database, in minutes. A producer sends RATE
-# notifications a second through herald.send (25 a statement, to 20,000 devices, half Android,
-# half iOS) for SECONDS, while a real `herald run` at its defaults sends them to the nginx
-# stand-in for FCM, with the retention cut to RETENTION (and each partition to
-# PARTITION_INTERVAL) so that retention works all through the run. Every 15 s it prints the hot
-# tables' size, their live and dead rows, the backlog, the p99 from the producer's commit to
-# FCM's answer, WAL per notification, and the longest transaction the daemon held; then whether
-# the run stayed flat after its warm-up, the CPU that retention's backend and autovacuum took,
-# how long the daemon took to stop on SIGTERM, and the CPU the run took. Each run has a fresh
-# database.
-#   RATES="2500 4000" SECONDS_EACH=360 WARM_UP=180 RETENTION=60s scripts/bench-soak.sh
+# Soak: a steady stream for minutes, the way a backend sends, into a real `herald run` at its
+# defaults (24 h partitions, 7 days' retention) started on an empty database, sending to the nginx
+# stand-in for FCM. A producer commits PER_COMMIT notifications a statement through herald.send,
+# RATE a second, to USERS devices (half Android, half iOS), for SECONDS_EACH. Every SAMPLE
+# seconds it prints the hot tables' size, their live and dead rows, the backlog, the p99 from the
+# producer's commit to FCM's answer, WAL per notification, the mean time and buffers of a
+# dispatch claim (pg_stat_statements), and the longest transaction the daemon held; then whether
+# the run stayed flat after its warm-up, the CPU retention's backend and autovacuum took, how long
+# the daemon took to stop on SIGTERM, and the CPU the run took. Each run has a fresh database.
+#   scripts/bench-soak.sh                                   # 1,000 and 2,500 a second, 10 minutes each
+#   PER_COMMIT=1 RATES=1000 scripts/bench-soak.sh           # commits of one
+#   PREFILL=1000000 scripts/bench-soak.sh                   # beside a day: the open generation holds a
+#                                                           # million finished notifications first
+#   RETENTION=60s PARTITION_INTERVAL=20s RATES=2500 scripts/bench-soak.sh   # retention at work all
+#                                                           # through the run (figures taken so say so)
 #   PG_SETTINGS="-c autovacuum_naptime=10s" scripts/bench-soak.sh   # the server's settings
 #   HERALD=path/to/herald scripts/bench-soak.sh   # another build
-#   BEFORE=66f4d7d scripts/bench-soak.sh   # that commit's herald too, first at each rate: a
-#                                          # before and after on the same server (66f4d7d
-#                                          # pruned with DELETE, before the partitions), or
-#                                          # BEFORE=path/to/herald, a build of it
+#   BEFORE=bed7f6c scripts/bench-soak.sh   # that commit's herald too, first at each rate: a before
+#                                          # and after on the same server, or BEFORE=path/to/herald
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 install_herald_dependencies
 
-rates=${RATES:-2500 4000}
-seconds=${SECONDS_EACH:-360}
-# The tables fill for the retention, plus the pruner's interval between passes, plus a
-# round of autovacuum (a minute apart by default).
-warm_up=${WARM_UP:-180}
-retention=${RETENTION:-60s}
-# A third of the retention: the run retires a generation every 20 s (a build that does not
-# know the setting prunes as it did).
-partition_interval=${PARTITION_INTERVAL:-20s}
+rates=${RATES:-1000 2500}
+seconds=${SECONDS_EACH:-600}
+sample=${SAMPLE:-60}
+per_commit=${PER_COMMIT:-10}
+users=${USERS:-10000}
+prefill=${PREFILL:-0}
+# Two samples in: the first minutes fill the tables and bring autovacuum's first rounds.
+warm_up=${WARM_UP:-120}
+# The daemon's own defaults unless told (HERALD_RETENTION, HERALD_PARTITION_INTERVAL).
+retention=${RETENTION:-}
+partition_interval=${PARTITION_INTERVAL:-}
 work=$(mktemp -d /tmp/herald-bench-soak.XXXXXX)
 daemon=
 cleanup() {
@@ -43,7 +47,7 @@ chmod 755 "$work"
 mkdir -p "$work/nginx"
 # Default durability (fsync on), as a production server.
 # shellcheck disable=SC2086 # PG_SETTINGS is a list of arguments
-start_postgres "$work/pg" -c shared_buffers=256MB ${PG_SETTINGS:-} >/dev/null
+start_postgres "$work/pg" -c shared_buffers=256MB -c shared_preload_libraries=pg_stat_statements ${PG_SETTINGS:-} >/dev/null
 export HERALD_DATABASE_URL="dbname=herald_bench"
 port=$(scripts/lib/nginx-standin.sh start "$work/nginx")
 base="https://127.0.0.1:$port"
@@ -70,20 +74,38 @@ for rate in $rates; do for herald in "${heralds[@]}"; do
   as_postgres "$(postgres_bin)/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres herald_bench
   # The build measured migrates its own schema; the bench only loads the devices.
   "$herald" migrate >"$work/migrate.log" 2>&1 || { cat "$work/migrate.log"; exit 1; }
-  $bench prepare-e2e --no-migrate --notifications 0 --devices 20000 --token-uri "$base/token" \
+  psql -q -d herald_bench -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+  $bench prepare-e2e --no-migrate --notifications 0 --devices "$users" --token-uri "$base/token" \
     --credentials-out "$work/sa.json" >/dev/null
-  echo
-  partitions=()
-  # Not grep -q: it would stop reading, and pipefail would count the writer's SIGPIPE.
-  if "$herald" config 2>/dev/null | grep HERALD_PARTITION_INTERVAL >/dev/null; then
-    partitions=(HERALD_PARTITION_INTERVAL="$partition_interval")
+  if [ "$prefill" -gt 0 ]; then
+    # A day's finished notifications in the open generation, each sent to one of the devices,
+    # vacuumed and analyzed as autovacuum would have left them.
+    psql -q -d herald_bench <<SQL
+WITH day AS (
+    INSERT INTO herald.notifications (app_id, user_ref, title, body, data, state, ingested_at, created_at)
+    SELECT 'bench', 'user-' || (g % $users + 1), 'Earlier', 'A notification of the day', '{"order": "41"}',
+           'accepted', now() - interval '1 hour', now() - interval '1 hour'
+    FROM generate_series(1, $prefill) g
+    RETURNING id, user_ref)
+INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, state, attempts, sent_at, finished_at)
+SELECT day.id, d.id, CASE WHEN d.platform = 'ios' THEN 'ios_alert' ELSE 'android_data' END, 'sent', 1,
+       now() - interval '1 hour', now() - interval '1 hour'
+FROM day JOIN herald.devices d ON d.app_id = 'bench' AND d.user_ref = day.user_ref;
+VACUUM ANALYZE herald.notifications, herald.deliveries;
+SQL
   fi
-  echo "$herald ($("$herald" --version 2>/dev/null || echo "?")) at $rate notifications/s, retention $retention${partitions:+, partitions of $partition_interval}${PG_SETTINGS:+, PostgreSQL $PG_SETTINGS}:"
-  env HERALD_FCM_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" HERALD_RETENTION="$retention" \
-    "${partitions[@]}" HERALD_FCM_RATE_LIMIT=1000000 HERALD_LOG_LEVEL=warning "$herald" run >"$work/daemon-$rate.log" 2>&1 &
+  psql -q -d herald_bench -c "SELECT pg_stat_statements_reset()" >/dev/null
+  echo
+  settings=()
+  [ -n "$retention" ] && settings+=(HERALD_RETENTION="$retention")
+  [ -n "$partition_interval" ] && settings+=(HERALD_PARTITION_INTERVAL="$partition_interval")
+  echo "$herald ($("$herald" --version 2>/dev/null || echo "?")) at $rate notifications/s in commits of $per_commit to $users devices${settings:+, ${settings[*]}}, ${prefill} notifications of the day before it${PG_SETTINGS:+, PostgreSQL $PG_SETTINGS}:"
+  env HERALD_FCM_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" "${settings[@]}" \
+    HERALD_FCM_RATE_LIMIT=1000000 HERALD_LOG_LEVEL=warning "$herald" run >"$work/daemon-$rate.log" 2>&1 &
   daemon=$!
   busy_before=$(machine_busy)
-  $bench soak --rate "$rate" --seconds "$seconds" --warm-up "$warm_up" --users 20000
+  $bench soak --rate "$rate" --seconds "$seconds" --warm-up "$warm_up" --sample "$sample" \
+    --per-statement "$per_commit" --users "$users"
   busy=$(($(machine_busy) - busy_before))
   herald_cpu=$(process_cpu "$daemon")
   kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon-$rate.log"; exit 1; }

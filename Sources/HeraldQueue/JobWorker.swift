@@ -10,7 +10,8 @@ public struct JobWorker: BatchWorker {
     let handler: any JobHandler
     let queue: JobQueue
     let logger: Logger
-    private let claimDuration: Metrics.Timer
+    private let claimTimer: StatementTimer
+    private let recordTimer: StatementTimer
 
     public var kind: String { handler.kind }
 
@@ -20,13 +21,14 @@ public struct JobWorker: BatchWorker {
         var logger = logger
         logger[metadataKey: "kind"] = "\(handler.kind)"
         self.logger = logger
-        claimDuration = Metrics.Timer(label: "herald_claim_duration_seconds", dimensions: [("kind", handler.kind)])
+        claimTimer = StatementTimer(kind: handler.kind, .claim)
+        recordTimer = StatementTimer(kind: handler.kind, .record)
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         let claimedAt = ContinuousClock.now
         let jobs = try await queue.claim(kind: handler.kind, limit: limit)
-        claimDuration.record(duration: ContinuousClock.now - claimedAt)
+        claimTimer.finished(since: claimedAt, rows: jobs.count, logger: logger)
         guard !jobs.isEmpty else { return 0 }
         let answers = await handler.handle(jobs)
         await record(jobs, answers, stopping: isStopping(), leaseEnds: claimedAt.advanced(by: queue.lease))
@@ -52,10 +54,12 @@ public struct JobWorker: BatchWorker {
         countFinished(
             kind: handler.kind,
             Dictionary(grouping: outcomes, by: { $0.outcome.metricName }).mapValues(\.count))
+        let recording = ContinuousClock.now
         _ = await recordWithinLease(until: leaseEnds, logger: logger, items: jobs.count) {
             try await queue.finish(outcomes)
             try await queue.release(unanswered)
         }
+        recordTimer.finished(since: recording, rows: jobs.count, logger: logger)
     }
 }
 

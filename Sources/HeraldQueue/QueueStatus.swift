@@ -149,6 +149,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             })
     }
 
+    /// How long a due notification or delivery may wait before ingest or dispatch counts as
+    /// falling behind: they take work within moments of its commit, so a minute is a stall.
+    public static let fallingBehind = 60.0
+
     /// Things an operator should look at; empty when all is well.
     public func problems(maximumReadyAge: Double) -> [String] {
         var problems = appProblems.map { "app \($0.app), \($0.scope): \($0.problem) (waiting: \($0.waiting))" }
@@ -188,6 +192,12 @@ public struct QueueStatus: Sendable, Codable, Equatable {
             }
             if let age = kind.oldestReadySeconds, age > maximumReadyAge {
                 problems.append("\(kind.kind) backlog: oldest ready job waited \(Int(age))s")
+            } else if let age = kind.oldestReadySeconds, age > Self.fallingBehind,
+                [WorkerKind.ingest.rawValue, WorkerKind.dispatch.rawValue].contains(kind.kind)
+            {
+                problems.append(
+                    "\(kind.kind) is falling behind: its oldest due item waited \(Int(age))s, where a notification"
+                        + " leaves within moments; a running daemon logs each slow \(kind.kind) claim or record")
             }
             if kind.leaseExpired > 0 {
                 problems.append("\(kind.leaseExpired) \(kind.kind) job(s) past their lease")

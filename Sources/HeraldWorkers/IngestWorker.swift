@@ -17,8 +17,7 @@ import Metrics
 public struct IngestWorker: BatchWorker {
     public let kind = WorkerKind.ingest.rawValue
     let context: WorkerContext
-    private let claimDuration = Metrics.Timer(
-        label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.ingest.rawValue)])
+    private let claimTimer = StatementTimer(kind: WorkerKind.ingest.rawValue, .claim)
 
     public init(context: WorkerContext) { self.context = context }
 
@@ -45,7 +44,7 @@ public struct IngestWorker: BatchWorker {
             let counts = try await ingest(
                 SQL.ingestNext, [limit, context.clock.now(), context.workerID, context.lease.seconds, reserved],
                 reserved: reserved, leasedAt: started)
-            claimDuration.record(duration: ContinuousClock.now - started)
+            claimTimer.finished(since: started, rows: counts, logger: context.logger)
             return counts
         } catch let error as PostgresError where error.kind == .server && !error.isTransient {
             // One bad row must not block the rest: go one by one, and reject what still fails.

@@ -209,15 +209,31 @@ private struct Sample {
     var walPosition: Int64
     var walPerNotification: Double
     var longest: (Double, String)
+    /// The dispatch claims so far, their buffers (pages read or hit) and time, from
+    /// pg_stat_statements when the server loads it: what a claim costs, window by window.
+    var claims: ClaimCost?
+
+    struct ClaimCost {
+        var calls: Double
+        var buffers: Double
+        var milliseconds: Double
+    }
 
     static let header =
-        "    s   sent/s  size MB      live      dead  backlog  p99 (last window)  WAL/notif  lag s  longest daemon transaction"
+        "    s   sent/s  size MB      live      dead  backlog  p99 (last window)  WAL/notif  claim ms  bufs/claim  lag s  longest daemon transaction"
 
     var line: String {
         let p99 = p99.map { String(format: "%.0f ms", $0 * 1000) } ?? "-"
         return String(format: "%5.0f %8.0f %8.1f %9d %9d %8d ", at, sentPerSecond, sizeMB, live, dead, backlog)
             + String(repeating: " ", count: max(0, 18 - p99.count)) + p99
-            + String(format: " %10.0f %6.1f  %.2f s ", walPerNotification, lag, longest.0) + longest.1
+            + String(format: " %10.0f ", walPerNotification) + claimColumns
+            + String(format: " %6.1f  %.2f s ", lag, longest.0) + longest.1
+    }
+
+    /// The window's mean time and buffers per dispatch claim, against the sample before it.
+    var claimWindow: (milliseconds: Double, buffers: Double)?
+    var claimColumns: String {
+        claimWindow.map { String(format: "%9.2f %11.0f", $0.milliseconds, $0.buffers) } ?? "        -           -"
     }
 
     /// The hot tables' size with their indexes, their live and dead rows (the statistics
@@ -244,17 +260,33 @@ private struct Sample {
                     WHERE d.sent_at > now() - make_interval(secs => $1)),
                    pg_current_wal_lsn() - '0/0'
             """, [window])[0]
+        let claims = try? await connection.query(
+            """
+            SELECT coalesce(sum(calls), 0)::float8, coalesce(sum(shared_blks_hit + shared_blks_read), 0)::float8,
+                   coalesce(sum(total_exec_time), 0)::float8
+            FROM pg_stat_statements WHERE query LIKE '%herald.claim_sends(%'
+            """)[0]
+        let claimCost = try claims.map {
+            ClaimCost(
+                calls: try $0.decode(0, as: Double.self), buffers: try $0.decode(1, as: Double.self),
+                milliseconds: try $0.decode(2, as: Double.self))
+        }
         let wal = Int64(try row.decode(6, as: Double.self))
         let sizeMB = try row.decode(0, as: Double.self)
         let newlyProduced = produced - (previous?.produced ?? 0)
         let walBytes = wal - (previous?.walPosition ?? wal)
-        return Sample(
+        var sample = Sample(
             at: at, produced: produced, lag: lag, sizeMB: sizeMB, live: try row.decode(1, as: Int.self),
             dead: try row.decode(2, as: Int.self), backlog: try row.decode(3, as: Int.self),
             sentPerSecond: Double(try row.decode(4, as: Int.self)) / Double(window),
             p99: try row.decode(5, as: Double?.self),
             walPosition: wal, walPerNotification: newlyProduced > 0 ? Double(walBytes) / Double(newlyProduced) : 0,
-            longest: longest)
+            longest: longest, claims: claimCost)
+        if let now = claimCost, let before = previous?.claims, now.calls > before.calls {
+            let calls = now.calls - before.calls
+            sample.claimWindow = ((now.milliseconds - before.milliseconds) / calls, (now.buffers - before.buffers) / calls)
+        }
+        return sample
     }
 
     /// The issue's tests of a flat run, from the first sample after the warm-up to the last.
@@ -279,5 +311,9 @@ private struct Sample {
                 format: "  p99 %.0f ms first, at most %.0f ms: %.2f×", (first.p99 ?? 0) * 1000, worstP99 * 1000,
                 worstP99 / max(first.p99 ?? 0, 0.001)))
         print(String(format: "  longest daemon transaction %.2f s: ", longest.0) + longest.1)
+        let claims = steady.compactMap(\.claimWindow)
+        if let slowest = claims.map(\.milliseconds).max(), let most = claims.map(\.buffers).max() {
+            print(String(format: "  a dispatch claim took at most %.2f ms and %.0f buffers on average over a window", slowest, most))
+        }
     }
 }

@@ -169,4 +169,148 @@ import Testing
         #expect(claimed == 100)
         #expect(rows == 0 && entries <= 1000, "claiming 100 read \(rows) rows one by one, \(entries) index entries")
     }
+
+    // MARK: Every hot-path statement, whatever the statistics were when its plan was made
+
+    /// Index entries and rows every table of the herald schema returned to this transaction so
+    /// far: (rows read one by one by sequential scans, index entries).
+    static let everyTableRead = """
+        WITH tables AS (SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'r')
+        SELECT (SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(t.oid)), 0)::int FROM tables t),
+               (SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(i.indexrelid)), 0)::int
+                FROM pg_index i WHERE i.indrelid IN (SELECT oid FROM tables))
+        """
+
+    /// What one of the workers' statements read, run in a transaction of its own.
+    struct Reading: CustomStringConvertible {
+        var statement: String
+        var rows: Int
+        var entries: Int
+        var description: String { "\(statement): \(rows) rows one by one, \(entries) index entries" }
+    }
+
+    /// One round of a day's work for `users` users (`phone-1` …, half Android and half iPhones
+    /// through FCM), on `connection`'s session, each statement as its worker runs it: ingest
+    /// (leasing half at birth), the claim, a lease extension, the record, the reconcile of a report
+    /// for every delivery, and the retry worker's pass. Returns what each statement read.
+    static func round(of users: Int, on connection: PostgresConnection) async throws -> [Reading] {
+        func reading<T: Sendable>(_ statement: String, _ body: @escaping @Sendable (PostgresSession) throws -> T)
+            async throws -> (Reading, T)
+        {
+            try await connection.transaction { session in
+                let before = try session.query(Self.everyTableRead)[0]
+                let result = try body(session)
+                let after = try session.query(Self.everyTableRead)[0]
+                let reading = Reading(
+                    statement: statement, rows: try after.decode(0, as: Int.self) - before.decode(0, as: Int.self),
+                    entries: try after.decode(1, as: Int.self) - before.decode(1, as: Int.self))
+                return (reading, result)
+            }
+        }
+        try await connection.execute(
+            """
+            INSERT INTO herald.notifications (app_id, user_ref, title)
+            SELECT 'shop', 'user-' || g, 'now' FROM generate_series(1, \(users)) g
+            """)
+        let (ingest, leased) = try await reading("ingest") { session in
+            try session.query(IngestWorker.SQL.ingestNext, [users, Date(), "w", 60.0, users / 2])[0].decode(
+                6, as: [Int64].self)
+        }
+        let (claim, claimed) = try await reading("claim") { session in
+            try session.query(DispatchWorker.SQL.claim, [Date(), users - leased.count, "w", 60.0, leased]).map {
+                try $0.decode(0, as: Int64.self)
+            }
+        }
+        #expect(claimed.count == users, "claimed \(claimed.count) of \(users)")
+        let (extend, _) = try await reading("lease extension") { session in
+            try session.query(DispatchWorker.SQL.extendLeases, [claimed, "w", Date(), 60.0])
+        }
+        let (record, _) = try await reading("record") { session in try Self.record(claimed, in: session) }
+        let reports = try await connection.query(
+            """
+            INSERT INTO herald.delivery_reports (reference, delivery_id, device_id)
+            SELECT 'test', d.id, d.device_id FROM herald.deliveries d WHERE d.id = ANY($1::bigint[])
+            RETURNING id
+            """, [claimed]
+        ).map { try $0.decode(0, as: Int64.self) }
+        let (reconcile, _) = try await reading("reconcile") { session in
+            try session.query(ReconcileWorker.SQL.reconcile, [reports, Date(), 1800.0, 60.0])
+        }
+        let (retry, _) = try await reading("retry pass") { session in
+            try session.query(RetryWorker.SQL.endHopelessRetries, [Date(), users])
+        }
+        return [ingest, claim, extend, record, reconcile, retry]
+    }
+
+    /// The open generation filled with `count` notifications of the day, finished: each sent to
+    /// one of 10,000 other phones, two hours ago.
+    static func fillTheDay(with count: Int, on connection: PostgresConnection) async throws {
+        try await connection.execute(
+            """
+            WITH day AS (
+                INSERT INTO herald.notifications (app_id, user_ref, title, state, ingested_at)
+                SELECT 'shop', 'other-' || (g % 10000 + 1), 'earlier', 'accepted', now() - interval '2 hours'
+                FROM generate_series(1, \(count)) g
+                RETURNING id, user_ref)
+            INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, state, attempts, sent_at, finished_at)
+            SELECT day.id, d.id, CASE WHEN d.platform = 'ios' THEN 'ios_alert' ELSE 'android_data' END, 'sent', 1,
+                   now() - interval '2 hours', now() - interval '2 hours'
+            FROM day JOIN herald.devices d ON d.app_id = 'shop' AND d.device_id = day.user_ref;
+            """)
+    }
+
+    /// Every statement on the workers' hot path reads rows in proportion to its batch, whether
+    /// its plan was made on empty tables that then grew to a day's million notifications, on the
+    /// full tables' statistics, or on full tables later emptied, and on emptied ones that grew
+    /// again. (Measured by rows and index entries read, not by time, so it cannot flake.) Before
+    /// the claim's lookups were fenced, a plan made on a day's statistics read every notification
+    /// of the open generation once per claimed delivery (#39).
+    @Test func everyHotStatementReadsItsBatchWhateverItsPlanWasMadeOn() async throws {
+        let connection = try await TestDatabase.create().connect()
+        let users = 100
+        try await connection.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
+            SELECT 'shop', 'phone-' || g, CASE WHEN g % 2 = 0 THEN 'android' ELSE 'ios' END, 'token-' || g, 'user-' || g
+            FROM generate_series(1, \(users)) g
+            UNION ALL
+            SELECT 'shop', 'other-' || g, CASE WHEN g % 2 = 0 THEN 'android' ELSE 'ios' END, 'other-' || g, 'other-' || g
+            FROM generate_series(1, 10000) g;
+            """)
+        // Autovacuum would analyze the tables at moments of its own choosing; here the test does.
+        try await connection.execute(
+            """
+            DO $$ DECLARE t regclass; BEGIN
+                FOR t IN SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'r' LOOP
+                    EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', t);
+                END LOOP;
+            END $$;
+            """)
+        let analyze = "ANALYZE herald.notifications, herald.deliveries, herald.devices, herald.delivery_reports"
+        // Plans are made for each statement by its sixth call at the latest (plpgsql's and the
+        // prepared statements' generic plans), and kept until the statistics change.
+        func makePlans() async throws { for _ in 1...6 { _ = try await Self.round(of: users, on: connection) } }
+        func check(_ phase: String) async throws {
+            for reading in try await Self.round(of: users, on: connection) {
+                print("\(phase): \(reading)")
+                // A few index entries per row and table; a table read whole would be thousands.
+                #expect(
+                    reading.rows == 0 && reading.entries <= 30 * users, "\(phase): \(reading) for \(users) notifications")
+            }
+        }
+        try await makePlans()
+        try await Self.fillTheDay(with: 1_000_000, on: connection)
+        try await check("plans made on empty tables, then a day of 1,000,000 notifications")
+        try await connection.execute(analyze)
+        try await makePlans()
+        try await check("plans made on the day's statistics")
+        try await connection.execute(
+            "DELETE FROM herald.deliveries WHERE state <> 'queued'; DELETE FROM herald.notifications WHERE title = 'earlier'")
+        try await check("plans made on the day's statistics, the tables then emptied")
+        try await connection.execute(analyze)
+        try await makePlans()
+        try await Self.fillTheDay(with: 200_000, on: connection)
+        try await check("plans made on emptied tables' statistics, then 200,000 notifications")
+    }
 }

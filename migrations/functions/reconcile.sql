@@ -214,7 +214,13 @@ CREATE OR REPLACE FUNCTION herald.reconcile(report_ids bigint[], at timestamptz 
                                             grace interval DEFAULT interval '1 minute',
                                             fetch_window interval DEFAULT interval '3 days')
 RETURNS TABLE (reports int, delivered int, wakeups int)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- One plan per session, with nothing but index probes and nested loops, and every lookup of
+-- another table a LATERAL probe fenced with OFFSET 0, as in herald.claim_sends: a plan made on
+-- empty tables read every delivery of a grown day once per call (PlanningTests).
+SET plan_cache_mode TO 'force_generic_plan' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off'
+SET enable_mergejoin TO 'off'
+AS $$
 DECLARE
     applied int;
     marked int;
@@ -246,11 +252,17 @@ BEGIN
     FOR candidate IN
         SELECT dev.id AS device, dev.app_id, dev.device_id, max(r.id) AS report_id, count(DISTINCT gap.id) AS missed
         FROM herald.delivery_reports r
-        JOIN herald.devices dev ON dev.id = r.device_id AND dev.platform = 'ios' AND dev.disabled_at IS NULL
-        JOIN herald.deliveries reported ON reported.id = r.delivery_id
-        JOIN herald.deliveries gap ON gap.device_id = dev.id AND gap.payload_kind = 'ios_alert'
-             AND gap.state = 'sent' AND gap.id < reported.id
-             AND gap.sent_at <= at - grace AND gap.sent_at > at - fetch_window
+        CROSS JOIN LATERAL (SELECT dev.id, dev.app_id, dev.device_id FROM herald.devices dev
+                            WHERE dev.id = r.device_id AND dev.platform = 'ios' AND dev.disabled_at IS NULL
+                            OFFSET 0) dev
+        CROSS JOIN LATERAL (SELECT reported.id FROM herald.deliveries reported WHERE reported.id = r.delivery_id
+                            OFFSET 0) reported
+        -- The device's own sends within the window, through its index of sent deliveries.
+        CROSS JOIN LATERAL (SELECT gap.id FROM herald.deliveries gap
+                            WHERE gap.device_id = dev.id AND gap.state = 'sent' AND gap.payload_kind = 'ios_alert'
+                              AND gap.id < reported.id
+                              AND gap.sent_at <= at - grace AND gap.sent_at > at - fetch_window
+                            OFFSET 0) gap
         WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
         GROUP BY dev.id, dev.app_id, dev.device_id
         ORDER BY dev.id

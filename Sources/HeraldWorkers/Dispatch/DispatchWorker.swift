@@ -38,8 +38,8 @@ public struct DispatchWorker: BatchWorker {
     let inFlight = InFlightTasks()
     /// The setups of the apps this loop sends for, read again when an app's row changes.
     let appSetups = AppSetups()
-    private let claimDuration = Metrics.Timer(
-        label: "herald_claim_duration_seconds", dimensions: [("kind", WorkerKind.dispatch.rawValue)])
+    private let claimTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .claim)
+    private let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
 
     public init(context: WorkerContext) { self.context = context }
@@ -62,7 +62,7 @@ public struct DispatchWorker: BatchWorker {
             }
             throw error
         }
-        claimDuration.record(duration: ContinuousClock.now - startedAt)
+        claimTimer.finished(since: startedAt, rows: claimed.count + unreadable.count, logger: context.logger)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
         let apps: [String: AppSetup]
         do {
@@ -227,12 +227,14 @@ public struct DispatchWorker: BatchWorker {
         }
         countFinished(kind: kind, finished)
         let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries)
+        let recording = ContinuousClock.now
         let recorded = await recordWithinLease(
             until: leaseEnds, logger: context.logger, items: results.count
         ) {
             try await record(
                 results, disabled: disabled, endedActivityTokens: endedActivityTokens, problems: problems, now: now)
         }
+        recordTimer.finished(since: recording, rows: results.count, logger: context.logger)
         if recorded {
             for token in endedActivityTokens {
                 context.logger.notice(

@@ -1,0 +1,67 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import HeraldQueue
+
+/// A stall is named where an operator looks: the daemon's log, and `herald status`.
+@Suite struct StallTests {
+    /// Keeps what is logged through it.
+    final class Captured: Sendable {
+        let entries = Mutex<[(Logger.Level, String, Logger.Metadata)]>([])
+        var logger: Logger {
+            Logger(label: "test") { _ in Handler(captured: self) }
+        }
+        struct Handler: LogHandler {
+            let captured: Captured
+            var metadata: Logger.Metadata = [:]
+            var logLevel: Logger.Level = .trace
+            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+                get { metadata[key] }
+                set { metadata[key] = newValue }
+            }
+            func log(event: LogEvent) {
+                captured.entries.withLock { $0.append((event.level, "\(event.message)", event.metadata ?? [:])) }
+            }
+        }
+    }
+
+    @Test func aStatementFarSlowerThanItsBatchIsLoggedWithItsDurationAndRows() {
+        let captured = Captured()
+        let timer = StatementTimer(kind: "dispatch", .claim)
+        timer.finished(since: .now - .milliseconds(20), rows: 500, logger: captured.logger)
+        #expect(captured.entries.withLock { $0.isEmpty })
+        timer.finished(since: .now - .seconds(3), rows: 500, logger: captured.logger)
+        let entries = captured.entries.withLock { $0 }
+        #expect(entries.count == 1)
+        let (level, message, metadata) = try! #require(entries.first)
+        #expect(level == .warning)
+        #expect(message.contains("a slow dispatch claim"))
+        #expect(metadata["rows"] == "500")
+        #expect(Double("\(metadata["seconds"] ?? "0")") ?? 0 >= 3)
+    }
+
+    @Test func statusSaysWhenIngestOrDispatchFallsBehind() {
+        func status(_ kind: String, waited: Double?) -> QueueStatus {
+            QueueStatus(kinds: [
+                QueueStatus.Kind(
+                    kind: kind, ready: 5, scheduled: 0, running: 0, leaseExpired: 0, dead: 0, oldestReadySeconds: waited)
+            ])
+        }
+        #expect(status("dispatch", waited: 2).problems(maximumReadyAge: 300).isEmpty)
+        #expect(
+            status("dispatch", waited: 75).problems(maximumReadyAge: 300) == [
+                "dispatch is falling behind: its oldest due item waited 75s, where a notification leaves within"
+                    + " moments; a running daemon logs each slow dispatch claim or record"
+            ])
+        #expect(status("ingest", waited: 75).problems(maximumReadyAge: 300).count == 1)
+        // Other kinds wait for their own reasons (a reconcile job's retry); past the backlog's
+        // age every kind is reported, once.
+        #expect(status("reconcile", waited: 75).problems(maximumReadyAge: 300).isEmpty)
+        #expect(
+            status("dispatch", waited: 400).problems(maximumReadyAge: 300) == [
+                "dispatch backlog: oldest ready job waited 400s"
+            ])
+    }
+}
