@@ -221,7 +221,9 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldHTTPTests",
-            dependencies: ["HeraldHTTP", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox")]
+            dependencies: [
+                "HeraldHTTP", "CHTTP2", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox"),
+            ]
         ),
         .testTarget(
             name: "HeraldCoreTests",

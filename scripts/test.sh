@@ -19,6 +19,9 @@ echo "==> building the Debian package and checking it"
 package=$(bash scripts/package.sh "$cluster/dist" | tail -n 1)
 bash scripts/check-package.sh "$package"
 
+echo "==> fuzzing the C that reads outside bytes, 20 s a target"
+bash scripts/fuzz.sh 20
+
 echo "==> building"
 swift build --build-tests
 echo "==> testing"

@@ -88,6 +88,8 @@ typedef struct request {
     int opened_connection;
     /// The server ended the stream (END_STREAM), so the body is whole.
     int ended;
+    /// The final response's header block is complete: header fields after it are trailers.
+    int answered;
     /// Why the stream was reset by us, if it was (the response was too large).
     const char *reset_reason;
     buffer headers, response;
@@ -398,11 +400,16 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     (void)flags, (void)user_data;
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!r) return 0;
+    // Trailers carry nothing a push service's answer needs, and are not mixed into its headers.
+    if (!r || r->answered) return 0;
     if (name_length == 7 && memcmp(name, ":status", 7) == 0) {
-        int status = 0;
-        for (size_t i = 0; i < value_length && i < 3; i++) status = status * 10 + (value[i] - '0');
-        r->status = status;
+        // RFC 9110: three digits, 1xx to 5xx. nghttp2 takes any number ("2000", "099").
+        if (value_length != 3 || value[0] < '1' || value[0] > '5' || value[1] < '0' || value[1] > '9' ||
+            value[2] < '0' || value[2] > '9') {
+            r->reset_reason = "the response's :status is not a three-digit status code";
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets this stream only
+        }
+        r->status = (value[0] - '0') * 100 + (value[1] - '0') * 10 + (value[2] - '0');
         // An interim answer (1xx) is followed by the real one, whose headers are the ones kept.
         r->headers.length = 0;
         return 0;
@@ -438,6 +445,10 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
         request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (r) r->ended = 1;
     }
+    if (frame->hd.type == NGHTTP2_HEADERS) {
+        request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (r && r->status >= 200) r->answered = 1;
+    }
     if (frame->hd.type == NGHTTP2_GOAWAY) c->draining = 1;
     // A GOAWAY's refused streams, or SETTINGS with another stream limit: the queue may move.
     if (frame->hd.type == NGHTTP2_GOAWAY || frame->hd.type == NGHTTP2_SETTINGS) schedule(c->engine, c->origin);
@@ -469,6 +480,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
             complete(engine, r, HERALD_H2_CONNECTION, message);
         } else {
             r->headers.length = r->response.length = 0;
+            r->answered = 0;
             r->opened_connection = 0;
             list_prepend(&o->waiting, r);
         }
@@ -1240,6 +1252,18 @@ static int split_url(const char *url, const char **host, size_t *host_length, in
     return 0;
 }
 
+/// Whether `fields` holds `count` fields, each a name and a value ended by a NUL, within `length`
+/// bytes.
+static int fields_fit(const char *fields, size_t length, size_t count) {
+    size_t at = 0;
+    for (size_t i = 0; i < 2 * count; i++) {
+        const char *end = at < length ? memchr(fields + at, '\0', length - at) : NULL;
+        if (!end) return 0;
+        at = (size_t)(end - fields) + 1;
+    }
+    return 1;
+}
+
 static int is_connection_specific(const char *name, size_t length) {
     static const char *const names[] = {"host", "connection", "keep-alive", "proxy-connection", "transfer-encoding",
                                         "upgrade", "te", "expect"};
@@ -1258,6 +1282,11 @@ void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *met
     if (split_url(url, &host, &host_length, &port, &authority, &authority_length, &path, &path_length) != 0) {
         // User information, an IPv6 zone and the like: libcurl knows what to make of them.
         herald_h2_result result = {.outcome = HERALD_H2_NOT_HTTP2, .message = "a URL for libcurl"};
+        engine->completion(context, &result);
+        return;
+    }
+    if (!fields_fit(fields, fields_length, field_count)) {
+        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = "the request's header fields are malformed"};
         engine->completion(context, &result);
         return;
     }

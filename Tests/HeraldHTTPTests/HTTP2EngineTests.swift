@@ -1,6 +1,8 @@
+import CHTTP2
 import Foundation
 import HeraldHTTP
 import HeraldTestSupport
+import Synchronization
 import Testing
 
 /// What the HTTP/2 engine (nghttp2 over OpenSSL) does beside libcurl's work: a server without
@@ -145,5 +147,38 @@ import Testing
     private func openssl(_ arguments: [String]) async throws {
         let result = try await runProgram("/usr/bin/openssl", arguments)
         try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
+    }
+}
+
+/// The engine's C interface, called as HeraldHTTP calls it: what it reads of a request stays within
+/// the lengths it is given.
+@Suite struct HTTP2EngineInterfaceTests {
+    /// Results of the requests submitted, by the number passed as their context.
+    static let results = Mutex<[Int: (herald_h2_outcome, String)]>([:])
+
+    @Test func headerFieldsAreReadWithinTheirLengthWhateverTheirCount() throws {
+        var error = [CChar](repeating: 0, count: 256)
+        var configuration = herald_h2_config(
+            max_connections_per_origin: 1, max_connections: 1, max_streams: 1, connect_timeout_ms: 1000,
+            stall_timeout_ms: 0, ca_file: nil)
+        let engine = try #require(
+            herald_h2_new(
+                &configuration,
+                { context, result in
+                    guard let result = result?.pointee else { return }
+                    let message = result.message.map { String(cString: $0) } ?? ""
+                    HTTP2EngineInterfaceTests.results.withLock { $0[Int(bitPattern: context)] = (result.outcome, message) }
+                }, &error, error.count))
+        defer { herald_h2_free(engine) }
+        // Two fields' worth of bytes, said to hold three.
+        let fields: [CChar] = Array("content-type\0a\0ttl\060\0".utf8CString.dropLast()).map { CChar($0) }
+        fields.withUnsafeBufferPointer { fields in
+            herald_h2_submit(
+                engine, "https://127.0.0.1:9/x", "POST", fields.baseAddress, fields.count, 3, nil, 0, 1000, nil, 0, nil, 0,
+                UnsafeMutableRawPointer(bitPattern: 7))
+        }
+        let result = try #require(Self.results.withLock { $0[7] })
+        #expect(result.0 == HERALD_H2_OTHER)
+        #expect(result.1 == "the request's header fields are malformed")
     }
 }

@@ -531,7 +531,7 @@ BEGIN
         -- One probe a row, by id and the partition key, which leaves the probe one partition while
         -- the plan runs. A range over the batch's ids here had the planner read that range once
         -- and compare every row with every other.
-        WHERE n.kept = v.kept AND n.id = v.id
+        WHERE n.kept = v.kept AND n.id = ANY(ARRAY[v.id])
         RETURNING n.state
     )
     SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,

@@ -246,7 +246,7 @@ BEGIN
         finished_at = coalesce(d.finished_at, at),
         run_at = NULL, locked_by = NULL, dead_at = NULL
     FROM batch b
-    WHERE d.id = b.delivery_id;
+    WHERE d.id = ANY(ARRAY[b.delivery_id]);
     GET DIAGNOSTICS marked = ROW_COUNT;
 
     FOR candidate IN
