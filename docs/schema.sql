@@ -692,7 +692,7 @@ BEGIN
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
         FROM picked
-        WHERE d.id = picked.id
+        WHERE d.id = ANY(ARRAY[picked.id])  -- a probe by key, never a join (docs/architecture.md)
         RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
                   d.activity_token_id
     ), taken AS (
@@ -737,8 +737,8 @@ BEGIN
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
-    -- partition of notifications once and comparing every row with every claimed one: 21 s
-    -- for a claim of 500 over a day's notifications, #39).
+    -- partition of notifications once per claimed delivery; docs/architecture.md, "How the hot
+    -- path's statements are planned").
     FROM taken c
     CROSS JOIN LATERAL (
         -- Any change to the app's row gives it a new xmin.
@@ -1512,7 +1512,7 @@ BEGIN
         -- One probe a row, by id and the partition key, which leaves the probe one partition while
         -- the plan runs. A range over the batch's ids here had the planner read that range once
         -- and compare every row with every other.
-        WHERE n.kept = v.kept AND n.id = v.id
+        WHERE n.kept = v.kept AND n.id = ANY(ARRAY[v.id])
         RETURNING n.state
     )
     SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
@@ -1995,7 +1995,7 @@ BEGIN
         finished_at = coalesce(d.finished_at, at),
         run_at = NULL, locked_by = NULL, dead_at = NULL
     FROM batch b
-    WHERE d.id = b.delivery_id;
+    WHERE d.id = ANY(ARRAY[b.delivery_id]);
     GET DIAGNOSTICS marked = ROW_COUNT;
 
     FOR candidate IN
@@ -2080,18 +2080,18 @@ BEGIN
             locked_by = NULL,
             dead_at = CASE WHEN o.dead THEN o.answered_at END
         FROM outcome AS o
-        WHERE d.id = o.id AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker)
+        WHERE d.id = ANY(ARRAY[o.id]) AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker)
     ), disabled AS (
         UPDATE herald.devices AS dev
         SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
         FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)
-        WHERE dev.id = u.id AND dev.push_token = u.token AND dev.disabled_at IS NULL
+        WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
           AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
     ), ended_activity_tokens AS (
         UPDATE herald.activity_tokens AS t
         SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
         FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)
-        WHERE t.id = u.id AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
+        WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
         SELECT u.app, u.scope, u.problem, at, at
