@@ -1,10 +1,15 @@
-/// The queue's statements, in one place, as an operator would read them.
+/// The queue's statements, in one place, as an operator would read them. `JobQueue` plans each
+/// at every call: `herald.jobs` is one small table whose size swings with the backlog, so a plan
+/// is cheap to make and right for the table as it is, where one kept from when the table held
+/// a few rows would read it whole as a backlog grew.
 extension JobQueue {
     /// Public so that the benchmarks' floor runs the engine's own statements.
     public enum SQL {
         /// Takes up to $3 ready jobs of kind $1 due by $2, oldest first, and leases them to
         /// worker $4 for $5 seconds. SKIP LOCKED lets concurrent claimers take disjoint rows;
-        /// the subquery walks the partial index `jobs_claim` in its own order.
+        /// the subquery walks the partial index `jobs_claim` in its own order, and each picked
+        /// job is updated by key, never through a join a plan could turn around (see "How the
+        /// hot path's statements are planned" in docs/architecture.md).
         public static let claim = """
             WITH picked AS (
                 SELECT id
@@ -20,7 +25,7 @@ extension JobQueue {
                 locked_by = $4,
                 locked_until = $2 + make_interval(secs => $5)
             FROM picked
-            WHERE j.id = picked.id
+            WHERE j.id = ANY(ARRAY[picked.id])
             RETURNING j.id, j.ref, j.payload, j.attempts, j.max_attempts
             """
 
@@ -45,7 +50,7 @@ extension JobQueue {
                 locked_until = NULL
             FROM unnest($2::bigint[], $3::timestamptz[], $4::text[], $5::bool[], $8::bool[])
                  AS f(id, run_at, error, give_up, postponed)
-            WHERE j.id = f.id AND j.state = 'running' AND j.locked_by = $7
+            WHERE j.id = ANY(ARRAY[f.id]) AND j.state = 'running' AND j.locked_by = $7
             """
 
         /// The common case of `finish`: every job of the batch completed.

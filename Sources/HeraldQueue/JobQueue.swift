@@ -44,7 +44,7 @@ public struct JobQueue: Sendable {
     /// Leases up to `limit` ready jobs of `kind`, oldest first.
     public func claim(kind: String, limit: Int) async throws -> [Job] {
         let result = try await connection.query(
-            SQL.claim, [kind, clock.now(), limit, workerID, lease.seconds])
+            SQL.claim, [kind, clock.now(), limit, workerID, lease.seconds], planning: .eachCall)
         return try result.map { row in
             Job(
                 id: try row.decode("id", as: Int64.self),
@@ -93,22 +93,23 @@ public struct JobQueue: Sendable {
             }
         }
         if failedIDs.isEmpty {
-            try await connection.query(SQL.complete, [completed])
+            try await connection.query(SQL.complete, [completed], planning: .eachCall)
         } else {
             try await connection.query(
-                SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID, postponed])
+                SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID, postponed],
+                planning: .eachCall)
         }
     }
 
     /// Hands jobs back without counting the attempt, for a shutdown that cannot finish them.
     public func release(_ jobs: [Job]) async throws {
         guard !jobs.isEmpty else { return }
-        try await connection.query(SQL.release, [jobs.map(\.id), workerID])
+        try await connection.query(SQL.release, [jobs.map(\.id), workerID], planning: .eachCall)
     }
 
     /// Returns jobs whose lease expired to ready (or dead, when out of attempts).
     public func rescueExpiredLeases(limit: Int = 1000) async throws -> RescueReport {
-        let result = try await connection.query(SQL.rescue, [clock.now(), limit])
+        let result = try await connection.query(SQL.rescue, [clock.now(), limit], planning: .eachCall)
         var report = RescueReport()
         for row in result {
             let kind = try row.decode("kind", as: String.self)
