@@ -358,6 +358,16 @@ public struct DispatchWorker: BatchWorker {
         switch made {
         case .success(let route):
             return await route.send(batch, builder: builder, now: now, context: context)
+        case .failure(let problem) where problem.herald:
+            // Herald's own trouble: the deliveries wait (no attempt counted), the app is not blamed.
+            if await context.senders?.shouldLog(app: key.app, scope: key.route.scopes[0], problem: problem.description)
+                ?? true
+            {
+                context.logger.error(
+                    "cannot set up an app's route; its deliveries wait",
+                    metadata: ["app": "\(key.app)", "error": "\(problem)"])
+            }
+            return batch.map { ($0, .crowdedOut(wait: .seconds(10))) }
         case .failure(let problem):
             let outcome = PushOutcome.configurationError(reason: problem.description, scope: key.route.scopes[0])
             return batch.map { ($0, .sent(outcome, dryRun: $0.dryRun, at: now)) }
