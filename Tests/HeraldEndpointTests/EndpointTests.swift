@@ -269,8 +269,8 @@ import Testing
             answers.append(answer)
             try await Task.sleep(for: .milliseconds(300))
         }
-        #expect(ContinuousClock.now - started < .seconds(6), "closed at its lifetime, not kept: \(answers.count) answers")
+        #expect(
+            ContinuousClock.now - started < .seconds(6), "closed at its lifetime, not kept: \(answers.count) answers")
         #expect(third.read()?.hasPrefix("HTTP/1.1 200") == true, "answered once a place freed")
     }
 }
-

@@ -31,7 +31,8 @@ import Testing
                 ]
             }, queue: queue, logger: Logger(label: "test"))
         #expect(try await worker.runBatch(limit: 10, isStopping: { false }) == 2)
-        let rows = try await db.query("SELECT state, run_at - now() < interval '1 day 1 minute', last_error FROM herald.jobs")
+        let rows = try await db.query(
+            "SELECT state, run_at - now() < interval '1 day 1 minute', last_error FROM herald.jobs")
         #expect(rows.count == 1, "the completed job is gone")
         #expect(try rows[0].decode(0, as: String.self) == "ready")
         #expect(try rows[0].decode(1, as: Bool.self), "due again within a day")

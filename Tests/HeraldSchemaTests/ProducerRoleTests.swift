@@ -184,7 +184,9 @@ import Testing
             #expect(error?.sqlState == "42501", "\(burn): \(error?.message ?? "")")
         }
         let inserted = try await producer.query(
-            "INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL') RETURNING id")[0]
+            "INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL') RETURNING id")[
+                0
+            ]
             .decode(0, as: Int64.self)
         let sent = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi')")[0]
             .decode(0, as: Int64.self)
@@ -200,4 +202,3 @@ import Testing
         _ = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'still in')")
     }
 }
-

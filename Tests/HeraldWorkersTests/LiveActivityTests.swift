@@ -511,21 +511,26 @@ import Testing
         }
         let ahead = ", event_at => now() + interval '50 seconds'"
         // order-42: the update waits for ingest when the end comes; order-43: it was ingested.
-        _ = try await producer.query("SELECT herald.update_activity('shop', 'order-42', '{\"status\": \"ahead\"}'\(ahead))")
-        _ = try await producer.query("SELECT herald.update_activity('shop', 'order-43', '{\"status\": \"ahead\"}'\(ahead))")
+        _ = try await producer.query(
+            "SELECT herald.update_activity('shop', 'order-42', '{\"status\": \"ahead\"}'\(ahead))")
+        _ = try await producer.query(
+            "SELECT herald.update_activity('shop', 'order-43', '{\"status\": \"ahead\"}'\(ahead))")
         try await f.ingest()
-        _ = try await producer.query("SELECT herald.update_activity('shop', 'order-42', '{\"status\": \"ahead\"}'\(ahead))")
+        _ = try await producer.query(
+            "SELECT herald.update_activity('shop', 'order-42', '{\"status\": \"ahead\"}'\(ahead))")
         var ends: [Int64] = []
         for activity in ["order-42", "order-43"] {
             ends.append(
-                try await producer.query("SELECT herald.end_activity('shop', $1)", [activity])[0].decode(0, as: Int64.self))
+                try await producer.query("SELECT herald.end_activity('shop', $1)", [activity])[0].decode(
+                    0, as: Int64.self))
         }
         try await f.ingest()
         for (activity, end) in zip(["order-42", "order-43"], ends) {
             let verdict = try await notification(f, end)
             #expect(verdict.state == "accepted", "\(activity): \(verdict)")
             let state = try await f.db.query(
-                "SELECT state FROM herald.live_activities WHERE activity_id = $1", [activity])[0].decode(0, as: String.self)
+                "SELECT state FROM herald.live_activities WHERE activity_id = $1", [activity])[0].decode(
+                    0, as: String.self)
             #expect(state == "ended", "\(activity)")
         }
 
@@ -545,4 +550,3 @@ import Testing
         }
     }
 }
-

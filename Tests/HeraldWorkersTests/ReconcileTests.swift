@@ -270,19 +270,22 @@ import Testing
                 try $0.decode(0, as: String.self)
             }
         }
-        try await producer.query("SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'alice')")
+        try await producer.query(
+            "SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'alice')")
         let alices = try await sendAlerts(f, to: "shared-tab", count: 1, title: "alice's reset code")
         let alice = try #require(alices.first)
         #expect(try await pending(alice) == ["alice's reset code 1"])
         // Her token refreshed: the same registration, the reference still reads.
-        try await producer.query("SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'alice')")
+        try await producer.query(
+            "SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'alice')")
         #expect(try await pending(alice) == ["alice's reset code 1"])
 
         try await producer.query("SELECT herald.unregister_device('shop', 'shared-tab')")
         let loggedOut = await #expect(throws: PostgresError.self) { try await pending(alice) }
         #expect(loggedOut?.sqlState == "28000", "\(String(describing: loggedOut))")
 
-        try await producer.query("SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'bob')")
+        try await producer.query(
+            "SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'bob')")
         let bobs = try await sendAlerts(f, to: "shared-tab", count: 1, title: "bob's bank notice")
         let bob = try #require(bobs.first)
         let stale = await #expect(throws: PostgresError.self) { try await pending(alice) }
@@ -291,7 +294,9 @@ import Testing
         #expect(try await pending(bob) == ["bob's bank notice 1"], "not alice's history")
 
         // A reference lives only as long as its delivery.
-        try await f.db.query("DELETE FROM herald.deliveries WHERE notification_id IN (SELECT id FROM herald.notifications WHERE title LIKE 'bob%')")
+        try await f.db.query(
+            "DELETE FROM herald.deliveries WHERE notification_id IN (SELECT id FROM herald.notifications WHERE title LIKE 'bob%')"
+        )
         let pruned = await #expect(throws: PostgresError.self) { try await pending(bob) }
         #expect(pruned?.sqlState == "28000", "\(String(describing: pruned))")
     }
