@@ -249,28 +249,33 @@ import Testing
     /// has been open its lifetime, even one asking every half second (a request every 15 s
     /// once kept it forever), and connections past the cap wait in the backlog until one closes.
     @Test func connectionsAreCappedAndLiveNoLongerThanTheirLifetime() async throws {
+        let lifetime = Duration.seconds(4)
         let endpoint = try await start {
             $0.maxConnections = 2
-            $0.connectionLifetime = .seconds(2)
+            $0.connectionLifetime = lifetime
         }
         defer { endpoint.server.cancel() }
+        let opened = ContinuousClock.now
         let first = try KeptAlive(endpoint.base)
         let second = try KeptAlive(endpoint.base)
         #expect(first.ask()?.hasPrefix("HTTP/1.1 200") == true)
         #expect(second.ask()?.hasPrefix("HTTP/1.1 200") == true)
         let third = try KeptAlive(endpoint.base)
-        #expect(third.ask(within: 1) == nil, "past the cap, a connection waits unanswered")
+        let unanswered = third.ask(within: 1)
+        // (A machine so loaded that the first two already lived out their lifetime proves nothing.)
+        if ContinuousClock.now - opened < lifetime - .seconds(1) {
+            #expect(unanswered == nil, "past the cap, a connection waits unanswered")
+        }
 
-        // The first two keep asking; their lifetime ends them, and the third is taken in.
-        var answers: [String] = []
-        let started = ContinuousClock.now
-        while ContinuousClock.now - started < .seconds(8) {
+        // The first keeps asking; its lifetime ends it (and the second), and the third is taken in.
+        var answers = 0
+        while ContinuousClock.now - opened < .seconds(20) {
             guard let answer = first.ask(), !answer.isEmpty else { break }
-            answers.append(answer)
+            answers += 1
             try await Task.sleep(for: .milliseconds(300))
         }
-        #expect(
-            ContinuousClock.now - started < .seconds(6), "closed at its lifetime, not kept: \(answers.count) answers")
-        #expect(third.read()?.hasPrefix("HTTP/1.1 200") == true, "answered once a place freed")
+        #expect(ContinuousClock.now - opened < lifetime + .seconds(8), "closed at its lifetime: \(answers) answers")
+        let late = unanswered ?? third.read()
+        #expect(late?.hasPrefix("HTTP/1.1 200") == true, "answered once a place freed: \(late ?? "nothing")")
     }
 }
