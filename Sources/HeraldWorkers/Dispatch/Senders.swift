@@ -58,6 +58,8 @@ public actor Senders {
         /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
         /// environment decides.
         public var apnsChannelsEndpoint: String?
+        /// Whether the process has run out of file descriptors (tests stand in for it).
+        public var descriptorsExhausted: @Sendable () -> Bool = FileDescriptors.areExhausted
         public init() {}
     }
 
@@ -103,7 +105,7 @@ public actor Senders {
         } catch {
             // A file that could not be opened because the process ran out of descriptors says
             // nothing about the app's credentials.
-            guard FileDescriptors.areExhausted() else { return .failure(error) }
+            guard configuration.descriptorsExhausted() else { return .failure(error) }
             return .failure(
                 ConfigurationProblem(
                     "Herald is out of file descriptors (EMFILE/ENFILE), not app \(app.appID)'s setup: raise LimitNOFILE (\(error))",
