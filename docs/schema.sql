@@ -36,6 +36,9 @@ CREATE FUNCTION herald.activity_event(app text, caller text, event text, activit
 #variable_conflict use_column
 DECLARE
     notification_id bigint;
+    called_at timestamptz := clock_timestamp();
+    newest timestamptz;
+    dated timestamptz := activity_event.event_at;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
     IF coalesce(activity, channel, '') = '' THEN
@@ -44,6 +47,34 @@ BEGIN
     IF channel IS NOT NULL AND event IS DISTINCT FROM 'update' AND event IS DISTINCT FROM 'end' THEN
         RAISE EXCEPTION '%: event must be update or end, not %: a broadcast cannot start a Live Activity (start each one, and the app subscribes it to the channel)',
             caller, quote_literal(event) USING ERRCODE = 'check_violation';
+    END IF;
+    IF dated < called_at - interval '12 hours' THEN
+        RAISE EXCEPTION '%: event_at % is more than 12 hours ago: no device still shows an activity that old',
+            caller, dated USING ERRCODE = 'check_violation',
+            HINT = 'leave event_at out to use the time of the call';
+    END IF;
+    IF event IN ('update', 'end') THEN
+        -- The newest event taken (ingested), or waiting for ingest; one further ahead than
+        -- ingest allows will be refused, so it orders nothing.
+        SELECT max(e) INTO newest FROM (
+            SELECT a.event_at FROM herald.live_activities a
+            WHERE channel IS NULL AND a.app_id = app AND a.activity_id = activity
+            UNION ALL
+            SELECT c.event_at FROM herald.broadcast_channels c
+            WHERE channel IS NOT NULL AND c.app_id = app AND c.name = channel AND c.state IN ('creating', 'active')
+            UNION ALL
+            SELECT n.activity_event_at FROM herald.notifications n
+            WHERE n.state = 'received' AND n.app_id = app
+              AND (n.activity_id = activity OR n.activity_channel = channel)) AS events(e)
+        WHERE e <= called_at + interval '1 minute';
+        IF dated IS NULL THEN
+            dated := greatest(called_at, newest + interval '1 microsecond');
+        ELSIF event = 'end' AND dated < newest THEN
+            RAISE EXCEPTION '%: event_at % is before the newest event of %, at %: this end would be dropped as older',
+                caller, dated, coalesce(quote_literal(activity), 'channel ' || quote_literal(channel)), newest
+                USING ERRCODE = 'check_violation',
+                      HINT = 'leave event_at out (the end is then ordered after every event), or give a later one';
+        END IF;
     END IF;
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, title, body, sound, priority, ttl, expires_at,
@@ -56,7 +87,7 @@ BEGIN
         CASE WHEN event = 'start' OR urgent THEN 'high' ELSE 'normal' END,
         activity_event.ttl, activity_event.expires_at, relevance_score, activity, channel, event,
         activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
-        activity_event.dismiss_at, coalesce(activity_event.event_at, clock_timestamp()))
+        activity_event.dismiss_at, coalesce(dated, called_at))
     RETURNING n.id INTO notification_id;
     IF notification_id IS NULL THEN
         SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
@@ -432,6 +463,7 @@ CREATE TABLE herald.devices (
     web_p256dh bytea,
     web_auth bytea,
     token_kind text DEFAULT 'registration_token'::text NOT NULL,
+    registration_started_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT "a web device has its subscription's keys" CHECK (((platform <> 'web'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
     CONSTRAINT devices_check CHECK (((disabled_at IS NULL) = (disabled_reason IS NULL))),
     CONSTRAINT devices_check1 CHECK (((disabled_at IS NULL) = (disabled_cause IS NULL))),
@@ -442,6 +474,13 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text)),
     CONSTRAINT devices_token_kind_check CHECK ((token_kind = ANY (ARRAY['registration_token'::text, 'installation_id'::text, 'apns_device_token'::text, 'web_subscription'::text])))
 );
+
+
+--
+-- Name: COLUMN devices.registration_started_at; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON COLUMN herald.devices.registration_started_at IS 'When the device''s current registration began: its first register_device, or the first after a logout or for another user_ref. Its references read only deliveries made since.';
 
 
 --
@@ -1812,16 +1851,25 @@ CREATE FUNCTION herald.pending_notifications(reference text, since timestamp wit
     AS $$
 DECLARE
     opened record;
+    owner herald.devices;
+    issued_at timestamptz;
 BEGIN
     opened := herald.open_reference(reference);
-    IF opened.device_id IS NULL OR NOT EXISTS (SELECT 1 FROM herald.devices dev
-                                               WHERE dev.id = opened.device_id AND herald.acts_for(dev.app_id)) THEN
+    SELECT dev.* INTO owner FROM herald.devices dev WHERE dev.id = opened.device_id;
+    IF owner.id IS NULL OR NOT herald.acts_for(owner.app_id) THEN
         RAISE EXCEPTION 'herald.pending_notifications: the reference was not issued by this Herald'
             USING ERRCODE = 'invalid_authorization_specification',
                   HINT = 'pass herald_report from a payload this device received, unchanged';
     END IF;
-    IF device IS NOT NULL AND NOT EXISTS (SELECT 1 FROM herald.devices dev
-                                          WHERE dev.id = opened.device_id AND dev.device_id = device) THEN
+    SELECT d.created_at INTO issued_at FROM herald.deliveries d
+    WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id;
+    -- One message for each case, so a reference tells its holder nothing about the device.
+    IF issued_at IS NULL OR issued_at < owner.registration_started_at OR owner.disabled_cause = 'logout' THEN
+        RAISE EXCEPTION 'herald.pending_notifications: the reference is no longer valid: its delivery was pruned, or the device logged out or was registered again for another user since'
+            USING ERRCODE = 'invalid_authorization_specification',
+                  HINT = 'pass herald_report from a payload this device received since it registered';
+    END IF;
+    IF device IS NOT NULL AND owner.device_id IS DISTINCT FROM device THEN
         RAISE EXCEPTION 'herald.pending_notifications: the reference belongs to another device than %',
             quote_literal(device) USING ERRCODE = 'invalid_authorization_specification';
     END IF;
@@ -1836,7 +1884,7 @@ BEGIN
     JOIN herald.notifications n ON n.id = d.notification_id
     WHERE d.device_id = opened.device_id AND d.state = 'sent'
       AND d.payload_kind IN ('ios_alert', 'android_data') AND NOT n.silent
-      AND d.sent_at >= coalesce(since, '-infinity')
+      AND d.sent_at >= coalesce(since, '-infinity') AND d.created_at >= owner.registration_started_at
     ORDER BY d.sent_at DESC, d.id DESC
     LIMIT max_count;
 END;
@@ -2357,7 +2405,9 @@ BEGIN
     IF existing.disabled_cause = 'token_invalid' AND existing.push_token = token THEN
         -- FCM said this token is dead; registering it again does not make it live.
         UPDATE herald.devices d SET platform = register_device.platform, user_ref = register_device.user_ref,
-            registered_at = now(), web_p256dh = p256dh, web_auth = auth, token_kind = kind
+            registered_at = now(), web_p256dh = p256dh, web_auth = auth, token_kind = kind,
+            registration_started_at = CASE WHEN existing.user_ref IS DISTINCT FROM register_device.user_ref
+                                           THEN now() ELSE existing.registration_started_at END
         WHERE d.id = existing.id;
         status := 'token_invalid';
         RETURN;
@@ -2366,7 +2416,12 @@ BEGIN
     SET platform = register_device.platform, push_token = token,
         user_ref = register_device.user_ref, registered_at = now(), web_p256dh = p256dh, web_auth = auth,
         token_kind = kind,
-        disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+        disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL,
+        -- After a logout, or for another user, a new registration: the references the device
+        -- received before read nothing more (herald.pending_notifications).
+        registration_started_at = CASE WHEN existing.disabled_cause = 'logout'
+                                            OR existing.user_ref IS DISTINCT FROM register_device.user_ref
+                                       THEN now() ELSE existing.registration_started_at END
     WHERE d.id = existing.id;
     status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
 END;
@@ -3128,30 +3183,11 @@ CREATE VIEW herald.notification_journey AS
 
 
 --
--- Name: notifications_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
---
-
-CREATE SEQUENCE herald.notifications_id_seq
-    START WITH 4294967296
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
-
---
--- Name: notifications_id_seq; Type: SEQUENCE OWNED BY; Schema: herald; Owner: -
---
-
-ALTER SEQUENCE herald.notifications_id_seq OWNED BY herald.notifications.id;
-
-
---
 -- Name: notifications_rotating; Type: TABLE; Schema: herald; Owner: -
 --
 
 CREATE TABLE herald.notifications_rotating (
-    id bigint DEFAULT nextval('herald.notifications_id_seq'::regclass) NOT NULL,
+    id bigint NOT NULL,
     app_id text NOT NULL,
     idempotency_key text,
     user_ref text,
@@ -3206,11 +3242,25 @@ PARTITION BY RANGE (id);
 
 
 --
+-- Name: notifications_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.notifications ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME herald.notifications_id_seq
+    START WITH 4294967296
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
 -- Name: notifications_kept; Type: TABLE; Schema: herald; Owner: -
 --
 
 CREATE TABLE herald.notifications_kept (
-    id bigint DEFAULT nextval('herald.notifications_id_seq'::regclass) NOT NULL,
+    id bigint NOT NULL,
     app_id text NOT NULL,
     idempotency_key text,
     user_ref text,
@@ -3560,13 +3610,6 @@ ALTER TABLE ONLY herald.deliveries ALTER COLUMN id SET DEFAULT nextval('herald.d
 --
 
 ALTER TABLE ONLY herald.delivery_reports ALTER COLUMN id SET DEFAULT nextval('herald.delivery_reports_id_seq'::regclass);
-
-
---
--- Name: notifications id; Type: DEFAULT; Schema: herald; Owner: -
---
-
-ALTER TABLE ONLY herald.notifications ALTER COLUMN id SET DEFAULT nextval('herald.notifications_id_seq'::regclass);
 
 
 --
@@ -5460,18 +5503,17 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notification_journey TO herald
 
 
 --
--- Name: SEQUENCE notifications_id_seq; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,USAGE ON SEQUENCE herald.notifications_id_seq TO herald_daemon;
-GRANT USAGE ON SEQUENCE herald.notifications_id_seq TO herald_producer;
-
-
---
 -- Name: TABLE notifications_rotating; Type: ACL; Schema: herald; Owner: -
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notifications_rotating TO herald_daemon;
+
+
+--
+-- Name: SEQUENCE notifications_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.notifications_id_seq TO herald_daemon;
 
 
 --

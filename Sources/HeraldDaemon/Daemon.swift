@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldEndpoint
 import HeraldHTTP
 import HeraldPostgres
@@ -43,6 +44,9 @@ public struct Daemon {
 
     public func run() async throws {
         let factories = try WorkerCatalog.factories(for: configuration.workers)
+        // Every connection holds a descriptor: the soft limit (often 1024) is raised to the
+        // hard one, and the app endpoint takes at most a quarter (Endpoint.Settings).
+        logger.info("file descriptors", metadata: ["limit": "\(FileDescriptors.raiseLimit())"])
         try await waitForTheDatabase()
 
         let hub = WakeHub()

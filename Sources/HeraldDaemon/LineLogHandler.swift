@@ -48,9 +48,14 @@ public struct LineLogHandler: LogHandler {
         }
     }
 
+    /// Values come from outside (a push service's answer, a channel's name, a device id), so the
+    /// line is made so no value can forge another: control characters are escaped (a newline
+    /// would start a line of its own, and under journald `<0>` at its start is an emergency),
+    /// and a field's value holding a space, `=` or `"` is quoted, as logfmt does.
     func text(_ level: Logger.Level, _ message: String, _ metadata: Logger.Metadata) -> String {
-        let fields = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let body = "\(level) \(label): \(message)\(fields.isEmpty ? "" : " " + fields)"
+        let fields = metadata.sorted { $0.key < $1.key }
+            .map { "\(Self.field($0.key))=\(Self.field("\($0.value)"))" }.joined(separator: " ")
+        let body = "\(level) \(label): \(Self.escapingControls(message))\(fields.isEmpty ? "" : " " + fields)"
         if journald { return "<\(Self.syslogPriority(level))>\(body)" }
         return "\(Date().formatted(.iso8601)) \(body)"
     }
@@ -63,7 +68,48 @@ public struct LineLogHandler: LogHandler {
         for (key, value) in metadata where object[key] == nil { object[key] = Self.jsonValue(value) }
         let data =
             (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-        return data.map { String(decoding: $0, as: UTF8.self) } ?? #"{"message":"unencodable log event"}"#
+        guard let data else { return #"{"message":"unencodable log event"}"# }
+        // JSON escapes only U+0000–U+001F; DEL and the C1 controls are escaped too, as \u00XX.
+        let line = String(decoding: data, as: UTF8.self)
+        guard line.unicodeScalars.contains(where: Self.isControl) else { return line }
+        var escaped = ""
+        for scalar in line.unicodeScalars {
+            if Self.isControl(scalar) {
+                escaped += "\\u00" + String(scalar.value, radix: 16)
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    /// `text` with every control character (C0, DEL, C1) written as an escape: `\n`, `\r`,
+    /// `\t`, or `\u{1b}`.
+    static func escapingControls(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            case "\t": escaped += "\\t"
+            case _ where isControl(scalar): escaped += "\\u{\(String(scalar.value, radix: 16))}"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.generalCategory == .control }
+
+    /// A text-format key or value: as it is when plain, else quoted with `"` and `\` escaped.
+    static func field(_ value: String) -> String {
+        let plain =
+            !value.isEmpty
+            && !value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" || isControl($0) }
+        if plain { return value }
+        let quoted = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        return "\"\(escapingControls(quoted))\""
     }
 
     static func jsonValue(_ value: Logger.MetadataValue) -> Any {

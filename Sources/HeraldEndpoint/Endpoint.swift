@@ -2,8 +2,10 @@ import Foundation
 import HeraldCore
 import HeraldPostgres
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTPTypes
 import Prometheus
 import ServiceLifecycle
 
@@ -30,7 +32,10 @@ import ServiceLifecycle
 /// Bounded: bodies over ``Settings/maxBodyBytes`` are refused with 413 (unread when
 /// Content-Length says so); a body that takes longer than ``Settings/timeout`` to arrive gets
 /// 408, and a connection that completes no part of a request (a head that never ends) for
-/// twice that is closed.
+/// twice that is closed. At most ``Settings/maxConnections`` connections are open at once
+/// (more wait in the listen backlog, holding no descriptor of Herald's), and none stays open
+/// longer than ``Settings/connectionLifetime``: a client that sends a request every 15 s is
+/// closed all the same, so idle clients cannot hold every descriptor the process has.
 public struct Endpoint: Service {
     /// Which routes an endpoint serves.
     public enum Routes: Sendable {
@@ -44,6 +49,13 @@ public struct Endpoint: Service {
         public var port: Int
         public var timeout: Duration = .seconds(10)
         public var maxBodyBytes = 4096
+        /// The most connections open at once: a quarter of the process's file descriptors
+        /// (`RLIMIT_NOFILE`), at most 4096, so the database, the push services and the files
+        /// always have the rest.
+        public var maxConnections = Endpoint.defaultMaxConnections()
+        /// How long a connection may stay open, however busy: past it, it is closed once its
+        /// request in progress is answered (with `Connection: close`), or at once when idle.
+        public var connectionLifetime: Duration = .seconds(60)
 
         public init(host: String, port: Int) {
             self.host = host
@@ -80,8 +92,13 @@ public struct Endpoint: Service {
             // Idle means no complete part of a request: a head that never finishes, or a body
             // stalled outright. Twice the timeout, so a trickling body meets the handler's
             // deadline first and is answered 408 rather than cut off.
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(timeout.seconds * 2e9)))),
-            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "herald"),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ConnectionLifetime(settings.connectionLifetime)],
+                    idleTimeout: .nanoseconds(Int64(timeout.seconds * 2e9)))),
+            configuration: .init(
+                address: .hostname(settings.host, port: settings.port), serverName: "herald",
+                availableConnectionsDelegate: MaximumAvailableConnections(settings.maxConnections, logger: logger)),
             onServerRunning: { [logger, onListening, settings] channel in
                 let port = channel.localAddress?.port ?? settings.port
                 let name = if case .metrics = settings.routes { "metrics" } else { "app" }
@@ -92,5 +109,62 @@ public struct Endpoint: Service {
             logger: quieter)
         // run(), not runService(): the daemon's service group owns signals and graceful shutdown.
         try await app.run()
+    }
+}
+
+extension Endpoint {
+    /// A quarter of the soft `RLIMIT_NOFILE`, from 16 to 4096.
+    public static func defaultMaxConnections() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else {
+            return 4096
+        }
+        return min(max(Int(limit.rlim_cur / 4), 16), 4096)
+    }
+}
+
+/// Closes its connection once it has been open `lifetime`: at once when no request is in
+/// progress, else after the response in progress, which says `Connection: close`.
+final class ConnectionLifetime: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    let lifetime: Duration
+    var expired = false
+    var inProgress = 0
+    var timer: Scheduled<Void>?
+
+    init(_ lifetime: Duration) { self.lifetime = lifetime }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let loop = context.eventLoop.assumeIsolatedUnsafeUnchecked()
+        timer = loop.scheduleTask(in: .nanoseconds(Int64(lifetime.seconds * 1e9))) { [self] in
+            expired = true
+            if inProgress == 0 { context.close(promise: nil) }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { timer?.cancel() }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head = unwrapInboundIn(data) { inProgress += 1 }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where expired:
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .end:
+            inProgress -= 1
+            guard expired, inProgress <= 0 else { return context.write(data, promise: promise) }
+            context.writeAndFlush(data, promise: promise)
+            context.close(promise: nil)
+        default:
+            context.write(data, promise: promise)
+        }
     }
 }

@@ -33,22 +33,29 @@ extension BatchWorker {
 
 /// Records a batch's outcomes, trying again while the database is away: the work is done
 /// (a notification may be on a phone already), and losing its record would mean doing it
-/// again once the lease runs out. It gives up only at `deadline`, when the lease taken at the
-/// claim runs out, since the items may be someone else's by then. Returns whether the record
+/// again once the lease runs out. It gives up at `deadline`, when the lease taken at the
+/// claim runs out, since the items may be someone else's by then; and once a graceful
+/// shutdown has begun (`isStopping`), ``shutdownGrace`` after the first failure seen since, so
+/// that the process stops within its stop timeout rather than waiting out the lease (the items
+/// are then claimed again when their lease ends, as after a crash). Returns whether the record
 /// was written.
 public func recordWithinLease(
-    until deadline: ContinuousClock.Instant, logger: Logger, items: Int, _ write: () async throws -> Void
+    until deadline: ContinuousClock.Instant, logger: Logger, items: Int,
+    isStopping: @Sendable () -> Bool = { false }, _ write: () async throws -> Void
 ) async -> Bool {
     var delay = RetryDelay()
+    var stopBy: ContinuousClock.Instant?
     while true {
         do {
             try await write()
             return true
         } catch {
-            guard ContinuousClock.now < deadline else {
+            if stopBy == nil, isStopping() { stopBy = ContinuousClock.now.advanced(by: shutdownGrace) }
+            let giveUpAt = min(deadline, stopBy ?? deadline)
+            guard ContinuousClock.now < giveUpAt else {
                 logger.error(
                     "cannot record a batch; its items will be claimed again when their lease ends",
-                    metadata: ["error": "\(error)", "items": "\(items)"])
+                    metadata: ["error": "\(error)", "items": "\(items)", "stopping": "\(stopBy != nil)"])
                 return false
             }
             logger.warning("recording a batch failed; retrying", metadata: ["error": "\(error)"])
@@ -56,6 +63,10 @@ public func recordWithinLease(
         }
     }
 }
+
+/// How long a worker that is shutting down keeps trying to record a batch: well within
+/// systemd's stop timeout (deploy/herald.service), whatever the lease.
+public let shutdownGrace: Duration = .seconds(5)
 
 /// A doubling delay for retrying the database after an error: 100 ms up to 5 s.
 struct RetryDelay {

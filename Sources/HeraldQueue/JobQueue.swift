@@ -72,22 +72,23 @@ public struct JobQueue: Sendable {
             case .completed:
                 completed.append(job.id)
             case .retry(let error, let notBefore):
-                let delay = backoff.delay(afterAttempts: job.attempts, atLeast: notBefore ?? .zero)
+                let delay = backoff.delay(afterAttempts: job.attempts, atLeast: Self.bounded(notBefore ?? .zero))
                 failedIDs.append(job.id)
                 runAt.append(now.addingTimeInterval(delay.seconds))
-                errors.append(job.isLastAttempt ? "gave up after \(job.attempts) attempts: \(error)" : error)
+                errors.append(
+                    Self.storable(job.isLastAttempt ? "gave up after \(job.attempts) attempts: \(error)" : error))
                 giveUp.append(false)
                 postponed.append(false)
             case .dead(let reason):
                 failedIDs.append(job.id)
                 runAt.append(now)
-                errors.append(reason)
+                errors.append(Self.storable(reason))
                 giveUp.append(true)
                 postponed.append(false)
             case .postpone(let delay, let reason):
                 failedIDs.append(job.id)
-                runAt.append(now.addingTimeInterval(delay.seconds))
-                errors.append(reason)
+                runAt.append(now.addingTimeInterval(Self.bounded(delay).seconds))
+                errors.append(Self.storable(reason))
                 giveUp.append(false)
                 postponed.append(true)
             }
@@ -99,6 +100,18 @@ public struct JobQueue: Sendable {
                 SQL.finish, [completed, failedIDs, runAt, errors, giveUp, now, workerID, postponed],
                 planning: .eachCall)
         }
+    }
+
+    /// The longest a job waits before it runs again, whatever its outcome asks (a server's
+    /// `Retry-After` of years, or a value gone wrong): its `run_at` stays a time PostgreSQL can
+    /// hold, and the job comes back within a day.
+    public static let longestWait: Duration = .seconds(86_400)
+
+    static func bounded(_ wait: Duration) -> Duration { min(max(wait, .zero), longestWait) }
+
+    /// Text as PostgreSQL text can hold it: a NUL (a provider's answer may hold one) becomes U+FFFD.
+    static func storable(_ text: String) -> String {
+        text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
     }
 
     /// Hands jobs back without counting the attempt, for a shutdown that cannot finish them.

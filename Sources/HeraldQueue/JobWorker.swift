@@ -1,3 +1,4 @@
+import HeraldPostgres
 import Logging
 import Metrics
 
@@ -31,13 +32,15 @@ public struct JobWorker: BatchWorker {
         claimTimer.finished(since: claimedAt, rows: jobs.count, logger: logger)
         guard !jobs.isEmpty else { return 0 }
         let answers = await handler.handle(jobs)
-        await record(jobs, answers, stopping: isStopping(), leaseEnds: claimedAt.advanced(by: queue.lease))
+        await record(jobs, answers, isStopping: isStopping, leaseEnds: claimedAt.advanced(by: queue.lease))
         return jobs.count
     }
 
     private func record(
-        _ jobs: [Job], _ answers: [Int64: JobOutcome], stopping: Bool, leaseEnds: ContinuousClock.Instant
+        _ jobs: [Job], _ answers: [Int64: JobOutcome], isStopping: @escaping @Sendable () -> Bool,
+        leaseEnds: ContinuousClock.Instant
     ) async {
+        let stopping = isStopping()
         var outcomes: [(job: Job, outcome: JobOutcome)] = []
         var unanswered: [Job] = []
         outcomes.reserveCapacity(jobs.count)
@@ -55,11 +58,36 @@ public struct JobWorker: BatchWorker {
             kind: handler.kind,
             Dictionary(grouping: outcomes, by: { $0.outcome.metricName }).mapValues(\.count))
         let recording = ContinuousClock.now
-        _ = await recordWithinLease(until: leaseEnds, logger: logger, items: jobs.count) {
-            try await queue.finish(outcomes)
+        _ = await recordWithinLease(until: leaseEnds, logger: logger, items: jobs.count, isStopping: isStopping) {
+            do {
+                try await queue.finish(outcomes)
+            } catch let error as PostgresError where !error.isTransient {
+                try await finishOneByOne(outcomes, refused: error)
+            }
             try await queue.release(unanswered)
         }
         recordTimer.finished(since: recording, rows: jobs.count, logger: logger)
+    }
+
+    /// The database refused the batch's record for what it holds (SQLSTATE class 22, 23…), not
+    /// for being away: each job is recorded alone, and one whose outcome is refused again fails
+    /// for good with the reason. Tried again as a whole, it would be refused until its lease
+    /// ran out, then claimed and refused again, forever.
+    private func finishOneByOne(_ outcomes: [(job: Job, outcome: JobOutcome)], refused: PostgresError) async throws {
+        logger.error(
+            "the database refused a batch's outcomes; recording each job alone",
+            metadata: ["error": "\(refused)", "items": "\(outcomes.count)"])
+        for (job, outcome) in outcomes {
+            do {
+                try await queue.finish([(job, outcome)])
+            } catch let error as PostgresError where !error.isTransient {
+                logger.error(
+                    "a job's outcome cannot be recorded; it fails for good",
+                    metadata: ["job": "\(job.id)", "outcome": "\(outcome.metricName)", "error": "\(error)"])
+                let reason = "Herald could not record this job's outcome (\(outcome.metricName)): \(error.message)"
+                try await queue.finish([(job, .dead(reason: reason))])
+            }
+        }
     }
 }
 

@@ -88,24 +88,37 @@ public struct ChannelWorker: JobHandler {
             return outcomes
         }
         let byID = Dictionary(uniqueKeysWithValues: channels.map { ($0.id, $0) })
-        await withTaskGroup(of: (Int64, JobOutcome).self) { group in
-            for job in jobs where outcomes[job.id] == nil {
-                // A channel deleted since (its app with it) asks nothing more.
-                guard let ref = job.ref, let channel = byID[ref] else {
-                    outcomes[job.id] = .completed
-                    continue
-                }
-                group.addTask { [self] in
-                    var outcome = await work(channel, app: setups[channel.app])
-                    if case .retry(let reason, _) = outcome {
-                        outcome = await record(job.isLastAttempt ? SQL.failed : SQL.waiting, channel, reason, outcome)
-                    }
-                    return (job.id, outcome)
-                }
+        var started: [(job: Job, channel: Channel)] = []
+        for job in jobs where outcomes[job.id] == nil {
+            // A channel deleted since (its app with it) asks nothing more.
+            if let ref = job.ref, let channel = byID[ref] {
+                started.append((job, channel))
+            } else {
+                outcomes[job.id] = .completed
             }
-            for await (id, outcome) in group { outcomes[id] = outcome }
         }
+        // Each child task only calls a method. Swift 6.3's optimizer miscompiled the closure
+        // that did this work inline (two awaits, the outcome reassigned after `if case`): in
+        // release builds its result came back as garbage, which crashed the daemon (#40).
+        let answered = await withTaskGroup(of: (Int64, JobOutcome).self, returning: [(Int64, JobOutcome)].self) {
+            group in
+            for (job, channel) in started {
+                group.addTask { [self] in (job.id, await outcome(of: job, channel, app: setups[channel.app])) }
+            }
+            var answered: [(Int64, JobOutcome)] = []
+            for await answer in group { answered.append(answer) }
+            return answered
+        }
+        for (id, outcome) in answered { outcomes[id] = outcome }
         return outcomes
+    }
+
+    /// One job's outcome: the channel's work, and when it is to be tried again, why it waits
+    /// (or, on the job's last attempt, the channel failed).
+    func outcome(of job: Job, _ channel: Channel, app: AppSetup?) async -> JobOutcome {
+        let outcome = await work(channel, app: app)
+        guard case .retry(let reason, _) = outcome else { return outcome }
+        return await record(job.isLastAttempt ? SQL.failed : SQL.waiting, channel, reason, outcome)
     }
 
     /// Does what the channel's state asks, and records it.

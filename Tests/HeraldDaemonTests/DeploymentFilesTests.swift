@@ -64,6 +64,7 @@ import Testing
         for line in [
             "Type=notify", "WatchdogSec=", "Restart=on-failure", "TimeoutStopSec=90s", "DynamicUser=yes",
             "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "LoadCredential=",
+            "LimitNOFILE=65536",
         ] {
             #expect(unit.contains("\n\(line)"), "deploy/herald.service lacks \(line)")
         }

@@ -102,4 +102,31 @@ import Testing
         #expect(object?["message"] as? String == "token Bearer [redacted]")
         #expect(object?["count"] as? String == "3")
     }
+
+    /// A push service's answer, a channel's name or a device id cannot forge a log line or a
+    /// field, in either format (issue #40): a 410 body with a newline and `<0>` (an emergency
+    /// under journald), a name with spaces and `=`, escape sequences.
+    @Test func valuesFromOutsideCannotForgeLinesOrFields() throws {
+        let forged = "gone\n<0>herald.dispatch: FORGED app=bank"
+        let metadata: Logger.Metadata = [
+            "reason": "\(forged)", "channel": "match 7 app=bank", "device": "tab\r\u{1b}[2J\u{85}\u{7f}",
+            "quoted": "say \"hi\" \\o/",
+        ]
+        let journald = LineLogHandler(
+            label: "herald", level: .info, format: .text, environment: ["JOURNAL_STREAM": "8:1"])
+        let text = journald.line(level: .error, message: "refused:\n<0>FORGED", metadata: metadata, source: "x")
+        #expect(!text.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(text)")
+        // Keys sorted; each value whole inside its quotes, so nothing reads as a field of its own.
+        #expect(
+            text == #"<3>error herald: refused:\n<0>FORGED channel="match 7 app=bank" "#
+                + #"device="tab\r\u{1b}[2J\u{85}\u{7f}" quoted="say \"hi\" \\o/" "#
+                + #"reason="gone\n<0>herald.dispatch: FORGED app=bank""#, "\(text)")
+
+        let json = LineLogHandler(label: "herald", level: .info, format: .json, environment: [:])
+            .line(level: .error, message: "refused:\n<0>FORGED", metadata: metadata, source: "x")
+        #expect(!json.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(json)")
+        let object = try #require((try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any])
+        #expect(object["reason"] as? String == forged, "read back whole")
+        #expect(object["channel"] as? String == "match 7 app=bank")
+    }
 }

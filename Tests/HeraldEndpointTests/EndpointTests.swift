@@ -23,11 +23,13 @@ import Testing
         }
     }
 
-    func start() async throws -> Running {
+    func start(_ adjust: (inout Endpoint.Settings) -> Void = { _ in }) async throws -> Running {
         let database = try await TestDatabase.create()
         let (ports, listening) = AsyncStream<Int>.makeStream()
+        var settings = Endpoint.Settings(host: "127.0.0.1", port: 0)
+        adjust(&settings)
         let endpoint = Endpoint(
-            settings: .init(host: "127.0.0.1", port: 0), connections: [try await database.connect()],
+            settings: settings, connections: [try await database.connect()],
             logger: Logger(label: "test"), onListening: { listening.yield($0) })
         let server = Task { try await endpoint.run() }
         var iterator = ports.makeAsyncIterator()
@@ -203,5 +205,77 @@ import Testing
         let lost = try await endpoint.request("GET", "/v1/pending/\(reference)")
         #expect(lost.status == 503, "\(lost.bodyText)")
         #expect(lost.bodyText.contains("unavailable"), "\(lost.bodyText)")
+    }
+
+    /// A keep-alive client on a plain socket, asking `GET /healthz` when told to.
+    final class KeptAlive {
+        let fd: Int32
+
+        init(_ base: String) throws {
+            let port = UInt16(try #require(URL(string: base)?.port))
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            try #require(connected == 0)
+        }
+
+        deinit { close(fd) }
+
+        /// The answer's head and body; nil when none came within `seconds`, "" once closed.
+        func ask(within seconds: Int = 10) -> String? {
+            let request = Array("GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n".utf8)
+            guard send(fd, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else { return "" }
+            return read(within: seconds)
+        }
+
+        func read(within seconds: Int = 10) -> String? {
+            var wait = timeval(tv_sec: seconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK ? nil : "" }
+            return String(decoding: buffer[..<count], as: UTF8.self)
+        }
+    }
+
+    /// Idle clients cannot hold every descriptor (issue #40): a connection is closed once it
+    /// has been open its lifetime, even one asking every half second (a request every 15 s
+    /// once kept it forever), and connections past the cap wait in the backlog until one closes.
+    @Test func connectionsAreCappedAndLiveNoLongerThanTheirLifetime() async throws {
+        let lifetime = Duration.seconds(4)
+        let endpoint = try await start {
+            $0.maxConnections = 2
+            $0.connectionLifetime = lifetime
+        }
+        defer { endpoint.server.cancel() }
+        let opened = ContinuousClock.now
+        let first = try KeptAlive(endpoint.base)
+        let second = try KeptAlive(endpoint.base)
+        #expect(first.ask()?.hasPrefix("HTTP/1.1 200") == true)
+        #expect(second.ask()?.hasPrefix("HTTP/1.1 200") == true)
+        let third = try KeptAlive(endpoint.base)
+        let unanswered = third.ask(within: 1)
+        // (A machine so loaded that the first two already lived out their lifetime proves nothing.)
+        if ContinuousClock.now - opened < lifetime - .seconds(1) {
+            #expect(unanswered == nil, "past the cap, a connection waits unanswered")
+        }
+
+        // The first keeps asking; its lifetime ends it (and the second), and the third is taken in.
+        var answers = 0
+        while ContinuousClock.now - opened < .seconds(20) {
+            guard let answer = first.ask(), !answer.isEmpty else { break }
+            answers += 1
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        #expect(ContinuousClock.now - opened < lifetime + .seconds(8), "closed at its lifetime: \(answers) answers")
+        let late = unanswered ?? third.read()
+        #expect(late?.hasPrefix("HTTP/1.1 200") == true, "answered once a place freed: \(late ?? "nothing")")
     }
 }

@@ -160,4 +160,45 @@ import Testing
             try await producer.query("SELECT * FROM herald.pending_notifications($1)", [rivalDelivery])
         }
     }
+
+    /// A producer cannot advance the notifications' id sequence (issue #40: drawing 1.9 million
+    /// ids a second outran the partitions made ahead and stopped every app's INSERT), yet its
+    /// INSERT and herald.send still number their rows. Should the sequence pass the generations
+    /// made ahead anyway, the next open_generation makes partitions ahead of it.
+    @Test func aProducerCannotBurnTheNotificationIDs() async throws {
+        let database = try await TestDatabase.create()
+        let admin = try await database.connect()
+        let login = "producer_\(database.name.suffix(8))"
+        try await admin.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
+            CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
+            INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
+            """)
+        let producer = try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
+        for burn in [
+            "SELECT nextval('herald.notifications_id_seq') FROM generate_series(1, 1000)",
+            "SELECT setval('herald.notifications_id_seq', 1)",
+        ] {
+            let error = await #expect(throws: PostgresError.self, "\(burn)") { try await producer.query(burn) }
+            #expect(error?.sqlState == "42501", "\(burn): \(error?.message ?? "")")
+        }
+        let inserted = try await producer.query(
+            "INSERT INTO herald.notifications (app_id, topic, title) VALUES ('shop', 'news', 'plain SQL') RETURNING id")[
+                0
+            ]
+            .decode(0, as: Int64.self)
+        let sent = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi')")[0]
+            .decode(0, as: Int64.self)
+        #expect(sent == inserted + 1)
+
+        // The sequence jumps into the last generation made ahead (only the daemon could do it now).
+        let last = try await admin.query("SELECT max(generation) FROM herald.generations")[0].decode(0, as: Int.self)
+        try await admin.query("SELECT setval('herald.notifications_id_seq', ($1::bigint << 32) + 5)", [last])
+        _ = try await admin.query("SELECT herald.open_generation(interval '1 day')")
+        let ahead = try await admin.query(
+            "SELECT count(*) FROM herald.generations WHERE generation > $1", [last])[0].decode(0, as: Int.self)
+        #expect(ahead >= 2, "partitions are made ahead of where the sequence is")
+        _ = try await producer.query("SELECT herald.send('shop', user_ref => 'alice', title => 'still in')")
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldCrypto
 import HeraldEmulator
 import HeraldFCM
@@ -335,5 +336,30 @@ import Testing
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.devices WHERE disabled_at IS NOT NULL")[0].decode(
                 0, as: Int.self) == 0)
+    }
+
+    /// A credentials file that cannot be opened because Herald ran out of file descriptors
+    /// (EMFILE) is Herald's trouble, not the app's (issue #40): no configuration problem is
+    /// recorded for the app, and its deliveries wait without an attempt.
+    @Test func runningOutOfDescriptorsIsNeverTheAppsBrokenCredentials() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await f.ingest()
+        // The file is there; the process cannot open it (here: it does not exist, and the
+        // descriptors are said to be spent).
+        try await f.db.execute("UPDATE herald.apps SET credentials_file = '/nonexistent/sa.json'")
+        var providers = Senders.Configuration()
+        providers.fcmEndpoint = f.emulator.baseURL
+        providers.descriptorsExhausted = { true }
+        let context = WorkerContext(
+            connection: f.db, clock: SystemClock(), logger: Logger(label: "test"),
+            senders: Senders(http: HTTPClient(), configuration: providers, logger: Logger(label: "test")))
+        _ = try await DispatchWorker(context: context).runBatch(limit: 10, isStopping: { false })
+        let row = try await f.db.query("SELECT state, attempts, last_error FROM herald.deliveries")[0]
+        #expect(try row.decode(0, as: String.self) == "queued")
+        #expect(try row.decode(1, as: Int.self) == 0, "not an attempt")
+        #expect(try await f.db.query("SELECT 1 FROM herald.app_problems").isEmpty, "the app is not blamed")
+        #expect(try await f.db.query("SELECT 1 FROM herald.app_config_problems").isEmpty)
     }
 }

@@ -496,4 +496,57 @@ import Testing
         #expect(try await deliveries(f, updated).map(\.state) == ["sent"], "only the iPhone that still shows it")
         #expect(await fcmPushes(f, to: Self.token("update-iphone-fcmorder-42")).count == 1)
     }
+
+    /// An update dated a little ahead (a producer host whose clock runs 50 s fast) no longer
+    /// drops a plain end that follows: the end is ordered after it, whether the update was
+    /// ingested already or still waits (issue #40). An end dated before the newest event, and
+    /// an event_at from long ago (1900, 4713 BC), are refused at the call, with what to do.
+    @Test func aPlainEndIsNeverDroppedBehindAnUpdateFromTheFuture() async throws {
+        let f = try await Self.twoIPhones()
+        let producer = try await f.producer()
+        for activity in ["order-42", "order-43"] {
+            _ = try await start(f, activity)
+            try await f.ingest()
+            try await registerUpdateToken(f, "iphone-apns", activity: activity)
+        }
+        let ahead = ", event_at => now() + interval '50 seconds'"
+        // order-42: the update waits for ingest when the end comes; order-43: it was ingested.
+        _ = try await producer.query(
+            "SELECT herald.update_activity('shop', 'order-42', '{\"status\": \"ahead\"}'\(ahead))")
+        _ = try await producer.query(
+            "SELECT herald.update_activity('shop', 'order-43', '{\"status\": \"ahead\"}'\(ahead))")
+        try await f.ingest()
+        _ = try await producer.query(
+            "SELECT herald.update_activity('shop', 'order-42', '{\"status\": \"ahead\"}'\(ahead))")
+        var ends: [Int64] = []
+        for activity in ["order-42", "order-43"] {
+            ends.append(
+                try await producer.query("SELECT herald.end_activity('shop', $1)", [activity])[0].decode(
+                    0, as: Int64.self))
+        }
+        try await f.ingest()
+        for (activity, end) in zip(["order-42", "order-43"], ends) {
+            let verdict = try await notification(f, end)
+            #expect(verdict.state == "accepted", "\(activity): \(verdict)")
+            let state = try await f.db.query(
+                "SELECT state FROM herald.live_activities WHERE activity_id = $1", [activity])[0].decode(
+                    0, as: String.self)
+            #expect(state == "ended", "\(activity)")
+        }
+
+        _ = try await start(f, "order-44")
+        try await f.ingest()
+        _ = try await producer.query("SELECT herald.update_activity('shop', 'order-44', '{}'\(ahead))")
+        let early = await #expect(throws: PostgresError.self) {
+            try await producer.query("SELECT herald.end_activity('shop', 'order-44', event_at => now())")
+        }
+        #expect(early?.sqlState == "23514")
+        #expect(early?.message.contains("would be dropped") == true, "\(String(describing: early))")
+        for old in ["'1900-01-01'", "'4713-01-01 BC'", "now() - interval '13 hours'"] {
+            let refused = await #expect(throws: PostgresError.self, "\(old)") {
+                try await producer.query("SELECT herald.update_activity('shop', 'order-44', '{}', event_at => \(old))")
+            }
+            #expect(refused?.message.contains("more than 12 hours ago") == true, "\(String(describing: refused))")
+        }
+    }
 }

@@ -257,6 +257,49 @@ import Testing
             #expect(try opened.decode(1, as: Int64.self) == device)
         }
     }
+
+    /// A reference reads only the registration that received it (issue #40): `shared-tab` is
+    /// alice's, then logged out and registered for bob. Alice's old reference reads neither bob's
+    /// notifications nor her own any more; bob's reads only his; a reference whose delivery is
+    /// gone reads nothing. As a producer logged in as itself.
+    @Test func aReferenceReadsOnlyTheRegistrationThatReceivedIt() async throws {
+        let f = try await WorkerFixture.make()
+        let producer = try await f.producer()
+        func pending(_ reference: String) async throws -> [String] {
+            try await producer.query("SELECT title FROM herald.pending_notifications($1)", [reference]).map {
+                try $0.decode(0, as: String.self)
+            }
+        }
+        try await producer.query(
+            "SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'alice')")
+        let alices = try await sendAlerts(f, to: "shared-tab", count: 1, title: "alice's reset code")
+        let alice = try #require(alices.first)
+        #expect(try await pending(alice) == ["alice's reset code 1"])
+        // Her token refreshed: the same registration, the reference still reads.
+        try await producer.query(
+            "SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'alice')")
+        #expect(try await pending(alice) == ["alice's reset code 1"])
+
+        try await producer.query("SELECT herald.unregister_device('shop', 'shared-tab')")
+        let loggedOut = await #expect(throws: PostgresError.self) { try await pending(alice) }
+        #expect(loggedOut?.sqlState == "28000", "\(String(describing: loggedOut))")
+
+        try await producer.query(
+            "SELECT herald.register_device('shop', 'shared-tab', 'android', 'token-shared-tab', 'bob')")
+        let bobs = try await sendAlerts(f, to: "shared-tab", count: 1, title: "bob's bank notice")
+        let bob = try #require(bobs.first)
+        let stale = await #expect(throws: PostgresError.self) { try await pending(alice) }
+        #expect(stale?.sqlState == "28000", "\(String(describing: stale))")
+        #expect(stale?.message.contains("no longer valid") == true, "\(String(describing: stale))")
+        #expect(try await pending(bob) == ["bob's bank notice 1"], "not alice's history")
+
+        // A reference lives only as long as its delivery.
+        try await f.db.query(
+            "DELETE FROM herald.deliveries WHERE notification_id IN (SELECT id FROM herald.notifications WHERE title LIKE 'bob%')"
+        )
+        let pruned = await #expect(throws: PostgresError.self) { try await pending(bob) }
+        #expect(pruned?.sqlState == "28000", "\(String(describing: pruned))")
+    }
 }
 
 extension ManualClock {

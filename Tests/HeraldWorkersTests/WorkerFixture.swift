@@ -167,3 +167,17 @@ struct WorkerFixture {
         await emulator.received.filter { $0.target == token }.compactMap(\.message)
     }
 }
+
+extension WorkerFixture {
+    /// A real producer: a role of its own that logs in as itself, granted app `shop` (a
+    /// superuser's `SET ROLE` would not do, since `herald.acts_for` checks `session_user`).
+    func producer() async throws -> PostgresConnection {
+        let login = "producer_\(database.name.suffix(8))"
+        try await db.execute(
+            """
+            CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
+            INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
+            """)
+        return try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
+    }
+}

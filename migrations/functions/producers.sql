@@ -194,6 +194,8 @@ GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text
 --   're-enabled'     it had been disabled (logout, dead or moved token) and is enabled again;
 --   'token_invalid'  the same token that a provider declared dead: the device stays disabled.
 -- A token held by another device of the same app moves here; that device is disabled.
+-- A registration after a logout (herald.unregister_device) or for another user_ref is a new
+-- one: the references the device received before it no longer read anything.
 -- token_kind is said, or decided by the platform and the app ('web' devices take a browser's
 -- subscription, whose endpoint must follow the app's policy and whose p256dh must be on the
 -- curve). Only for an app the session acts for.
@@ -279,7 +281,9 @@ BEGIN
     IF existing.disabled_cause = 'token_invalid' AND existing.push_token = token THEN
         -- FCM said this token is dead; registering it again does not make it live.
         UPDATE herald.devices d SET platform = register_device.platform, user_ref = register_device.user_ref,
-            registered_at = now(), web_p256dh = p256dh, web_auth = auth, token_kind = kind
+            registered_at = now(), web_p256dh = p256dh, web_auth = auth, token_kind = kind,
+            registration_started_at = CASE WHEN existing.user_ref IS DISTINCT FROM register_device.user_ref
+                                           THEN now() ELSE existing.registration_started_at END
         WHERE d.id = existing.id;
         status := 'token_invalid';
         RETURN;
@@ -288,7 +292,12 @@ BEGIN
     SET platform = register_device.platform, push_token = token,
         user_ref = register_device.user_ref, registered_at = now(), web_p256dh = p256dh, web_auth = auth,
         token_kind = kind,
-        disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+        disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL,
+        -- After a logout, or for another user, a new registration: the references the device
+        -- received before read nothing more (herald.pending_notifications).
+        registration_started_at = CASE WHEN existing.disabled_cause = 'logout'
+                                            OR existing.user_ref IS DISTINCT FROM register_device.user_ref
+                                       THEN now() ELSE existing.registration_started_at END
     WHERE d.id = existing.id;
     status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
 END;
@@ -477,6 +486,14 @@ GRANT EXECUTE ON FUNCTION herald.activity_sends(text,text) TO herald_daemon;
 -- An event of a Live Activity, as the three calls below write it: a notification that ingest
 -- checks and sends (herald.ingest_activity_events). Returns its id; with an idempotency key
 -- already used by this app, the first notification's id, and nothing more is sent.
+--
+-- Ordered by event_at. Left out, it is the time of the call, or just after the newest event
+-- the activity (or channel) has taken or still waits on, when that one is ahead (a producer
+-- host whose clock runs ahead gave it): an event the producer did not date is never dropped
+-- as older. An end dated before that newest event is refused, since it would be dropped. An
+-- event_at more than 12 hours ago is refused too: a Live Activity lasts 8 hours, and 4 more
+-- on the Lock Screen, so no device could take it (and 4713 BC made a huge negative
+-- aps.timestamp).
 CREATE OR REPLACE FUNCTION herald.activity_event(app text, caller text, event text, activity text, channel text, user_ref text,
     device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text,
     stale_at timestamptz, dismiss_at timestamptz, relevance_score double precision, urgent boolean, ttl interval,
@@ -485,6 +502,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     notification_id bigint;
+    called_at timestamptz := clock_timestamp();
+    newest timestamptz;
+    dated timestamptz := activity_event.event_at;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
     IF coalesce(activity, channel, '') = '' THEN
@@ -493,6 +513,34 @@ BEGIN
     IF channel IS NOT NULL AND event IS DISTINCT FROM 'update' AND event IS DISTINCT FROM 'end' THEN
         RAISE EXCEPTION '%: event must be update or end, not %: a broadcast cannot start a Live Activity (start each one, and the app subscribes it to the channel)',
             caller, quote_literal(event) USING ERRCODE = 'check_violation';
+    END IF;
+    IF dated < called_at - interval '12 hours' THEN
+        RAISE EXCEPTION '%: event_at % is more than 12 hours ago: no device still shows an activity that old',
+            caller, dated USING ERRCODE = 'check_violation',
+            HINT = 'leave event_at out to use the time of the call';
+    END IF;
+    IF event IN ('update', 'end') THEN
+        -- The newest event taken (ingested), or waiting for ingest; one further ahead than
+        -- ingest allows will be refused, so it orders nothing.
+        SELECT max(e) INTO newest FROM (
+            SELECT a.event_at FROM herald.live_activities a
+            WHERE channel IS NULL AND a.app_id = app AND a.activity_id = activity
+            UNION ALL
+            SELECT c.event_at FROM herald.broadcast_channels c
+            WHERE channel IS NOT NULL AND c.app_id = app AND c.name = channel AND c.state IN ('creating', 'active')
+            UNION ALL
+            SELECT n.activity_event_at FROM herald.notifications n
+            WHERE n.state = 'received' AND n.app_id = app
+              AND (n.activity_id = activity OR n.activity_channel = channel)) AS events(e)
+        WHERE e <= called_at + interval '1 minute';
+        IF dated IS NULL THEN
+            dated := greatest(called_at, newest + interval '1 microsecond');
+        ELSIF event = 'end' AND dated < newest THEN
+            RAISE EXCEPTION '%: event_at % is before the newest event of %, at %: this end would be dropped as older',
+                caller, dated, coalesce(quote_literal(activity), 'channel ' || quote_literal(channel)), newest
+                USING ERRCODE = 'check_violation',
+                      HINT = 'leave event_at out (the end is then ordered after every event), or give a later one';
+        END IF;
     END IF;
     INSERT INTO herald.notifications AS n (
         app_id, idempotency_key, user_ref, device_ids, title, body, sound, priority, ttl, expires_at,
@@ -505,7 +553,7 @@ BEGIN
         CASE WHEN event = 'start' OR urgent THEN 'high' ELSE 'normal' END,
         activity_event.ttl, activity_event.expires_at, relevance_score, activity, channel, event,
         activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
-        activity_event.dismiss_at, coalesce(activity_event.event_at, clock_timestamp()))
+        activity_event.dismiss_at, coalesce(dated, called_at))
     RETURNING n.id INTO notification_id;
     IF notification_id IS NULL THEN
         SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k

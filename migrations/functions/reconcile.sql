@@ -145,8 +145,10 @@ GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_daemo
 
 -- What a woken app missed: the notifications sent to the reference's device and never
 -- reported, newest first, each with its own reference so the app can report it once shown.
--- Any reference the device received (the wake-up's own, for one) identifies it, so a device
--- reads only its own notifications. `since` defaults to herald.fetch_window() ago.
+-- Any reference the device received (the wake-up's own, for one) identifies it, for as long
+-- as its delivery exists and the device's registration that received it lasts: not after a
+-- logout, nor once the device is registered for another user. It reads only what was sent
+-- to that registration. `since` defaults to herald.fetch_window() ago.
 --   SELECT * FROM herald.pending_notifications('q1w2…');
 CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - '3 days'::interval), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -154,16 +156,25 @@ CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text, since ti
     AS $$
 DECLARE
     opened record;
+    owner herald.devices;
+    issued_at timestamptz;
 BEGIN
     opened := herald.open_reference(reference);
-    IF opened.device_id IS NULL OR NOT EXISTS (SELECT 1 FROM herald.devices dev
-                                               WHERE dev.id = opened.device_id AND herald.acts_for(dev.app_id)) THEN
+    SELECT dev.* INTO owner FROM herald.devices dev WHERE dev.id = opened.device_id;
+    IF owner.id IS NULL OR NOT herald.acts_for(owner.app_id) THEN
         RAISE EXCEPTION 'herald.pending_notifications: the reference was not issued by this Herald'
             USING ERRCODE = 'invalid_authorization_specification',
                   HINT = 'pass herald_report from a payload this device received, unchanged';
     END IF;
-    IF device IS NOT NULL AND NOT EXISTS (SELECT 1 FROM herald.devices dev
-                                          WHERE dev.id = opened.device_id AND dev.device_id = device) THEN
+    SELECT d.created_at INTO issued_at FROM herald.deliveries d
+    WHERE d.id = opened.delivery_id AND d.device_id = opened.device_id;
+    -- One message for each case, so a reference tells its holder nothing about the device.
+    IF issued_at IS NULL OR issued_at < owner.registration_started_at OR owner.disabled_cause = 'logout' THEN
+        RAISE EXCEPTION 'herald.pending_notifications: the reference is no longer valid: its delivery was pruned, or the device logged out or was registered again for another user since'
+            USING ERRCODE = 'invalid_authorization_specification',
+                  HINT = 'pass herald_report from a payload this device received since it registered';
+    END IF;
+    IF device IS NOT NULL AND owner.device_id IS DISTINCT FROM device THEN
         RAISE EXCEPTION 'herald.pending_notifications: the reference belongs to another device than %',
             quote_literal(device) USING ERRCODE = 'invalid_authorization_specification';
     END IF;
@@ -178,7 +189,7 @@ BEGIN
     JOIN herald.notifications n ON n.id = d.notification_id
     WHERE d.device_id = opened.device_id AND d.state = 'sent'
       AND d.payload_kind IN ('ios_alert', 'android_data') AND NOT n.silent
-      AND d.sent_at >= coalesce(since, '-infinity')
+      AND d.sent_at >= coalesce(since, '-infinity') AND d.created_at >= owner.registration_started_at
     ORDER BY d.sent_at DESC, d.id DESC
     LIMIT max_count;
 END;

@@ -108,22 +108,11 @@ public struct DispatchWorker: BatchWorker {
             guard admission.count > 0 else { continue }
             let part = Array(batch.prefix(admission.count))
             if admission.awaited { awaited += 1 }
-            inFlight.start { [self] in
-                let ((results, problems), heldUntil) = await keepingLeases(of: part, claimedAt: claimedAt) {
-                    await send(route: key, part, app: apps[key.app], builder: builder, now: now)
-                }
-                // The provider has answered: the room is free, whenever the outcomes are recorded.
-                // (A record kept waiting by a failover must not make the route look slow, or
-                // the deliveries claimed after it would be postponed for up to a minute.)
-                windows.release(key, ticket: admission.ticket)
-                if !collector.take(results, problems, awaited: admission.awaited) {
-                    // Late: recorded on its own, at its own time. It reports only the problems
-                    // it found: its all-clear could undo a problem another route (of the same
-                    // scope) found meanwhile; probes and the retry worker clear them.
-                    await recordOutcomes(
-                        results, of: part, problems: problems.filter { $0.value != nil }, leaseEnds: heldUntil,
-                        now: context.clock.now())
-                }
+            // The task only calls a method: see ChannelWorker.handle (#40).
+            inFlight.start { [self, apps] in
+                await sendRoute(
+                    key, part, app: apps[key.app], admission: admission, collector: collector, builder: builder,
+                    claimedAt: claimedAt, now: now)
             }
         }
         let (answered, problems) = await collector.collect(awaiting: awaited)
@@ -160,6 +149,29 @@ public struct DispatchWorker: BatchWorker {
     /// (`HERALD_HTTP_TIMEOUT`) and an FCM quota's wait, so only a send that will never return
     /// lets its leases run out.
     static let longestSend: Duration = .seconds(600)
+
+    /// Sends one route's admitted part, keeping its leases, and hands the answers to the
+    /// claim's `collector`, or records them itself when they come in late.
+    func sendRoute(
+        _ key: RouteKey, _ part: [OutgoingDelivery], app: AppSetup?, admission: RouteWindows.Admission,
+        collector: RouteCollector, builder: PayloadBuilder, claimedAt: ContinuousClock.Instant, now: Date
+    ) async {
+        let ((results, problems), heldUntil) = await keepingLeases(of: part, claimedAt: claimedAt) {
+            await send(route: key, part, app: app, builder: builder, now: now)
+        }
+        // The provider has answered: the room is free, whenever the outcomes are recorded.
+        // (A record kept waiting by a failover must not make the route look slow, or
+        // the deliveries claimed after it would be postponed for up to a minute.)
+        windows.release(key, ticket: admission.ticket)
+        if !collector.take(results, problems, awaited: admission.awaited) {
+            // Late: recorded on its own, at its own time. It reports only the problems
+            // it found: its all-clear could undo a problem another route (of the same
+            // scope) found meanwhile; probes and the retry worker clear them.
+            await recordOutcomes(
+                results, of: part, problems: problems.filter { $0.value != nil }, leaseEnds: heldUntil,
+                now: context.clock.now())
+        }
+    }
 
     /// Runs one route's send while keeping its deliveries leased: a send may take longer than
     /// the lease (a route answering slowly, its requests queued behind a full window, a token
@@ -360,6 +372,16 @@ public struct DispatchWorker: BatchWorker {
         switch made {
         case .success(let route):
             return await route.send(batch, builder: builder, now: now, context: context)
+        case .failure(let problem) where problem.herald:
+            // Herald's own trouble: the deliveries wait (no attempt counted), the app is not blamed.
+            if await context.senders?.shouldLog(app: key.app, scope: key.route.scopes[0], problem: problem.description)
+                ?? true
+            {
+                context.logger.error(
+                    "cannot set up an app's route; its deliveries wait",
+                    metadata: ["app": "\(key.app)", "error": "\(problem)"])
+            }
+            return batch.map { ($0, .crowdedOut(wait: .seconds(10))) }
         case .failure(let problem):
             let outcome = PushOutcome.configurationError(reason: problem.description, scope: key.route.scopes[0])
             return batch.map { ($0, .sent(outcome, dryRun: $0.dryRun, at: now)) }

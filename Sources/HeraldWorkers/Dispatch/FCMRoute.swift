@@ -56,15 +56,9 @@ struct FCMRoute: ProviderRoute {
                     case .send(let count):
                         let part = Array(waiting.prefix(count))
                         waiting = waiting.dropFirst(count)
+                        // The child task only calls a method: see ChannelWorker.handle (#40).
                         group.addTask {
-                            let outcomes = await client.send(
-                                part.map { builder.fcmMessage(for: $0, now: now) }, validateOnly: dryRun)
-                            let at = context.clock.now()
-                            let refusal = outcomes.lazy.compactMap { outcome -> (Duration, String)? in
-                                if case .overQuota(let after, let reason) = outcome { (after, reason) } else { nil }
-                            }.first
-                            if let (after, reason) = refusal { await quota.overQuota(for: after, reason: reason) }
-                            return zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
+                            await sendPart(part, dryRun: dryRun, builder: builder, now: now, context: context)
                         }
                     case .paused(let wait):
                         events += waiting.map { ($0, .crowdedOut(wait: wait)) }
@@ -75,6 +69,19 @@ struct FCMRoute: ProviderRoute {
             }
         }
         return events
+    }
+
+    /// Sends one grant's deliveries; a refusal for the project's quota pauses it at once.
+    func sendPart(
+        _ part: [OutgoingDelivery], dryRun: Bool, builder: PayloadBuilder, now: Date, context: WorkerContext
+    ) async -> [(OutgoingDelivery, DeliveryLife.Event)] {
+        let outcomes = await client.send(part.map { builder.fcmMessage(for: $0, now: now) }, validateOnly: dryRun)
+        let at = context.clock.now()
+        let refusal = outcomes.lazy.compactMap { outcome -> (Duration, String)? in
+            if case .overQuota(let after, let reason) = outcome { (after, reason) } else { nil }
+        }.first
+        if let (after, reason) = refusal { await quota.overQuota(for: after, reason: reason) }
+        return zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
     }
 }
 

@@ -58,6 +58,8 @@ public actor Senders {
         /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
         /// environment decides.
         public var apnsChannelsEndpoint: String?
+        /// Whether the process has run out of file descriptors (tests stand in for it).
+        public var descriptorsExhausted: @Sendable () -> Bool = FileDescriptors.areExhausted
         public init() {}
     }
 
@@ -101,7 +103,13 @@ public actor Senders {
             routes[key] = (setup, route)
             return .success(route)
         } catch {
-            return .failure(error)
+            // A file that could not be opened because the process ran out of descriptors says
+            // nothing about the app's credentials.
+            guard configuration.descriptorsExhausted() else { return .failure(error) }
+            return .failure(
+                ConfigurationProblem(
+                    "Herald is out of file descriptors (EMFILE/ENFILE), not app \(app.appID)'s setup: raise LimitNOFILE (\(error))",
+                    herald: true))
         }
     }
 
@@ -155,5 +163,11 @@ public actor Senders {
 
 struct ConfigurationProblem: Error, CustomStringConvertible {
     var description: String
-    init(_ description: String) { self.description = description }
+    /// Herald's own (out of file descriptors), not the app's: never recorded in
+    /// `herald.app_config_problems`.
+    var herald = false
+    init(_ description: String, herald: Bool = false) {
+        self.description = description
+        self.herald = herald
+    }
 }
