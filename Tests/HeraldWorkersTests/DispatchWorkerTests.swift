@@ -355,7 +355,9 @@ import Testing
         let context = WorkerContext(
             connection: f.db, clock: SystemClock(), logger: Logger(label: "test"),
             senders: Senders(http: HTTPClient(), configuration: providers, logger: Logger(label: "test")))
-        _ = try await DispatchWorker(context: context).runBatch(limit: 10, isStopping: { false })
+        let worker = DispatchWorker(context: context)
+        _ = try await worker.runBatch(limit: 10, isStopping: { false })
+        await worker.finish()  // the batch's sends are recorded as they end, after runBatch returns
         let row = try await f.db.query("SELECT state, attempts, last_error FROM herald.deliveries")[0]
         #expect(try row.decode(0, as: String.self) == "queued")
         #expect(try row.decode(1, as: Int.self) == 0, "not an attempt")
