@@ -4,7 +4,9 @@ import HeraldTestSupport
 import Testing
 
 @Suite struct ProducerRoleTests {
-    @Test func producerEnqueuesAndRegistersButReadsOnlyItsNotificationsFate() async throws {
+    /// A database with the app `shop`, connected to as its owner and as a producer login (not
+    /// through SET ROLE: herald.acts_for checks session_user) allowed to act for `shop`.
+    static func shopAndItsProducer() async throws -> (TestDatabase, PostgresConnection, PostgresConnection) {
         let database = try await TestDatabase.create()
         let admin = try await database.connect()
         let login = "producer_\(database.name.suffix(8))"
@@ -14,7 +16,11 @@ import Testing
             CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
             INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
             """)
-        let producer = try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
+        return (database, admin, try await PostgresConnection.connect("\(database.conninfo) user=\(login)"))
+    }
+
+    @Test func producerEnqueuesAndRegistersButReadsOnlyItsNotificationsFate() async throws {
+        let (_, admin, producer) = try await Self.shopAndItsProducer()
 
         let status = try await producer.query(
             "SELECT status FROM herald.register_device('shop', 'p1', 'ios', 'secret-token', 'alice')")
@@ -166,16 +172,7 @@ import Testing
     /// INSERT and herald.send still number their rows. Should the sequence pass the generations
     /// made ahead anyway, the next open_generation makes partitions ahead of it.
     @Test func aProducerCannotBurnTheNotificationIDs() async throws {
-        let database = try await TestDatabase.create()
-        let admin = try await database.connect()
-        let login = "producer_\(database.name.suffix(8))"
-        try await admin.execute(
-            """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
-            CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
-            INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
-            """)
-        let producer = try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
+        let (_, admin, producer) = try await Self.shopAndItsProducer()
         for burn in [
             "SELECT nextval('herald.notifications_id_seq') FROM generate_series(1, 1000)",
             "SELECT setval('herald.notifications_id_seq', 1)",
