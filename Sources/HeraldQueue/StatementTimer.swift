@@ -10,7 +10,8 @@ import Metrics
 /// a lock held, or a server out of breath, and each later batch pays it too, so it is named as it
 /// happens rather than found later in a backlog.
 public struct StatementTimer: Sendable {
-    /// Far past what any batch's statement needs: about a hundred times a claim of 500.
+    /// Far past what any batch's statement needs: claims and records take milliseconds
+    /// (docs/benchmarks.md), so a second is a stall, not a busy moment.
     public static let slow: Duration = .seconds(1)
 
     public enum Statement: String, Sendable {
