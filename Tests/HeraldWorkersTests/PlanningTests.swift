@@ -1,6 +1,5 @@
 import Foundation
 import HeraldPostgres
-import HeraldQueue
 import HeraldTestSupport
 import Testing
 
@@ -237,26 +236,13 @@ import Testing
             RETURNING id
             """, [claimed]
         ).map { try $0.decode(0, as: Int64.self) }
-        // The reports' reconcile jobs (herald.enqueue_reconcile), claimed and finished as the
-        // job queue does.
-        let (jobClaim, jobs) = try await reading("job claim") { session in
-            try session.query(JobQueue.SQL.claim, ["reconcile", Date(), users, "w", 60.0], planning: .eachCall).map {
-                try $0.decode(0, as: Int64.self)
-            }
-        }
-        #expect(jobs.count == reports.count)
         let (reconcile, _) = try await reading("reconcile") { session in
             try session.query(ReconcileWorker.SQL.reconcile, [reports, Date(), 1800.0, 60.0])
-        }
-        let (jobFinish, _) = try await reading("job finish") { session in
-            try session.query(
-                JobQueue.SQL.finish,
-                [jobs, [Int64](), [Date](), [String](), [Bool](), Date(), "w", [Bool]()], planning: .eachCall)
         }
         let (retry, _) = try await reading("retry pass") { session in
             try session.query(RetryWorker.SQL.endHopelessRetries, [Date(), users])
         }
-        return [ingest, claim, extend, record, jobClaim, reconcile, jobFinish, retry]
+        return [ingest, claim, extend, record, reconcile, retry]
     }
 
     /// The open generation filled with `count` notifications of the day, finished: each sent to
@@ -279,7 +265,7 @@ import Testing
     /// Every statement on the workers' hot path reads rows in proportion to its batch, whether
     /// its plan was made on a generation analyzed with a few rows that then grew to a day's
     /// million notifications, on the full tables' statistics, on full tables later emptied, on
-    /// emptied ones that grew again, or on partitions never analyzed. (Measured by rows and index entries read, not by time, so it cannot flake.) Before
+    /// emptied ones that grew again, or on partitions never analyzed. (Measured by rows and index entries read, not by time.) Before
     /// the claim's lookups were fenced, a plan made on a day's statistics read every notification
     /// of the open generation once per claimed delivery (#39).
     @Test func everyHotStatementReadsItsBatchWhateverItsPlanWasMadeOn() async throws {
@@ -296,12 +282,10 @@ import Testing
             FROM generate_series(1, 10000) g;
             """)
         // Autovacuum would analyze the tables at moments of its own choosing; here the test does.
-        // (Not herald.jobs, planned at every call, whose rows come and go each round.)
         try await connection.execute(
             """
             DO $$ DECLARE t regclass; BEGIN
-                FOR t IN SELECT c.oid FROM pg_class c
-                         WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'r' AND c.relname <> 'jobs' LOOP
+                FOR t IN SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'r' LOOP
                     EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', t);
                 END LOOP;
             END $$;
