@@ -284,7 +284,9 @@ private struct Sample {
             longest: longest, claims: claimCost)
         if let now = claimCost, let before = previous?.claims, now.calls > before.calls {
             let calls = now.calls - before.calls
-            sample.claimWindow = ((now.milliseconds - before.milliseconds) / calls, (now.buffers - before.buffers) / calls)
+            sample.claimWindow = (
+                (now.milliseconds - before.milliseconds) / calls, (now.buffers - before.buffers) / calls
+            )
         }
         return sample
     }
@@ -313,7 +315,10 @@ private struct Sample {
         print(String(format: "  longest daemon transaction %.2f s: ", longest.0) + longest.1)
         let claims = steady.compactMap(\.claimWindow)
         if let slowest = claims.map(\.milliseconds).max(), let most = claims.map(\.buffers).max() {
-            print(String(format: "  a dispatch claim took at most %.2f ms and %.0f buffers on average over a window", slowest, most))
+            print(
+                String(
+                    format: "  a dispatch claim took at most %.2f ms and %.0f buffers on average over a window",
+                    slowest, most))
         }
     }
 }

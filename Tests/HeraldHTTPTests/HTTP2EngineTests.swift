@@ -167,14 +167,17 @@ import Testing
                 { context, result in
                     guard let result = result?.pointee else { return }
                     let message = result.message.map { String(cString: $0) } ?? ""
-                    HTTP2EngineInterfaceTests.results.withLock { $0[Int(bitPattern: context)] = (result.outcome, message) }
+                    HTTP2EngineInterfaceTests.results.withLock {
+                        $0[Int(bitPattern: context)] = (result.outcome, message)
+                    }
                 }, &error, error.count))
         defer { herald_h2_free(engine) }
         // Two fields' worth of bytes, said to hold three.
         let fields: [CChar] = Array("content-type\0a\0ttl\060\0".utf8CString.dropLast()).map { CChar($0) }
         fields.withUnsafeBufferPointer { fields in
             herald_h2_submit(
-                engine, "https://127.0.0.1:9/x", "POST", fields.baseAddress, fields.count, 3, nil, 0, 1000, nil, 0, nil, 0,
+                engine, "https://127.0.0.1:9/x", "POST", fields.baseAddress, fields.count, 3, nil, 0, 1000, nil, 0, nil,
+                0,
                 UnsafeMutableRawPointer(bitPattern: 7))
         }
         let result = try #require(Self.results.withLock { $0[7] })

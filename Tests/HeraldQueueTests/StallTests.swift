@@ -46,7 +46,8 @@ import Testing
         func status(_ kind: String, waited: Double?) -> QueueStatus {
             QueueStatus(kinds: [
                 QueueStatus.Kind(
-                    kind: kind, ready: 5, scheduled: 0, running: 0, leaseExpired: 0, dead: 0, oldestReadySeconds: waited)
+                    kind: kind, ready: 5, scheduled: 0, running: 0, leaseExpired: 0, dead: 0, oldestReadySeconds: waited
+                )
             ])
         }
         #expect(status("dispatch", waited: 2).problems(maximumReadyAge: 300).isEmpty)

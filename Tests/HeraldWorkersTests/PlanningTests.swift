@@ -317,7 +317,8 @@ import Testing
         try await makePlans()
         try await check("plans made on the day's statistics")
         try await connection.execute(
-            "DELETE FROM herald.deliveries WHERE state <> 'queued'; DELETE FROM herald.notifications WHERE title = 'earlier'")
+            "DELETE FROM herald.deliveries WHERE state <> 'queued'; DELETE FROM herald.notifications WHERE title = 'earlier'"
+        )
         try await check("plans made on the day's statistics, the tables then emptied")
         try await connection.execute(analyze)
         try await makePlans()
