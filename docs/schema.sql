@@ -2943,7 +2943,8 @@ CREATE TABLE herald.deliveries_kept (
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', vacuum_index_cleanup='on');
 
 
 --

@@ -207,8 +207,10 @@ import Testing
         #expect(lost.bodyText.contains("unavailable"), "\(lost.bodyText)")
     }
 
-    /// A keep-alive client on a plain socket, asking `GET /healthz` when told to.
-    final class KeptAlive {
+    /// A keep-alive client on a plain socket, asking `GET /healthz` when told to. It waits on a
+    /// thread of its own: the endpoint answers on the test's cooperative threads, two here, so
+    /// a wait on one of them once starved the answer it waited for (and other suites' servers).
+    final class KeptAlive: Sendable {
         let fd: Int32
 
         init(_ base: String) throws {
@@ -229,13 +231,17 @@ import Testing
         deinit { close(fd) }
 
         /// The answer's head and body; nil when none came within `seconds`, "" once closed.
-        func ask(within seconds: Int = 10) -> String? {
+        func ask(within seconds: Int = 10) async throws -> String? {
             let request = Array("GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n".utf8)
             guard send(fd, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else { return "" }
-            return read(within: seconds)
+            return try await read(within: seconds)
         }
 
-        func read(within seconds: Int = 10) -> String? {
+        func read(within seconds: Int = 10) async throws -> String? {
+            try await onOwnThread { self.readBlocking(within: seconds) }
+        }
+
+        private func readBlocking(within seconds: Int) -> String? {
             var wait = timeval(tv_sec: seconds, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -258,10 +264,10 @@ import Testing
         let opened = ContinuousClock.now
         let first = try KeptAlive(endpoint.base)
         let second = try KeptAlive(endpoint.base)
-        #expect(first.ask()?.hasPrefix("HTTP/1.1 200") == true)
-        #expect(second.ask()?.hasPrefix("HTTP/1.1 200") == true)
+        #expect(try await first.ask()?.hasPrefix("HTTP/1.1 200") == true)
+        #expect(try await second.ask()?.hasPrefix("HTTP/1.1 200") == true)
         let third = try KeptAlive(endpoint.base)
-        let unanswered = third.ask(within: 1)
+        let unanswered = try await third.ask(within: 1)
         // (A machine so loaded that the first two already lived out their lifetime proves nothing.)
         if ContinuousClock.now - opened < lifetime - .seconds(1) {
             #expect(unanswered == nil, "past the cap, a connection waits unanswered")
@@ -273,8 +279,8 @@ import Testing
         var answers = 0
         var closed = false
         while ContinuousClock.now - opened < .seconds(40) {
-            var answer = first.ask()
-            while answer == nil, ContinuousClock.now - opened < .seconds(40) { answer = first.read() }
+            var answer = try await first.ask()
+            while answer == nil, ContinuousClock.now - opened < .seconds(40) { answer = try await first.read() }
             guard let answer, !answer.isEmpty else {
                 closed = answer == ""
                 break
@@ -284,7 +290,8 @@ import Testing
         }
         #expect(closed, "closed at its lifetime, after \(answers) answers")
         #expect(answers <= Int(lifetime / pause) + 1, "no answers past its lifetime: \(answers)")
-        let late = unanswered ?? third.read()
+        var late = unanswered
+        if late == nil { late = try await third.read() }
         #expect(late?.hasPrefix("HTTP/1.1 200") == true, "answered once a place freed: \(late ?? "nothing")")
     }
 }

@@ -330,4 +330,42 @@ import Testing
         try await Self.fillTheDay(with: 200_000, on: connection)
         try await check("plans made on emptied partitions, then 200,000 notifications")
     }
+
+    /// Every delivery's lease leaves a dead entry in the due index, at a time still to come;
+    /// once that time has passed each claim walks over it, and only a vacuum that cleans the
+    /// indexes removes it. A vacuum that finds dead rows on under 2% of a large partition's pages
+    /// would skip its indexes: the partitions of deliveries are told never to (migration 030).
+    @Test func aVacuumOfALargePartitionCleansTheDueIndexHoweverFewRowsDied() async throws {
+        let connection = try await Self.connection(withoutAutovacuumOn: "deliveries")
+        // A day of sent deliveries, vacuumed.
+        try await connection.execute(
+            """
+            INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'the day');
+            INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, state, attempts, sent_at, finished_at, run_at)
+            SELECT n.id, dev.id, 'android_data', 'sent', 1, now(), now(), NULL
+            FROM herald.notifications n, herald.devices dev, generate_series(1, 400000);
+            """)
+        try await connection.execute("VACUUM herald.deliveries_g1")
+        // Then 3,000 leased at birth for five minutes, and sent.
+        try await connection.execute(
+            """
+            INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, state, attempts, run_at, locked_by)
+            SELECT n.id, dev.id, 'android_data', 'queued', 1, now() + interval '5 minutes', 'w'
+            FROM herald.notifications n, herald.devices dev, generate_series(1, 3000);
+            UPDATE herald.deliveries SET state = 'sent', sent_at = now(), finished_at = now(), run_at = NULL
+            WHERE state = 'queued';
+            """)
+        try await connection.execute("VACUUM herald.deliveries_g1")
+        // Ten minutes on, a claim finds nothing due, having read no entry of a lease.
+        let entries = try await connection.transaction { session in
+            let before = try session.query(Self.tableReads("deliveries"))[0].decode(1, as: Int.self)
+            let claimed = try session.query(
+                "SELECT count(*) FROM herald.claim_sends(now() + interval '10 minutes', 100, 'w2', interval '5 minutes')"
+            )[0].decode(0, as: Int.self)
+            #expect(claimed == 0)
+            return try session.query(Self.tableReads("deliveries"))[0].decode(1, as: Int.self) - before
+        }
+        #expect(entries < 100, "index entries a claim read after the vacuum: \(entries)")
+    }
+
 }
