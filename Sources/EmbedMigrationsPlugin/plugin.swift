@@ -14,10 +14,12 @@ struct EmbedMigrationsPlugin: BuildToolPlugin {
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedMigrations.swift")
         return [
             .buildCommand(
-                displayName: "Embedding \(migrations.count) migrations and \(functionFiles.count) function files",
+                displayName: "Embedding migrations/ and migrations/functions/",
                 executable: try context.tool(named: "herald-embed-migrations").url,
-                arguments: [output.path] + migrations.map(\.path) + ["--functions"] + functionFiles.map(\.path),
-                inputFiles: migrations + functionFiles,
+                // The tool lists the directories itself; they are inputs too, so that adding or
+                // removing a file (which changes its directory) runs it again.
+                arguments: [output.path, directory.path],
+                inputFiles: [directory, directory.appending(path: "functions")] + migrations + functionFiles,
                 outputFiles: [output])
         ]
     }

@@ -1,19 +1,31 @@
 import Foundation
 
-// Writes a Swift file declaring `Migration.embedded` from numbered SQL files and
-// `FunctionFile.embedded` from the function files, for the EmbedMigrations build plugin:
-// herald-embed-migrations OUTPUT MIGRATION.sql... --functions FUNCTIONS.sql...
+// Writes a Swift file declaring `Migration.embedded` from the numbered SQL files of a
+// migrations directory and `FunctionFile.embedded` from those of its functions/, for the
+// EmbedMigrations build plugin: herald-embed-migrations OUTPUT MIGRATIONS_DIRECTORY
+//
+// It lists the directory itself, each time it runs: the plugin's list is made when the build is
+// planned, and an incremental build that kept that plan would miss a file added since.
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard let output = arguments.first else {
-    FileHandle.standardError.write(
-        Data("usage: herald-embed-migrations OUTPUT MIGRATION.sql... --functions FUNCTIONS.sql...\n".utf8))
+guard arguments.count == 2 else {
+    FileHandle.standardError.write(Data("usage: herald-embed-migrations OUTPUT MIGRATIONS_DIRECTORY\n".utf8))
     exit(64)
 }
-let rest = arguments.dropFirst()
-let split = rest.firstIndex(of: "--functions") ?? rest.endIndex
-let migrationPaths = rest[..<split]
-let functionPaths = split < rest.endIndex ? rest[rest.index(after: split)...] : []
+let output = arguments[0]
+let directory = URL(fileURLWithPath: arguments[1])
+
+/// The `.sql` files of `directory`, in name order.
+func sqlFiles(in directory: URL) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        .filter { $0.hasSuffix(".sql") }
+        .sorted()
+        .map { directory.appendingPathComponent($0).path }
+}
+let migrationPaths = try sqlFiles(in: directory).filter {
+    URL(fileURLWithPath: $0).lastPathComponent.first?.isNumber == true
+}
+let functionPaths = try sqlFiles(in: directory.appendingPathComponent("functions"))
 
 /// The file's text as a Swift raw string literal, delimited by more #s than the SQL ever puts
 /// after a quote.
