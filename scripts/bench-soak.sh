@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Soak: a steady stream for minutes, the way a backend sends, into a real `herald run` at its
 # defaults (24 h partitions, 7 days' retention) started on an empty database, sending to the nginx
-# stand-in for FCM. A producer commits PER_COMMIT notifications a statement through herald.send,
-# RATE a second, to USERS devices (half Android, half iOS), for SECONDS_EACH. Every SAMPLE
-# seconds it prints the hot tables' size, their live and dead rows, the backlog, the p99 from the
-# producer's commit to FCM's answer, WAL per notification, the mean time and buffers of a
-# dispatch claim (pg_stat_statements), and the longest transaction the daemon held; then whether
-# the run stayed flat after its warm-up, the CPU retention's backend and autovacuum took, how long
-# the daemon took to stop on SIGTERM, and the CPU the run took. Each run has a fresh database.
+# stand-in for FCM. A producer (PRODUCERS connections, taking turns) commits PER_COMMIT
+# notifications a statement through herald.send, RATE a second, to USERS devices (half Android,
+# half iOS), for SECONDS_EACH. Every SAMPLE seconds it prints the hot tables' size, their live
+# and dead rows, the backlog, the p99 from the producer's commit to FCM's answer, WAL per
+# notification, the mean time and buffers of a dispatch claim (pg_stat_statements), and the
+# longest transaction the daemon held; then whether the run stayed flat after its warm-up, the
+# CPU retention's backend and autovacuum took, how long the daemon took to stop on SIGTERM, and
+# the CPU the run took. Each run has a fresh database.
 #   scripts/bench-soak.sh                                   # 1,000 and 2,500 a second, 10 minutes each
-#   PER_COMMIT=1 RATES=1000 scripts/bench-soak.sh           # commits of one
+#   PER_COMMIT=1 PRODUCERS=4 RATES=1000 scripts/bench-soak.sh   # commits of one, from four
+#                                                           # connections taking turns
 #   PREFILL=1000000 scripts/bench-soak.sh                   # beside a day: the open generation holds a
 #                                                           # million finished notifications first
 #   RETENTION=60s PARTITION_INTERVAL=20s RATES=2500 scripts/bench-soak.sh   # retention at work all
@@ -27,6 +29,8 @@ rates=${RATES:-1000 2500}
 seconds=${SECONDS_EACH:-600}
 sample=${SAMPLE:-60}
 per_commit=${PER_COMMIT:-10}
+# Producer connections: one commits at most a few hundred statements a second with fsync on.
+producers=${PRODUCERS:-1}
 users=${USERS:-10000}
 prefill=${PREFILL:-0}
 # Two samples in: the first minutes fill the tables and bring autovacuum's first rounds.
@@ -99,13 +103,13 @@ SQL
   settings=()
   [ -n "$retention" ] && settings+=(HERALD_RETENTION="$retention")
   [ -n "$partition_interval" ] && settings+=(HERALD_PARTITION_INTERVAL="$partition_interval")
-  echo "$herald ($("$herald" --version 2>/dev/null || echo "?")) at $rate notifications/s in commits of $per_commit to $users devices${settings:+, ${settings[*]}}, ${prefill} notifications of the day before it${PG_SETTINGS:+, PostgreSQL $PG_SETTINGS}:"
+  echo "$herald ($("$herald" --version 2>/dev/null || echo "?")) at $rate notifications/s in commits of $per_commit from $producers connection(s) to $users devices${settings:+, ${settings[*]}}, ${prefill} notifications of the day before it${PG_SETTINGS:+, PostgreSQL $PG_SETTINGS}:"
   env HERALD_FCM_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" "${settings[@]}" \
     HERALD_FCM_RATE_LIMIT=1000000 HERALD_LOG_LEVEL=warning "$herald" run >"$work/daemon-$rate.log" 2>&1 &
   daemon=$!
   busy_before=$(machine_busy)
   $bench soak --rate "$rate" --seconds "$seconds" --warm-up "$warm_up" --sample "$sample" \
-    --per-statement "$per_commit" --users "$users"
+    --per-statement "$per_commit" --producers "$producers" --users "$users"
   busy=$(($(machine_busy) - busy_before))
   herald_cpu=$(process_cpu "$daemon")
   kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon-$rate.log"; exit 1; }

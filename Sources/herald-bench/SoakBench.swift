@@ -20,14 +20,16 @@ struct SoakBench: AsyncParsableCommand {
     @Option(help: "Seconds of warm-up: the first sample at or after it is the one later ones are held to.")
     var warmUp = 90
     @Option(help: "Notifications per herald.send statement.") var perStatement = 25
+    @Option(help: "Producer connections, taking the schedule's statements in turn.") var producers = 1
     @Option(help: "Users to send to (prepare-e2e made user-1 … user-N).") var users = 20_000
 
     func run() async throws {
         let url = try options.load().databaseURL
-        let producer = try await PostgresConnection.connect(url)
+        var producerConnections: [PostgresConnection] = []
+        for _ in 0..<max(producers, 1) { producerConnections.append(try await PostgresConnection.connect(url)) }
         let sampler = try await PostgresConnection.connect(url)
         let watcher = try await PostgresConnection.connect(url)
-        for connection in [producer, sampler, watcher] {
+        for connection in producerConnections + [sampler, watcher] {
             try await connection.execute("SET application_name = 'herald-bench soak'")
         }
         let produced = Counter()
@@ -36,12 +38,18 @@ struct SoakBench: AsyncParsableCommand {
         let start = ContinuousClock.now
         let end = start.advanced(by: .seconds(seconds))
         print(
-            "soak: \(rate) notifications/s for \(seconds) s, \(perStatement) per herald.send statement, sampled every \(sample) s"
+            "soak: \(rate) notifications/s for \(seconds) s, \(perStatement) per herald.send statement from \(producerConnections.count) connection(s), sampled every \(sample) s"
         )
         print(Sample.header)
         fflush(nil)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await produce(on: producer, from: start, until: end, counting: produced) }
+            for (turn, producer) in producerConnections.enumerated() {
+                group.addTask {
+                    try await produce(
+                        on: producer, turn: turn, of: producerConnections.count, from: start, until: end,
+                        counting: produced)
+                }
+            }
             group.addTask { try await watch(on: watcher, until: end, into: longest, cpu: cpu) }
             group.addTask {
                 var samples: [Sample] = []
@@ -74,12 +82,13 @@ struct SoakBench: AsyncParsableCommand {
 
     /// One `herald.send` statement of `perStatement` notifications every `perStatement / rate`
     /// seconds, on a schedule: a producer that falls behind catches up, and the lag is reported.
+    /// Of `count` producers, the one taking `turn` sends statements turn, turn + count, ….
     private func produce(
-        on connection: PostgresConnection, from start: ContinuousClock.Instant, until end: ContinuousClock.Instant,
-        counting produced: Counter
+        on connection: PostgresConnection, turn: Int, of count: Int, from start: ContinuousClock.Instant,
+        until end: ContinuousClock.Instant, counting produced: Counter
     ) async throws {
         let period = Duration.seconds(Double(perStatement) / Double(rate))
-        var statement = 0
+        var statement = turn
         while true {
             let due = start.advanced(by: period * statement)
             if due >= end { return }
@@ -90,7 +99,7 @@ struct SoakBench: AsyncParsableCommand {
                                    title => 'Soak', body => 'A steady notification', data => '{"order": "42"}')
                 FROM generate_series(1, $2::int) AS n
                 """, [statement, perStatement, users])
-            statement += 1
+            statement += count
             produced.add(perStatement, lag: (ContinuousClock.now - due).seconds)
         }
     }
