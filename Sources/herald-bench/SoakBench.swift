@@ -25,8 +25,9 @@ struct SoakBench: AsyncParsableCommand {
 
     func run() async throws {
         let url = try options.load().databaseURL
-        var producerConnections: [PostgresConnection] = []
-        for _ in 0..<max(producers, 1) { producerConnections.append(try await PostgresConnection.connect(url)) }
+        var connecting: [PostgresConnection] = []
+        for _ in 0..<max(producers, 1) { connecting.append(try await PostgresConnection.connect(url)) }
+        let producerConnections = connecting
         let sampler = try await PostgresConnection.connect(url)
         let watcher = try await PostgresConnection.connect(url)
         for connection in producerConnections + [sampler, watcher] {
