@@ -29,9 +29,8 @@ if [ "$#" -gt 0 ]; then
   swift test --skip-build "$@"
 else
   # The suites that start processes and clusters of their own (daemons, standbys, poolers) and
-  # the planning test's million rows keep both cores busy for minutes. Run beside them, the
-  # other suites' timings stretched past what they allow, a few failing in most runs; so those
-  # run first, all at once, and the heavy ones after.
+  # the planning test's million rows keep both cores busy for minutes, and the other suites'
+  # servers answer within timeouts: those run first, all at once, and the heavy ones after.
   heavy='HeraldDaemonTests|FailoverTests|PlanningTests'
   swift test --skip-build --skip "$heavy"
   swift test --skip-build --filter "$heavy"

@@ -285,11 +285,28 @@ static void mark_dirty(connection *c) {
     c->engine->dirty = c;
 }
 
-static void watch(connection *c, uint32_t events) {
-    if (c->fd < 0 || c->events == events) return;
+static void connection_close(connection *c, herald_h2_outcome outcome, const char *message);
+static void connection_fail_opening(connection *c, const char *message);
+
+/// Sets the events the loop waits for on a connection; 0 once they are watched. A connection
+/// the kernel will not watch (out of memory, or the user's fs.epoll.max_user_watches reached)
+/// would wait for nothing until its requests' timeouts, so it is closed at once instead: its
+/// requests fail as connection errors, or, while it opens, as its origin's failure to connect.
+static int watch(connection *c, uint32_t events) {
+    if (c->fd < 0 || c->events == events) return 0;
     struct epoll_event event = {.events = events, .data.ptr = c};
-    epoll_ctl(c->engine->epoll, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &event);
+    if (epoll_ctl(c->engine->epoll, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &event) != 0) {
+        char message[160];
+        snprintf(message, sizeof message, "could not watch the connection to %s: %s", c->address, strerror(errno));
+        if (c->state == READY) {
+            connection_close(c, HERALD_H2_CONNECTION, message);
+        } else {
+            connection_fail_opening(c, message);
+        }
+        return -1;
+    }
     c->events = events;
+    return 0;
 }
 
 /// Closes a connection. Its streams fail with `outcome` and `message`; for HERALD_H2_NOT_HTTP2
@@ -528,7 +545,7 @@ static void connection_ready(connection *c) {
     nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2);
     c->state = READY;
     c->last_received = now_ms();
-    watch(c, EPOLLIN);
+    if (watch(c, EPOLLIN) != 0) return;
     mark_dirty(c);
     schedule(c->engine, c->origin);
 }
@@ -819,7 +836,7 @@ static void connection_flush(connection *c) {
         }
         c->output.length = c->output_sent = 0;
     }
-    watch(c, EPOLLIN);
+    if (watch(c, EPOLLIN) != 0) return;
     // Nothing more to say or hear (a GOAWAY was sent or received, its streams done).
     if ((c->draining && c->streams.count == 0) ||
         (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)))
@@ -1149,7 +1166,9 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
         return NULL;
     }
     engine->mailbox->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (engine->mailbox->wake < 0 || nghttp2_session_callbacks_new(&engine->callbacks) != 0 ||
+    struct epoll_event wake = {.events = EPOLLIN, .data.ptr = NULL};
+    if (engine->mailbox->wake < 0 || epoll_ctl(engine->epoll, EPOLL_CTL_ADD, engine->mailbox->wake, &wake) != 0 ||
+        nghttp2_session_callbacks_new(&engine->callbacks) != 0 ||
         nghttp2_option_new(&engine->options) != 0) {
         snprintf(error, error_size, "could not set up the event loop: %s", strerror(errno));
         if (engine->mailbox->wake >= 0) close(engine->mailbox->wake);
@@ -1164,8 +1183,6 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
     pthread_mutex_init(&engine->mailbox->lock, NULL);
     engine->mailbox->references = 1;
     engine->mailbox->open = 1;
-    struct epoll_event event = {.events = EPOLLIN, .data.ptr = NULL};
-    epoll_ctl(engine->epoll, EPOLL_CTL_ADD, engine->mailbox->wake, &event);
     nghttp2_session_callbacks_set_on_header_callback(engine->callbacks, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(engine->callbacks, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(engine->callbacks, on_frame);

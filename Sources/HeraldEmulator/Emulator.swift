@@ -96,12 +96,19 @@ public final class Emulator: Sendable {
             publicKey: try CryptoKey(publicKeyPEM: try account.key.publicKeyPEM()))
     }
 
-    /// A new service account whose `token_uri` is this emulator, already registered.
+    /// A new service account whose `token_uri` is this emulator, already registered. Its key is
+    /// the one every account this process makes shares (each still has its own email and key id).
     public func makeServiceAccount(projectID: String) async throws -> ServiceAccount {
-        let account = try ServiceAccount.generate(projectID: projectID, tokenURI: tokenURI)
+        let account = try ServiceAccount.generate(
+            projectID: projectID, tokenURI: tokenURI, key: try Self.accountKey.get())
         try await register(account)
         return account
     }
+
+    /// Made once: an RSA key takes a tenth of a second to a second of CPU to make, and a
+    /// hundred test fixtures making theirs at once kept both of the test process's cooperative
+    /// threads busy for half a minute, while every server they run waited.
+    private static let accountKey = Result { try CryptoKey.generateRSA() }
 
     /// Injects `behaviour` for sends to `token` (or to a Web Push endpoint), for the next `times`
     /// sends (nil: until changed).

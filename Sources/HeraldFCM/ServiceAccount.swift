@@ -92,12 +92,12 @@ public struct ServiceAccount: Sendable, CustomStringConvertible {
         return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
     }
 
-    /// A new account with a fresh 2048-bit key, for tests and the demo.
-    public static func generate(projectID: String, tokenURI: String) throws -> ServiceAccount {
+    /// A new account, for tests and the demo: with `key`, or a fresh 2048-bit one.
+    public static func generate(projectID: String, tokenURI: String, key: CryptoKey? = nil) throws -> ServiceAccount {
         ServiceAccount(
             clientEmail: "herald@\(projectID).iam.gserviceaccount.com",
             privateKeyID: UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""),
-            projectID: projectID, tokenURI: tokenURI, key: try CryptoKey.generateRSA())
+            projectID: projectID, tokenURI: tokenURI, key: try key ?? CryptoKey.generateRSA())
     }
 
     public var description: String { "ServiceAccount(\(clientEmail), project \(projectID), key id \(privateKeyID))" }

@@ -60,7 +60,9 @@ import Testing
     @Test func anAssertionSignedWithAnotherKeyGetsNoToken() async throws {
         let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "p")
-        let other = try await emulator.makeServiceAccount(projectID: "other")
+        // Another account the emulator trusts, with a key of its own (made accounts share one).
+        let other = try ServiceAccount.generate(projectID: "other", tokenURI: emulator.tokenURI)
+        try await emulator.register(other)
         let impostor = ServiceAccount(
             clientEmail: account.clientEmail, privateKeyID: account.privateKeyID, projectID: account.projectID,
             tokenURI: account.tokenURI, key: other.key)
