@@ -105,9 +105,9 @@ public final class Emulator: Sendable {
         return account
     }
 
-    /// Made once: an RSA key takes a tenth of a second to a second of CPU to make, and a
-    /// hundred test fixtures making theirs at once kept both of the test process's cooperative
-    /// threads busy for half a minute, while every server they run waited.
+    /// Made once: making an RSA key is a search for primes, and a hundred test fixtures making
+    /// theirs at once kept both of the test process's cooperative threads busy, while every
+    /// server the tests run waited for them.
     private static let accountKey = Result { try CryptoKey.generateRSA() }
 
     /// Injects `behaviour` for sends to `token` (or to a Web Push endpoint), for the next `times`
