@@ -471,8 +471,7 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_device_id_check CHECK ((device_id <> ''::text)),
     CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
     CONSTRAINT devices_platform_check CHECK ((platform = ANY (ARRAY['android'::text, 'ios'::text, 'web'::text]))),
-    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text)),
-    CONSTRAINT devices_token_kind_check CHECK ((token_kind = ANY (ARRAY['registration_token'::text, 'installation_id'::text, 'apns_device_token'::text, 'web_subscription'::text])))
+    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text))
 );
 
 
@@ -694,7 +693,7 @@ $$;
 -- Name: claim_sends(timestamp with time zone, integer, text, interval, bigint[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
     LANGUAGE plpgsql
     SET enable_sort TO 'off'
     SET enable_seqscan TO 'off'
@@ -718,15 +717,14 @@ BEGIN
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     ), problems AS MATERIALIZED (
-        -- Each app's failing configurations, once per claim (there are usually none), rather
-        -- than a lookup per delivery (6 µs a delivery, measured).
-        SELECT p.app_id,
-               max(p.failed_at) FILTER (WHERE p.scope = 'fcm') AS fcm,
-               max(p.failed_at) FILTER (WHERE p.scope = 'fcm_apns') AS fcm_apns,
-               max(p.failed_at) FILTER (WHERE p.scope = 'apns') AS apns,
-               max(p.failed_at) FILTER (WHERE p.scope = 'web') AS web
-        FROM herald.app_config_problems p
-        GROUP BY p.app_id
+        -- The failing configurations and the routing rule, read once per claim (a few rows; there
+        -- are usually no problems) rather than by a lookup per delivery (6 µs a delivery,
+        -- measured).
+        SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
+    ), rules AS MATERIALIZED (
+        SELECT t.payload_kind, t.token_kind, r.route, r.scopes
+        FROM herald.route_targets t
+        JOIN herald.routes r ON r.route = t.route
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -750,11 +748,7 @@ BEGIN
            c.device_id, dev.push_token, dev.token_kind,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
-           n.app_id, n.app_version,
-           CASE WHEN c.payload_kind = 'web' THEN p.web
-                WHEN dev.token_kind = 'apns_device_token' OR c.payload_kind = 'broadcast' THEN p.apns
-                WHEN c.payload_kind LIKE 'ios%' OR c.payload_kind = 'live_activity' THEN greatest(p.fcm, p.fcm_apns)
-                ELSE p.fcm END,
+           n.app_id, n.app_version, r.route, p.failed_at,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
            n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
            n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, n.ios_interruption_level,
@@ -789,7 +783,11 @@ BEGIN
     LEFT JOIN LATERAL (SELECT t.* FROM herald.activity_tokens t WHERE t.id = c.activity_token_id OFFSET 0) t ON true
     LEFT JOIN LATERAL (SELECT ch.* FROM herald.broadcast_channels ch WHERE ch.id = n.broadcast_channel_id OFFSET 0) ch
         ON true
-    LEFT JOIN LATERAL (SELECT p.* FROM problems p WHERE p.app_id = n.app_id OFFSET 0) p ON true;
+    LEFT JOIN LATERAL (SELECT r.* FROM rules r
+                       WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
+                       OFFSET 0) r ON true
+    LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
+                       WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true;
 END;
 $$;
 
@@ -810,17 +808,10 @@ CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) R
               CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
                                   WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
-              WHERE d.state = 'queued' AND n.app_id = p.app_id
-                AND CASE p.scope
-                        WHEN 'web' THEN d.payload_kind = 'web'
-                        WHEN 'apns' THEN (dev.token_kind = 'apns_device_token'
-                                          AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity'))
-                                         OR d.payload_kind = 'broadcast'
-                        WHEN 'fcm_apns' THEN (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
-                                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
-                        ELSE d.payload_kind NOT IN ('web', 'broadcast')
-                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
-                    END)
+              JOIN herald.route_targets t ON t.payload_kind = d.payload_kind
+                                         AND t.token_kind IS NOT DISTINCT FROM dev.token_kind
+              JOIN herald.routes r ON r.route = t.route
+              WHERE d.state = 'queued' AND n.app_id = p.app_id AND p.scope = ANY(r.scopes))
         RETURNING 1
     )
     SELECT count(*)::int FROM cleared;
@@ -2334,6 +2325,7 @@ DECLARE
     p256dh bytea;
     auth bytea;
     kind text := token_kind;
+    kind_platforms text[];
     transport text;
     app_row herald.apps;
 BEGIN
@@ -2370,11 +2362,14 @@ BEGIN
     kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
                                 WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
                                 ELSE 'registration_token' END);
-    IF kind NOT IN ('registration_token', 'installation_id', 'apns_device_token', 'web_subscription') THEN
-        RAISE EXCEPTION 'herald.register_device: token_kind must be ''registration_token'', ''installation_id'' (FCM), ''apns_device_token'' or ''web_subscription'', not %',
+    SELECT k.platforms INTO kind_platforms FROM herald.token_kinds k WHERE k.token_kind = kind;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
+            (SELECT string_agg(format('%L: %s', k.token_kind, k.description), ', ' ORDER BY k.token_kind)
+             FROM herald.token_kinds k),
             quote_literal(kind) USING ERRCODE = 'check_violation';
     END IF;
-    IF (platform = 'web') <> (kind = 'web_subscription') OR (kind = 'apns_device_token' AND platform <> 'ios') THEN
+    IF platform <> ALL(kind_platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
             USING ERRCODE = 'check_violation';
     END IF;
@@ -2753,8 +2748,17 @@ CREATE TABLE herald.app_config_problems (
     scope text NOT NULL,
     problem text NOT NULL,
     since timestamp with time zone NOT NULL,
-    failed_at timestamp with time zone NOT NULL,
-    CONSTRAINT app_config_problems_scope_check CHECK ((scope = ANY (ARRAY['fcm'::text, 'fcm_apns'::text, 'web'::text, 'apns'::text])))
+    failed_at timestamp with time zone NOT NULL
+);
+
+
+--
+-- Name: config_scopes; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.config_scopes (
+    scope text NOT NULL,
+    waiting text NOT NULL
 );
 
 
@@ -2769,15 +2773,10 @@ CREATE VIEW herald.app_problems AS
     p.since AS config_error_at,
     p.scope,
     p.failed_at,
-        CASE p.scope
-            WHEN 'fcm'::text THEN 'every delivery through FCM'::text
-            WHEN 'fcm_apns'::text THEN 'iOS deliveries through FCM'::text
-            WHEN 'web'::text THEN 'deliveries to browsers'::text
-            WHEN 'apns'::text THEN 'iOS deliveries straight to APNs'::text
-            ELSE NULL::text
-        END AS waiting
-   FROM (herald.app_config_problems p
+    s.waiting
+   FROM ((herald.app_config_problems p
      JOIN herald.apps a ON ((a.app_id = p.app_id)))
+     JOIN herald.config_scopes s ON ((s.scope = p.scope)))
 UNION ALL
  SELECT a.app_id,
     a.fcm_project_id,
@@ -3485,8 +3484,31 @@ CREATE TABLE herald.route_saturation (
     since timestamp with time zone NOT NULL,
     seen_at timestamp with time zone NOT NULL,
     in_flight integer NOT NULL,
-    postponed bigint NOT NULL,
-    CONSTRAINT route_saturation_route_check CHECK ((route = ANY (ARRAY['fcm'::text, 'fcm_apns'::text, 'apns'::text, 'web'::text])))
+    postponed bigint NOT NULL
+);
+
+
+--
+-- Name: route_targets; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.route_targets (
+    payload_kind text NOT NULL,
+    token_kind text,
+    route text NOT NULL
+);
+
+
+--
+-- Name: routes; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.routes (
+    route text NOT NULL,
+    provider text NOT NULL,
+    description text NOT NULL,
+    scopes text[] NOT NULL,
+    CONSTRAINT routes_scopes_check CHECK ((cardinality(scopes) > 0))
 );
 
 
@@ -3541,6 +3563,17 @@ CREATE VIEW herald.throughput AS
   WHERE (COALESCE(d.finished_at, d.delivered_at) > (now() - '01:00:00'::interval))
   GROUP BY (date_trunc('minute'::text, COALESCE(d.finished_at, d.delivered_at)))
   ORDER BY (date_trunc('minute'::text, COALESCE(d.finished_at, d.delivered_at))) DESC;
+
+
+--
+-- Name: token_kinds; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.token_kinds (
+    token_kind text NOT NULL,
+    platforms text[] NOT NULL,
+    description text NOT NULL
+);
 
 
 --
@@ -3651,6 +3684,14 @@ ALTER TABLE ONLY herald.apps
 
 ALTER TABLE ONLY herald.broadcast_channels
     ADD CONSTRAINT broadcast_channels_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: config_scopes config_scopes_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.config_scopes
+    ADD CONSTRAINT config_scopes_pkey PRIMARY KEY (scope);
 
 
 --
@@ -3866,6 +3907,22 @@ ALTER TABLE ONLY herald.route_saturation
 
 
 --
+-- Name: route_targets route_targets_payload_kind_token_kind_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.route_targets
+    ADD CONSTRAINT route_targets_payload_kind_token_kind_key UNIQUE NULLS NOT DISTINCT (payload_kind, token_kind);
+
+
+--
+-- Name: routes routes_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.routes
+    ADD CONSTRAINT routes_pkey PRIMARY KEY (route);
+
+
+--
 -- Name: schema_functions schema_functions_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -3887,6 +3944,14 @@ ALTER TABLE ONLY herald.schema_migrations
 
 ALTER TABLE ONLY herald.secrets
     ADD CONSTRAINT secrets_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: token_kinds token_kinds_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.token_kinds
+    ADD CONSTRAINT token_kinds_pkey PRIMARY KEY (token_kind);
 
 
 --
@@ -4385,6 +4450,14 @@ ALTER TABLE ONLY herald.app_config_problems
 
 
 --
+-- Name: app_config_problems app_config_problems_scope_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_config_problems
+    ADD CONSTRAINT app_config_problems_scope_fkey FOREIGN KEY (scope) REFERENCES herald.config_scopes(scope);
+
+
+--
 -- Name: broadcast_channels broadcast_channels_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4398,6 +4471,14 @@ ALTER TABLE ONLY herald.broadcast_channels
 
 ALTER TABLE ONLY herald.devices
     ADD CONSTRAINT devices_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE;
+
+
+--
+-- Name: devices devices_token_kind_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.devices
+    ADD CONSTRAINT devices_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind);
 
 
 --
@@ -4422,6 +4503,30 @@ ALTER TABLE ONLY herald.producer_apps
 
 ALTER TABLE ONLY herald.route_saturation
     ADD CONSTRAINT route_saturation_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
+-- Name: route_saturation route_saturation_route_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.route_saturation
+    ADD CONSTRAINT route_saturation_route_fkey FOREIGN KEY (route) REFERENCES herald.routes(route);
+
+
+--
+-- Name: route_targets route_targets_route_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.route_targets
+    ADD CONSTRAINT route_targets_route_fkey FOREIGN KEY (route) REFERENCES herald.routes(route);
+
+
+--
+-- Name: route_targets route_targets_token_kind_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.route_targets
+    ADD CONSTRAINT route_targets_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind);
 
 
 --
@@ -5351,6 +5456,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_
 
 
 --
+-- Name: TABLE config_scopes; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.config_scopes TO herald_daemon;
+GRANT SELECT ON TABLE herald.config_scopes TO herald_operator;
+
+
+--
 -- Name: TABLE app_problems; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5587,6 +5700,22 @@ GRANT SELECT ON TABLE herald.route_saturation TO herald_operator;
 
 
 --
+-- Name: TABLE route_targets; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.route_targets TO herald_daemon;
+GRANT SELECT ON TABLE herald.route_targets TO herald_operator;
+
+
+--
+-- Name: TABLE routes; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.routes TO herald_daemon;
+GRANT SELECT ON TABLE herald.routes TO herald_operator;
+
+
+--
 -- Name: TABLE schema_functions; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5613,6 +5742,14 @@ GRANT SELECT ON TABLE herald.secrets TO herald_daemon;
 
 GRANT SELECT ON TABLE herald.throughput TO herald_operator;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.throughput TO herald_daemon;
+
+
+--
+-- Name: TABLE token_kinds; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.token_kinds TO herald_daemon;
+GRANT SELECT ON TABLE herald.token_kinds TO herald_operator;
 
 
 --

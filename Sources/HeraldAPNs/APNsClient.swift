@@ -122,3 +122,8 @@ public struct APNsClient: Sendable {
         }
     }
 }
+
+extension ConfigurationScope {
+    /// The app's own APNs key or certificate, bundle id or environment: iOS sent straight to APNs.
+    public static let apns: Self = "apns"
+}

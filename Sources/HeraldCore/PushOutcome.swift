@@ -29,17 +29,13 @@ public enum PushOutcome: Sendable, Equatable {
     case permanentFailure(reason: String)
 }
 
-/// What a configuration problem is about, so that only what depends on it waits (the values
-/// are `herald.app_config_problems.scope`).
-public enum ConfigurationScope: String, Sendable, CaseIterable {
-    /// The app's FCM credentials: everything sent through FCM.
-    case fcm
-    /// The app's APNs key or certificate in Firebase: iOS deliveries through FCM.
-    case fcmAPNs = "fcm_apns"
-    /// The app's VAPID key or subject: deliveries to browsers.
-    case web
-    /// The app's own APNs key or certificate, bundle id or environment: iOS sent straight to APNs.
-    case apns
+/// What a configuration problem is about, so that only what depends on it waits: a row of
+/// `herald.config_scopes`, named by the provider that finds it (``ConfigurationScope/fcm``
+/// and the rest are declared beside their providers' clients).
+public struct ConfigurationScope: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
 }
 
 /// A push token as logs and operators' views show it: its first 8 characters; for a Web Push

@@ -116,3 +116,10 @@ public enum FCMErrorClassifier {
             fieldViolations: violations, errorInfoReason: errorInfoReason)
     }
 }
+
+extension ConfigurationScope {
+    /// The app's FCM credentials: everything sent through FCM.
+    public static let fcm: Self = "fcm"
+    /// The app's APNs key or certificate in Firebase: iOS deliveries through FCM.
+    public static let fcmAPNs: Self = "fcm_apns"
+}

@@ -225,3 +225,8 @@ final class RefusalMemory: Sendable {
         state.withLock { $0.judge(accepted: accepted, refused: refused, now: now) }
     }
 }
+
+extension ConfigurationScope {
+    /// The app's VAPID key or subject: deliveries to browsers.
+    public static let web: Self = "web"
+}

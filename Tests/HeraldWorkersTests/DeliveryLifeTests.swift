@@ -13,7 +13,7 @@ import Testing
     func delivery(attempts: Int = 1, _ change: (inout OutgoingDelivery) -> Void = { _ in }) -> OutgoingDelivery {
         var delivery = OutgoingDelivery(
             deliveryID: 1, notificationID: 2, attempts: attempts, payloadKind: .androidData, deviceRowID: 3,
-            target: .registrationToken("token"), appID: "shop", priority: "high",
+            target: .registrationToken("token"), route: .fcm, appID: "shop", priority: "high",
             expiresAt: now.addingTimeInterval(3600), silent: false, dryRun: false)
         change(&delivery)
         return delivery
@@ -30,7 +30,12 @@ import Testing
         #expect(disabled.state == .cancelled && disabled.error?.contains("token_invalid") == true)
         #expect(next(delivery { $0.target = nil }, .claimed)?.error == "the device has no push token")
         // An Android notification for a device that registered again as an iPhone since ingest.
-        let moved = try #require(next(delivery { $0.target = .apnsDeviceToken("abc") }, .claimed))
+        let moved = try #require(
+            next(
+                delivery {
+                    $0.target = .apnsDeviceToken("abc")
+                    $0.route = nil
+                }, .claimed))
         #expect(moved.state == .cancelled && moved.error?.contains("another platform") == true, "\(moved)")
         // Claimed once more after its last lease ran out: dead, naming who held it.
         let abandoned = try #require(

@@ -3,8 +3,9 @@ import HeraldCore
 import HeraldPostgres
 import HeraldQueue
 import HeraldTestSupport
-import HeraldWorkers
 import Testing
+
+@testable import HeraldWorkers
 
 /// The Swift enums that name states, kinds and scopes say exactly what the schema's CHECK
 /// constraints allow, so a value added on one side only fails here, not in production.
@@ -30,12 +31,28 @@ import Testing
         #expect(
             try await allowed(db, "herald.deliveries", "payload_kind")
                 == OutgoingDelivery.PayloadKind.allCases.map(\.rawValue).sorted())
-        #expect(
-            try await allowed(db, "herald.devices", "token_kind")
-                == OutgoingDelivery.TokenKind.allCases.map(\.rawValue).sorted())
-        #expect(
-            try await allowed(db, "herald.app_config_problems", "scope")
-                == ConfigurationScope.allCases.map(\.rawValue).sorted())
+    }
+
+    /// The token kinds, configuration scopes and routes the schema lists are the ones the
+    /// compiled-in providers know: every route's provider is one of them, and every scope a
+    /// route needs is one its provider can find failing.
+    @Test func theRoutingTablesNameTheCompiledInProviders() async throws {
+        let db = try await TestDatabase.create().connect()
+        let kinds = try await db.query("SELECT token_kind FROM herald.token_kinds ORDER BY 1").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(kinds == OutgoingDelivery.TokenKind.allCases.map(\.rawValue).sorted())
+        let scopes = try await db.query("SELECT scope FROM herald.config_scopes ORDER BY 1").map {
+            try $0.decode(0, as: String.self)
+        }
+        let declared = Providers.all.flatMap { provider in provider.scopes.map(\.rawValue) }
+        #expect(scopes == declared.sorted())
+        let routes = try await RouteCatalog().routes(connection: db)
+        #expect(Set(routes.keys) == ["fcm", "fcm_apns", "apns", "web"])
+        for route in routes.values {
+            let provider = try #require(Providers.byName[route.provider], "\(route)")
+            #expect(Set(route.scopes).isSubset(of: provider.scopes), "\(route)")
+        }
     }
 
     /// The schema makes work for workers by kind: `notify_worker` wakes the kind named in its

@@ -9,10 +9,9 @@
 -- `worker` until `at + lease`, and returns each with everything needed to send it: the
 -- notification's content, the device's token and its kind (and why it is disabled, if it is),
 -- a browser's subscription keys, the version of its app's row (the daemon reads an app's setup,
--- herald.app_setups, only when that changes), and the configuration problem that holds the
--- delivery back (the one of
--- its own route's scope: web, apns for an APNs device token, fcm and fcm_apns for iOS through
--- FCM, fcm for the rest). The lease is run_at itself: a claimed delivery is not due again
+-- herald.app_setups, only when that changes), its route (herald.route_targets: NULL when its
+-- device's token does not fit its payload) and the latest failure of a configuration that route
+-- needs, which holds the delivery back. The lease is run_at itself: a claimed delivery is not due again
 -- until its lease ends, so one whose worker died is simply due again then, and the next claim,
 -- by any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP LOCKED
 -- lets concurrent claimers take disjoint rows. The claim counts as an attempt.
@@ -39,7 +38,7 @@
 -- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
 -- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
 -- as they grow (PlanningTests).
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
     LANGUAGE plpgsql
     SET enable_sort TO 'off' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -60,15 +59,14 @@ BEGIN
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     ), problems AS MATERIALIZED (
-        -- Each app's failing configurations, once per claim (there are usually none), rather
-        -- than a lookup per delivery (6 µs a delivery, measured).
-        SELECT p.app_id,
-               max(p.failed_at) FILTER (WHERE p.scope = 'fcm') AS fcm,
-               max(p.failed_at) FILTER (WHERE p.scope = 'fcm_apns') AS fcm_apns,
-               max(p.failed_at) FILTER (WHERE p.scope = 'apns') AS apns,
-               max(p.failed_at) FILTER (WHERE p.scope = 'web') AS web
-        FROM herald.app_config_problems p
-        GROUP BY p.app_id
+        -- The failing configurations and the routing rule, read once per claim (a few rows; there
+        -- are usually no problems) rather than by a lookup per delivery (6 µs a delivery,
+        -- measured).
+        SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
+    ), rules AS MATERIALIZED (
+        SELECT t.payload_kind, t.token_kind, r.route, r.scopes
+        FROM herald.route_targets t
+        JOIN herald.routes r ON r.route = t.route
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -92,11 +90,7 @@ BEGIN
            c.device_id, dev.push_token, dev.token_kind,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
-           n.app_id, n.app_version,
-           CASE WHEN c.payload_kind = 'web' THEN p.web
-                WHEN dev.token_kind = 'apns_device_token' OR c.payload_kind = 'broadcast' THEN p.apns
-                WHEN c.payload_kind LIKE 'ios%' OR c.payload_kind = 'live_activity' THEN greatest(p.fcm, p.fcm_apns)
-                ELSE p.fcm END,
+           n.app_id, n.app_version, r.route, p.failed_at,
            n.topic, n.title, n.body, n.data::text, n.image_url, n.sound, n.badge,
            n.android_channel_id, n.ios_category, n.ios_thread_id, n.deep_link,
            n.priority, n.expires_at, n.collapse_key, n.silent, n.dry_run, n.ios_interruption_level,
@@ -131,7 +125,11 @@ BEGIN
     LEFT JOIN LATERAL (SELECT t.* FROM herald.activity_tokens t WHERE t.id = c.activity_token_id OFFSET 0) t ON true
     LEFT JOIN LATERAL (SELECT ch.* FROM herald.broadcast_channels ch WHERE ch.id = n.broadcast_channel_id OFFSET 0) ch
         ON true
-    LEFT JOIN LATERAL (SELECT p.* FROM problems p WHERE p.app_id = n.app_id OFFSET 0) p ON true;
+    LEFT JOIN LATERAL (SELECT r.* FROM rules r
+                       WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
+                       OFFSET 0) r ON true
+    LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
+                       WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

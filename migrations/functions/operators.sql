@@ -167,12 +167,10 @@ GRANT SELECT ON herald.partitions TO herald_operator, herald_daemon;
 -- year, and an expired one fails every send, so the warning starts 30 days ahead.
 CREATE OR REPLACE VIEW herald.app_problems AS
 SELECT p.app_id, a.fcm_project_id, p.problem AS config_error, p.since AS config_error_at, p.scope, p.failed_at,
-       CASE p.scope WHEN 'fcm' THEN 'every delivery through FCM'
-                    WHEN 'fcm_apns' THEN 'iOS deliveries through FCM'
-                    WHEN 'web' THEN 'deliveries to browsers'
-                    WHEN 'apns' THEN 'iOS deliveries straight to APNs' END AS waiting
+       s.waiting
 FROM herald.app_config_problems p
 JOIN herald.apps a ON a.app_id = p.app_id
+JOIN herald.config_scopes s ON s.scope = p.scope
 UNION ALL
 SELECT a.app_id, a.fcm_project_id,
        CASE WHEN a.apns_certificate_expires_at <= now()

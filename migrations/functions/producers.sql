@@ -210,6 +210,7 @@ DECLARE
     p256dh bytea;
     auth bytea;
     kind text := token_kind;
+    kind_platforms text[];
     transport text;
     app_row herald.apps;
 BEGIN
@@ -246,11 +247,14 @@ BEGIN
     kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
                                 WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
                                 ELSE 'registration_token' END);
-    IF kind NOT IN ('registration_token', 'installation_id', 'apns_device_token', 'web_subscription') THEN
-        RAISE EXCEPTION 'herald.register_device: token_kind must be ''registration_token'', ''installation_id'' (FCM), ''apns_device_token'' or ''web_subscription'', not %',
+    SELECT k.platforms INTO kind_platforms FROM herald.token_kinds k WHERE k.token_kind = kind;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
+            (SELECT string_agg(format('%L: %s', k.token_kind, k.description), ', ' ORDER BY k.token_kind)
+             FROM herald.token_kinds k),
             quote_literal(kind) USING ERRCODE = 'check_violation';
     END IF;
-    IF (platform = 'web') <> (kind = 'web_subscription') OR (kind = 'apns_device_token' AND platform <> 'ios') THEN
+    IF platform <> ALL(kind_platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
             USING ERRCODE = 'check_violation';
     END IF;

@@ -55,17 +55,10 @@ LANGUAGE sql AS $$
               CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
                                   WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
-              WHERE d.state = 'queued' AND n.app_id = p.app_id
-                AND CASE p.scope
-                        WHEN 'web' THEN d.payload_kind = 'web'
-                        WHEN 'apns' THEN (dev.token_kind = 'apns_device_token'
-                                          AND (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity'))
-                                         OR d.payload_kind = 'broadcast'
-                        WHEN 'fcm_apns' THEN (d.payload_kind LIKE 'ios%' OR d.payload_kind = 'live_activity')
-                                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
-                        ELSE d.payload_kind NOT IN ('web', 'broadcast')
-                             AND dev.token_kind IS DISTINCT FROM 'apns_device_token'
-                    END)
+              JOIN herald.route_targets t ON t.payload_kind = d.payload_kind
+                                         AND t.token_kind IS NOT DISTINCT FROM dev.token_kind
+              JOIN herald.routes r ON r.route = t.route
+              WHERE d.state = 'queued' AND n.app_id = p.app_id AND p.scope = ANY(r.scopes))
         RETURNING 1
     )
     SELECT count(*)::int FROM cleared;

@@ -9,6 +9,10 @@ import HeraldHTTP
 /// key, shared by the apps that use it) or a push certificate (whose expiry goes to
 /// `herald.apps` and the log).
 struct APNsRoute: ProviderRoute {
+    static let name = "apns"
+    static let displayName = "APNs"
+    static let scopes: [ConfigurationScope] = [.apns]
+
     struct Setup: Equatable, Sendable {
         var environment: String
         var bundleID: String?

@@ -38,6 +38,8 @@ public struct DispatchWorker: BatchWorker {
     let inFlight = InFlightTasks()
     /// The setups of the apps this loop sends for, read again when an app's row changes.
     let appSetups = AppSetups()
+    /// The routes a claim names (`herald.routes`).
+    let routes = RouteCatalog()
     private let claimTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .claim)
     private let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
@@ -54,7 +56,9 @@ public struct DispatchWorker: BatchWorker {
         let claimedAt = min(startedAt, held.leasedAt ?? startedAt)
         let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
         do {
+            let routes = try await routes.routes(connection: context.connection)
             (claimed, unreadable, versions) = try await claim(
+                routes: routes,
                 limit: BirthLeases.fromQueue(limit: limit, held: held.ids.count), held: held.ids, now: now)
         } catch {
             if let births = context.births, let leasedAt = held.leasedAt {
@@ -130,7 +134,7 @@ public struct DispatchWorker: BatchWorker {
             try await context.connection.query(
                 SQL.recordSaturation,
                 [
-                    key.app, key.route.metricName, key.origin ?? "", context.workerID, now, saturation.inFlight,
+                    key.app, key.route.name, key.origin ?? "", context.workerID, now, saturation.inFlight,
                     saturation.postponed,
                 ])
         } catch {
@@ -359,12 +363,8 @@ public struct DispatchWorker: BatchWorker {
         route key: RouteKey, _ batch: [OutgoingDelivery], app: AppSetup?, builder: PayloadBuilder, now: Date
     ) async -> [(OutgoingDelivery, DeliveryLife.Event)] {
         let made: Result<any ProviderRoute, ConfigurationProblem>
-        if let senders = context.senders, let app {
-            switch key.route {
-            case .fcm, .fcmAPNs: made = await senders.route(FCMRoute.self, app: app).map { $0 }
-            case .apns: made = await senders.route(APNsRoute.self, app: app).map { $0 }
-            case .web: made = await senders.route(WebPushRoute.self, app: app).map { $0 }
-            }
+        if let senders = context.senders, let app, let provider = Providers.byName[key.route.provider] {
+            made = await senders.route(of: provider, app: app)
         } else {
             made = .failure(
                 ConfigurationProblem(app == nil ? "app \(key.app) is not in herald.apps" : "no senders configured"))
@@ -433,7 +433,7 @@ public struct DispatchWorker: BatchWorker {
     /// (``SQL/claim``), with the version of each one's app (for ``AppSetups``). A row that
     /// cannot be read (whatever it holds: a value out of Swift's range, a column out of step) is
     /// not sent and ends `failed` with the reason; the rest of the batch goes on.
-    func claim(limit: Int, held: [Int64] = [], now: Date) async throws -> (
+    func claim(routes: [String: OutgoingDelivery.Route], limit: Int, held: [Int64] = [], now: Date) async throws -> (
         readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], appVersions: [String: String]
     ) {
         let rows = try await context.connection.query(
@@ -446,9 +446,12 @@ public struct DispatchWorker: BatchWorker {
             // The primary key: a bigint, never NULL, so always readable.
             let id: Int64 = try row.decode("delivery_id")
             do {
-                let delivery = try Self.delivery(from: row)
+                let delivery = try Self.delivery(from: row, routes: routes)
                 versions[delivery.appID] = try row.decode("app_version")
                 readable.append(delivery)
+            } catch let unknown as NotSendableHere {
+                if case .route = unknown { self.routes.markStale() }
+                unreadable[id] = try Self.waiting(unknown, expiresAt: row.decode("expires_at"), now: now)
             } catch {
                 unreadable[id] = DeliveryResult(
                     state: .failed, error: "the delivery could not be read for sending, so it was not sent: \(error)")
@@ -462,13 +465,54 @@ public struct DispatchWorker: BatchWorker {
         return (readable, unreadable, versions)
     }
 
-    static func delivery(from row: PostgresRow) throws -> OutgoingDelivery {
-        let kind = OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind")) ?? .androidData
+    /// A claimed delivery this daemon cannot send, though a newer one may: the database (migrated
+    /// by a newer Herald, in a rolling upgrade) names a payload kind, a route or a provider this
+    /// binary does not have. It waits, with the reason, until a daemon that can sends it or
+    /// its notification expires; it is never sent as something else.
+    enum NotSendableHere: Error, CustomStringConvertible {
+        case payloadKind(String)
+        case route(String)
+        case provider(OutgoingDelivery.Route)
+
+        var description: String {
+            switch self {
+            case .payloadKind(let kind): "payload kind \(kind)"
+            case .route(let name): "route \(name), which herald.routes did not have when this daemon read it"
+            case .provider(let route): "provider \(route.provider) (route \(route.name))"
+            }
+        }
+    }
+
+    /// How long a delivery this daemon cannot send waits before a daemon claims it again.
+    static let notSendableHereWait: TimeInterval = 60
+
+    static func waiting(_ unknown: NotSendableHere, expiresAt: Date, now: Date) -> DeliveryResult {
+        if expiresAt <= now {
+            return DeliveryResult(
+                state: .expired,
+                error: "expired at \(expiresAt) before a daemon that knows its \(unknown) could send it")
+        }
+        return DeliveryResult(
+            state: .queued,
+            error: "waiting: the daemon that claimed it does not know its \(unknown); a daemon that does will send it",
+            requeue: .postponed(until: now.addingTimeInterval(notSendableHereWait)))
+    }
+
+    static func delivery(from row: PostgresRow, routes: [String: OutgoingDelivery.Route]) throws -> OutgoingDelivery {
+        let kindName: String = try row.decode("payload_kind")
+        guard let kind = OutgoingDelivery.PayloadKind(rawValue: kindName) else {
+            throw NotSendableHere.payloadKind(kindName)
+        }
+        let route = try row.decode("route", as: String?.self).map { name in
+            guard let route = routes[name] else { throw NotSendableHere.route(name) }
+            guard Providers.byName[route.provider] != nil else { throw NotSendableHere.provider(route) }
+            return route
+        }
         return OutgoingDelivery(
             deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
             attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
             payloadKind: kind, deviceRowID: try row.decode("device_id", as: Int64?.self),
-            target: try target(from: row, kind: kind),
+            target: try target(from: row, kind: kind), route: route,
             deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
             appID: try row.decode("app_id"),
             title: try row.decode("title", as: String?.self), body: try row.decode("body", as: String?.self),
@@ -568,8 +612,9 @@ public struct DispatchWorker: BatchWorker {
             guard result.state == .tokenInvalid, let delivery = deliveries[id], let route = delivery.route else {
                 continue
             }
-            let reason = "\(route.provider): \(result.error ?? "token invalid")"
-            if let live = delivery.liveActivity, route == .apns {
+            let provider = Providers.byName[route.provider]
+            let reason = "\(provider?.displayName ?? route.provider): \(result.error ?? "token invalid")"
+            if let live = delivery.liveActivity, route.provider == APNsRoute.name {
                 if let row = live.tokenRowID, let token = live.token {
                     activity.append(DeadToken(id: row, token: token, reason: reason))
                 }

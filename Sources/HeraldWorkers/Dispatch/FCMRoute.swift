@@ -7,6 +7,10 @@ import HeraldFCM
 /// the app's project and service-account file (or `GOOGLE_APPLICATION_CREDENTIALS`); the
 /// project's quota is shared by every app that sends through it, in every daemon (``FCMQuota``).
 struct FCMRoute: ProviderRoute {
+    static let name = "fcm"
+    static let displayName = "FCM"
+    static let scopes: [ConfigurationScope] = [.fcm, .fcmAPNs]
+
     struct Setup: Equatable, Sendable {
         var project: String
         var credentialsFile: String?

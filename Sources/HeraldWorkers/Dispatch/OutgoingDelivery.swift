@@ -108,67 +108,24 @@ public struct OutgoingDelivery: Sendable {
         }
     }
 
-    /// How a delivery goes out, and so which of the app's configurations it depends on.
-    public enum Route: Hashable, Sendable, CustomStringConvertible {
-        /// Android and topic sends through FCM.
-        case fcm
-        /// iOS sends through FCM, which also need the app's APNs setup in Firebase.
-        case fcmAPNs
-        /// Browsers, through their push services.
-        case web
-        /// iOS devices with an APNs device token, straight to APNs.
-        case apns
+    /// A way out, as `herald.routes` lists it: which provider sends it, and the configurations
+    /// it needs. The claim says which route each delivery takes (`herald.route_targets`).
+    public struct Route: Hashable, Sendable, CustomStringConvertible {
+        /// `fcm`, `fcm_apns`, `apns`, `web`: the `route` label of the route metrics.
+        public var name: String
+        /// The provider that sends it, by its name in ``Providers``.
+        public var provider: String
+        /// As operators read it: "iOS through FCM".
+        public var description: String
+        /// The configurations a send on this route needs; a setup that cannot be made is a
+        /// problem of the first.
+        public var scopes: [ConfigurationScope]
 
-        /// The configurations a send on this route needs.
-        public var scopes: [ConfigurationScope] {
-            switch self {
-            case .fcm: [.fcm]
-            case .fcmAPNs: [.fcm, .fcmAPNs]
-            case .web: [.web]
-            case .apns: [.apns]
-            }
-        }
-
-        /// Who answers for it, as reasons name it.
-        public var provider: String {
-            switch self {
-            case .fcm, .fcmAPNs: "FCM"
-            case .web: "Web Push"
-            case .apns: "APNs"
-            }
-        }
-
-        /// The `route` label of the route metrics.
-        public var metricName: String {
-            switch self {
-            case .fcm: "fcm"
-            case .fcmAPNs: "fcm_apns"
-            case .web: "web"
-            case .apns: "apns"
-            }
-        }
-
-        public var description: String {
-            switch self {
-            case .fcm: "FCM"
-            case .fcmAPNs: "iOS through FCM"
-            case .web: "browsers (Web Push)"
-            case .apns: "iOS straight to APNs"
-            }
-        }
-    }
-
-    /// Its route, by its target; nil when there is nothing to send it to, or when the target
-    /// does not fit the payload (the device registered again, as another platform, since ingest).
-    public var route: Route? {
-        switch (target, payloadKind) {
-        case (.topic, .topic): .fcm
-        case (.registrationToken, .androidData), (.installationID, .androidData): .fcm
-        case (.registrationToken, _), (.installationID, _): payloadKind.isIOS ? .fcmAPNs : nil
-        case (.apnsDeviceToken, _): payloadKind.isIOS ? .apns : nil
-        case (.browser, .web): .web
-        case (.channel, .broadcast): .apns
-        default: nil
+        public init(name: String, provider: String, description: String, scopes: [ConfigurationScope]) {
+            self.name = name
+            self.provider = provider
+            self.description = description
+            self.scopes = scopes
         }
     }
 
@@ -182,6 +139,9 @@ public struct OutgoingDelivery: Sendable {
     public var deviceRowID: Int64?
     /// Nil when the device has no token (or a topic send no topic): nothing to send to.
     public var target: Target?
+    /// Nil when its device's token does not fit its payload: the device registered again, as
+    /// another platform, since ingest.
+    public var route: Route?
     /// Why the device is disabled, when it is.
     public var deviceDisabledReason: String? = nil
     public var appID: String
@@ -223,7 +183,6 @@ public struct OutgoingDelivery: Sendable {
 }
 
 extension OutgoingDelivery.PayloadKind {
-    var isIOS: Bool { self == .iosAlert || self == .iosBackground || self == .iosWakeup || self == .liveActivity }
     /// Sent to the device's own token (not a Live Activity's, a channel or a topic).
     var isDeviceToken: Bool { self != .liveActivity && self != .broadcast && self != .topic }
 }

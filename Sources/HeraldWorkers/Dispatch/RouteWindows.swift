@@ -160,7 +160,7 @@ final class RouteWindows: Sendable {
     /// Labels for the route metrics. Not the origin: any browser can name a new host under an
     /// allowed pattern, and each would be a series of its own; the log names it.
     private func dimensions(_ key: DispatchWorker.RouteKey) -> [(String, String)] {
-        [("app", key.app), ("route", key.route.metricName)]
+        [("app", key.app), ("route", key.route.name)]
     }
 }
 

@@ -34,6 +34,12 @@ public struct AppSetup: Sendable, Equatable {
 /// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`) knows no database; its route adds what
 /// Herald keeps: FCM's quota, dry runs, the checks its deliveries need.
 protocol ProviderRoute: Sendable {
+    /// Its name in ``Providers``, as `herald.routes.provider` names it.
+    static var name: String { get }
+    /// Who answers, as reasons name it: "FCM".
+    static var displayName: String { get }
+    /// The configurations its answers can find failing (rows of `herald.config_scopes`).
+    static var scopes: [ConfigurationScope] { get }
     /// What of the app's setup the route is made from: a change makes a new one.
     associatedtype Setup: Equatable & Sendable
     static func setup(of app: AppSetup) -> Setup
@@ -42,6 +48,13 @@ protocol ProviderRoute: Sendable {
     /// Sends one route's deliveries; what happened to each.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
+}
+
+/// The providers this Herald sends through, by name: a route of `herald.routes` whose provider
+/// is not here waits for a daemon that has it.
+enum Providers {
+    static let all: [any ProviderRoute.Type] = [FCMRoute.self, APNsRoute.self, WebPushRoute.self]
+    static let byName: [String: any ProviderRoute.Type] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
 }
 
 /// Each app's routes, made on first use and shared by every sending worker over one HTTP/2
@@ -92,6 +105,13 @@ public actor Senders {
 
     /// The app's route of provider `R`, or why there is none. A changed setup in `herald.apps`
     /// takes effect at once.
+    func route(of provider: any ProviderRoute.Type, app: AppSetup) -> Result<any ProviderRoute, ConfigurationProblem> {
+        func made<R: ProviderRoute>(_ type: R.Type) -> Result<any ProviderRoute, ConfigurationProblem> {
+            route(type, app: app).map { $0 }
+        }
+        return made(provider)
+    }
+
     func route<R: ProviderRoute>(_ type: R.Type, app: AppSetup) -> Result<R, ConfigurationProblem> {
         let key = "\(R.self) \(app.appID)"
         let setup = R.setup(of: app)

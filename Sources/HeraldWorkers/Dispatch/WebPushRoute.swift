@@ -6,6 +6,10 @@ import HeraldWebPush
 /// An app's browsers on one push service (route `web`, one per push service origin): made from
 /// the app's VAPID key and contact, and the hosts its browsers' subscriptions may name.
 struct WebPushRoute: ProviderRoute {
+    static let name = "webpush"
+    static let displayName = "Web Push"
+    static let scopes: [ConfigurationScope] = [.web]
+
     struct Setup: Equatable, Sendable {
         var keyFile: String?
         var subject: String?

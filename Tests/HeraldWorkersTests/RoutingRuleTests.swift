@@ -1,0 +1,78 @@
+import Foundation
+import HeraldPostgres
+import HeraldTestSupport
+import HeraldWorkers
+import Testing
+
+/// The routing rule is data (`herald.route_targets`, `herald.routes`): a database migrated by a
+/// newer Herald may name what this daemon cannot send. Such a delivery waits with its reason and
+/// is never sent as something else; the rest of the claim goes out.
+@Suite struct RoutingRuleTests {
+    /// One delivery of each: to `pixel`, through FCM, and to `huawei`, whose token kind goes by
+    /// route `hms`, of provider `hms`, which this binary does not have.
+    func pixelAndAPhoneOfAnUnknownProvider() async throws -> WorkerFixture {
+        let f = try await WorkerFixture.make()
+        try await f.db.execute(
+            """
+            INSERT INTO herald.token_kinds VALUES ('hms_token', '{android}', 'a Huawei Push Kit token');
+            INSERT INTO herald.routes VALUES ('hms', 'hms', 'Huawei phones', '{fcm}');
+            INSERT INTO herald.route_targets VALUES ('android_data', 'hms_token', 'hms');
+            """)
+        try await f.register("pixel", "android")
+        try await f.db.query(
+            "SELECT herald.register_device('shop', 'huawei', 'android', 'token-huawei', 'alice', 'hms_token')")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
+        try await f.ingest()
+        return f
+    }
+
+    func attemptsAndDue(_ f: WorkerFixture, _ device: String) async throws -> (Int, Date?) {
+        let row = try await f.db.query(
+            """
+            SELECT d.attempts, d.run_at FROM herald.deliveries d JOIN herald.devices dev ON dev.id = d.device_id
+            WHERE dev.device_id = $1
+            """, [device])[0]
+        return (try row.decode(0), try row.decode(1, as: Date?.self))
+    }
+
+    @Test func aRouteWhoseProviderThisDaemonLacksWaitsWithItsReasonUntilItExpires() async throws {
+        let f = try await pixelAndAPhoneOfAnUnknownProvider()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        let huawei = try await f.delivery(of: "huawei")
+        #expect(huawei.state == "queued")
+        #expect(huawei.error?.contains("does not know its provider hms (route hms)") == true, "\(huawei)")
+        #expect(await f.emulator.received.allSatisfy { $0.target != "token-huawei" }, "never sent through FCM")
+        let (attempts, due) = try await attemptsAndDue(f, "huawei")
+        #expect(attempts == 0, "waiting is not an attempt")
+        #expect(try #require(due) > Date().addingTimeInterval(30))
+
+        // Its notification expires while it waits: it ends, with the reason.
+        try await f.db.query("UPDATE herald.notifications SET expires_at = now() - interval '1 second'")
+        try await f.db.query("UPDATE herald.deliveries SET run_at = now() WHERE state = 'queued'")
+        try await f.dispatch()
+        let expired = try await f.delivery(of: "huawei")
+        #expect(expired.state == "expired" && expired.error?.contains("provider hms") == true, "\(expired)")
+    }
+
+    @Test func aPayloadKindThisDaemonDoesNotKnowIsNeverSentAsAnother() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("pixel", "android")
+        try await f.register("tablet", "android")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
+        try await f.ingest()
+        // A newer Herald's kind, routed like an Android message.
+        try await f.db.execute(
+            """
+            ALTER TABLE herald.deliveries DROP CONSTRAINT deliveries_payload_kind_check;
+            INSERT INTO herald.route_targets VALUES ('widget', 'registration_token', 'fcm');
+            UPDATE herald.deliveries d SET payload_kind = 'widget' FROM herald.devices dev
+            WHERE dev.id = d.device_id AND dev.device_id = 'tablet';
+            """)
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        let tablet = try await f.delivery(of: "tablet")
+        #expect(tablet.state == "queued" && tablet.error?.contains("payload kind widget") == true, "\(tablet)")
+        #expect(await f.emulator.received.allSatisfy { $0.target != "token-tablet" })
+    }
+}

@@ -1,0 +1,84 @@
+-- How a delivery goes out, as data every reader shares: the dispatch worker's claim returns each
+-- delivery's route from these tables, and the retry worker, the operators' views and `herald
+-- status` read the same rows. A provider adds its rows here (docs/architecture.md, "Adding a
+-- provider").
+
+-- The configurations an app can get wrong, one row of herald.app_config_problems each.
+CREATE TABLE herald.config_scopes (
+    scope   text PRIMARY KEY,
+    -- What waits while it fails, as herald.app_problems says it.
+    waiting text NOT NULL
+);
+INSERT INTO herald.config_scopes (scope, waiting) VALUES
+    ('fcm', 'every delivery through FCM'),
+    ('fcm_apns', 'iOS deliveries through FCM'),
+    ('web', 'deliveries to browsers'),
+    ('apns', 'iOS deliveries straight to APNs');
+ALTER TABLE herald.app_config_problems
+    DROP CONSTRAINT app_config_problems_scope_check,
+    ADD FOREIGN KEY (scope) REFERENCES herald.config_scopes (scope);
+
+-- What a device's push token can be (herald.devices.token_kind).
+CREATE TABLE herald.token_kinds (
+    token_kind  text PRIMARY KEY,
+    -- The platforms whose devices may hold one.
+    platforms   text[] NOT NULL,
+    -- As herald.register_device's error lists it.
+    description text NOT NULL
+);
+INSERT INTO herald.token_kinds (token_kind, platforms, description) VALUES
+    ('registration_token', '{android,ios}', 'an FCM registration token'),
+    ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)'),
+    ('apns_device_token', '{ios}', 'an APNs device token, hex'),
+    ('web_subscription', '{web}', 'a browser''s push subscription');
+ALTER TABLE herald.devices
+    DROP CONSTRAINT devices_token_kind_check,
+    ADD FOREIGN KEY (token_kind) REFERENCES herald.token_kinds (token_kind);
+
+-- The ways out: each is sent by one provider (the name it has in Herald's provider registry),
+-- and waits while any configuration it needs is failing. A setup that cannot be made (a
+-- missing key file) is a problem of its first scope.
+CREATE TABLE herald.routes (
+    route       text PRIMARY KEY,
+    provider    text NOT NULL,
+    -- As operators read it: "waiting: the configuration of app x for <description> is failing".
+    description text NOT NULL,
+    scopes      text[] NOT NULL CHECK (cardinality(scopes) > 0)
+);
+INSERT INTO herald.routes (route, provider, description, scopes) VALUES
+    ('fcm', 'fcm', 'FCM', '{fcm}'),
+    ('fcm_apns', 'fcm', 'iOS through FCM', '{fcm,fcm_apns}'),
+    ('apns', 'apns', 'iOS straight to APNs', '{apns}'),
+    ('web', 'webpush', 'browsers (Web Push)', '{web}');
+ALTER TABLE herald.route_saturation
+    DROP CONSTRAINT route_saturation_route_check,
+    ADD FOREIGN KEY (route) REFERENCES herald.routes (route);
+
+-- Which route a delivery takes: by its payload kind and the kind of its device's token, or with
+-- no token kind (NULL) for a send to no device (a topic, a broadcast channel). A delivery whose
+-- pair has no row is not sent: its device registered again as another platform since ingest.
+CREATE TABLE herald.route_targets (
+    payload_kind text NOT NULL,
+    token_kind   text REFERENCES herald.token_kinds (token_kind),
+    route        text NOT NULL REFERENCES herald.routes (route),
+    UNIQUE NULLS NOT DISTINCT (payload_kind, token_kind)
+);
+INSERT INTO herald.route_targets (payload_kind, token_kind, route)
+SELECT kind, token, 'fcm_apns'
+FROM unnest('{ios_alert,ios_background,ios_wakeup,live_activity}'::text[]) AS kind,
+     unnest('{registration_token,installation_id}'::text[]) AS token
+UNION ALL
+SELECT kind, 'apns_device_token', 'apns'
+FROM unnest('{ios_alert,ios_background,ios_wakeup,live_activity}'::text[]) AS kind
+UNION ALL
+VALUES ('android_data', 'registration_token', 'fcm'),
+       ('android_data', 'installation_id', 'fcm'),
+       ('topic', NULL, 'fcm'),
+       ('web', 'web_subscription', 'web'),
+       ('broadcast', NULL, 'apns');
+
+GRANT SELECT ON herald.config_scopes, herald.token_kinds, herald.routes, herald.route_targets
+    TO herald_operator, herald_daemon;
+
+-- The claim's columns change (it returns the route).
+DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
