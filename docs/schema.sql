@@ -26,6 +26,46 @@ CREATE SCHEMA herald;
 
 
 --
+-- Name: config_problem; Type: TYPE; Schema: herald; Owner: -
+--
+
+CREATE TYPE herald.config_problem AS (
+	app_id text,
+	scope text,
+	problem text
+);
+
+
+--
+-- Name: dead_token; Type: TYPE; Schema: herald; Owner: -
+--
+
+CREATE TYPE herald.dead_token AS (
+	id bigint,
+	token text,
+	reason text,
+	since double precision
+);
+
+
+--
+-- Name: send_outcome; Type: TYPE; Schema: herald; Owner: -
+--
+
+CREATE TYPE herald.send_outcome AS (
+	delivery_id bigint,
+	state text,
+	message_name text,
+	unique_id text,
+	error text,
+	answered_at double precision,
+	due_again double precision,
+	given_back boolean,
+	dead boolean
+);
+
+
+--
 -- Name: activity_event(text, text, text, text, text, text, text[], text, jsonb, jsonb, text, text, text, timestamp with time zone, timestamp with time zone, double precision, boolean, interval, timestamp with time zone, text, timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -2086,10 +2126,10 @@ $$;
 
 
 --
--- Name: record_sends(bigint[], text[], text[], text[], double precision[], double precision[], boolean[], boolean[], text, bigint[], text[], text[], timestamp with time zone, text[], text[], text[], text[], double precision[], bigint[], text[]); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: record_sends(herald.send_outcome[], text, timestamp with time zone, herald.dead_token[], herald.dead_token[], herald.config_problem[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]) RETURNS void
+CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) RETURNS void
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
@@ -2098,14 +2138,14 @@ CREATE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], e
     AS $$
 BEGIN
     WITH outcome AS (
-        SELECT u.id, u.state, u.name, u.unique_id, u.error, to_timestamp(u.answered) AS answered_at,
-               to_timestamp(u.next_run) AS next_run, u.given_back, u.dead
-        FROM unnest(ids, states, names, errors, answered, due_again, given_back, dead, unique_ids)
-             AS u(id, state, name, error, answered, next_run, given_back, dead, unique_id)
+        SELECT o.delivery_id AS id, o.state, o.message_name, o.unique_id, o.error,
+               to_timestamp(o.answered_at) AS answered_at, to_timestamp(o.due_again) AS next_run, o.given_back,
+               o.dead
+        FROM unnest(outcomes) AS o
     ), recorded AS (
         UPDATE herald.deliveries AS d
         SET state = o.state,
-            provider_message_id = coalesce(o.name, d.provider_message_id),
+            provider_message_id = coalesce(o.message_name, d.provider_message_id),
             provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
             last_error = coalesce(o.error, d.last_error),
             error_history = CASE WHEN o.error IS NULL THEN d.error_history
@@ -2123,26 +2163,26 @@ BEGIN
     ), disabled AS (
         UPDATE herald.devices AS dev
         SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
-        FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)
+        FROM unnest(dead_devices) AS u
         WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
           AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
-    ), ended_activity_tokens AS (
+    ), ended_tokens AS (
         UPDATE herald.activity_tokens AS t
         SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
-        FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)
+        FROM unnest(ended_activity_tokens) AS u
         WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
-        SELECT u.app, u.scope, u.problem, at, at
-        FROM unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)
+        SELECT u.app_id, u.scope, u.problem, at, at
+        FROM unnest(problems) AS u
         WHERE u.problem IS NOT NULL
         ON CONFLICT (app_id, scope) DO UPDATE
         SET problem = excluded.problem, failed_at = excluded.failed_at,
             since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
     )
     DELETE FROM herald.app_config_problems AS p
-    USING unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)
-    WHERE u.problem IS NULL AND p.app_id = u.app AND p.scope = u.scope;
+    USING unnest(problems) AS u
+    WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope;
 END;
 $$;
 
@@ -5321,11 +5361,11 @@ GRANT ALL ON FUNCTION herald.reconcile(report_ids bigint[], at timestamp with ti
 
 
 --
--- Name: FUNCTION record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) TO herald_daemon;
 
 
 --

@@ -107,6 +107,31 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     }
 }
 
+/// A value of a composite type (`CREATE TYPE … AS (…)`), bound inside an array of it
+/// (`$1::herald.send_outcome[]`), so that SQL reads each field by name.
+public protocol PostgresComposite: PostgresArrayElement {
+    /// Its fields, in the type's order.
+    var postgresFields: [any PostgresEncodable] { get }
+}
+
+extension PostgresComposite {
+    /// The record literal `("1","sent",)`: each field quoted, NULL left empty. Binary fields
+    /// (`bytea`) are not supported.
+    public var postgresParameter: PostgresParameter {
+        var literal = "("
+        for (index, field) in postgresFields.enumerated() {
+            if index > 0 { literal += "," }
+            switch field.postgresParameter {
+            case .null: break
+            case .text(let text): literal += quoteArrayElement(text)
+            case .binary: preconditionFailure("a composite's field cannot be bound in binary")
+            }
+        }
+        literal += ")"
+        return .text(literal)
+    }
+}
+
 /// A JSON document bound as text; cast it in SQL (`$1::jsonb`).
 public struct PostgresJSON: PostgresEncodable, Equatable {
     public var text: String

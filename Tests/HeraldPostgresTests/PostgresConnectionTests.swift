@@ -192,6 +192,32 @@ import Testing
         #expect(try row.decode(3, as: [Int64].self) == [])
     }
 
+    struct Pair: PostgresComposite {
+        var number: Int64?
+        var text: String?
+        var postgresFields: [any PostgresEncodable] { [number, text] }
+    }
+
+    /// Each field reaches SQL as it was, whatever it holds: quotes, backslashes, commas and
+    /// parentheses at both levels of quoting (the array's and the record's), the empty string
+    /// apart from NULL.
+    @Test func compositesRoundTripFieldByField() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        try await connection.execute("CREATE TYPE pair AS (number bigint, text text)")
+        let texts = ["a", "quote\"d", "back\\slash", "comma,here", "(paren)", "{brace}", "NULL", "", "🚀 \\\"ü"]
+        var pairs = texts.enumerated().map { Pair(number: Int64($0.offset) - 3, text: $0.element) }
+        pairs.append(Pair(number: nil, text: nil))
+        let rows = try await connection.query(
+            "SELECT p.number, p.text, p.text IS NULL FROM unnest($1::pair[]) WITH ORDINALITY AS p ORDER BY ordinality",
+            [pairs])
+        #expect(rows.count == pairs.count)
+        for (row, pair) in zip(rows, pairs) {
+            #expect(try row.decode(0, as: Int64?.self) == pair.number)
+            #expect(try row.decode(1, as: String?.self) == pair.text)
+            #expect(try row.decode(2, as: Bool.self) == (pair.text == nil))
+        }
+    }
+
     @Test func nullsBindAndDecodeAsOptionals() async throws {
         let connection = try await TestDatabase.create(migrated: false).connect()
         let row = try await connection.query("SELECT $1::text, $2::bigint IS NULL", [String?.none, Int64?.none])[0]

@@ -70,14 +70,12 @@ import Testing
 
     /// Records ids as sent through the dispatch worker's own statement.
     static func record(_ ids: [Int64], in session: PostgresSession) throws {
-        let none: [String?] = ids.map { _ in nil }
+        let sent = ids.map { DispatchWorker.SendOutcome(id: $0, result: DeliveryResult(state: .sent), now: Date()) }
         try session.query(
             DispatchWorker.SQL.record,
             [
-                ids, ids.map { _ in "sent" }, none, none, ids.map { _ in Date().timeIntervalSince1970 },
-                ids.map { _ in Double?.none }, ids.map { _ in false }, ids.map { _ in false }, "w",
-                [Int64](), [String](), [String](), Date(), [String](), [String](), [String?](), none,
-                [Double?](), [Int64](), [String](),
+                sent, "w", Date(), [DispatchWorker.DeadToken](), [DispatchWorker.DeadToken](),
+                [DispatchWorker.ConfigProblem](),
             ])
     }
 

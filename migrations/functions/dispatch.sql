@@ -138,34 +138,28 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- Records a batch's outcomes (DispatchWorker.record), in one statement, so in one transaction:
 -- the deliveries, with their leases released; devices whose token or subscription the provider
 -- declared dead; Live Activity tokens APNs refused; and the configuration problems found or
--- cleared.
+-- cleared. Each value is a composite of migrations/031_provider_seam.sql, which says what its
+-- fields are.
 --
--- Deliveries `ids`: their new `states`, the provider's message `names` and APNs' `unique_ids`,
--- `errors`, when the provider `answered` and, for one still queued, when it is due again
--- (`due_again`; times as Unix seconds: a number binds without formatting a timestamp per
--- delivery), whether the claim is `given_back` (postponed: not an attempt), whether it ran out of
--- attempts (`dead`). Only deliveries still queued change; one left queued for a retry changes
--- only while `worker` holds it, so a lease that ran out and was claimed again is not disturbed.
+-- Only deliveries still queued change; one left queued for a retry changes only while `worker`
+-- holds it, so a lease that ran out and was claimed again is not disturbed.
 --
--- Devices `dead_devices`, with the `dead_tokens` that were sent to and the `dead_reasons`, are
--- soft-disabled at `at` (now); one that registered a new token since is left alone, as is one
--- that registered its token after `dead_since` (APNs' 410 timestamp, Unix seconds), when known.
--- Live Activity tokens `ended_tokens` end as token_invalid at `at`, for `ended_reasons` (an ended
--- activity's token too; one the app replaced or dismissed keeps that reason).
+-- `dead_devices` are soft-disabled at `at` (now); one that registered a new token since is left
+-- alone, as is one that registered its token after the token's `since`, when known.
+-- `ended_activity_tokens` end as token_invalid at `at` (an ended activity's token too; one the
+-- app replaced or dismissed keeps that reason).
 --
--- Configurations `problem_apps`/`problem_scopes`: each one's problem (`problems`), or NULL when
--- it works again. A problem found again is confirmed at `at`, so the next probe waits a minute
--- from this one; `since` changes only when the problem does.
+-- `problems`: each configuration's problem, or NULL when it works again. A problem found again
+-- is confirmed at `at`, so the next probe waits a minute from this one; `since` changes only when
+-- the problem does.
 --
 -- Planned once per session, generically, for the reason herald.claim_sends is, and kept to
 -- primary-key probes the same way: no sequential scan, no hash or merge join, and
 -- `(d.state = 'queued') IS TRUE`, which the partial index of queued deliveries cannot serve (with
 -- no statistics that index looks tiny, and a plan reading it end to end for every id took up to
 -- 0.5 s after each generation opened, in the soak).
-CREATE OR REPLACE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[],
-    answered float8[], due_again float8[], given_back bool[], dead bool[], worker text, dead_devices bigint[],
-    dead_tokens text[], dead_reasons text[], at timestamptz, problem_apps text[], problem_scopes text[],
-    problems text[], unique_ids text[], dead_since float8[], ended_tokens bigint[], ended_reasons text[])
+CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
+    dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[])
 RETURNS void
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
@@ -173,14 +167,14 @@ SET plan_cache_mode TO 'force_generic_plan'
 AS $$
 BEGIN
     WITH outcome AS (
-        SELECT u.id, u.state, u.name, u.unique_id, u.error, to_timestamp(u.answered) AS answered_at,
-               to_timestamp(u.next_run) AS next_run, u.given_back, u.dead
-        FROM unnest(ids, states, names, errors, answered, due_again, given_back, dead, unique_ids)
-             AS u(id, state, name, error, answered, next_run, given_back, dead, unique_id)
+        SELECT o.delivery_id AS id, o.state, o.message_name, o.unique_id, o.error,
+               to_timestamp(o.answered_at) AS answered_at, to_timestamp(o.due_again) AS next_run, o.given_back,
+               o.dead
+        FROM unnest(outcomes) AS o
     ), recorded AS (
         UPDATE herald.deliveries AS d
         SET state = o.state,
-            provider_message_id = coalesce(o.name, d.provider_message_id),
+            provider_message_id = coalesce(o.message_name, d.provider_message_id),
             provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
             last_error = coalesce(o.error, d.last_error),
             error_history = CASE WHEN o.error IS NULL THEN d.error_history
@@ -198,30 +192,30 @@ BEGIN
     ), disabled AS (
         UPDATE herald.devices AS dev
         SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
-        FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)
+        FROM unnest(dead_devices) AS u
         WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
           AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
-    ), ended_activity_tokens AS (
+    ), ended_tokens AS (
         UPDATE herald.activity_tokens AS t
         SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
-        FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)
+        FROM unnest(ended_activity_tokens) AS u
         WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
-        SELECT u.app, u.scope, u.problem, at, at
-        FROM unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)
+        SELECT u.app_id, u.scope, u.problem, at, at
+        FROM unnest(problems) AS u
         WHERE u.problem IS NOT NULL
         ON CONFLICT (app_id, scope) DO UPDATE
         SET problem = excluded.problem, failed_at = excluded.failed_at,
             since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
     )
     DELETE FROM herald.app_config_problems AS p
-    USING unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)
-    WHERE u.problem IS NULL AND p.app_id = u.app AND p.scope = u.scope;
+    USING unnest(problems) AS u
+    WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) TO herald_daemon;
 
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
 -- row's version (as herald.claim_sends returns it): the hosts a browser's endpoint may name are

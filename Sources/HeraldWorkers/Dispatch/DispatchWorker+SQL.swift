@@ -13,10 +13,8 @@ extension DispatchWorker {
         /// them dead; and the configuration problems found or cleared (`herald.record_sends`, in
         /// `migrations/functions/dispatch.sql`, which says what each parameter is).
         static let record = """
-            SELECT herald.record_sends($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
-                                       $7::bool[], $8::bool[], $9::text, $10::bigint[], $11::text[], $12::text[],
-                                       $13::timestamptz, $14::text[], $15::text[], $16::text[], $17::text[],
-                                       $18::float8[], $19::bigint[], $20::text[])
+            SELECT herald.record_sends($1::herald.send_outcome[], $2::text, $3::timestamptz, $4::herald.dead_token[],
+                                       $5::herald.dead_token[], $6::herald.config_problem[])
             """
 
         /// Extends, to $3 (now) + $4 seconds, the leases worker $2 still holds on deliveries $1

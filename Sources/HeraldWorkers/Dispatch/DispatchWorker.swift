@@ -591,13 +591,47 @@ public struct DispatchWorker: BatchWorker {
         return object.keys.sorted().compactMap { key in (object[key] as? String).map { (key, $0) } }
     }
 
-    /// A device to soft-disable because its provider declared the token it was sent to dead.
-    struct DeadToken {
+    /// A device to soft-disable because its provider declared the token it was sent to dead, or
+    /// a Live Activity token to end (`herald.dead_token`).
+    struct DeadToken: PostgresComposite {
         var id: Int64
         var token: String
         var reason: String
         /// Only if the device registered the token before this (APNs' 410 timestamp).
         var since: Date?
+
+        var postgresFields: [any PostgresEncodable] {
+            [id, token, DispatchWorker.storable(reason), since?.timeIntervalSince1970]
+        }
+    }
+
+    /// A delivery's outcome as `herald.record_sends` takes it (`herald.send_outcome`).
+    struct SendOutcome: PostgresComposite {
+        var id: Int64
+        var result: DeliveryResult
+        /// When nothing was answered: the claim's time.
+        var now: Date
+
+        var postgresFields: [any PostgresEncodable] {
+            var givenBack = false
+            if case .postponed = result.requeue { givenBack = true }
+            return [
+                id, result.state.rawValue, result.messageName.map(DispatchWorker.storable),
+                result.uniqueID.map(DispatchWorker.storable), result.error.map(DispatchWorker.storable),
+                (result.answeredAt ?? now).timeIntervalSince1970, result.requeue?.dueAt.timeIntervalSince1970,
+                givenBack, result.dead,
+            ]
+        }
+    }
+
+    /// A configuration found failing, or (`problem` nil) working again (`herald.config_problem`).
+    struct ConfigProblem: PostgresComposite {
+        var key: ProblemKey
+        var problem: String?
+
+        var postgresFields: [any PostgresEncodable] {
+            [key.app, key.scope.rawValue, problem.map(DispatchWorker.storable)]
+        }
     }
 
     /// The tokens its provider declared dead: devices' push tokens, and (`activity`) Live
@@ -630,37 +664,11 @@ public struct DispatchWorker: BatchWorker {
         _ results: [Int64: DeliveryResult], disabled: [DeadToken], endedActivityTokens: [DeadToken] = [],
         problems: [ProblemKey: String?], now: Date
     ) async throws {
-        var ids: [Int64] = []
-        var states: [String] = []
-        var names: [String?] = []
-        var uniqueIDs: [String?] = []
-        var errors: [String?] = []
-        var answered: [Double] = []
-        var nextRun: [Double?] = []
-        var givenBack: [Bool] = []
-        var dead: [Bool] = []
-        for (id, result) in results {
-            ids.append(id)
-            states.append(result.state.rawValue)
-            names.append(result.messageName.map(Self.storable))
-            uniqueIDs.append(result.uniqueID.map(Self.storable))
-            errors.append(result.error.map(Self.storable))
-            let answeredAt = result.answeredAt ?? now
-            answered.append(answeredAt.timeIntervalSince1970)
-            nextRun.append(result.requeue?.dueAt.timeIntervalSince1970)
-            if case .postponed = result.requeue { givenBack.append(true) } else { givenBack.append(false) }
-            dead.append(result.dead)
-        }
-        let scopes = Array(problems.keys)
         try await context.connection.query(
             SQL.record,
             [
-                ids, states, names, errors, answered, nextRun, givenBack, dead, context.workerID,
-                disabled.map(\.id), disabled.map(\.token), disabled.map { Self.storable($0.reason) }, now,
-                scopes.map(\.app), scopes.map(\.scope.rawValue),
-                scopes.map { (problems[$0] ?? nil).map(Self.storable) },
-                uniqueIDs, disabled.map { $0.since?.timeIntervalSince1970 },
-                endedActivityTokens.map(\.id), endedActivityTokens.map { Self.storable($0.reason) },
+                results.map { SendOutcome(id: $0.key, result: $0.value, now: now) }, context.workerID, now, disabled,
+                endedActivityTokens, problems.map { ConfigProblem(key: $0.key, problem: $0.value) },
             ])
     }
 }

@@ -82,3 +82,40 @@ GRANT SELECT ON herald.config_scopes, herald.token_kinds, herald.routes, herald.
 
 -- The claim's columns change (it returns the route).
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
+
+-- What a dispatch batch records (herald.record_sends), one composite value each, by name: an
+-- outcome per delivery; a dead token (a device's, or a Live Activity's); a configuration found
+-- failing, or working again (problem NULL). Times are Unix seconds: a number binds without
+-- formatting a timestamp per delivery.
+CREATE TYPE herald.send_outcome AS (
+    delivery_id  bigint,
+    state        text,
+    -- The provider's message name, and APNs' apns-unique-id.
+    message_name text,
+    unique_id    text,
+    error        text,
+    answered_at  float8,
+    -- For one still queued, when it is due again.
+    due_again    float8,
+    -- A claim given back (postponed): not an attempt.
+    given_back   boolean,
+    -- It ran out of attempts.
+    dead         boolean
+);
+CREATE TYPE herald.dead_token AS (
+    -- herald.devices.id or herald.activity_tokens.id.
+    id     bigint,
+    -- The token that was sent to: a device that registered another since is left alone.
+    token  text,
+    reason text,
+    -- When the provider says it died (APNs' 410 timestamp): a device that registered the token
+    -- after that is left alone.
+    since  float8
+);
+CREATE TYPE herald.config_problem AS (
+    app_id  text,
+    scope   text,
+    problem text
+);
+DROP FUNCTION IF EXISTS herald.record_sends(bigint[], text[], text[], text[], float8[], float8[], boolean[], boolean[],
+    text, bigint[], text[], text[], timestamp with time zone, text[], text[], text[], text[], float8[], bigint[], text[]);
