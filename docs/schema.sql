@@ -179,6 +179,7 @@ CREATE TABLE herald.apps (
     apns_certificate_expires_at timestamp with time zone,
     web_push_hosts text[],
     web_push_private_addresses boolean DEFAULT false NOT NULL,
+    settings_changed_at timestamp with time zone,
     CONSTRAINT apps_apns_environment_check CHECK ((apns_environment = ANY (ARRAY['production'::text, 'development'::text]))),
     CONSTRAINT apps_app_id_check CHECK ((app_id <> ''::text)),
     CONSTRAINT apps_default_priority_check CHECK ((default_priority = ANY (ARRAY['high'::text, 'normal'::text]))),
@@ -590,16 +591,27 @@ $$;
 -- Name: app_setups(text[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text)
-    LANGUAGE sql STABLE
-    AS $$
-    SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-           coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
-           a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-           a.apns_certificate_file
-    FROM herald.apps a
-    WHERE a.app_id = ANY(apps);
-$$;
+CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
+    LANGUAGE plpgsql STABLE
+    AS $_$
+DECLARE
+    settings text;
+BEGIN
+    SELECT string_agg(format('%L, (SELECT to_jsonb(s) - ''app_id'' FROM %s s WHERE s.app_id = a.app_id)',
+                             p.provider, p.settings), ', ' ORDER BY p.provider)
+    INTO settings
+    FROM herald.providers p WHERE p.settings IS NOT NULL;
+    RETURN QUERY EXECUTE format(
+        $query$
+        SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+               coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+               a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+               a.apns_certificate_file, jsonb_strip_nulls(jsonb_build_object(%s))
+        FROM herald.apps a
+        WHERE a.app_id = ANY($1)
+        $query$, coalesce(settings, '')) USING apps;
+END;
+$_$;
 
 
 --
@@ -1933,6 +1945,23 @@ CREATE FUNCTION herald.producer_app_ids() RETURNS text[]
     SELECT coalesce(array_agg(DISTINCT g.app_id), '{}')
     FROM herald.producer_apps g
     WHERE pg_has_role(session_user, g.producer, 'MEMBER');
+$$;
+
+
+--
+-- Name: provider_settings_changed(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.provider_settings_changed() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    UPDATE herald.apps a SET settings_changed_at = clock_timestamp()
+    WHERE a.app_id IN (CASE WHEN TG_OP <> 'INSERT' THEN OLD.app_id END,
+                       CASE WHEN TG_OP <> 'DELETE' THEN NEW.app_id END);
+    RETURN NULL;
+END;
 $$;
 
 
@@ -3396,6 +3425,16 @@ CREATE TABLE herald.producer_apps (
 
 
 --
+-- Name: providers; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.providers (
+    provider text NOT NULL,
+    settings regclass
+);
+
+
+--
 -- Name: queue_depth; Type: VIEW; Schema: herald; Owner: -
 --
 
@@ -3928,6 +3967,14 @@ ALTER TABLE ONLY herald.wakeups
 
 ALTER TABLE ONLY herald.producer_apps
     ADD CONSTRAINT producer_apps_pkey PRIMARY KEY (producer, app_id);
+
+
+--
+-- Name: providers providers_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.providers
+    ADD CONSTRAINT providers_pkey PRIMARY KEY (provider);
 
 
 --
@@ -4567,6 +4614,14 @@ ALTER TABLE ONLY herald.route_targets
 
 ALTER TABLE ONLY herald.route_targets
     ADD CONSTRAINT route_targets_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind);
+
+
+--
+-- Name: routes routes_provider_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.routes
+    ADD CONSTRAINT routes_provider_fkey FOREIGN KEY (provider) REFERENCES herald.providers(provider);
 
 
 --
@@ -5329,6 +5384,13 @@ GRANT ALL ON FUNCTION herald.producer_app_ids() TO herald_producer;
 
 
 --
+-- Name: FUNCTION provider_settings_changed(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.provider_settings_changed() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION prune(older_than interval, batch integer, after_id bigint, OUT deleted integer, OUT last_id bigint, OUT done boolean); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5691,6 +5753,14 @@ GRANT SELECT ON TABLE herald.partitions TO herald_daemon;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.producer_apps TO herald_daemon;
 GRANT SELECT,INSERT,DELETE ON TABLE herald.producer_apps TO herald_operator;
+
+
+--
+-- Name: TABLE providers; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.providers TO herald_daemon;
+GRANT SELECT ON TABLE herald.providers TO herald_operator;
 
 
 --

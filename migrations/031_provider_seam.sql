@@ -35,12 +35,25 @@ ALTER TABLE herald.devices
     DROP CONSTRAINT devices_token_kind_check,
     ADD FOREIGN KEY (token_kind) REFERENCES herald.token_kinds (token_kind);
 
--- The ways out: each is sent by one provider (the name it has in Herald's provider registry),
--- and waits while any configuration it needs is failing. A setup that cannot be made (a
--- missing key file) is a problem of its first scope.
+-- The push services Herald sends through, by the name each has in its registry of providers
+-- (Sources/HeraldWorkers/Providers/Providers.swift). A provider whose apps need settings of
+-- their own keeps them in its own table, named here: one row per app that uses it, keyed by
+-- app_id, with herald.provider_settings_changed as its trigger, so that a change reaches the
+-- daemons at their next claim.
+CREATE TABLE herald.providers (
+    provider text PRIMARY KEY,
+    settings regclass
+);
+INSERT INTO herald.providers (provider) VALUES ('fcm'), ('apns'), ('webpush');
+-- Renewed whenever a provider's settings of the app change (its row's version is what the
+-- daemons compare).
+ALTER TABLE herald.apps ADD COLUMN settings_changed_at timestamptz;
+
+-- The ways out: each is sent by one provider, and waits while any configuration it needs is
+-- failing. A setup that cannot be made (a missing key file) is a problem of its first scope.
 CREATE TABLE herald.routes (
     route       text PRIMARY KEY,
-    provider    text NOT NULL,
+    provider    text NOT NULL REFERENCES herald.providers (provider),
     -- As operators read it: "waiting: the configuration of app x for <description> is failing".
     description text NOT NULL,
     scopes      text[] NOT NULL CHECK (cardinality(scopes) > 0)
@@ -77,11 +90,13 @@ VALUES ('android_data', 'registration_token', 'fcm'),
        ('web', 'web_subscription', 'web'),
        ('broadcast', NULL, 'apns');
 
-GRANT SELECT ON herald.config_scopes, herald.token_kinds, herald.routes, herald.route_targets
+GRANT SELECT ON herald.config_scopes, herald.token_kinds, herald.providers, herald.routes, herald.route_targets
     TO herald_operator, herald_daemon;
 
--- The claim's columns change (it returns the route).
+-- The claim's columns change (it returns the route), and the apps' setups' (they carry each
+-- provider's settings).
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
+DROP FUNCTION IF EXISTS herald.app_setups(text[]);
 
 -- What a dispatch batch records (herald.record_sends), one composite value each, by name: an
 -- outcome per delivery; a dead token (a device's, or a Live Activity's); a configuration found

@@ -36,9 +36,9 @@ import Testing
             tables == [
                 "activity_events", "activity_tokens", "app_config_problems", "apps", "broadcast_channels",
                 "config_scopes", "deliveries", "delivery_reports", "devices", "fcm_quotas", "generations",
-                "idempotency_keys", "jobs", "live_activities", "notifications", "producer_apps", "redrives",
-                "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations", "secrets",
-                "token_kinds", "wakeups",
+                "idempotency_keys", "jobs", "live_activities", "notifications", "producer_apps", "providers",
+                "redrives", "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations",
+                "secrets", "token_kinds", "wakeups",
             ])
 
         let before = try await schemaSnapshot(connection)

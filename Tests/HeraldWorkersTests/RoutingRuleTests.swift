@@ -15,6 +15,7 @@ import Testing
         try await f.db.execute(
             """
             INSERT INTO herald.token_kinds VALUES ('hms_token', '{android}', 'a Huawei Push Kit token');
+            INSERT INTO herald.providers (provider) VALUES ('hms');
             INSERT INTO herald.routes VALUES ('hms', 'hms', 'Huawei phones', '{fcm}');
             INSERT INTO herald.route_targets VALUES ('android_data', 'hms_token', 'hms');
             """)

@@ -45,12 +45,12 @@ import Testing
         let scopes = try await db.query("SELECT scope FROM herald.config_scopes ORDER BY 1").map {
             try $0.decode(0, as: String.self)
         }
-        let declared = Providers.all.flatMap { provider in provider.scopes.map(\.rawValue) }
+        let declared = Providers.compiledIn.flatMap { provider in provider.scopes.map(\.rawValue) }
         #expect(scopes == declared.sorted())
         let routes = try await RouteCatalog().routes(connection: db)
         #expect(Set(routes.keys) == ["fcm", "fcm_apns", "apns", "web"])
         for route in routes.values {
-            let provider = try #require(Providers.byName[route.provider], "\(route)")
+            let provider = try #require(Providers.byName(Providers.compiledIn)[route.provider], "\(route)")
             #expect(Set(route.scopes).isSubset(of: provider.scopes), "\(route)")
         }
     }

@@ -91,3 +91,19 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(text,herald.apps) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.check_web_push_endpoint(text,herald.apps) TO herald_daemon;
+
+-- The trigger of every provider's settings table (herald.providers.settings): a change to an
+-- app's row renews the app's row in herald.apps, whose version the dispatch worker's claim
+-- returns, so the daemons read the app's setups again at their next claim.
+-- Whoever may change a provider's settings of an app may renew that app's version, hence
+-- SECURITY DEFINER.
+CREATE OR REPLACE FUNCTION herald.provider_settings_changed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+BEGIN
+    UPDATE herald.apps a SET settings_changed_at = clock_timestamp()
+    WHERE a.app_id IN (CASE WHEN TG_OP <> 'INSERT' THEN OLD.app_id END,
+                       CASE WHEN TG_OP <> 'DELETE' THEN NEW.app_id END);
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.provider_settings_changed() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

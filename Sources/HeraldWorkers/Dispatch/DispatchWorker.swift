@@ -40,6 +40,9 @@ public struct DispatchWorker: BatchWorker {
     let appSetups = AppSetups()
     /// The routes a claim names (`herald.routes`).
     let routes = RouteCatalog()
+    /// The providers it sends through, by name.
+    var providers: [String: any ProviderRoute.Type] { context.senders?.providers ?? Self.compiledIn }
+    private static let compiledIn = Providers.byName(Providers.compiledIn)
     private let claimTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .claim)
     private let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
@@ -242,7 +245,7 @@ public struct DispatchWorker: BatchWorker {
             Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
         countFinished(kind: kind, finished)
-        let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries)
+        let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries, providers: providers)
         let recording = ContinuousClock.now
         let recorded = await recordWithinLease(
             until: leaseEnds, logger: context.logger, items: results.count
@@ -363,7 +366,7 @@ public struct DispatchWorker: BatchWorker {
         route key: RouteKey, _ batch: [OutgoingDelivery], app: AppSetup?, builder: PayloadBuilder, now: Date
     ) async -> [(OutgoingDelivery, DeliveryLife.Event)] {
         let made: Result<any ProviderRoute, ConfigurationProblem>
-        if let senders = context.senders, let app, let provider = Providers.byName[key.route.provider] {
+        if let senders = context.senders, let app, let provider = providers[key.route.provider] {
             made = await senders.route(of: provider, app: app)
         } else {
             made = .failure(
@@ -446,7 +449,7 @@ public struct DispatchWorker: BatchWorker {
             // The primary key: a bigint, never NULL, so always readable.
             let id: Int64 = try row.decode("delivery_id")
             do {
-                let delivery = try Self.delivery(from: row, routes: routes)
+                let delivery = try Self.delivery(from: row, routes: routes, providers: providers)
                 versions[delivery.appID] = try row.decode("app_version")
                 readable.append(delivery)
             } catch let unknown as NotSendableHere {
@@ -498,14 +501,16 @@ public struct DispatchWorker: BatchWorker {
             requeue: .postponed(until: now.addingTimeInterval(notSendableHereWait)))
     }
 
-    static func delivery(from row: PostgresRow, routes: [String: OutgoingDelivery.Route]) throws -> OutgoingDelivery {
+    static func delivery(
+        from row: PostgresRow, routes: [String: OutgoingDelivery.Route], providers: [String: any ProviderRoute.Type]
+    ) throws -> OutgoingDelivery {
         let kindName: String = try row.decode("payload_kind")
         guard let kind = OutgoingDelivery.PayloadKind(rawValue: kindName) else {
             throw NotSendableHere.payloadKind(kindName)
         }
         let route = try row.decode("route", as: String?.self).map { name in
             guard let route = routes[name] else { throw NotSendableHere.route(name) }
-            guard Providers.byName[route.provider] != nil else { throw NotSendableHere.provider(route) }
+            guard providers[route.provider] != nil else { throw NotSendableHere.provider(route) }
             return route
         }
         return OutgoingDelivery(
@@ -572,14 +577,16 @@ public struct DispatchWorker: BatchWorker {
         if kind == .topic { return try row.decode("topic", as: String?.self).map { .topic($0) } }
         if kind == .broadcast { return try row.decode("channel_id", as: String?.self).map { .channel($0) } }
         guard let token = try row.decode("push_token", as: String?.self) else { return nil }
-        switch OutgoingDelivery.TokenKind(rawValue: try row.decode("token_kind", as: String?.self) ?? "") {
+        let tokenKind: String = try row.decode("token_kind")
+        switch OutgoingDelivery.TokenKind(rawValue: tokenKind) {
         case .installationID: return .installationID(token)
         case .apnsDeviceToken: return .apnsDeviceToken(token)
         case .webSubscription:
             return .browser(
                 endpoint: token, p256dh: [UInt8](try row.decode("web_p256dh", as: Data?.self) ?? Data()),
                 auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
-        case .registrationToken, nil: return .registrationToken(token)
+        case .registrationToken: return .registrationToken(token)
+        case nil: return .token(kind: tokenKind, token)
         }
     }
 
@@ -637,7 +644,10 @@ public struct DispatchWorker: BatchWorker {
     /// The tokens its provider declared dead: devices' push tokens, and (`activity`) Live
     /// Activity tokens APNs refused, which end alone: the device's own token may well be alive.
     /// Through FCM, a dead token is the device's registration token, as for any send.
-    static func deadTokens(_ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery]) -> (
+    static func deadTokens(
+        _ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery],
+        providers: [String: any ProviderRoute.Type]
+    ) -> (
         devices: [DeadToken], activity: [DeadToken]
     ) {
         var devices: [DeadToken] = []
@@ -646,7 +656,7 @@ public struct DispatchWorker: BatchWorker {
             guard result.state == .tokenInvalid, let delivery = deliveries[id], let route = delivery.route else {
                 continue
             }
-            let provider = Providers.byName[route.provider]
+            let provider = providers[route.provider]
             let reason = "\(provider?.displayName ?? route.provider): \(result.error ?? "token invalid")"
             if let live = delivery.liveActivity, route.provider == APNsRoute.name {
                 if let row = live.tokenRowID, let token = live.token {
@@ -715,11 +725,18 @@ final class AppSetups: Sendable {
                         apnsTeamID: try row.decode("apns_team_id", as: String?.self),
                         apnsKeyID: try row.decode("apns_key_id", as: String?.self),
                         apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
-                        apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self))
+                        apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
+                        providerSettings: try Self.providerSettings(row.decode("provider_settings")))
                 )
             }
             cache.withLock { cache in for entry in read { cache[entry.setup.appID] = entry } }
         }
         return cache.withLock { cache in versions.keys.reduce(into: [:]) { $0[$1] = cache[$1]?.setup } }
+    }
+
+    /// `{"provider": {…its row…}}`, split by provider.
+    static func providerSettings(_ json: String) throws -> [String: Data] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        return try object.mapValues { try JSONSerialization.data(withJSONObject: $0) }
     }
 }

@@ -96,12 +96,17 @@ public struct OutgoingDelivery: Sendable {
         case browser(endpoint: String, p256dh: [UInt8], auth: [UInt8])
         /// A broadcast channel at APNs: its id (`apns-channel-id`).
         case channel(String)
+        /// A token of a kind only its provider reads (a row of `herald.token_kinds` that none of
+        /// the cases above is).
+        case token(kind: String, String)
 
         /// The device's token as `herald.devices.push_token` holds it (a browser's endpoint); nil
         /// for a topic.
         public var deviceToken: String? {
             switch self {
-            case .registrationToken(let token), .installationID(let token), .apnsDeviceToken(let token): token
+            case .registrationToken(let token), .installationID(let token), .apnsDeviceToken(let token),
+                .token(_, let token):
+                token
             case .browser(let endpoint, _, _): endpoint
             case .topic, .channel: nil
             }

@@ -26,35 +26,15 @@ public struct AppSetup: Sendable, Equatable {
     public var apnsKeyID: String?
     public var apnsKeyFile: String?
     public var apnsCertificateFile: String?
-}
+    /// The app's row of each provider's own settings table (`herald.providers.settings`), as
+    /// JSON, by provider.
+    public var providerSettings: [String: Data] = [:]
 
-/// One provider's way of sending an app's deliveries, in one place: how it is made from the
-/// app's setup (and made again when that changes), how a delivery becomes its request, how
-/// the requests are sent, and what their answers mean for each delivery. Each provider's
-/// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`) knows no database; its route adds what
-/// Herald keeps: FCM's quota, dry runs, the checks its deliveries need.
-protocol ProviderRoute: Sendable {
-    /// Its name in ``Providers``, as `herald.routes.provider` names it.
-    static var name: String { get }
-    /// Who answers, as reasons name it: "FCM".
-    static var displayName: String { get }
-    /// The configurations its answers can find failing (rows of `herald.config_scopes`).
-    static var scopes: [ConfigurationScope] { get }
-    /// What of the app's setup the route is made from: a change makes a new one.
-    associatedtype Setup: Equatable & Sendable
-    static func setup(of app: AppSetup) -> Setup
-    /// The route for an app, or why it cannot be made (a configuration problem).
-    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> Self
-    /// Sends one route's deliveries; what happened to each.
-    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
-        -> [(OutgoingDelivery, DeliveryLife.Event)]
-}
-
-/// The providers this Herald sends through, by name: a route of `herald.routes` whose provider
-/// is not here waits for a daemon that has it.
-enum Providers {
-    static let all: [any ProviderRoute.Type] = [FCMRoute.self, APNsRoute.self, WebPushRoute.self]
-    static let byName: [String: any ProviderRoute.Type] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+    /// The app's settings for provider `name`, decoded from its row; nil when it has none.
+    func settings<Settings: Decodable>(_ type: Settings.Type, of name: String) throws -> Settings? {
+        guard let row = providerSettings[name] else { return nil }
+        return try JSONDecoder().decode(Settings.self, from: row)
+    }
 }
 
 /// Each app's routes, made on first use and shared by every sending worker over one HTTP/2
@@ -71,6 +51,8 @@ public actor Senders {
         /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
         /// environment decides.
         public var apnsChannelsEndpoint: String?
+        /// The providers it sends through (tests add their own).
+        var providers: [any ProviderRoute.Type] = Providers.compiledIn
         /// Whether the process has run out of file descriptors (tests stand in for it).
         public var descriptorsExhausted: @Sendable () -> Bool = FileDescriptors.areExhausted
         public init() {}
@@ -78,6 +60,8 @@ public actor Senders {
 
     let http: HTTPClient
     let configuration: Configuration
+    /// Its providers, by name.
+    nonisolated let providers: [String: any ProviderRoute.Type]
     let logger: Logger
     /// What each route has in flight, across the daemon's dispatch loops.
     nonisolated let routeWindows = RouteWindows()
@@ -99,6 +83,7 @@ public actor Senders {
     ) {
         self.http = http
         self.configuration = configuration
+        self.providers = Providers.byName(configuration.providers)
         self.logger = logger
         self.quotaConnection = quotaConnection
     }

@@ -1,0 +1,39 @@
+import Foundation
+import HeraldCore
+
+/// One provider's way of sending an app's deliveries, in one place: how it is made from the
+/// app's setup (and made again when that changes), how a delivery becomes its request, how
+/// the requests are sent, and what their answers mean for each delivery. Each provider's
+/// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`) knows no database; its route adds what
+/// Herald keeps: FCM's quota, dry runs, the checks its deliveries need.
+///
+/// Which deliveries a provider sends is data: its rows of `herald.providers`, `herald.routes`,
+/// `herald.route_targets`, `herald.token_kinds` and `herald.config_scopes`, added by its
+/// migration (docs/architecture.md, "Adding a provider").
+protocol ProviderRoute: Sendable {
+    /// Its name in ``Providers``, as `herald.routes.provider` names it.
+    static var name: String { get }
+    /// Who answers, as reasons name it: "FCM".
+    static var displayName: String { get }
+    /// The configurations its answers can find failing (rows of `herald.config_scopes`).
+    static var scopes: [ConfigurationScope] { get }
+    /// What of the app's setup the route is made from: a change makes a new one.
+    associatedtype Setup: Equatable & Sendable
+    static func setup(of app: AppSetup) -> Setup
+    /// The route for an app, or why it cannot be made (a configuration problem).
+    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> Self
+    /// Sends one route's deliveries; what happened to each.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+}
+
+/// The providers this Herald sends through, by name: a route of `herald.routes` whose provider
+/// is not here waits for a daemon that has it.
+enum Providers {
+    /// Every provider compiled in. A new one is one line here.
+    static let compiledIn: [any ProviderRoute.Type] = [FCMRoute.self, APNsRoute.self, WebPushRoute.self]
+
+    static func byName(_ providers: [any ProviderRoute.Type]) -> [String: any ProviderRoute.Type] {
+        Dictionary(uniqueKeysWithValues: providers.map { ($0.name, $0) })
+    }
+}
