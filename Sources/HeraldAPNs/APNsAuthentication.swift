@@ -101,15 +101,33 @@ extension APNsAuthentication {
 }
 
 /// APNs' answer to a request that failed: its body, Apple's `reason`, and how Herald words it.
+/// The `reason` of an APNs refusal, as Apple's documentation names it ("Handling notification
+/// responses from APNs"), compared whole, never searched for in text.
+public struct APNsReason: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+
+    public static let badDeviceToken: Self = "BadDeviceToken"
+    public static let deviceTokenNotForTopic: Self = "DeviceTokenNotForTopic"
+    public static let expiredProviderToken: Self = "ExpiredProviderToken"
+    public static let badTopic: Self = "BadTopic"
+    public static let missingTopic: Self = "MissingTopic"
+    public static let topicDisallowed: Self = "TopicDisallowed"
+    public static let topicMismatch: Self = "TopicMismatch"
+    public static let channelNotRegistered: Self = "ChannelNotRegistered"
+    public static let badChannelID: Self = "BadChannelId"
+}
+
 struct APNsRefusal {
     var body: [String: Any]?
-    var reason: String
+    var reason: APNsReason
     var described: String
 
     init(_ response: HTTPResponse) {
         body = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
-        reason = body?["reason"] as? String ?? ""
+        reason = APNsReason(rawValue: body?["reason"] as? String ?? "")
         described =
-            "APNs answered \(response.status) \(reason.isEmpty ? String(response.bodyText.prefix(100)) : reason)"
+            "APNs answered \(response.status) \(reason.rawValue.isEmpty ? String(response.bodyText.prefix(100)) : reason.rawValue)"
     }
 }

@@ -27,14 +27,27 @@ public struct APNsClient: Sendable {
     }
 
     /// Sends notifications concurrently; outcomes come in the same order.
+    /// What became of each notification, in order.
     public func send(_ notifications: [APNsNotification]) async -> [PushOutcome] {
-        var outcomes = [PushOutcome?](repeating: nil, count: notifications.count)
+        await answers(notifications).map(\.outcome)
+    }
+
+    /// What became of a notification, and APNs' reason when it refused it.
+    public struct Answer: Sendable {
+        public var outcome: PushOutcome
+        public var reason: APNsReason?
+    }
+
+    /// What became of each notification, in order, with APNs' reasons.
+    public func answers(_ notifications: [APNsNotification]) async -> [Answer] {
+        var outcomes = [Answer?](repeating: nil, count: notifications.count)
         var pending = Array(notifications.indices)
         for index in pending where notifications[index].payload.count > notifications[index].payloadLimit {
-            outcomes[index] = .permanentFailure(
-                reason:
-                    "payload is \(notifications[index].payload.count) bytes, over APNs' \(notifications[index].payloadLimit)"
-            )
+            outcomes[index] = Answer(
+                outcome: .permanentFailure(
+                    reason:
+                        "payload is \(notifications[index].payload.count) bytes, over APNs' \(notifications[index].payloadLimit)"
+                ))
         }
         pending.removeAll { outcomes[$0] != nil }
         for round in 0..<2 where !pending.isEmpty {
@@ -42,7 +55,9 @@ public struct APNsClient: Sendable {
             do {
                 bearer = try await authentication.bearer()
             } catch {
-                pending.forEach { outcomes[$0] = .configurationError(reason: "\(error)", scope: .apns) }
+                pending.forEach {
+                    outcomes[$0] = Answer(outcome: .configurationError(reason: "\(error)", scope: .apns))
+                }
                 break
             }
             let results = await http.send(pending.map { request(for: notifications[$0], bearer: bearer) })
@@ -53,17 +68,18 @@ public struct APNsClient: Sendable {
                 case .failure(let error) where error.kind == .invalidRequest:
                     // A header value Herald could not send (a collapse id with CR or LF): this
                     // notification's fault alone; sending it again cannot help.
-                    outcomes[index] = .permanentFailure(reason: "APNs request not sent: \(error.message)")
+                    outcomes[index] = Answer(
+                        outcome: .permanentFailure(reason: "APNs request not sent: \(error.message)"))
                 case .failure(let error):
-                    outcomes[index] = .retry(after: nil, reason: "APNs unreachable: \(error.message)")
+                    outcomes[index] = Answer(
+                        outcome: .retry(after: nil, reason: "APNs unreachable: \(error.message)"))
                 case .success(let response):
                     let outcome = Self.classify(response, sent: notifications[index], now: now)
-                    if case .configurationError(let reason, _) = outcome, reason.contains("ExpiredProviderToken"),
-                        round == 0, bearer != nil
-                    {
+                    let reason = response.status == 200 ? nil : APNsRefusal(response).reason
+                    if reason == .expiredProviderToken, round == 0, bearer != nil {
                         expired.append(index)
                     } else {
-                        outcomes[index] = outcome
+                        outcomes[index] = Answer(outcome: outcome, reason: reason)
                     }
                 }
             }
@@ -94,20 +110,19 @@ public struct APNsClient: Sendable {
         let refusal = APNsRefusal(response)
         let (body, reason, described) = (refusal.body, refusal.reason, refusal.described)
         switch (response.status, reason) {
-        case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
+        case (400, .badDeviceToken), (400, .deviceTokenNotForTopic):
             return .tokenInvalid(reason: described)
         case (410, _):
             // Unregistered or ExpiredToken; the timestamp (ms) is when APNs knew it invalid.
             let milliseconds = (body?["timestamp"] as? NSNumber)?.doubleValue
             return .tokenInvalid(
                 reason: described, since: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) })
-        case (400, "ChannelNotRegistered"), (400, "BadChannelId"),
-            (403, "TopicMismatch")
+        case (400, .channelNotRegistered), (400, .badChannelID), (403, .topicMismatch)
         where notification.channelID != nil:
             // A broadcast to a channel APNs does not know as this app's: that send fails, and the
             // channel (the caller marks it failed), never the app.
             return .permanentFailure(reason: described)
-        case (403, _), (400, "BadTopic"), (400, "MissingTopic"), (400, "TopicDisallowed"):
+        case (403, _), (400, .badTopic), (400, .missingTopic), (400, .topicDisallowed):
             // ExpiredProviderToken (refreshed by the caller first), InvalidProviderToken,
             // BadCertificate, BadCertificateEnvironment, TopicDisallowed, MissingProviderToken…
             return .configurationError(reason: described, scope: .apns)

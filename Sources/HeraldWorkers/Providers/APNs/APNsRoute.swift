@@ -87,12 +87,11 @@ struct APNsRoute: ProviderRoute {
             live.removeAll { $0.payloadKind == .liveActivity }
         }
         if !live.isEmpty {
-            let outcomes = Self.suspectingEnvironment(
-                await client.send(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) }),
-                deviceTokens: live.map { $0.payloadKind.isDeviceToken })
+            let answers = await client.answers(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) })
+            let outcomes = Self.suspectingEnvironment(answers, deviceTokens: live.map { $0.payloadKind.isDeviceToken })
             let at = context.clock.now()
             events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
-            await Self.failUnknownChannels(zip(live, outcomes), context)
+            await Self.failUnknownChannels(zip(live, answers), context)
         }
         return events
     }
@@ -101,11 +100,11 @@ struct APNsRoute: ProviderRoute {
     /// elsewhere, or made with another key's bundle) fails its channel, with APNs' words: the
     /// next broadcasts are refused at ingest instead of each failing at APNs.
     static func failUnknownChannels(
-        _ answered: Zip2Sequence<[OutgoingDelivery], [PushOutcome]>, _ context: WorkerContext
+        _ answered: Zip2Sequence<[OutgoingDelivery], [APNsClient.Answer]>, _ context: WorkerContext
     ) async {
-        for (delivery, outcome) in answered {
-            guard case .channel(let channelID) = delivery.target, case .permanentFailure(let reason) = outcome,
-                ["ChannelNotRegistered", "BadChannelId", "TopicMismatch"].contains(where: { reason.contains($0) })
+        for (delivery, answer) in answered {
+            guard case .channel(let channelID) = delivery.target, case .permanentFailure(let reason) = answer.outcome,
+                let refusal = answer.reason, [.channelNotRegistered, .badChannelID, .topicMismatch].contains(refusal)
             else { continue }
             do {
                 try await context.connection.query(
@@ -148,12 +147,10 @@ struct APNsRoute: ProviderRoute {
     /// (`deviceTokens`) got it, the app's environment is the likelier fault than all its devices
     /// at once: a configuration problem, and no device is disabled. Live Activity tokens are left
     /// out: any app registers them, and stale ones must not hold back the app's sends.
-    static func suspectingEnvironment(_ outcomes: [PushOutcome], deviceTokens: [Bool]) -> [PushOutcome] {
-        let judged = zip(outcomes, deviceTokens).filter(\.1).map(\.0)
-        let refused = judged.filter {
-            if case .tokenInvalid(let reason, _) = $0 { return reason.contains("BadDeviceToken") }
-            return false
-        }
+    static func suspectingEnvironment(_ answers: [APNsClient.Answer], deviceTokens: [Bool]) -> [PushOutcome] {
+        let outcomes = answers.map(\.outcome)
+        let judged = zip(answers, deviceTokens).filter(\.1).map(\.0)
+        let refused = judged.filter { $0.reason == .badDeviceToken }
         guard refused.count >= 2, refused.count == judged.count else { return outcomes }
         let reason =
             "APNs answered BadDeviceToken to every device of the batch: is apns_environment right"
