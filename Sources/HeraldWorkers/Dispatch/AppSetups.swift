@@ -1,0 +1,62 @@
+import Foundation
+import HeraldCrypto
+import HeraldPostgres
+import Synchronization
+
+/// The report-reference secret, read once from `herald.secrets` (SQL checks references with
+/// the same secret, so it has no other source).
+actor SecretCache {
+    private var cached: DeliveryReference?
+
+    func reference(_ context: WorkerContext) async throws -> DeliveryReference {
+        if let cached { return cached }
+        let rows = try await context.connection.query(DispatchWorker.SQL.secret)
+        guard let row = rows.first else {
+            throw ConfigurationProblem("herald.secrets has no report_hmac; run herald migrate")
+        }
+        let reference = DeliveryReference(secret: [UInt8](try row.decode(0, as: Data.self)))
+        cached = reference
+        return reference
+    }
+}
+
+/// The setups of the apps a dispatch loop sends for, by app, with the version of the row they
+/// were read from (its xmin, which every change to the row renews). A claim returns each
+/// delivery's app version; only apps whose version is new are read again, in one statement.
+final class AppSetups: Sendable {
+    private let cache = Mutex<[String: (version: String, setup: AppSetup)]>([:])
+
+    func setups(_ versions: [String: String], connection: PostgresConnection) async throws -> [String: AppSetup] {
+        let stale = cache.withLock { cache in versions.filter { cache[$0.key]?.version != $0.value }.map(\.key) }
+        if !stale.isEmpty {
+            let rows = try await connection.query(DispatchWorker.SQL.appSetups, [stale])
+            let read = try rows.map { row in
+                (
+                    version: try row.decode("app_version", as: String.self),
+                    setup: AppSetup(
+                        appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
+                        credentialsFile: try row.decode("credentials_file", as: String?.self),
+                        vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
+                        vapidSubject: try row.decode("vapid_subject", as: String?.self),
+                        webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
+                        webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
+                        apnsEnvironment: try row.decode("apns_environment", as: String?.self) ?? "production",
+                        apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
+                        apnsTeamID: try row.decode("apns_team_id", as: String?.self),
+                        apnsKeyID: try row.decode("apns_key_id", as: String?.self),
+                        apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
+                        apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
+                        providerSettings: try Self.providerSettings(row.decode("provider_settings")))
+                )
+            }
+            cache.withLock { cache in for entry in read { cache[entry.setup.appID] = entry } }
+        }
+        return cache.withLock { cache in versions.keys.reduce(into: [:]) { $0[$1] = cache[$1]?.setup } }
+    }
+
+    /// `{"provider": {…its row…}}`, split by provider.
+    static func providerSettings(_ json: String) throws -> [String: Data] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        return try object.mapValues { try JSONSerialization.data(withJSONObject: $0) }
+    }
+}

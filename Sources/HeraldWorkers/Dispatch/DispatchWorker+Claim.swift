@@ -1,0 +1,170 @@
+import Foundation
+import HeraldPostgres
+
+extension DispatchWorker {
+    /// Reads the deliveries `held` (leased at birth) and leases up to `limit` due ones beside them
+    /// (``SQL/claim``), with the version of each one's app (for ``AppSetups``). A row that
+    /// cannot be read (whatever it holds: a value out of Swift's range, a column out of step) is
+    /// not sent and ends `failed` with the reason; the rest of the batch goes on.
+    func claim(routes: [String: OutgoingDelivery.Route], limit: Int, held: [Int64] = [], now: Date) async throws -> (
+        readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], appVersions: [String: String]
+    ) {
+        let rows = try await context.connection.query(
+            SQL.claim, [now, limit, context.workerID, context.lease.seconds, held])
+        var readable: [OutgoingDelivery] = []
+        var unreadable: [Int64: DeliveryResult] = [:]
+        var versions: [String: String] = [:]
+        readable.reserveCapacity(rows.count)
+        for row in rows {
+            // The primary key: a bigint, never NULL, so always readable.
+            let id: Int64 = try row.decode("delivery_id")
+            do {
+                let delivery = try Self.delivery(from: row, routes: routes, providers: providers)
+                versions[delivery.appID] = try row.decode("app_version")
+                readable.append(delivery)
+            } catch let unknown as NotSendableHere {
+                if case .route = unknown { self.routes.markStale() }
+                unreadable[id] = try Self.waiting(unknown, expiresAt: row.decode("expires_at"), now: now)
+            } catch {
+                unreadable[id] = DeliveryResult(
+                    state: .failed, error: "the delivery could not be read for sending, so it was not sent: \(error)")
+            }
+        }
+        if !unreadable.isEmpty {
+            context.logger.error(
+                "failed deliveries whose rows could not be read; see herald.deliveries.last_error",
+                metadata: ["count": "\(unreadable.count)", "deliveries": "\(unreadable.keys.sorted().prefix(10))"])
+        }
+        return (readable, unreadable, versions)
+    }
+
+    /// A claimed delivery this daemon cannot send, though a newer one may: the database (migrated
+    /// by a newer Herald, in a rolling upgrade) names a payload kind, a route or a provider this
+    /// binary does not have. It waits, with the reason, until a daemon that can sends it or
+    /// its notification expires; it is never sent as something else.
+    enum NotSendableHere: Error, CustomStringConvertible {
+        case payloadKind(String)
+        case route(String)
+        case provider(OutgoingDelivery.Route)
+
+        var description: String {
+            switch self {
+            case .payloadKind(let kind): "payload kind \(kind)"
+            case .route(let name): "route \(name), which herald.routes did not have when this daemon read it"
+            case .provider(let route): "provider \(route.provider) (route \(route.name))"
+            }
+        }
+    }
+
+    /// How long a delivery this daemon cannot send waits before a daemon claims it again.
+    static let notSendableHereWait: TimeInterval = 60
+
+    static func waiting(_ unknown: NotSendableHere, expiresAt: Date, now: Date) -> DeliveryResult {
+        if expiresAt <= now {
+            return DeliveryResult(
+                state: .expired,
+                error: "expired at \(expiresAt) before a daemon that knows its \(unknown) could send it")
+        }
+        return DeliveryResult(
+            state: .queued,
+            error: "waiting: the daemon that claimed it does not know its \(unknown); a daemon that does will send it",
+            requeue: .postponed(until: now.addingTimeInterval(notSendableHereWait)))
+    }
+
+    static func delivery(
+        from row: PostgresRow, routes: [String: OutgoingDelivery.Route], providers: [String: any ProviderRoute.Type]
+    ) throws -> OutgoingDelivery {
+        let kindName: String = try row.decode("payload_kind")
+        guard let kind = OutgoingDelivery.PayloadKind(rawValue: kindName) else {
+            throw NotSendableHere.payloadKind(kindName)
+        }
+        let route = try row.decode("route", as: String?.self).map { name in
+            guard let route = routes[name] else { throw NotSendableHere.route(name) }
+            guard providers[route.provider] != nil else { throw NotSendableHere.provider(route) }
+            return route
+        }
+        return OutgoingDelivery(
+            deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
+            attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
+            payloadKind: kind, deviceRowID: try row.decode("device_id", as: Int64?.self),
+            target: try target(from: row, kind: kind), route: route,
+            deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
+            appID: try row.decode("app_id"),
+            title: try row.decode("title", as: String?.self), body: try row.decode("body", as: String?.self),
+            data: Self.stringPairs(try row.decode("data", as: String?.self)),
+            imageURL: try row.decode("image_url", as: String?.self),
+            sound: try row.decode("sound", as: String?.self),
+            badge: try row.decode("badge", as: Int?.self),
+            androidChannelID: try row.decode("android_channel_id", as: String?.self),
+            iosCategory: try row.decode("ios_category", as: String?.self),
+            iosThreadID: try row.decode("ios_thread_id", as: String?.self),
+            deepLink: try row.decode("deep_link", as: String?.self),
+            iosInterruptionLevel: try row.decode("ios_interruption_level", as: String?.self),
+            iosRelevanceScore: try row.decode("ios_relevance_score", as: Double?.self),
+            iosFilterCriteria: try row.decode("ios_filter_criteria", as: String?.self),
+            iosTargetContentID: try row.decode("ios_target_content_id", as: String?.self),
+            androidDirectBootOK: try row.decode("android_direct_boot_ok", as: Bool?.self),
+            androidProxy: try row.decode("android_proxy", as: String?.self),
+            // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
+            priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
+            collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
+            dryRun: try row.decode("dry_run"),
+            configurationFailedAt: try row.decode("config_error_at", as: Date?.self),
+            liveActivity: kind == .liveActivity || kind == .broadcast ? try liveActivity(from: row, kind: kind) : nil,
+            channel: kind == .broadcast
+                ? OutgoingDelivery.Channel(
+                    name: try row.decode("activity_channel", as: String?.self) ?? "",
+                    state: try row.decode("channel_state", as: String?.self),
+                    storesLatest: try row.decode("channel_stores_latest", as: Bool?.self) ?? false) : nil)
+    }
+
+    /// A Live Activity event's part of the row; nil when its token (a broadcast's channel) or
+    /// event is missing (the delivery is then not sent: ``DeliveryLife``).
+    static func liveActivity(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws
+        -> OutgoingDelivery.LiveActivity?
+    {
+        let token = try row.decode("activity_token", as: String?.self)
+        let tokenRowID = try row.decode("activity_token_id", as: Int64?.self)
+        let name = try row.decode(kind == .broadcast ? "activity_channel" : "activity_id", as: String?.self)
+        guard kind == .broadcast || (token != nil && tokenRowID != nil), let name,
+            let event = OutgoingDelivery.LiveActivity.Event(
+                rawValue: try row.decode("activity_event", as: String?.self) ?? ""),
+            let eventAt = try row.decode("activity_event_at", as: Date?.self)
+        else { return nil }
+        return OutgoingDelivery.LiveActivity(
+            event: event, activityID: name, token: token, tokenRowID: tokenRowID,
+            tokenEndedReason: try row.decode("activity_token_ended", as: String?.self),
+            supersededBy: try row.decode("superseded_by", as: Int64?.self),
+            attributesType: try row.decode("activity_attributes_type", as: String?.self),
+            attributes: try row.decode("activity_attributes", as: String?.self),
+            contentState: try row.decode("activity_content_state", as: String?.self),
+            staleAt: try row.decode("activity_stale_at", as: Date?.self),
+            dismissAt: try row.decode("activity_dismiss_at", as: Date?.self), eventAt: eventAt)
+    }
+
+    /// What the delivery is sent to: the notification's topic, or the device's token by its kind.
+    static func target(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws -> OutgoingDelivery.Target? {
+        if kind == .topic { return try row.decode("topic", as: String?.self).map { .topic($0) } }
+        if kind == .broadcast { return try row.decode("channel_id", as: String?.self).map { .channel($0) } }
+        guard let token = try row.decode("push_token", as: String?.self) else { return nil }
+        let tokenKind: String = try row.decode("token_kind")
+        switch OutgoingDelivery.TokenKind(rawValue: tokenKind) {
+        case .installationID: return .installationID(token)
+        case .apnsDeviceToken: return .apnsDeviceToken(token)
+        case .webSubscription:
+            return .browser(
+                endpoint: token, p256dh: [UInt8](try row.decode("web_p256dh", as: Data?.self) ?? Data()),
+                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
+        case .registrationToken: return .registrationToken(token)
+        case nil: return .token(kind: tokenKind, token)
+        }
+    }
+
+    /// A JSON object of strings, in its keys' order.
+    static func stringPairs(_ json: String?) -> [(String, String)] {
+        guard let json, let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
+            return []
+        }
+        return object.keys.sorted().compactMap { key in (object[key] as? String).map { (key, $0) } }
+    }
+}

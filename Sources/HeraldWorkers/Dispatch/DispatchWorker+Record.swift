@@ -1,0 +1,163 @@
+import Foundation
+import HeraldCore
+import HeraldPostgres
+import HeraldQueue
+import Metrics
+
+extension DispatchWorker {
+    /// Counts the outcomes and records them with their leases released
+    /// (``record(_:disabled:problems:now:)``), keeping them while the database is away until the
+    /// lease ends.
+    func recordOutcomes(
+        _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],
+        leaseEnds: ContinuousClock.Instant, now: Date
+    ) async {
+        let deliveries = Dictionary(uniqueKeysWithValues: batch.map { ($0.deliveryID, $0) })
+        var sendsByOutcome: [String: Int] = [:]
+        var finished: [String: Int] = [:]
+        for result in results.values {
+            sendsByOutcome[Self.metricOutcome(result), default: 0] += 1
+            finished[Self.jobOutcome(result), default: 0] += 1
+        }
+        // One counter update per outcome and batch, not per delivery.
+        for (outcome, count) in sendsByOutcome {
+            Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
+        }
+        countFinished(kind: kind, finished)
+        let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries, providers: providers)
+        let recording = ContinuousClock.now
+        let recorded = await recordWithinLease(
+            until: leaseEnds, logger: context.logger, items: results.count
+        ) {
+            try await record(
+                results, disabled: disabled, endedActivityTokens: endedActivityTokens, problems: problems, now: now)
+        }
+        recordTimer.finished(since: recording, rows: results.count, logger: context.logger)
+        if recorded {
+            for token in endedActivityTokens {
+                context.logger.notice(
+                    "ended a Live Activity token its provider rejected",
+                    metadata: [
+                        "activity_token": "\(token.id)", "token": "\(tokenHint(token.token))",
+                        "reason": "\(token.reason)",
+                    ])
+            }
+            for device in disabled {
+                context.logger.notice(
+                    "disabled a device whose push token its provider rejected",
+                    metadata: [
+                        "device": "\(device.id)", "token": "\(tokenHint(device.token))", "reason": "\(device.reason)",
+                    ])
+            }
+        }
+    }
+
+    /// The delivery's new state, or for one still queued, why: `retry` or `postponed`.
+    static func metricOutcome(_ result: DeliveryResult) -> String {
+        switch result.requeue {
+        case .retry: "retry"
+        case .postponed: "postponed"
+        case nil: result.state.rawValue
+        }
+    }
+
+    /// The `outcome` label of `herald_jobs_finished_total`, as for job rows.
+    static func jobOutcome(_ result: DeliveryResult) -> String {
+        switch result.requeue {
+        case .retry: "retry"
+        case .postponed: "postponed"
+        case nil: result.dead ? "dead" : "completed"
+        }
+    }
+
+    /// Text a provider wrote (a reason, a message id), as PostgreSQL text can hold it: a NUL
+    /// becomes U+FFFD. Whatever a server answers, its record must not fail, or the batch's
+    /// sends would be repeated when their lease ends.
+    static func storable(_ text: String) -> String {
+        text.utf8.contains(0) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text
+    }
+
+    /// A device to soft-disable because its provider declared the token it was sent to dead, or
+    /// a Live Activity token to end (`herald.dead_token`).
+    struct DeadToken: PostgresComposite {
+        var id: Int64
+        var token: String
+        var reason: String
+        /// Only if the device registered the token before this (APNs' 410 timestamp).
+        var since: Date?
+
+        var postgresFields: [any PostgresEncodable] {
+            [id, token, DispatchWorker.storable(reason), since?.timeIntervalSince1970]
+        }
+    }
+
+    /// A delivery's outcome as `herald.record_sends` takes it (`herald.send_outcome`).
+    struct SendOutcome: PostgresComposite {
+        var id: Int64
+        var result: DeliveryResult
+        /// When nothing was answered: the claim's time.
+        var now: Date
+
+        var postgresFields: [any PostgresEncodable] {
+            var givenBack = false
+            if case .postponed = result.requeue { givenBack = true }
+            return [
+                id, result.state.rawValue, result.messageName.map(DispatchWorker.storable),
+                result.uniqueID.map(DispatchWorker.storable), result.error.map(DispatchWorker.storable),
+                (result.answeredAt ?? now).timeIntervalSince1970, result.requeue?.dueAt.timeIntervalSince1970,
+                givenBack, result.dead,
+            ]
+        }
+    }
+
+    /// A configuration found failing, or (`problem` nil) working again (`herald.config_problem`).
+    struct ConfigProblem: PostgresComposite {
+        var key: ProblemKey
+        var problem: String?
+
+        var postgresFields: [any PostgresEncodable] {
+            [key.app, key.scope.rawValue, problem.map(DispatchWorker.storable)]
+        }
+    }
+
+    /// The tokens its provider declared dead: devices' push tokens, and (`activity`) Live
+    /// Activity tokens APNs refused, which end alone: the device's own token may well be alive.
+    /// Through FCM, a dead token is the device's registration token, as for any send.
+    static func deadTokens(
+        _ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery],
+        providers: [String: any ProviderRoute.Type]
+    ) -> (
+        devices: [DeadToken], activity: [DeadToken]
+    ) {
+        var devices: [DeadToken] = []
+        var activity: [DeadToken] = []
+        for (id, result) in results {
+            guard result.state == .tokenInvalid, let delivery = deliveries[id], let route = delivery.route else {
+                continue
+            }
+            let provider = providers[route.provider]
+            let reason = "\(provider?.displayName ?? route.provider): \(result.error ?? "token invalid")"
+            if let live = delivery.liveActivity, route.provider == APNsRoute.name {
+                if let row = live.tokenRowID, let token = live.token {
+                    activity.append(DeadToken(id: row, token: token, reason: reason))
+                }
+            } else if let device = delivery.deviceRowID, let token = delivery.target?.deviceToken {
+                devices.append(DeadToken(id: device, token: token, reason: reason, since: result.invalidSince))
+            }
+        }
+        return (devices, activity)
+    }
+
+    /// Records the outcomes and releases the leases, in one statement (``SQL/record``).
+    func record(
+        _ results: [Int64: DeliveryResult], disabled: [DeadToken], endedActivityTokens: [DeadToken] = [],
+        problems: [ProblemKey: String?], now: Date
+    ) async throws {
+        try await context.connection.query(
+            SQL.record,
+            [
+                results.map { SendOutcome(id: $0.key, result: $0.value, now: now) }, context.workerID, now, disabled,
+                endedActivityTokens, problems.map { ConfigProblem(key: $0.key, problem: $0.value) },
+            ])
+    }
+}
