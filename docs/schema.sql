@@ -162,7 +162,7 @@ SET default_table_access_method = heap;
 
 CREATE TABLE herald.apps (
     app_id text NOT NULL,
-    fcm_project_id text NOT NULL,
+    fcm_project_id text,
     credentials_file text,
     default_ttl interval DEFAULT '1 day'::interval NOT NULL,
     default_priority text DEFAULT 'high'::text NOT NULL,
@@ -591,7 +591,7 @@ $$;
 -- Name: app_setups(text[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
+CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, provider_settings jsonb)
     LANGUAGE plpgsql STABLE
     AS $_$
 DECLARE
@@ -602,14 +602,8 @@ BEGIN
     INTO settings
     FROM herald.providers p WHERE p.settings IS NOT NULL;
     RETURN QUERY EXECUTE format(
-        $query$
-        SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-               coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
-               a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-               a.apns_certificate_file, jsonb_strip_nulls(jsonb_build_object(%s))
-        FROM herald.apps a
-        WHERE a.app_id = ANY($1)
-        $query$, coalesce(settings, '')) USING apps;
+        'SELECT a.app_id, a.xmin::text, jsonb_strip_nulls(jsonb_build_object(%s)) FROM herald.apps a WHERE a.app_id = ANY($1)',
+        coalesce(settings, '')) USING apps;
 END;
 $_$;
 
@@ -690,6 +684,7 @@ CREATE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) R
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
+    settings herald.app_webpush;
     host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
 BEGIN
     -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
@@ -701,15 +696,16 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
-    IF NOT herald.web_push_host_allowed(host, coalesce(app.web_push_hosts, herald.default_web_push_hosts())) THEN
+    SELECT * INTO settings FROM herald.app_webpush s WHERE s.app_id = app.app_id;
+    IF NOT herald.web_push_host_allowed(host, coalesce(settings.hosts, herald.default_web_push_hosts())) THEN
         RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
             USING ERRCODE = 'check_violation',
-                  HINT = 'herald.apps.web_push_hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+                  HINT = 'herald.app_webpush.hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
     END IF;
-    IF NOT app.web_push_private_addresses AND herald.is_private_host(host) THEN
+    IF NOT coalesce(settings.private_addresses, false) AND herald.is_private_host(host) THEN
         RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
             USING ERRCODE = 'check_violation',
-                  HINT = 'only for a local push service: set herald.apps.web_push_private_addresses';
+                  HINT = 'only for a local push service: set herald.app_webpush.private_addresses';
     END IF;
 END;
 $_$;
@@ -2673,6 +2669,117 @@ $$;
 
 
 --
+-- Name: sync_apps_from_provider_settings(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.sync_apps_from_provider_settings() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    app text := CASE WHEN TG_OP = 'DELETE' THEN OLD.app_id ELSE NEW.app_id END;
+BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'UPDATE' AND OLD.app_id <> NEW.app_id THEN
+        RETURN NULL;  -- the app was renamed: herald.apps already holds it
+    END IF;
+    IF TG_TABLE_NAME = 'app_fcm' THEN
+        UPDATE herald.apps a
+        SET fcm_project_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.project_id END,
+            credentials_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.credentials_file END,
+            settings_changed_at = clock_timestamp()
+        WHERE a.app_id = app;
+    ELSIF TG_TABLE_NAME = 'app_apns' THEN
+        UPDATE herald.apps a
+        SET apns_environment = CASE WHEN TG_OP <> 'DELETE' THEN NEW.environment ELSE 'production' END,
+            apns_bundle_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.bundle_id END,
+            apns_team_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.team_id END,
+            apns_key_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.key_id END,
+            apns_key_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.key_file END,
+            apns_certificate_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.certificate_file END,
+            apns_certificate_expires_at = CASE WHEN TG_OP <> 'DELETE' THEN NEW.certificate_expires_at END,
+            settings_changed_at = clock_timestamp()
+        WHERE a.app_id = app;
+    ELSIF TG_TABLE_NAME = 'app_webpush' THEN
+        UPDATE herald.apps a
+        SET vapid_key_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.vapid_key_file END,
+            vapid_subject = CASE WHEN TG_OP <> 'DELETE' THEN NEW.vapid_subject END,
+            web_push_hosts = CASE WHEN TG_OP <> 'DELETE' THEN NEW.hosts END,
+            web_push_private_addresses = CASE WHEN TG_OP <> 'DELETE' THEN NEW.private_addresses ELSE false END,
+            settings_changed_at = clock_timestamp()
+        WHERE a.app_id = app;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+
+--
+-- Name: sync_provider_settings_from_apps(); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.sync_provider_settings_from_apps() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' OR (NEW.fcm_project_id, NEW.credentials_file)
+                           IS DISTINCT FROM (OLD.fcm_project_id, OLD.credentials_file) THEN
+        IF NEW.fcm_project_id IS NULL THEN
+            DELETE FROM herald.app_fcm s WHERE s.app_id = NEW.app_id;
+        ELSE
+            INSERT INTO herald.app_fcm AS s (app_id, project_id, credentials_file)
+            VALUES (NEW.app_id, NEW.fcm_project_id, NEW.credentials_file)
+            ON CONFLICT (app_id) DO UPDATE
+            SET project_id = excluded.project_id, credentials_file = excluded.credentials_file;
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR (NEW.apns_environment, NEW.apns_bundle_id, NEW.apns_team_id, NEW.apns_key_id,
+                            NEW.apns_key_file, NEW.apns_certificate_file, NEW.apns_certificate_expires_at)
+                           IS DISTINCT FROM (OLD.apns_environment, OLD.apns_bundle_id, OLD.apns_team_id,
+                                             OLD.apns_key_id, OLD.apns_key_file, OLD.apns_certificate_file,
+                                             OLD.apns_certificate_expires_at) THEN
+        IF num_nonnulls(NEW.apns_bundle_id, NEW.apns_team_id, NEW.apns_key_id, NEW.apns_key_file,
+                        NEW.apns_certificate_file, NEW.apns_certificate_expires_at) = 0
+           AND NEW.apns_environment = 'production' THEN
+            DELETE FROM herald.app_apns s WHERE s.app_id = NEW.app_id;
+        ELSE
+            INSERT INTO herald.app_apns AS s (app_id, environment, bundle_id, team_id, key_id, key_file,
+                                              certificate_file, certificate_expires_at)
+            VALUES (NEW.app_id, NEW.apns_environment, NEW.apns_bundle_id, NEW.apns_team_id, NEW.apns_key_id,
+                    NEW.apns_key_file, NEW.apns_certificate_file, NEW.apns_certificate_expires_at)
+            ON CONFLICT (app_id) DO UPDATE
+            SET environment = excluded.environment, bundle_id = excluded.bundle_id, team_id = excluded.team_id,
+                key_id = excluded.key_id, key_file = excluded.key_file, certificate_file = excluded.certificate_file,
+                certificate_expires_at = excluded.certificate_expires_at;
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR (NEW.vapid_key_file, NEW.vapid_subject, NEW.web_push_hosts, NEW.web_push_private_addresses)
+                           IS DISTINCT FROM (OLD.vapid_key_file, OLD.vapid_subject, OLD.web_push_hosts,
+                                             OLD.web_push_private_addresses) THEN
+        IF num_nonnulls(NEW.vapid_key_file, NEW.vapid_subject, NEW.web_push_hosts) = 0
+           AND NOT NEW.web_push_private_addresses THEN
+            DELETE FROM herald.app_webpush s WHERE s.app_id = NEW.app_id;
+        ELSE
+            INSERT INTO herald.app_webpush AS s (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+            VALUES (NEW.app_id, NEW.vapid_key_file, NEW.vapid_subject, NEW.web_push_hosts,
+                    NEW.web_push_private_addresses)
+            ON CONFLICT (app_id) DO UPDATE
+            SET vapid_key_file = excluded.vapid_key_file, vapid_subject = excluded.vapid_subject,
+                hosts = excluded.hosts, private_addresses = excluded.private_addresses;
+        END IF;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+
+--
 -- Name: unregister_activity_token(text, text, text, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -2809,6 +2916,23 @@ ALTER TABLE herald.activity_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
 
 
 --
+-- Name: app_apns; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.app_apns (
+    app_id text NOT NULL,
+    environment text DEFAULT 'production'::text NOT NULL,
+    bundle_id text,
+    team_id text,
+    key_id text,
+    key_file text,
+    certificate_file text,
+    certificate_expires_at timestamp with time zone,
+    CONSTRAINT app_apns_environment_check CHECK ((environment = ANY (ARRAY['production'::text, 'development'::text])))
+);
+
+
+--
 -- Name: app_config_problems; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -2818,6 +2942,18 @@ CREATE TABLE herald.app_config_problems (
     problem text NOT NULL,
     since timestamp with time zone NOT NULL,
     failed_at timestamp with time zone NOT NULL
+);
+
+
+--
+-- Name: app_fcm; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.app_fcm (
+    app_id text NOT NULL,
+    project_id text NOT NULL,
+    credentials_file text,
+    CONSTRAINT app_fcm_project_id_check CHECK ((project_id <> ''::text))
 );
 
 
@@ -2837,28 +2973,57 @@ CREATE TABLE herald.config_scopes (
 
 CREATE VIEW herald.app_problems AS
  SELECT p.app_id,
-    a.fcm_project_id,
+    f.project_id AS fcm_project_id,
     p.problem AS config_error,
     p.since AS config_error_at,
     p.scope,
     p.failed_at,
     s.waiting
    FROM ((herald.app_config_problems p
-     JOIN herald.apps a ON ((a.app_id = p.app_id)))
      JOIN herald.config_scopes s ON ((s.scope = p.scope)))
+     LEFT JOIN herald.app_fcm f ON ((f.app_id = p.app_id)))
 UNION ALL
  SELECT a.app_id,
-    a.fcm_project_id,
+    f.project_id AS fcm_project_id,
         CASE
-            WHEN (a.apns_certificate_expires_at <= now()) THEN format('the APNs certificate %s expired at %s: every send to APNs fails until it is renewed'::text, a.apns_certificate_file, a.apns_certificate_expires_at)
-            ELSE format('the APNs certificate %s expires at %s, in %s days: renew it'::text, a.apns_certificate_file, a.apns_certificate_expires_at, ceil((EXTRACT(epoch FROM (a.apns_certificate_expires_at - now())) / (86400)::numeric)))
+            WHEN (a.certificate_expires_at <= now()) THEN format('the APNs certificate %s expired at %s: every send to APNs fails until it is renewed'::text, a.certificate_file, a.certificate_expires_at)
+            ELSE format('the APNs certificate %s expires at %s, in %s days: renew it'::text, a.certificate_file, a.certificate_expires_at, ceil((EXTRACT(epoch FROM (a.certificate_expires_at - now())) / (86400)::numeric)))
         END AS config_error,
-    (a.apns_certificate_expires_at - '30 days'::interval) AS config_error_at,
+    (a.certificate_expires_at - '30 days'::interval) AS config_error_at,
     'apns_certificate'::text AS scope,
     NULL::timestamp with time zone AS failed_at,
     'nothing yet'::text AS waiting
-   FROM herald.apps a
-  WHERE ((a.apns_certificate_file IS NOT NULL) AND (a.apns_certificate_expires_at < (now() + '30 days'::interval)));
+   FROM (herald.app_apns a
+     LEFT JOIN herald.app_fcm f ON ((f.app_id = a.app_id)))
+  WHERE ((a.certificate_file IS NOT NULL) AND (a.certificate_expires_at < (now() + '30 days'::interval)));
+
+
+--
+-- Name: app_webpush; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.app_webpush (
+    app_id text NOT NULL,
+    vapid_key_file text,
+    vapid_subject text,
+    hosts text[],
+    private_addresses boolean DEFAULT false NOT NULL,
+    CONSTRAINT app_webpush_vapid_subject_check CHECK (((vapid_subject ~~ 'mailto:%'::text) OR (vapid_subject ~~ 'https://%'::text))),
+    CONSTRAINT "hosts lists host names, *.domain or *" CHECK (((cardinality(hosts) = 0) OR herald.are_host_patterns(hosts)))
+);
+
+
+--
+-- Name: app_webpush_settings; Type: VIEW; Schema: herald; Owner: -
+--
+
+CREATE VIEW herald.app_webpush_settings AS
+ SELECT w.app_id,
+    w.vapid_key_file,
+    w.vapid_subject,
+    COALESCE(w.hosts, herald.default_web_push_hosts()) AS hosts,
+    w.private_addresses
+   FROM herald.app_webpush w;
 
 
 --
@@ -3742,11 +3907,35 @@ ALTER TABLE ONLY herald.activity_tokens
 
 
 --
+-- Name: app_apns app_apns_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_apns
+    ADD CONSTRAINT app_apns_pkey PRIMARY KEY (app_id);
+
+
+--
 -- Name: app_config_problems app_config_problems_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
 ALTER TABLE ONLY herald.app_config_problems
     ADD CONSTRAINT app_config_problems_pkey PRIMARY KEY (app_id, scope);
+
+
+--
+-- Name: app_fcm app_fcm_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_fcm
+    ADD CONSTRAINT app_fcm_pkey PRIMARY KEY (app_id);
+
+
+--
+-- Name: app_webpush app_webpush_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_webpush
+    ADD CONSTRAINT app_webpush_pkey PRIMARY KEY (app_id);
 
 
 --
@@ -4470,6 +4659,27 @@ ALTER INDEX herald.notifications_received ATTACH PARTITION herald.notifications_
 
 
 --
+-- Name: app_apns apps_from_app_apns; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER apps_from_app_apns AFTER INSERT OR DELETE OR UPDATE ON herald.app_apns FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
+
+
+--
+-- Name: app_fcm apps_from_app_fcm; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER apps_from_app_fcm AFTER INSERT OR DELETE OR UPDATE ON herald.app_fcm FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
+
+
+--
+-- Name: app_webpush apps_from_app_webpush; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER apps_from_app_webpush AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
+
+
+--
 -- Name: deliveries deliveries_notify_dispatch; Type: TRIGGER; Schema: herald; Owner: -
 --
 
@@ -4505,6 +4715,13 @@ CREATE TRIGGER notifications_notify_ingest AFTER INSERT ON herald.notifications 
 
 
 --
+-- Name: apps provider_settings_from_apps; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER provider_settings_from_apps AFTER INSERT OR UPDATE ON herald.apps FOR EACH ROW EXECUTE FUNCTION herald.sync_provider_settings_from_apps();
+
+
+--
 -- Name: activity_events activity_events_live_activity_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4529,6 +4746,14 @@ ALTER TABLE ONLY herald.activity_tokens
 
 
 --
+-- Name: app_apns app_apns_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_apns
+    ADD CONSTRAINT app_apns_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
 -- Name: app_config_problems app_config_problems_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4542,6 +4767,22 @@ ALTER TABLE ONLY herald.app_config_problems
 
 ALTER TABLE ONLY herald.app_config_problems
     ADD CONSTRAINT app_config_problems_scope_fkey FOREIGN KEY (scope) REFERENCES herald.config_scopes(scope);
+
+
+--
+-- Name: app_fcm app_fcm_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_fcm
+    ADD CONSTRAINT app_fcm_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
+-- Name: app_webpush app_webpush_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_webpush
+    ADD CONSTRAINT app_webpush_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 
 --
@@ -5501,6 +5742,20 @@ GRANT ALL ON FUNCTION herald.supersede(deliveries bigint[], newer text, at times
 
 
 --
+-- Name: FUNCTION sync_apps_from_provider_settings(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.sync_apps_from_provider_settings() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION sync_provider_settings_from_apps(); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.sync_provider_settings_from_apps() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION unregister_activity_token(app text, device text, activity text, attributes_type text); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5551,10 +5806,26 @@ GRANT SELECT,USAGE ON SEQUENCE herald.activity_tokens_id_seq TO herald_daemon;
 
 
 --
+-- Name: TABLE app_apns; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_apns TO herald_daemon;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_apns TO herald_operator;
+
+
+--
 -- Name: TABLE app_config_problems; Type: ACL; Schema: herald; Owner: -
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_daemon;
+
+
+--
+-- Name: TABLE app_fcm; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_fcm TO herald_daemon;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_fcm TO herald_operator;
 
 
 --
@@ -5571,6 +5842,22 @@ GRANT SELECT ON TABLE herald.config_scopes TO herald_operator;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_problems TO herald_daemon;
 GRANT SELECT ON TABLE herald.app_problems TO herald_operator;
+
+
+--
+-- Name: TABLE app_webpush; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_webpush TO herald_daemon;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_webpush TO herald_operator;
+
+
+--
+-- Name: TABLE app_webpush_settings; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.app_webpush_settings TO herald_operator;
+GRANT SELECT ON TABLE herald.app_webpush_settings TO herald_daemon;
 
 
 --

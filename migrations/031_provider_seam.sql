@@ -134,3 +134,93 @@ CREATE TYPE herald.config_problem AS (
 );
 DROP FUNCTION IF EXISTS herald.record_sends(bigint[], text[], text[], text[], float8[], float8[], boolean[], boolean[],
     text, bigint[], text[], text[], timestamp with time zone, text[], text[], text[], text[], float8[], bigint[], text[]);
+
+-- Each built-in provider's settings of an app move from herald.apps to a table of its own, one row
+-- per app that uses it. Herald reads only these now (herald.providers.settings). For one
+-- release, herald.apps keeps the old columns, in step both ways: a write to them (an operator's
+-- script, `UPDATE herald.apps SET apns_bundle_id = …`) is copied to the provider's table by
+-- herald.sync_provider_settings_from_apps, and a write to a provider's table is copied back by
+-- herald.sync_apps_from_provider_settings. The next release drops the old columns.
+ALTER TABLE herald.apps ALTER COLUMN fcm_project_id DROP NOT NULL;
+
+CREATE TABLE herald.app_fcm (
+    app_id           text PRIMARY KEY REFERENCES herald.apps (app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    -- The Firebase project the app's messages go through (its quota is shared by every app in it).
+    project_id       text NOT NULL CHECK (project_id <> ''),
+    -- The service-account file; NULL: GOOGLE_APPLICATION_CREDENTIALS.
+    credentials_file text
+);
+CREATE TABLE herald.app_apns (
+    app_id                 text PRIMARY KEY REFERENCES herald.apps (app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    environment            text NOT NULL DEFAULT 'production' CHECK (environment IN ('production', 'development')),
+    bundle_id              text,
+    -- A token key (.p8) with its team and key id, or a push certificate (PEM with its key, or a
+    -- .p12 bundle without a password).
+    team_id                text,
+    key_id                 text,
+    key_file               text,
+    certificate_file       text,
+    -- When that certificate expires, as the daemon read it when it loaded the file.
+    certificate_expires_at timestamptz
+);
+CREATE TABLE herald.app_webpush (
+    app_id            text PRIMARY KEY REFERENCES herald.apps (app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    -- The VAPID key (`herald vapid-key` makes one) and the contact push services see.
+    vapid_key_file    text,
+    vapid_subject     text CHECK (vapid_subject LIKE 'mailto:%' OR vapid_subject LIKE 'https://%'),
+    -- The push service hosts the app's browsers may name; NULL: herald.default_web_push_hosts().
+    hosts             text[] CONSTRAINT "hosts lists host names, *.domain or *"
+                          CHECK (cardinality(hosts) = 0 OR herald.are_host_patterns(hosts)),
+    -- Whether they may be loopback, private or link-local addresses (a local push service).
+    private_addresses boolean NOT NULL DEFAULT false
+);
+INSERT INTO herald.app_fcm (app_id, project_id, credentials_file)
+SELECT app_id, fcm_project_id, credentials_file FROM herald.apps;
+INSERT INTO herald.app_apns (app_id, environment, bundle_id, team_id, key_id, key_file, certificate_file,
+                             certificate_expires_at)
+SELECT app_id, apns_environment, apns_bundle_id, apns_team_id, apns_key_id, apns_key_file, apns_certificate_file,
+       apns_certificate_expires_at
+FROM herald.apps
+WHERE num_nonnulls(apns_bundle_id, apns_team_id, apns_key_id, apns_key_file, apns_certificate_file,
+                   apns_certificate_expires_at) > 0 OR apns_environment <> 'production';
+INSERT INTO herald.app_webpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+SELECT app_id, vapid_key_file, vapid_subject, web_push_hosts, web_push_private_addresses
+FROM herald.apps
+WHERE num_nonnulls(vapid_key_file, vapid_subject, web_push_hosts) > 0 OR web_push_private_addresses;
+GRANT SELECT, INSERT, UPDATE, DELETE ON herald.app_fcm, herald.app_apns, herald.app_webpush
+    TO herald_operator, herald_daemon;
+
+-- What the daemons read: the tables, and for browsers the hosts with Herald's default filled in
+-- (the view is functions/apps.sql's, made here first since herald.providers names it).
+CREATE OR REPLACE VIEW herald.app_webpush_settings AS
+SELECT w.app_id, w.vapid_key_file, w.vapid_subject, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
+       w.private_addresses
+FROM herald.app_webpush w;
+UPDATE herald.providers p SET settings = s.settings::regclass
+FROM (VALUES ('fcm', 'herald.app_fcm'), ('apns', 'herald.app_apns'), ('webpush', 'herald.app_webpush_settings'))
+     AS s(provider, settings)
+WHERE p.provider = s.provider;
+
+-- The triggers keeping the old columns in step. Their functions are made here empty, so that the
+-- triggers can name them; functions/apps.sql gives them their bodies in the same `herald
+-- migrate`, right after the numbered migrations.
+CREATE OR REPLACE FUNCTION herald.sync_provider_settings_from_apps() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+BEGIN
+    RETURN NULL;
+END;
+$$;
+CREATE OR REPLACE FUNCTION herald.sync_apps_from_provider_settings() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+BEGIN
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER provider_settings_from_apps AFTER INSERT OR UPDATE ON herald.apps
+    FOR EACH ROW EXECUTE FUNCTION herald.sync_provider_settings_from_apps();
+CREATE TRIGGER apps_from_app_fcm AFTER INSERT OR UPDATE OR DELETE ON herald.app_fcm
+    FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
+CREATE TRIGGER apps_from_app_apns AFTER INSERT OR UPDATE OR DELETE ON herald.app_apns
+    FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
+CREATE TRIGGER apps_from_app_webpush AFTER INSERT OR UPDATE OR DELETE ON herald.app_webpush
+    FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();

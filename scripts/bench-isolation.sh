@@ -80,9 +80,11 @@ p256dh=$(openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl e
   tail -c 65 | basenc --base64url | tr -d '=\n')
 
 q() { "$(postgres_bin)/psql" "$HERALD_DATABASE_URL" -qtA -v ON_ERROR_STOP=1 -c "$1"; }
-q "UPDATE herald.apps SET ios_transport = 'apns', apns_bundle_id = 'com.example.bench', apns_team_id = 'TEAM000001',
-          apns_key_id = 'KEY0000001', apns_key_file = '$work/apns.p8', vapid_key_file = '$work/vapid.pem',
-          vapid_subject = 'mailto:bench@example.org', web_push_hosts = '{*}', web_push_private_addresses = true"
+q "INSERT INTO herald.app_apns (app_id, bundle_id, team_id, key_id, key_file)
+   VALUES ('bench', 'com.example.bench', 'TEAM000001', 'KEY0000001', '$work/apns.p8')"
+q "UPDATE herald.apps SET ios_transport = 'apns'"
+q "INSERT INTO herald.app_webpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+   VALUES ('bench', '$work/vapid.pem', 'mailto:bench@example.org', '{*}', true)"
 q "INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
    SELECT 'bench', 'android-' || i, 'android', 'token-' || i, 'android-' || i FROM generate_series(1, $n) AS i"
 q "INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind)

@@ -1,9 +1,9 @@
 -- The demo's producer: everything an app backend does, in plain SQL.
 -- scripts/run-local.sh runs it against the local database before starting herald.
 
--- An app (one Firebase project). Its credentials file is set up with the dispatch worker.
-INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('demo-shop', 'herald-demo')
-ON CONFLICT (app_id) DO NOTHING;
+-- An app, and its Firebase project (its credentials: GOOGLE_APPLICATION_CREDENTIALS).
+INSERT INTO herald.apps (app_id) VALUES ('demo-shop') ON CONFLICT (app_id) DO NOTHING;
+INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('demo-shop', 'herald-demo') ON CONFLICT (app_id) DO NOTHING;
 
 -- Alice has a phone and a tablet; Bob has a phone he logged out of. Their iOS apps talk to FCM
 -- (the token is an FCM registration token).
@@ -17,10 +17,10 @@ SELECT herald.unregister_device('demo-shop', 'bob-iphone');
 -- The shop's newer iOS app talks to Apple directly, with the team's APNs key: Alice's iPhone
 -- registers its APNs device token (hex). (run-local.sh makes the key at the emulator.)
 \if :{?apns_key_file}
-UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development',
-                       apns_bundle_id = 'com.example.demoshop', apns_team_id = 'DEMOTEAM01',
-                       apns_key_id = 'DEMOKEY001', apns_key_file = :'apns_key_file'
-WHERE app_id = 'demo-shop';
+INSERT INTO herald.app_apns (app_id, environment, bundle_id, team_id, key_id, key_file)
+VALUES ('demo-shop', 'development', 'com.example.demoshop', 'DEMOTEAM01', 'DEMOKEY001', :'apns_key_file')
+ON CONFLICT (app_id) DO UPDATE SET key_file = excluded.key_file;
+UPDATE herald.apps SET ios_transport = 'apns' WHERE app_id = 'demo-shop';
 SELECT * FROM herald.register_device('demo-shop', 'alice-iphone', 'ios',
                                      'a11ce0000000000000000000000000000000000000000000000000000000f00d', 'alice');
 -- A broadcast channel for a match (iOS 18): the channels worker makes it at APNs, and one
@@ -35,9 +35,9 @@ SELECT herald.broadcast_activity('demo-shop', 'match-7', '{"home": 1, "away": 0}
 \if :{?subscription}
 -- The emulator's push service runs on this machine, so the app allows it by name and address
 -- (browsers of a real app name only the browsers' push services, the default).
-UPDATE herald.apps SET vapid_key_file = :'vapid_key_file', vapid_subject = 'mailto:push@demo-shop.example',
-                       web_push_hosts = '{localhost,127.0.0.1}', web_push_private_addresses = true
-WHERE app_id = 'demo-shop';
+INSERT INTO herald.app_webpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+VALUES ('demo-shop', :'vapid_key_file', 'mailto:push@demo-shop.example', '{localhost,127.0.0.1}', true)
+ON CONFLICT (app_id) DO UPDATE SET vapid_key_file = excluded.vapid_key_file;
 SELECT * FROM herald.register_device('demo-shop', 'alice-browser', 'web', :'subscription', 'alice');
 \endif
 

@@ -9,7 +9,7 @@
 #
 # With HERALD_DATABASE_URL set, it uses that database instead of starting one; with
 # HERALD_FCM_ENDPOINT set, that FCM instead of the emulator (the apps then need real
-# credentials: GOOGLE_APPLICATION_CREDENTIALS or herald.apps.credentials_file).
+# credentials: GOOGLE_APPLICATION_CREDENTIALS or herald.app_fcm.credentials_file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh

@@ -182,7 +182,7 @@ public struct ChannelWorker: JobHandler {
         return .success(
             APNsChannelClient(
                 authentication: route.client.authentication, bundleID: route.topic,
-                environment: APNsEnvironment(rawValue: app.apnsEnvironment) ?? .production,
+                environment: route.environment,
                 baseURL: senders.configuration.apnsChannelsEndpoint, http: senders.http))
     }
 

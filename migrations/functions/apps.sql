@@ -1,7 +1,8 @@
--- apps: what an app's settings allow. Where an app's browsers may be sent: a subscription's
--- endpoint is a URL chosen by whoever registers a browser, and Herald POSTs to it, so by
--- default only to the push services browsers use (herald.apps.web_push_hosts,
--- web_push_private_addresses). The CHECK on web_push_hosts calls herald.are_host_patterns.
+-- apps: an app's settings, and what they allow. Where an app's browsers may be sent: a
+-- subscription's endpoint is a URL chosen by whoever registers a browser, and Herald POSTs to
+-- it, so by default only to the push services browsers use (herald.app_webpush.hosts,
+-- private_addresses). The CHECK on hosts calls herald.are_host_patterns. Then the triggers of
+-- the providers' settings tables.
 --
 -- What runs now: `herald migrate` applies this file again whenever its text changes (after the
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
@@ -66,6 +67,7 @@ GRANT EXECUTE ON FUNCTION herald.is_private_host(text) TO herald_daemon;
 CREATE OR REPLACE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    settings herald.app_webpush;
     host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
 BEGIN
     -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
@@ -77,15 +79,16 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
-    IF NOT herald.web_push_host_allowed(host, coalesce(app.web_push_hosts, herald.default_web_push_hosts())) THEN
+    SELECT * INTO settings FROM herald.app_webpush s WHERE s.app_id = app.app_id;
+    IF NOT herald.web_push_host_allowed(host, coalesce(settings.hosts, herald.default_web_push_hosts())) THEN
         RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
             USING ERRCODE = 'check_violation',
-                  HINT = 'herald.apps.web_push_hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+                  HINT = 'herald.app_webpush.hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
     END IF;
-    IF NOT app.web_push_private_addresses AND herald.is_private_host(host) THEN
+    IF NOT coalesce(settings.private_addresses, false) AND herald.is_private_host(host) THEN
         RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
             USING ERRCODE = 'check_violation',
-                  HINT = 'only for a local push service: set herald.apps.web_push_private_addresses';
+                  HINT = 'only for a local push service: set herald.app_webpush.private_addresses';
     END IF;
 END;
 $$;
@@ -107,3 +110,121 @@ BEGIN
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.provider_settings_changed() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
+-- What the daemons read of an app's Web Push settings (herald.providers.settings): its row of
+-- herald.app_webpush, with Herald's default hosts when it names none.
+CREATE OR REPLACE VIEW herald.app_webpush_settings AS
+SELECT w.app_id, w.vapid_key_file, w.vapid_subject, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
+       w.private_addresses
+FROM herald.app_webpush w;
+REVOKE ALL ON herald.app_webpush_settings FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.app_webpush_settings TO herald_operator, herald_daemon;
+
+-- For one release, herald.apps keeps the columns that held the built-in providers' settings
+-- before they moved to herald.app_fcm, herald.app_apns and herald.app_webpush, in step with
+-- those tables both ways. These two triggers' functions do it; each acts only on a write an
+-- operator made (pg_trigger_depth() = 1), never on the other's copy.
+--
+-- A write to herald.apps' old columns is copied to the provider's table: a provider whose
+-- columns are all unset (as a new row leaves them) has no row.
+CREATE OR REPLACE FUNCTION herald.sync_provider_settings_from_apps() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' OR (NEW.fcm_project_id, NEW.credentials_file)
+                           IS DISTINCT FROM (OLD.fcm_project_id, OLD.credentials_file) THEN
+        IF NEW.fcm_project_id IS NULL THEN
+            DELETE FROM herald.app_fcm s WHERE s.app_id = NEW.app_id;
+        ELSE
+            INSERT INTO herald.app_fcm AS s (app_id, project_id, credentials_file)
+            VALUES (NEW.app_id, NEW.fcm_project_id, NEW.credentials_file)
+            ON CONFLICT (app_id) DO UPDATE
+            SET project_id = excluded.project_id, credentials_file = excluded.credentials_file;
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR (NEW.apns_environment, NEW.apns_bundle_id, NEW.apns_team_id, NEW.apns_key_id,
+                            NEW.apns_key_file, NEW.apns_certificate_file, NEW.apns_certificate_expires_at)
+                           IS DISTINCT FROM (OLD.apns_environment, OLD.apns_bundle_id, OLD.apns_team_id,
+                                             OLD.apns_key_id, OLD.apns_key_file, OLD.apns_certificate_file,
+                                             OLD.apns_certificate_expires_at) THEN
+        IF num_nonnulls(NEW.apns_bundle_id, NEW.apns_team_id, NEW.apns_key_id, NEW.apns_key_file,
+                        NEW.apns_certificate_file, NEW.apns_certificate_expires_at) = 0
+           AND NEW.apns_environment = 'production' THEN
+            DELETE FROM herald.app_apns s WHERE s.app_id = NEW.app_id;
+        ELSE
+            INSERT INTO herald.app_apns AS s (app_id, environment, bundle_id, team_id, key_id, key_file,
+                                              certificate_file, certificate_expires_at)
+            VALUES (NEW.app_id, NEW.apns_environment, NEW.apns_bundle_id, NEW.apns_team_id, NEW.apns_key_id,
+                    NEW.apns_key_file, NEW.apns_certificate_file, NEW.apns_certificate_expires_at)
+            ON CONFLICT (app_id) DO UPDATE
+            SET environment = excluded.environment, bundle_id = excluded.bundle_id, team_id = excluded.team_id,
+                key_id = excluded.key_id, key_file = excluded.key_file, certificate_file = excluded.certificate_file,
+                certificate_expires_at = excluded.certificate_expires_at;
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR (NEW.vapid_key_file, NEW.vapid_subject, NEW.web_push_hosts, NEW.web_push_private_addresses)
+                           IS DISTINCT FROM (OLD.vapid_key_file, OLD.vapid_subject, OLD.web_push_hosts,
+                                             OLD.web_push_private_addresses) THEN
+        IF num_nonnulls(NEW.vapid_key_file, NEW.vapid_subject, NEW.web_push_hosts) = 0
+           AND NOT NEW.web_push_private_addresses THEN
+            DELETE FROM herald.app_webpush s WHERE s.app_id = NEW.app_id;
+        ELSE
+            INSERT INTO herald.app_webpush AS s (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+            VALUES (NEW.app_id, NEW.vapid_key_file, NEW.vapid_subject, NEW.web_push_hosts,
+                    NEW.web_push_private_addresses)
+            ON CONFLICT (app_id) DO UPDATE
+            SET vapid_key_file = excluded.vapid_key_file, vapid_subject = excluded.vapid_subject,
+                hosts = excluded.hosts, private_addresses = excluded.private_addresses;
+        END IF;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.sync_provider_settings_from_apps() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
+-- A write to a provider's table is copied back to herald.apps' old columns (unset when the row
+-- is deleted); the update renews the app's version, as herald.provider_settings_changed does
+-- for other providers' tables.
+CREATE OR REPLACE FUNCTION herald.sync_apps_from_provider_settings() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp' AS $$
+DECLARE
+    app text := CASE WHEN TG_OP = 'DELETE' THEN OLD.app_id ELSE NEW.app_id END;
+BEGIN
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'UPDATE' AND OLD.app_id <> NEW.app_id THEN
+        RETURN NULL;  -- the app was renamed: herald.apps already holds it
+    END IF;
+    IF TG_TABLE_NAME = 'app_fcm' THEN
+        UPDATE herald.apps a
+        SET fcm_project_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.project_id END,
+            credentials_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.credentials_file END,
+            settings_changed_at = clock_timestamp()
+        WHERE a.app_id = app;
+    ELSIF TG_TABLE_NAME = 'app_apns' THEN
+        UPDATE herald.apps a
+        SET apns_environment = CASE WHEN TG_OP <> 'DELETE' THEN NEW.environment ELSE 'production' END,
+            apns_bundle_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.bundle_id END,
+            apns_team_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.team_id END,
+            apns_key_id = CASE WHEN TG_OP <> 'DELETE' THEN NEW.key_id END,
+            apns_key_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.key_file END,
+            apns_certificate_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.certificate_file END,
+            apns_certificate_expires_at = CASE WHEN TG_OP <> 'DELETE' THEN NEW.certificate_expires_at END,
+            settings_changed_at = clock_timestamp()
+        WHERE a.app_id = app;
+    ELSIF TG_TABLE_NAME = 'app_webpush' THEN
+        UPDATE herald.apps a
+        SET vapid_key_file = CASE WHEN TG_OP <> 'DELETE' THEN NEW.vapid_key_file END,
+            vapid_subject = CASE WHEN TG_OP <> 'DELETE' THEN NEW.vapid_subject END,
+            web_push_hosts = CASE WHEN TG_OP <> 'DELETE' THEN NEW.hosts END,
+            web_push_private_addresses = CASE WHEN TG_OP <> 'DELETE' THEN NEW.private_addresses ELSE false END,
+            settings_changed_at = clock_timestamp()
+        WHERE a.app_id = app;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.sync_apps_from_provider_settings() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

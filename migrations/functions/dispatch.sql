@@ -218,12 +218,11 @@ REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp 
 GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) TO herald_daemon;
 
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
--- row's version (as herald.claim_sends returns it): the hosts a browser's endpoint may name are
--- the app's own or the default. `provider_settings` holds the app's row of each provider's
--- settings table (herald.providers.settings), by provider, without its app_id; a provider the
--- app has no row for is left out. Read only when an app's version changes, so the statement is
--- made at each call, over the tables herald.providers names then.
-CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
+-- row's version (as herald.claim_sends returns it): `provider_settings` holds the app's row of
+-- each provider's settings (herald.providers.settings), by provider, without its app_id; a
+-- provider the app has no row for is left out. Read only when an app's version changes, so the
+-- statement is made at each call, over the tables herald.providers names then.
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, provider_settings jsonb)
     LANGUAGE plpgsql STABLE
     AS $$
 DECLARE
@@ -234,14 +233,8 @@ BEGIN
     INTO settings
     FROM herald.providers p WHERE p.settings IS NOT NULL;
     RETURN QUERY EXECUTE format(
-        $query$
-        SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-               coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
-               a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-               a.apns_certificate_file, jsonb_strip_nulls(jsonb_build_object(%s))
-        FROM herald.apps a
-        WHERE a.app_id = ANY($1)
-        $query$, coalesce(settings, '')) USING apps;
+        'SELECT a.app_id, a.xmin::text, jsonb_strip_nulls(jsonb_build_object(%s)) FROM herald.apps a WHERE a.app_id = ANY($1)',
+        coalesce(settings, '')) USING apps;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.app_setups(text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

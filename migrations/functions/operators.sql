@@ -166,24 +166,25 @@ GRANT SELECT ON herald.partitions TO herald_operator, herald_daemon;
 -- Configuration problems, and certificates about to expire: Apple's push certificates last a
 -- year, and an expired one fails every send, so the warning starts 30 days ahead.
 CREATE OR REPLACE VIEW herald.app_problems AS
-SELECT p.app_id, a.fcm_project_id, p.problem AS config_error, p.since AS config_error_at, p.scope, p.failed_at,
-       s.waiting
+SELECT p.app_id, f.project_id AS fcm_project_id, p.problem AS config_error, p.since AS config_error_at, p.scope,
+       p.failed_at, s.waiting
 FROM herald.app_config_problems p
-JOIN herald.apps a ON a.app_id = p.app_id
 JOIN herald.config_scopes s ON s.scope = p.scope
+LEFT JOIN herald.app_fcm f ON f.app_id = p.app_id
 UNION ALL
-SELECT a.app_id, a.fcm_project_id,
-       CASE WHEN a.apns_certificate_expires_at <= now()
+SELECT a.app_id, f.project_id,
+       CASE WHEN a.certificate_expires_at <= now()
             THEN format('the APNs certificate %s expired at %s: every send to APNs fails until it is renewed',
-                        a.apns_certificate_file, a.apns_certificate_expires_at)
+                        a.certificate_file, a.certificate_expires_at)
             ELSE format('the APNs certificate %s expires at %s, in %s days: renew it',
-                        a.apns_certificate_file, a.apns_certificate_expires_at,
-                        ceil(extract(epoch FROM a.apns_certificate_expires_at - now()) / 86400))
+                        a.certificate_file, a.certificate_expires_at,
+                        ceil(extract(epoch FROM a.certificate_expires_at - now()) / 86400))
        END,
-       a.apns_certificate_expires_at - interval '30 days', 'apns_certificate', NULL,
+       a.certificate_expires_at - interval '30 days', 'apns_certificate', NULL,
        'nothing yet'
-FROM herald.apps a
-WHERE a.apns_certificate_file IS NOT NULL AND a.apns_certificate_expires_at < now() + interval '30 days';
+FROM herald.app_apns a
+LEFT JOIN herald.app_fcm f ON f.app_id = a.app_id
+WHERE a.certificate_file IS NOT NULL AND a.certificate_expires_at < now() + interval '30 days';
 REVOKE ALL ON herald.app_problems FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.app_problems TO herald_daemon;
 GRANT SELECT ON herald.app_problems TO herald_operator;

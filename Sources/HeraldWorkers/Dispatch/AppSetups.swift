@@ -34,18 +34,7 @@ final class AppSetups: Sendable {
                 (
                     version: try row.decode("app_version", as: String.self),
                     setup: AppSetup(
-                        appID: try row.decode("app_id"), fcmProjectID: try row.decode("fcm_project_id"),
-                        credentialsFile: try row.decode("credentials_file", as: String?.self),
-                        vapidKeyFile: try row.decode("vapid_key_file", as: String?.self),
-                        vapidSubject: try row.decode("vapid_subject", as: String?.self),
-                        webPushHosts: try row.decode("web_push_hosts", as: [String]?.self) ?? [],
-                        webPushPrivateAddresses: try row.decode("web_push_private_addresses"),
-                        apnsEnvironment: try row.decode("apns_environment", as: String?.self) ?? "production",
-                        apnsBundleID: try row.decode("apns_bundle_id", as: String?.self),
-                        apnsTeamID: try row.decode("apns_team_id", as: String?.self),
-                        apnsKeyID: try row.decode("apns_key_id", as: String?.self),
-                        apnsKeyFile: try row.decode("apns_key_file", as: String?.self),
-                        apnsCertificateFile: try row.decode("apns_certificate_file", as: String?.self),
+                        appID: try row.decode("app_id"),
                         providerSettings: try Self.providerSettings(row.decode("provider_settings")))
                 )
             }

@@ -47,8 +47,8 @@ extension DispatchWorker {
 
         /// $1 app, $2 when its APNs certificate expires, as read from the file.
         static let recordCertificateExpiry = """
-            UPDATE herald.apps SET apns_certificate_expires_at = $2
-            WHERE app_id = $1 AND apns_certificate_expires_at IS DISTINCT FROM $2
+            UPDATE herald.app_apns SET certificate_expires_at = $2
+            WHERE app_id = $1 AND certificate_expires_at IS DISTINCT FROM $2
             """
     }
 }

@@ -6,29 +6,16 @@ import HeraldHTTP
 import HeraldPostgres
 import Logging
 
-/// An app's row of `herald.apps`, as its routes are made from it.
+/// An app's setup, as its routes are made from it: its row of each provider's settings
+/// (`herald.providers.settings`: `herald.app_fcm`, `herald.app_apns`, …), as JSON, by provider.
 public struct AppSetup: Sendable, Equatable {
     public var appID: String
-    public var fcmProjectID: String
-    /// The service-account file; nil: `GOOGLE_APPLICATION_CREDENTIALS`.
-    public var credentialsFile: String?
-    /// The VAPID key file and contact, for browsers.
-    public var vapidKeyFile: String?
-    public var vapidSubject: String?
-    /// The push service hosts the app's browsers may name (`web_push_hosts`, or the default),
-    /// and whether they may be private addresses.
-    public var webPushHosts: [String]
-    public var webPushPrivateAddresses: Bool
-    /// The app's own APNs setup, for iOS devices with APNs device tokens.
-    public var apnsEnvironment: String
-    public var apnsBundleID: String?
-    public var apnsTeamID: String?
-    public var apnsKeyID: String?
-    public var apnsKeyFile: String?
-    public var apnsCertificateFile: String?
-    /// The app's row of each provider's own settings table (`herald.providers.settings`), as
-    /// JSON, by provider.
     public var providerSettings: [String: Data] = [:]
+
+    public init(appID: String, providerSettings: [String: Data] = [:]) {
+        self.appID = appID
+        self.providerSettings = providerSettings
+    }
 
     /// The app's settings for provider `name`, decoded from its row; nil when it has none.
     func settings<Settings: Decodable>(_ type: Settings.Type, of name: String) throws -> Settings? {
@@ -99,8 +86,13 @@ public actor Senders {
 
     func route<R: ProviderRoute>(_ type: R.Type, app: AppSetup) -> Result<R, ConfigurationProblem> {
         let key = "\(R.self) \(app.appID)"
-        let setup = R.setup(of: app)
-        if let cached = routes[key], cached.setup as? R.Setup == setup, let route = cached.route as? R {
+        let setup: R.Setup?
+        do {
+            setup = try app.settings(R.Setup.self, of: R.name)
+        } catch {
+            return .failure(ConfigurationProblem("app \(app.appID): its \(R.displayName) settings cannot be read: \(error)"))
+        }
+        if let cached = routes[key], cached.setup as? R.Setup? == setup, let route = cached.route as? R {
             return .success(route)
         }
         do {

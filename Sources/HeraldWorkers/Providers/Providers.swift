@@ -17,11 +17,12 @@ protocol ProviderRoute: Sendable {
     static var displayName: String { get }
     /// The configurations its answers can find failing (rows of `herald.config_scopes`).
     static var scopes: [ConfigurationScope] { get }
-    /// What of the app's setup the route is made from: a change makes a new one.
-    associatedtype Setup: Equatable & Sendable
-    static func setup(of app: AppSetup) -> Setup
-    /// The route for an app, or why it cannot be made (a configuration problem).
-    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> Self
+    /// The app's row of its settings (`herald.providers.settings`), decoded from JSON: a change
+    /// makes a new route.
+    associatedtype Setup: Equatable & Sendable & Decodable
+    /// The route for an app from its settings (nil: the app has no row), or why it cannot be
+    /// made (a configuration problem).
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> Self
     /// Sends one route's deliveries; what happened to each.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]

@@ -13,27 +13,33 @@ struct APNsRoute: ProviderRoute {
     static let displayName = "APNs"
     static let scopes: [ConfigurationScope] = [.apns]
 
-    struct Setup: Equatable, Sendable {
+    /// The app's row of `herald.app_apns`.
+    struct Setup: Equatable, Sendable, Decodable {
         var environment: String
         var bundleID: String?
         var teamID: String?
         var keyID: String?
         var keyFile: String?
         var certificateFile: String?
+
+        enum CodingKeys: String, CodingKey {
+            case environment
+            case bundleID = "bundle_id"
+            case teamID = "team_id"
+            case keyID = "key_id"
+            case keyFile = "key_file"
+            case certificateFile = "certificate_file"
+        }
     }
 
     let client: APNsClient
     let topic: String
+    /// Also the environment of its broadcast channels (``ChannelWorker``).
+    let environment: APNsEnvironment
 
-    static func setup(of app: AppSetup) -> Setup {
-        Setup(
-            environment: app.apnsEnvironment, bundleID: app.apnsBundleID, teamID: app.apnsTeamID, keyID: app.apnsKeyID,
-            keyFile: app.apnsKeyFile, certificateFile: app.apnsCertificateFile)
-    }
-
-    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> APNsRoute {
-        guard let bundleID = setup.bundleID, !bundleID.isEmpty else {
-            throw ConfigurationProblem("app \(app) has APNs device tokens but no apns_bundle_id")
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> APNsRoute {
+        guard let setup, let bundleID = setup.bundleID, !bundleID.isEmpty else {
+            throw ConfigurationProblem("app \(app) has APNs device tokens but no bundle_id in herald.app_apns")
         }
         let authentication: APNsAuthentication
         if let file = setup.keyFile, let teamID = setup.teamID, let keyID = setup.keyID {
@@ -54,19 +60,20 @@ struct APNsRoute: ProviderRoute {
                 ClientCertificate(file: file, format: file.lowercased().hasSuffix(".p12") ? .p12 : .pem))
         } else {
             throw ConfigurationProblem(
-                "app \(app) has APNs device tokens but neither an APNs key (apns_key_file, apns_team_id,"
-                    + " apns_key_id) nor a certificate (apns_certificate_file)")
+                "app \(app) has APNs device tokens but neither an APNs key (key_file, team_id, key_id) nor a"
+                    + " certificate (certificate_file) in herald.app_apns")
         }
+        let environment = APNsEnvironment(rawValue: setup.environment) ?? .production
         let client = APNsClient(
-            authentication: authentication, environment: APNsEnvironment(rawValue: setup.environment) ?? .production,
-            baseURL: shared.configuration.apnsEndpoint, http: shared.http)
+            authentication: authentication, environment: environment, baseURL: shared.configuration.apnsEndpoint,
+            http: shared.http)
         shared.logger.info(
             "loaded the APNs setup",
             metadata: [
                 "app": "\(app)", "environment": "\(setup.environment)",
                 "authentication": "\(setup.keyFile != nil ? "key \(setup.keyID ?? "")" : "certificate")",
             ])
-        return APNsRoute(client: client, topic: bundleID)
+        return APNsRoute(client: client, topic: bundleID, environment: environment)
     }
 
     /// APNs has no validate-only request: a dry run is built, not sent.

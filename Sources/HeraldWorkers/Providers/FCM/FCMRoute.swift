@@ -11,22 +11,28 @@ struct FCMRoute: ProviderRoute {
     static let displayName = "FCM"
     static let scopes: [ConfigurationScope] = [.fcm, .fcmAPNs]
 
-    struct Setup: Equatable, Sendable {
+    /// The app's row of `herald.app_fcm`.
+    struct Setup: Equatable, Sendable, Decodable {
         var project: String
+        /// The service-account file; nil: `GOOGLE_APPLICATION_CREDENTIALS`.
         var credentialsFile: String?
+
+        enum CodingKeys: String, CodingKey {
+            case project = "project_id"
+            case credentialsFile = "credentials_file"
+        }
     }
 
     let client: FCMClient
     let quota: FCMQuota
 
-    static func setup(of app: AppSetup) -> Setup {
-        Setup(project: app.fcmProjectID, credentialsFile: app.credentialsFile)
-    }
-
-    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> FCMRoute {
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> FCMRoute {
+        guard let setup else {
+            throw ConfigurationProblem("app \(app) has no row in herald.app_fcm (its Firebase project)")
+        }
         guard let path = setup.credentialsFile ?? shared.configuration.defaultCredentialsFile else {
             throw ConfigurationProblem(
-                "app \(app) has no credentials_file and GOOGLE_APPLICATION_CREDENTIALS is not set")
+                "app \(app) has no credentials_file in herald.app_fcm and GOOGLE_APPLICATION_CREDENTIALS is not set")
         }
         let account: ServiceAccount
         do {

@@ -10,32 +10,37 @@ struct WebPushRoute: ProviderRoute {
     static let displayName = "Web Push"
     static let scopes: [ConfigurationScope] = [.web]
 
-    struct Setup: Equatable, Sendable {
+    /// The app's row of `herald.app_webpush_settings`.
+    struct Setup: Equatable, Sendable, Decodable {
         var keyFile: String?
         var subject: String?
-        var policy: WebPushEndpointPolicy
+        /// The push service hosts its browsers may name (its own, or Herald's default).
+        var hosts: [String]
+        var privateAddresses: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case keyFile = "vapid_key_file"
+            case subject = "vapid_subject"
+            case hosts
+            case privateAddresses = "private_addresses"
+        }
     }
 
     let client: WebPushClient
 
-    static func setup(of app: AppSetup) -> Setup {
-        Setup(
-            keyFile: app.vapidKeyFile, subject: app.vapidSubject,
-            policy: WebPushEndpointPolicy(hosts: app.webPushHosts, privateAddresses: app.webPushPrivateAddresses))
-    }
-
-    static func make(app: String, setup: Setup, shared: isolated Senders) throws(ConfigurationProblem) -> WebPushRoute {
-        guard let keyFile = setup.keyFile, let subject = setup.subject else {
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> WebPushRoute {
+        guard let setup, let keyFile = setup.keyFile, let subject = setup.subject else {
             throw ConfigurationProblem(
-                "app \(app) sends to browsers but has no VAPID key: set herald.apps.vapid_key_file and vapid_subject"
-                    + " (herald vapid-key makes a key)")
+                "app \(app) sends to browsers but has no VAPID key: set vapid_key_file and vapid_subject in"
+                    + " herald.app_webpush (herald vapid-key makes a key)")
         }
         do {
             let key = try VAPIDKey.load(file: keyFile, subject: subject)
             shared.logger.info("loaded the VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
             return WebPushRoute(
                 client: WebPushClient(
-                    authorizations: VAPIDAuthorizations(key: key), http: shared.http, policy: setup.policy))
+                    authorizations: VAPIDAuthorizations(key: key), http: shared.http,
+                    policy: WebPushEndpointPolicy(hosts: setup.hosts, privateAddresses: setup.privateAddresses)))
         } catch {
             throw ConfigurationProblem("app \(app): \(error)")
         }
