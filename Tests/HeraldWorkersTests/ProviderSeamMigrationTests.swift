@@ -87,7 +87,8 @@ import Testing
 
         // What operators write now is seen in the old columns too, and renews the app's version.
         let version = try await row(db, "SELECT xmin::text FROM herald.apps WHERE app_id = 'shop'")
-        try await db.query("UPDATE herald.app_fcm SET credentials_file = '/etc/herald/rotated.json' WHERE app_id = 'shop'")
+        try await db.query(
+            "UPDATE herald.app_fcm SET credentials_file = '/etc/herald/rotated.json' WHERE app_id = 'shop'")
         #expect(
             try await row(db, "SELECT credentials_file FROM herald.apps WHERE app_id = 'shop'")
                 == ["/etc/herald/rotated.json"])
@@ -108,7 +109,8 @@ import Testing
         }
         try await db.query("DELETE FROM herald.app_webpush WHERE app_id = 'shop'")
         #expect(
-            try await row(db, "SELECT vapid_key_file, web_push_private_addresses::text FROM herald.apps WHERE app_id = 'shop'")
+            try await row(
+                db, "SELECT vapid_key_file, web_push_private_addresses::text FROM herald.apps WHERE app_id = 'shop'")
                 == [nil, "false"])
     }
 }

@@ -90,7 +90,8 @@ public actor Senders {
         do {
             setup = try app.settings(R.Setup.self, of: R.name)
         } catch {
-            return .failure(ConfigurationProblem("app \(app.appID): its \(R.displayName) settings cannot be read: \(error)"))
+            return .failure(
+                ConfigurationProblem("app \(app.appID): its \(R.displayName) settings cannot be read: \(error)"))
         }
         if let cached = routes[key], cached.setup as? R.Setup? == setup, let route = cached.route as? R {
             return .success(route)

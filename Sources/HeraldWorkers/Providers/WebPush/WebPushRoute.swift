@@ -28,7 +28,8 @@ struct WebPushRoute: ProviderRoute {
 
     let client: WebPushClient
 
-    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> WebPushRoute {
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> WebPushRoute
+    {
         guard let setup, let keyFile = setup.keyFile, let subject = setup.subject else {
             throw ConfigurationProblem(
                 "app \(app) sends to browsers but has no VAPID key: set vapid_key_file and vapid_subject in"
