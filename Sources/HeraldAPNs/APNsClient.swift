@@ -117,7 +117,8 @@ public struct APNsClient: Sendable {
             let milliseconds = (body?["timestamp"] as? NSNumber)?.doubleValue
             return .tokenInvalid(
                 reason: described, since: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) })
-        case (400, .channelNotRegistered), (400, .badChannelID), (403, .topicMismatch)
+        case (400, .channelNotRegistered), (400, .badChannelID),
+            (403, .topicMismatch)
         where notification.channelID != nil:
             // A broadcast to a channel APNs does not know as this app's: that send fails, and the
             // channel (the caller marks it failed), never the app.
