@@ -591,7 +591,7 @@ $$;
 -- Name: app_setups(text[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, provider_settings jsonb)
+CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
     LANGUAGE plpgsql STABLE
     AS $_$
 DECLARE
@@ -600,10 +600,18 @@ BEGIN
     SELECT string_agg(format('%L, (SELECT to_jsonb(s) - ''app_id'' FROM %s s WHERE s.app_id = a.app_id)',
                              p.provider, p.settings), ', ' ORDER BY p.provider)
     INTO settings
-    FROM herald.providers p WHERE p.settings IS NOT NULL;
+    FROM herald.providers p WHERE has_table_privilege(p.settings, 'SELECT') IS TRUE;
     RETURN QUERY EXECUTE format(
-        'SELECT a.app_id, a.xmin::text, jsonb_strip_nulls(jsonb_build_object(%s)) FROM herald.apps a WHERE a.app_id = ANY($1)',
-        coalesce(settings, '')) USING apps;
+        $query$
+        SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+               coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+               a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+               a.apns_certificate_file,
+               coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(jsonb_build_object(%s)) e
+                         WHERE e.value <> 'null'::jsonb), '{}')
+        FROM herald.apps a
+        WHERE a.app_id = ANY($1)
+        $query$, coalesce(settings, '')) USING apps;
 END;
 $_$;
 
@@ -770,9 +778,7 @@ BEGIN
         -- measured).
         SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
     ), rules AS MATERIALIZED (
-        SELECT t.payload_kind, t.token_kind, r.route, r.scopes
-        FROM herald.route_targets t
-        JOIN herald.routes r ON r.route = t.route
+        SELECT * FROM herald.route_rules
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -856,9 +862,8 @@ CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) R
               CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
                                   WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
-              JOIN herald.route_targets t ON t.payload_kind = d.payload_kind
-                                         AND t.token_kind IS NOT DISTINCT FROM dev.token_kind
-              JOIN herald.routes r ON r.route = t.route
+              JOIN herald.route_rules r ON r.payload_kind = d.payload_kind
+                                       AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
               WHERE d.state = 'queued' AND n.app_id = p.app_id AND p.scope = ANY(r.scopes))
         RETURNING 1
     )
@@ -883,11 +888,11 @@ BEGIN
         RAISE EXCEPTION 'herald.create_channel: channel must be 1 to 256 bytes without control characters'
             USING ERRCODE = 'check_violation';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM herald.apps a WHERE a.app_id = app AND a.apns_bundle_id IS NOT NULL
-                   AND (a.apns_key_file IS NOT NULL OR a.apns_certificate_file IS NOT NULL)) THEN
+    IF NOT EXISTS (SELECT 1 FROM herald.app_apns s WHERE s.app_id = app AND s.bundle_id IS NOT NULL
+                   AND (s.key_file IS NOT NULL OR s.certificate_file IS NOT NULL)) THEN
         RAISE EXCEPTION 'herald.create_channel: app % has no APNs setup: channels are made at APNs with the app''s bundle id and APNs key or certificate',
             quote_literal(app) USING ERRCODE = 'check_violation',
-            HINT = 'an operator sets apns_bundle_id and apns_key_file, apns_team_id, apns_key_id (or apns_certificate_file) in herald.apps';
+            HINT = 'an operator sets bundle_id and key_file, team_id, key_id (or certificate_file) in herald.app_apns';
     END IF;
     INSERT INTO herald.broadcast_channels AS c (app_id, name, stores_latest)
     VALUES (app, channel, coalesce(create_channel.stores_latest, false))
@@ -2154,14 +2159,16 @@ $$;
 -- Name: record_sends(herald.send_outcome[], text, timestamp with time zone, herald.dead_token[], herald.dead_token[], herald.config_problem[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) RETURNS void
+CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) RETURNS TABLE(ended text, id bigint, token_hint text, reason text)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+#variable_conflict use_column
 BEGIN
+    RETURN QUERY
     WITH outcome AS (
         SELECT o.delivery_id AS id, o.state, o.message_name, o.unique_id, o.error,
                to_timestamp(o.answered_at) AS answered_at, to_timestamp(o.due_again) AS next_run, o.given_back,
@@ -2191,11 +2198,13 @@ BEGIN
         FROM unnest(dead_devices) AS u
         WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
           AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
+        RETURNING 'device'::text, dev.id, herald.token_hint(dev.push_token), dev.disabled_reason
     ), ended_tokens AS (
         UPDATE herald.activity_tokens AS t
         SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
         FROM unnest(ended_activity_tokens) AS u
         WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
+        RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
         SELECT u.app_id, u.scope, u.problem, at, at
@@ -2204,11 +2213,37 @@ BEGIN
         ON CONFLICT (app_id, scope) DO UPDATE
         SET problem = excluded.problem, failed_at = excluded.failed_at,
             since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
+    ), cleared AS (
+        DELETE FROM herald.app_config_problems AS p
+        USING unnest(problems) AS u
+        WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope
     )
-    DELETE FROM herald.app_config_problems AS p
-    USING unnest(problems) AS u
-    WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope;
+    SELECT * FROM disabled
+    UNION ALL
+    SELECT * FROM ended_tokens;
 END;
+$$;
+
+
+--
+-- Name: record_sends(bigint[], text[], text[], text[], double precision[], double precision[], boolean[], boolean[], text, bigint[], text[], text[], timestamp with time zone, text[], text[], text[], text[], double precision[], bigint[], text[]); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT count(*) FROM herald.record_sends(
+        ARRAY(SELECT ROW(u.id, u.state, u.name, u.unique_id, u.error, u.answered, u.due_again, u.given_back,
+                         u.dead)::herald.send_outcome
+              FROM unnest(ids, states, names, unique_ids, errors, answered, due_again, given_back, dead)
+                   AS u(id, state, name, unique_id, error, answered, due_again, given_back, dead)),
+        worker, at,
+        ARRAY(SELECT ROW(u.id, u.token, u.reason, u.since)::herald.dead_token
+              FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)),
+        ARRAY(SELECT ROW(u.id, NULL, u.reason, NULL)::herald.dead_token
+              FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)),
+        ARRAY(SELECT ROW(u.app, u.scope, u.problem)::herald.config_problem
+              FROM unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)));
 $$;
 
 
@@ -2683,7 +2718,8 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_OP = 'UPDATE' AND OLD.app_id <> NEW.app_id THEN
-        RETURN NULL;  -- the app was renamed: herald.apps already holds it
+        RAISE EXCEPTION 'herald.%: app_id cannot change here; rename the app in herald.apps (its settings follow)',
+            TG_TABLE_NAME USING ERRCODE = 'check_violation';
     END IF;
     IF TG_TABLE_NAME = 'app_fcm' THEN
         UPDATE herald.apps a
@@ -3717,22 +3753,6 @@ ALTER TABLE herald.redrives ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
--- Name: route_saturation; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.route_saturation (
-    app_id text NOT NULL,
-    route text NOT NULL,
-    origin text DEFAULT ''::text NOT NULL,
-    worker text NOT NULL,
-    since timestamp with time zone NOT NULL,
-    seen_at timestamp with time zone NOT NULL,
-    in_flight integer NOT NULL,
-    postponed bigint NOT NULL
-);
-
-
---
 -- Name: route_targets; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -3753,6 +3773,36 @@ CREATE TABLE herald.routes (
     description text NOT NULL,
     scopes text[] NOT NULL,
     CONSTRAINT routes_scopes_check CHECK ((cardinality(scopes) > 0))
+);
+
+
+--
+-- Name: route_rules; Type: VIEW; Schema: herald; Owner: -
+--
+
+CREATE VIEW herald.route_rules AS
+ SELECT t.payload_kind,
+    t.token_kind,
+    r.route,
+    r.provider,
+    r.scopes
+   FROM (herald.route_targets t
+     JOIN herald.routes r ON ((r.route = t.route)));
+
+
+--
+-- Name: route_saturation; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.route_saturation (
+    app_id text NOT NULL,
+    route text NOT NULL,
+    origin text DEFAULT ''::text NOT NULL,
+    worker text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    seen_at timestamp with time zone NOT NULL,
+    in_flight integer NOT NULL,
+    postponed bigint NOT NULL
 );
 
 
@@ -5672,6 +5722,14 @@ GRANT ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker
 
 
 --
+-- Name: FUNCTION record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[], answered double precision[], due_again double precision[], given_back boolean[], dead boolean[], worker text, dead_devices bigint[], dead_tokens text[], dead_reasons text[], at timestamp with time zone, problem_apps text[], problem_scopes text[], problems text[], unique_ids text[], dead_since double precision[], ended_tokens bigint[], ended_reasons text[]) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5809,8 +5867,15 @@ GRANT SELECT,USAGE ON SEQUENCE herald.activity_tokens_id_seq TO herald_daemon;
 -- Name: TABLE app_apns; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_apns TO herald_daemon;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_apns TO herald_operator;
+GRANT SELECT ON TABLE herald.app_apns TO herald_daemon;
+
+
+--
+-- Name: COLUMN app_apns.certificate_expires_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT UPDATE(certificate_expires_at) ON TABLE herald.app_apns TO herald_daemon;
 
 
 --
@@ -5824,16 +5889,16 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_
 -- Name: TABLE app_fcm; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_fcm TO herald_daemon;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_fcm TO herald_operator;
+GRANT SELECT ON TABLE herald.app_fcm TO herald_daemon;
 
 
 --
 -- Name: TABLE config_scopes; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.config_scopes TO herald_daemon;
 GRANT SELECT ON TABLE herald.config_scopes TO herald_operator;
+GRANT SELECT ON TABLE herald.config_scopes TO herald_daemon;
 
 
 --
@@ -5848,8 +5913,8 @@ GRANT SELECT ON TABLE herald.app_problems TO herald_operator;
 -- Name: TABLE app_webpush; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_webpush TO herald_daemon;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_webpush TO herald_operator;
+GRANT SELECT ON TABLE herald.app_webpush TO herald_daemon;
 
 
 --
@@ -6046,8 +6111,8 @@ GRANT SELECT,INSERT,DELETE ON TABLE herald.producer_apps TO herald_operator;
 -- Name: TABLE providers; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.providers TO herald_daemon;
 GRANT SELECT ON TABLE herald.providers TO herald_operator;
+GRANT SELECT ON TABLE herald.providers TO herald_daemon;
 
 
 --
@@ -6089,27 +6154,35 @@ GRANT SELECT,USAGE ON SEQUENCE herald.redrives_id_seq TO herald_daemon;
 
 
 --
--- Name: TABLE route_saturation; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.route_saturation TO herald_daemon;
-GRANT SELECT ON TABLE herald.route_saturation TO herald_operator;
-
-
---
 -- Name: TABLE route_targets; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.route_targets TO herald_daemon;
 GRANT SELECT ON TABLE herald.route_targets TO herald_operator;
+GRANT SELECT ON TABLE herald.route_targets TO herald_daemon;
 
 
 --
 -- Name: TABLE routes; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.routes TO herald_daemon;
 GRANT SELECT ON TABLE herald.routes TO herald_operator;
+GRANT SELECT ON TABLE herald.routes TO herald_daemon;
+
+
+--
+-- Name: TABLE route_rules; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.route_rules TO herald_operator;
+GRANT SELECT ON TABLE herald.route_rules TO herald_daemon;
+
+
+--
+-- Name: TABLE route_saturation; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.route_saturation TO herald_daemon;
+GRANT SELECT ON TABLE herald.route_saturation TO herald_operator;
 
 
 --
@@ -6145,8 +6218,8 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.throughput TO herald_daemon;
 -- Name: TABLE token_kinds; Type: ACL; Schema: herald; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.token_kinds TO herald_daemon;
 GRANT SELECT ON TABLE herald.token_kinds TO herald_operator;
+GRANT SELECT ON TABLE herald.token_kinds TO herald_daemon;
 
 
 --

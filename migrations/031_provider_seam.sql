@@ -90,11 +90,16 @@ VALUES ('android_data', 'registration_token', 'fcm'),
        ('web', 'web_subscription', 'web'),
        ('broadcast', NULL, 'apns');
 
+-- Migrations own these rows: everyone reads them (the daemon's default privileges, migration
+-- 008, would let it write them too).
+REVOKE ALL ON herald.config_scopes, herald.token_kinds, herald.providers, herald.routes, herald.route_targets
+    FROM herald_operator, herald_daemon;
 GRANT SELECT ON herald.config_scopes, herald.token_kinds, herald.providers, herald.routes, herald.route_targets
     TO herald_operator, herald_daemon;
 
 -- The claim's columns change (it returns the route), and the apps' setups' (they carry each
--- provider's settings).
+-- provider's settings). herald.record_sends keeps its old signature beside the new one for a
+-- release, for the previous release's daemons still running during an upgrade.
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
 DROP FUNCTION IF EXISTS herald.app_setups(text[]);
 
@@ -132,8 +137,6 @@ CREATE TYPE herald.config_problem AS (
     scope   text,
     problem text
 );
-DROP FUNCTION IF EXISTS herald.record_sends(bigint[], text[], text[], text[], float8[], float8[], boolean[], boolean[],
-    text, bigint[], text[], text[], timestamp with time zone, text[], text[], text[], text[], float8[], bigint[], text[]);
 
 -- Each built-in provider's settings of an app move from herald.apps to a table of its own, one row
 -- per app that uses it. Herald reads only these now (herald.providers.settings). For one
@@ -187,8 +190,11 @@ INSERT INTO herald.app_webpush (app_id, vapid_key_file, vapid_subject, hosts, pr
 SELECT app_id, vapid_key_file, vapid_subject, web_push_hosts, web_push_private_addresses
 FROM herald.apps
 WHERE num_nonnulls(vapid_key_file, vapid_subject, web_push_hosts) > 0 OR web_push_private_addresses;
-GRANT SELECT, INSERT, UPDATE, DELETE ON herald.app_fcm, herald.app_apns, herald.app_webpush
-    TO herald_operator, herald_daemon;
+-- Operators set them; the daemon reads them, and writes only a certificate's expiry.
+REVOKE ALL ON herald.app_fcm, herald.app_apns, herald.app_webpush FROM herald_operator, herald_daemon;
+GRANT SELECT, INSERT, UPDATE, DELETE ON herald.app_fcm, herald.app_apns, herald.app_webpush TO herald_operator;
+GRANT SELECT ON herald.app_fcm, herald.app_apns, herald.app_webpush TO herald_daemon;
+GRANT UPDATE (certificate_expires_at) ON herald.app_apns TO herald_daemon;
 
 -- What the daemons read: the tables, and for browsers the hosts with Herald's default filled in
 -- (the view is functions/apps.sql's, made here first since herald.providers names it).

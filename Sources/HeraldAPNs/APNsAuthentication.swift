@@ -100,7 +100,6 @@ extension APNsAuthentication {
     }
 }
 
-/// APNs' answer to a request that failed: its body, Apple's `reason`, and how Herald words it.
 /// The `reason` of an APNs refusal, as Apple's documentation names it ("Handling notification
 /// responses from APNs"), compared whole, never searched for in text.
 public struct APNsReason: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral {
@@ -119,6 +118,7 @@ public struct APNsReason: RawRepresentable, Hashable, Sendable, ExpressibleByStr
     public static let badChannelID: Self = "BadChannelId"
 }
 
+/// APNs' answer to a request that failed: its body, Apple's `reason`, and how Herald words it.
 struct APNsRefusal {
     var body: [String: Any]?
     var reason: APNsReason

@@ -26,8 +26,7 @@ public struct APNsClient: Sendable {
         self.clock = clock
     }
 
-    /// Sends notifications concurrently; outcomes come in the same order.
-    /// What became of each notification, in order.
+    /// Sends notifications concurrently; what became of each, in order.
     public func send(_ notifications: [APNsNotification]) async -> [PushOutcome] {
         await answers(notifications).map(\.outcome)
     }

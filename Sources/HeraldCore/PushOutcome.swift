@@ -37,14 +37,3 @@ public struct ConfigurationScope: RawRepresentable, Hashable, Sendable, Expressi
     public init(rawValue: String) { self.rawValue = rawValue }
     public init(stringLiteral value: String) { rawValue = value }
 }
-
-/// A push token as logs and operators' views show it: its first 8 characters; for a Web Push
-/// endpoint (a URL as secret as a token), its origin and the first 8 characters of its last
-/// path segment, as `herald.token_hint` shows them. Never log a whole token; it is enough to
-/// send to the device.
-public func tokenHint(_ token: String) -> String {
-    guard token.hasPrefix("https://") else { return String(token.prefix(8)) + "…" }
-    let authority = token.dropFirst(8).prefix { $0 != "/" }
-    let last = token.split(separator: "/", omittingEmptySubsequences: false).last ?? ""
-    return "https://\(authority)/…\(last.prefix(8))…"
-}

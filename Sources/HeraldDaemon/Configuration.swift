@@ -117,11 +117,11 @@ public struct Configuration: Sendable {
             ),
             (
                 "HERALD_APNS_ENDPOINT", "(Apple's)",
-                "APNs' base URL for every app (the emulator's, for tests and demos); unset: each app's apns_environment"
+                "APNs' base URL for every app (the emulator's, for tests and demos); unset: each app's environment (herald.app_apns)"
             ),
             (
                 "HERALD_APNS_CHANNELS_ENDPOINT", "(Apple's)",
-                "APNs' channel-management base URL for every app (the emulator's); unset: each app's apns_environment"
+                "APNs' channel-management base URL for every app (the emulator's); unset: each app's environment (herald.app_apns)"
             ),
             (
                 "HERALD_FCM_RATE_LIMIT", "\(Int(defaults.fcmRateLimit))",

@@ -125,7 +125,7 @@ public struct WebPushClient: Sendable {
                 Unsent(
                     outcome: .permanentFailure(
                         reason: "the push service host \(subscription.host) is not among this app's allowed Web Push"
-                            + " hosts; herald.apps.web_push_hosts allows more")))
+                            + " hosts; herald.app_webpush.hosts allows more")))
         }
         let body: [UInt8]
         do {
@@ -167,7 +167,7 @@ public struct WebPushClient: Sendable {
             return .tokenInvalid(reason: "the subscription's endpoint cannot be sent to: \(error.message)")
         case .refusedAddress:
             return .permanentFailure(
-                reason: "\(error.message); herald.apps.web_push_private_addresses allows push services on private"
+                reason: "\(error.message); herald.app_webpush.private_addresses allows push services on private"
                     + " addresses")
         default:
             return .retry(after: nil, reason: "push service unreachable: \(error.message)")

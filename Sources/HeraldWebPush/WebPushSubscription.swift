@@ -104,8 +104,8 @@ extension UInt8 {
 }
 
 /// Which push services an app's browsers may be sent to: the hosts of subscription endpoints
-/// (`herald.apps.web_push_hosts`), and whether they may resolve to private addresses
-/// (`herald.apps.web_push_private_addresses`).
+/// (`herald.app_webpush.hosts`), and whether they may resolve to private addresses
+/// (`herald.app_webpush.private_addresses`).
 public struct WebPushEndpointPolicy: Sendable, Equatable {
     /// Patterns matched case-insensitively against an endpoint's host (its port ignored):
     /// `push.example.com` that host only, `*.example.com` any subdomain of it (not

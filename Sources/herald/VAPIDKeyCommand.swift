@@ -14,7 +14,7 @@ struct VAPIDKeyCommand: AsyncParsableCommand {
         discussion: """
             Writes the private key (PEM, P-256) to FILE with mode 0600 and prints the public key, \
             base64url: give it to the web app as applicationServerKey when it subscribes, and point \
-            herald.apps.vapid_key_file at FILE. With --show, prints the public key of an existing FILE.
+            herald.app_webpush.vapid_key_file at FILE. With --show, prints the public key of an existing FILE.
             """)
 
     @Argument(help: "Where the private key is written (or read, with --show).") var file: String

@@ -147,19 +147,21 @@ import Testing
     /// file, or higher up in its own). Checked for every language, so that the rule is simple.
     @Test func functionFilesDefineBeforeUse() throws {
         // Every definition, in the order the migrator applies them, with the herald names it uses.
-        var definitions: [(file: String, name: String, uses: Set<String>)] = []
+        var definitions: [(file: String, name: String, signature: String, uses: Set<String>)] = []
         for file in FunctionFile.embedded {
             let code = file.sql.split(separator: "\n", omittingEmptySubsequences: false)
                 .map { $0.replacing(/--.*$/, with: "") }.joined(separator: "\n")
             for piece in code.components(separatedBy: "CREATE OR REPLACE ").dropFirst() {
-                guard let match = piece.firstMatch(of: /^(?:FUNCTION|VIEW) herald\.(\w+)/) else { continue }
+                guard let match = piece.firstMatch(of: /^(?:FUNCTION|VIEW) herald\.(\w+)(\([^)]*\))?/) else { continue }
                 // herald.name, but not the herald.name: that starts an error message.
                 let uses = Set(piece.matches(of: /herald\.(\w+)(?!\w|:)/).map { String($0.1) })
-                definitions.append((file.name, String(match.1), uses))
+                definitions.append((file.name, String(match.1), String(match.0), uses))
             }
         }
         let names = definitions.map(\.name)
-        #expect(Set(names).count == names.count, "a function or view is defined twice: \(names)")
+        // An overload (another signature of a name) is a definition of its own.
+        let signatures = definitions.map(\.signature)
+        #expect(Set(signatures).count == signatures.count, "a function or view is defined twice: \(signatures)")
         #expect(names.count > 40)
         for (index, definition) in definitions.enumerated() {
             for used in definition.uses.subtracting([definition.name]) {

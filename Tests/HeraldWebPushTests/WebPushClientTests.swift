@@ -101,7 +101,7 @@ import Testing
             Issue.record("\(outcomes[0])")
             return
         }
-        #expect(reason.contains("127.0.0.1") && reason.contains("herald.apps.web_push_hosts"), "\(reason)")
+        #expect(reason.contains("127.0.0.1") && reason.contains("herald.app_webpush.hosts"), "\(reason)")
         #expect(await service.emulator.webPushRequests == 0)
         let allowed = await service.client(policy: WebPushEndpointPolicy(hosts: ["127.0.0.1"])).send([
             Self.message(subscription)
@@ -125,7 +125,7 @@ import Testing
                 Issue.record("\(outcome)")
                 continue
             }
-            #expect(reason.contains("loopback") && reason.contains("herald.apps.web_push_private_addresses"))
+            #expect(reason.contains("loopback") && reason.contains("herald.app_webpush.private_addresses"))
         }
         #expect(await service.emulator.webPushRequests == 0)
         #expect(try await service.front.accessLog().isEmpty)

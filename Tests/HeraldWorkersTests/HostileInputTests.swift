@@ -195,7 +195,7 @@ import Testing
         try await f.dispatch()
         let delivery = try await f.delivery(of: "chrome")
         #expect(delivery.state == "failed", "\(delivery)")
-        #expect(delivery.error?.contains("web_push_private_addresses") == true, "\(delivery)")
+        #expect(delivery.error?.contains("herald.app_webpush.private_addresses") == true, "\(delivery)")
         #expect(await f.emulator.webPushRequests == 0, "nothing reached \(endpoint)")
         #expect(try await configurationProblems(f) == 0)
     }

@@ -104,13 +104,37 @@ import Testing
             try await row(db, "SELECT fcm_project_id, apns_bundle_id FROM herald.apps WHERE app_id = 'new-way'")
                 == ["new-prod", "com.new"])
         // The old CHECK still guards direct APNs: its settings cannot go while the app sends there.
-        await #expect(throws: PostgresError.self) {
+        let refused = await #expect(throws: PostgresError.self) {
             try await db.query("DELETE FROM herald.app_apns WHERE app_id = 'new-way'")
         }
+        #expect(refused?.sqlState == "23514", "\(String(describing: refused))")
+        #expect(refused?.message.contains("direct APNs needs a bundle id") == true, "\(String(describing: refused))")
         try await db.query("DELETE FROM herald.app_webpush WHERE app_id = 'shop'")
         #expect(
             try await row(
                 db, "SELECT vapid_key_file, web_push_private_addresses::text FROM herald.apps WHERE app_id = 'shop'")
                 == [nil, "false"])
+    }
+
+    /// During an upgrade, the previous release's daemons still record through the old signature.
+    @Test func thePreviousReleasesRecordStillRecords() async throws {
+        let db = try await TestDatabase.create().connect()
+        try await db.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
+            SELECT herald.register_device('shop', 'pixel', 'android', 'token-pixel', 'alice');
+            SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped');
+            SELECT herald.ingest_next(10);
+            """)
+        try await db.query(
+            """
+            SELECT herald.record_sends(ARRAY(SELECT id FROM herald.deliveries), '{sent}', '{projects/p/messages/1}',
+                                       '{NULL}', ARRAY[extract(epoch FROM now())::float8], '{NULL}', '{false}',
+                                       '{false}', 'old-daemon', '{}', '{}', '{}', now(), '{}', '{}', '{}', '{NULL}',
+                                       '{}', '{}', '{}')
+            """)
+        #expect(
+            try await row(db, "SELECT state, provider_message_id FROM herald.deliveries")
+                == ["sent", "projects/p/messages/1"])
     }
 }

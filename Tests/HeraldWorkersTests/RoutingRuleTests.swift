@@ -56,6 +56,43 @@ import Testing
         #expect(expired.state == "expired" && expired.error?.contains("provider hms") == true, "\(expired)")
     }
 
+    /// A row routing a token kind to a provider that does not take it (FCM never takes a Huawei
+    /// token): the delivery waits with the reason, never sent as a registration token, which FCM
+    /// would refuse and so disable the device.
+    @Test func aTargetItsProviderDoesNotTakeWaitsAndItsDeviceStaysEnabled() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.db.execute(
+            """
+            INSERT INTO herald.token_kinds VALUES ('hms_token', '{android}', 'a Huawei Push Kit token');
+            INSERT INTO herald.route_targets VALUES ('android_data', 'hms_token', 'fcm');
+            """)
+        try await f.db.query(
+            "SELECT herald.register_device('shop', 'huawei', 'android', 'token-huawei', 'alice', 'hms_token')")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
+        try await f.ingest()
+        try await f.dispatch()
+        let huawei = try await f.delivery(of: "huawei")
+        #expect(huawei.state == "queued" && huawei.error?.contains("token kind hms_token") == true, "\(huawei)")
+        #expect(await f.emulator.received.isEmpty)
+        #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
+    }
+
+    /// The rule's own answer for a pair it has no row for: an Android notification to a device
+    /// that registered again as an iPhone since ingest is cancelled with that reason.
+    @Test func aDeviceThatRegisteredAgainAsAnotherPlatformIsNotSentTheOldPayload() async throws {
+        let f = try await WorkerFixture.make()
+        try await f.register("phone", "android")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
+        try await f.ingest()
+        try await f.db.query(
+            "SELECT herald.register_device('shop', 'phone', 'ios', $1, 'alice', 'apns_device_token')",
+            [WorkerFixture.apnsToken("phone")])
+        try await f.dispatch()
+        let moved = try await f.delivery(of: "phone")
+        #expect(moved.state == "cancelled" && moved.error?.contains("another platform") == true, "\(moved)")
+        #expect(await f.emulator.received.isEmpty)
+    }
+
     @Test func aPayloadKindThisDaemonDoesNotKnowIsNeverSentAsAnother() async throws {
         let f = try await WorkerFixture.make()
         try await f.register("pixel", "android")

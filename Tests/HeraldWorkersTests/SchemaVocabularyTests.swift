@@ -33,24 +33,26 @@ import Testing
                 == OutgoingDelivery.PayloadKind.allCases.map(\.rawValue).sorted())
     }
 
-    /// The token kinds, configuration scopes and routes the schema lists are the ones the
-    /// compiled-in providers know: every route's provider is one of them, and every scope a
-    /// route needs is one its provider can find failing.
+    /// The routing tables and the compiled-in providers agree: every route's provider is one of
+    /// them, every scope a route needs is one its provider can find failing, the scopes are
+    /// exactly the providers' own, and the token kinds Swift reads by name are in the schema.
+    /// A provider added by its recipe (docs/architecture.md) keeps all of this true.
     @Test func theRoutingTablesNameTheCompiledInProviders() async throws {
         let db = try await TestDatabase.create().connect()
-        let kinds = try await db.query("SELECT token_kind FROM herald.token_kinds ORDER BY 1").map {
+        let kinds = try await db.query("SELECT token_kind FROM herald.token_kinds").map {
             try $0.decode(0, as: String.self)
         }
-        #expect(kinds == OutgoingDelivery.TokenKind.allCases.map(\.rawValue).sorted())
+        #expect(Set(OutgoingDelivery.TokenKind.allCases.map(\.rawValue)).isSubset(of: kinds))
         let scopes = try await db.query("SELECT scope FROM herald.config_scopes ORDER BY 1").map {
             try $0.decode(0, as: String.self)
         }
         let declared = Providers.compiledIn.flatMap { provider in provider.scopes.map(\.rawValue) }
         #expect(scopes == declared.sorted())
         let routes = try await RouteCatalog().routes(connection: db)
-        #expect(Set(routes.keys) == ["fcm", "fcm_apns", "apns", "web"])
+        #expect(!routes.isEmpty)
+        let providers = Providers.byName(Providers.compiledIn)
         for route in routes.values {
-            let provider = try #require(Providers.byName(Providers.compiledIn)[route.provider], "\(route)")
+            let provider = try #require(providers[route.provider], "\(route)")
             #expect(Set(route.scopes).isSubset(of: provider.scopes), "\(route)")
         }
     }

@@ -20,6 +20,10 @@ struct ToyPush: ProviderRoute {
     static let displayName = "Toy Push"
     static let scopes: [ConfigurationScope] = ["toy"]
 
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
+        if case .token(kind: "toy_token", _) = target { true } else { false }
+    }
+
     /// The app's row of `herald.app_toy`.
     struct Setup: Equatable, Sendable, Decodable {
         var endpoint: String

@@ -196,7 +196,8 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_OP = 'UPDATE' AND OLD.app_id <> NEW.app_id THEN
-        RETURN NULL;  -- the app was renamed: herald.apps already holds it
+        RAISE EXCEPTION 'herald.%: app_id cannot change here; rename the app in herald.apps (its settings follow)',
+            TG_TABLE_NAME USING ERRCODE = 'check_violation';
     END IF;
     IF TG_TABLE_NAME = 'app_fcm' THEN
         UPDATE herald.apps a

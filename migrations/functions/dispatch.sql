@@ -5,6 +5,32 @@
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
 
+-- A token as logs and views show it (never a whole token: it is enough to send to the device):
+-- an FCM or APNs token's first 8 characters; for a Web Push endpoint, which is as secret as a
+-- token, its origin and the first 8 characters of its last path segment.
+CREATE OR REPLACE FUNCTION herald.token_hint(token text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN token IS NULL THEN NULL
+                WHEN token LIKE 'https://%' THEN
+                    substring(token FROM '^https://[^/]+') || '/…' || left(substring(token FROM '[^/]*$'), 8) || '…'
+                ELSE left(token, 8) || '…' END;
+$$;
+REVOKE ALL ON FUNCTION herald.token_hint(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_operator;
+GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_daemon;
+
+-- The routing rule: the route a delivery takes, by its payload kind and the kind of its device's
+-- token (NULL for a topic or a broadcast channel), with the route's provider and the
+-- configuration scopes it needs. A pair it has no row for is not sent (the device registered
+-- again as another platform since ingest). Every reader of the rule reads it here.
+CREATE OR REPLACE VIEW herald.route_rules AS
+SELECT t.payload_kind, t.token_kind, r.route, r.provider, r.scopes
+FROM herald.route_targets t
+JOIN herald.routes r ON r.route = t.route;
+REVOKE ALL ON herald.route_rules FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.route_rules TO herald_operator, herald_daemon;
+
 -- The dispatch worker's claim: leases up to `batch` deliveries due by `at`, oldest first, to
 -- `worker` until `at + lease`, and returns each with everything needed to send it: the
 -- notification's content, the device's token and its kind (and why it is disabled, if it is),
@@ -64,9 +90,7 @@ BEGIN
         -- measured).
         SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
     ), rules AS MATERIALIZED (
-        SELECT t.payload_kind, t.token_kind, r.route, r.scopes
-        FROM herald.route_targets t
-        JOIN herald.routes r ON r.route = t.route
+        SELECT * FROM herald.route_rules
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -153,6 +177,10 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- is confirmed at `at`, so the next probe waits a minute from this one; `since` changes only when
 -- the problem does.
 --
+-- Returns each device it disabled and each Live Activity token it ended (`ended` is `device` or
+-- `activity_token`), with its token as logs may show it (herald.token_hint) and the reason: what
+-- the daemon logs is what was done.
+--
 -- Planned once per session, generically, for the reason herald.claim_sends is, and kept to
 -- primary-key probes the same way: no sequential scan, no hash or merge join, and
 -- `(d.state = 'queued') IS TRUE`, which the partial index of queued deliveries cannot serve (with
@@ -160,12 +188,14 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- 0.5 s after each generation opened, in the soak).
 CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
     dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[])
-RETURNS void
+RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
 SET plan_cache_mode TO 'force_generic_plan'
 AS $$
+#variable_conflict use_column
 BEGIN
+    RETURN QUERY
     WITH outcome AS (
         SELECT o.delivery_id AS id, o.state, o.message_name, o.unique_id, o.error,
                to_timestamp(o.answered_at) AS answered_at, to_timestamp(o.due_again) AS next_run, o.given_back,
@@ -195,11 +225,13 @@ BEGIN
         FROM unnest(dead_devices) AS u
         WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
           AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
+        RETURNING 'device'::text, dev.id, herald.token_hint(dev.push_token), dev.disabled_reason
     ), ended_tokens AS (
         UPDATE herald.activity_tokens AS t
         SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
         FROM unnest(ended_activity_tokens) AS u
         WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
+        RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
         SELECT u.app_id, u.scope, u.problem, at, at
@@ -208,21 +240,54 @@ BEGIN
         ON CONFLICT (app_id, scope) DO UPDATE
         SET problem = excluded.problem, failed_at = excluded.failed_at,
             since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
+    ), cleared AS (
+        DELETE FROM herald.app_config_problems AS p
+        USING unnest(problems) AS u
+        WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope
     )
-    DELETE FROM herald.app_config_problems AS p
-    USING unnest(problems) AS u
-    WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope;
+    SELECT * FROM disabled
+    UNION ALL
+    SELECT * FROM ended_tokens;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) TO herald_daemon;
 
+-- The previous release's herald.record_sends, twenty arrays in parallel, for its daemons still
+-- running during an upgrade: it records through the function above. Dropped with herald.apps'
+-- old columns.
+CREATE OR REPLACE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[],
+    answered float8[], due_again float8[], given_back bool[], dead bool[], worker text, dead_devices bigint[],
+    dead_tokens text[], dead_reasons text[], at timestamptz, problem_apps text[], problem_scopes text[],
+    problems text[], unique_ids text[], dead_since float8[], ended_tokens bigint[], ended_reasons text[])
+RETURNS void
+LANGUAGE sql AS $$
+    SELECT count(*) FROM herald.record_sends(
+        ARRAY(SELECT ROW(u.id, u.state, u.name, u.unique_id, u.error, u.answered, u.due_again, u.given_back,
+                         u.dead)::herald.send_outcome
+              FROM unnest(ids, states, names, unique_ids, errors, answered, due_again, given_back, dead)
+                   AS u(id, state, name, unique_id, error, answered, due_again, given_back, dead)),
+        worker, at,
+        ARRAY(SELECT ROW(u.id, u.token, u.reason, u.since)::herald.dead_token
+              FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)),
+        ARRAY(SELECT ROW(u.id, NULL, u.reason, NULL)::herald.dead_token
+              FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)),
+        ARRAY(SELECT ROW(u.app, u.scope, u.problem)::herald.config_problem
+              FROM unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)));
+$$;
+REVOKE ALL ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) TO herald_daemon;
+
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
 -- row's version (as herald.claim_sends returns it): `provider_settings` holds the app's row of
 -- each provider's settings (herald.providers.settings), by provider, without its app_id; a
--- provider the app has no row for is left out. Read only when an app's version changes, so the
--- statement is made at each call, over the tables herald.providers names then.
-CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, provider_settings jsonb)
+-- provider the app has no row for is left out, and so is a provider whose settings this session
+-- cannot read (a table dropped, a grant missing): its routes fail as a configuration problem of
+-- their own, and every other provider goes on. Read only when an app's version changes, so the
+-- statement is made at each call, over the tables herald.providers names then. The columns
+-- between app_version and provider_settings are herald.apps' old ones, for the previous
+-- release's daemons during an upgrade; they go with those columns.
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
     LANGUAGE plpgsql STABLE
     AS $$
 DECLARE
@@ -231,10 +296,18 @@ BEGIN
     SELECT string_agg(format('%L, (SELECT to_jsonb(s) - ''app_id'' FROM %s s WHERE s.app_id = a.app_id)',
                              p.provider, p.settings), ', ' ORDER BY p.provider)
     INTO settings
-    FROM herald.providers p WHERE p.settings IS NOT NULL;
+    FROM herald.providers p WHERE has_table_privilege(p.settings, 'SELECT') IS TRUE;
     RETURN QUERY EXECUTE format(
-        'SELECT a.app_id, a.xmin::text, jsonb_strip_nulls(jsonb_build_object(%s)) FROM herald.apps a WHERE a.app_id = ANY($1)',
-        coalesce(settings, '')) USING apps;
+        $query$
+        SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+               coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+               a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+               a.apns_certificate_file,
+               coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(jsonb_build_object(%s)) e
+                         WHERE e.value <> 'null'::jsonb), '{}')
+        FROM herald.apps a
+        WHERE a.app_id = ANY($1)
+        $query$, coalesce(settings, '')) USING apps;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.app_setups(text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

@@ -6,21 +6,6 @@
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
 
--- A token as the views show it: an FCM or APNs token's first 8 characters; for a Web Push
--- endpoint, which is as secret as a token, its origin and the first 8 characters of its last
--- path segment.
-CREATE OR REPLACE FUNCTION herald.token_hint(token text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN token IS NULL THEN NULL
-                WHEN token LIKE 'https://%' THEN
-                    substring(token FROM '^https://[^/]+') || '/…' || left(substring(token FROM '[^/]*$'), 8) || '…'
-                ELSE left(token, 8) || '…' END;
-$$;
-REVOKE ALL ON FUNCTION herald.token_hint(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO PUBLIC;
-GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_operator;
-GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_daemon;
-
 -- How deep each queue is: notifications waiting for ingest, deliveries waiting to be sent,
 -- and herald.jobs by kind. A kind appears while it has work.
 CREATE OR REPLACE VIEW herald.queue_depth AS

@@ -639,11 +639,11 @@ BEGIN
         RAISE EXCEPTION 'herald.create_channel: channel must be 1 to 256 bytes without control characters'
             USING ERRCODE = 'check_violation';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM herald.apps a WHERE a.app_id = app AND a.apns_bundle_id IS NOT NULL
-                   AND (a.apns_key_file IS NOT NULL OR a.apns_certificate_file IS NOT NULL)) THEN
+    IF NOT EXISTS (SELECT 1 FROM herald.app_apns s WHERE s.app_id = app AND s.bundle_id IS NOT NULL
+                   AND (s.key_file IS NOT NULL OR s.certificate_file IS NOT NULL)) THEN
         RAISE EXCEPTION 'herald.create_channel: app % has no APNs setup: channels are made at APNs with the app''s bundle id and APNs key or certificate',
             quote_literal(app) USING ERRCODE = 'check_violation',
-            HINT = 'an operator sets apns_bundle_id and apns_key_file, apns_team_id, apns_key_id (or apns_certificate_file) in herald.apps';
+            HINT = 'an operator sets bundle_id and key_file, team_id, key_id (or certificate_file) in herald.app_apns';
     END IF;
     INSERT INTO herald.broadcast_channels AS c (app_id, name, stores_latest)
     VALUES (app, channel, coalesce(create_channel.stores_latest, false))

@@ -13,6 +13,7 @@ extension DispatchWorker {
             SQL.claim, [now, limit, context.workerID, context.lease.seconds, held])
         var readable: [OutgoingDelivery] = []
         var unreadable: [Int64: DeliveryResult] = [:]
+        var waiting: [Int64: String] = [:]
         var versions: [String: String] = [:]
         readable.reserveCapacity(rows.count)
         for row in rows {
@@ -24,16 +25,25 @@ extension DispatchWorker {
                 readable.append(delivery)
             } catch let unknown as NotSendableHere {
                 if case .route = unknown { self.routes.markStale() }
-                unreadable[id] = try Self.waiting(unknown, expiresAt: row.decode("expires_at"), now: now)
+                // Unreadable, it has no expiry to pass: it waits, as if it had none.
+                let expiresAt = (try? row.decode("expires_at", as: Date.self)) ?? .distantFuture
+                unreadable[id] = Self.waiting(unknown, expiresAt: expiresAt, now: now)
+                waiting[id] = unknown.description
             } catch {
                 unreadable[id] = DeliveryResult(
                     state: .failed, error: "the delivery could not be read for sending, so it was not sent: \(error)")
             }
         }
-        if !unreadable.isEmpty {
+        if unreadable.count > waiting.count {
+            let failed = unreadable.keys.filter { waiting[$0] == nil }.sorted()
             context.logger.error(
                 "failed deliveries whose rows could not be read; see herald.deliveries.last_error",
-                metadata: ["count": "\(unreadable.count)", "deliveries": "\(unreadable.keys.sorted().prefix(10))"])
+                metadata: ["count": "\(failed.count)", "deliveries": "\(failed.prefix(10))"])
+        }
+        if let (_, reason) = waiting.first {
+            context.logger.notice(
+                "deliveries wait for a daemon that can send them; see herald.deliveries.last_error",
+                metadata: ["count": "\(waiting.count)", "first": "\(reason)"])
         }
         return (readable, unreadable, versions)
     }
@@ -46,12 +56,17 @@ extension DispatchWorker {
         case payloadKind(String)
         case route(String)
         case provider(OutgoingDelivery.Route)
+        /// The route's provider does not take this delivery's target (a token kind a newer
+        /// provider takes, or a wrong row of `herald.route_targets`).
+        case target(OutgoingDelivery.Route, tokenKind: String)
 
         var description: String {
             switch self {
             case .payloadKind(let kind): "payload kind \(kind)"
             case .route(let name): "route \(name), which herald.routes did not have when this daemon read it"
             case .provider(let route): "provider \(route.provider) (route \(route.name))"
+            case .target(let route, let kind):
+                "token kind \(kind) as provider \(route.provider) takes it (route \(route.name))"
             }
         }
     }
@@ -78,16 +93,20 @@ extension DispatchWorker {
         guard let kind = OutgoingDelivery.PayloadKind(rawValue: kindName) else {
             throw NotSendableHere.payloadKind(kindName)
         }
+        let target = try target(from: row, kind: kind)
         let route = try row.decode("route", as: String?.self).map { name in
             guard let route = routes[name] else { throw NotSendableHere.route(name) }
-            guard providers[route.provider] != nil else { throw NotSendableHere.provider(route) }
+            guard let provider = providers[route.provider] else { throw NotSendableHere.provider(route) }
+            if let target, !provider.accepts(target) {
+                throw NotSendableHere.target(route, tokenKind: try row.decode("token_kind", as: String?.self) ?? "none")
+            }
             return route
         }
         return OutgoingDelivery(
             deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
             attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
             payloadKind: kind, deviceRowID: try row.decode("device_id", as: Int64?.self),
-            target: try target(from: row, kind: kind), route: route,
+            target: target, route: route,
             deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
             appID: try row.decode("app_id"),
             title: try row.decode("title", as: String?.self), body: try row.decode("body", as: String?.self),

@@ -26,30 +26,31 @@ extension DispatchWorker {
         countFinished(kind: kind, finished)
         let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries, providers: providers)
         let recording = ContinuousClock.now
-        let recorded = await recordWithinLease(
-            until: leaseEnds, logger: context.logger, items: results.count
-        ) {
-            try await record(
+        var ended: [Ended] = []
+        _ = await recordWithinLease(until: leaseEnds, logger: context.logger, items: results.count) {
+            ended = try await record(
                 results, disabled: disabled, endedActivityTokens: endedActivityTokens, problems: problems, now: now)
         }
         recordTimer.finished(since: recording, rows: results.count, logger: context.logger)
-        if recorded {
-            for token in endedActivityTokens {
-                context.logger.notice(
-                    "ended a Live Activity token its provider rejected",
-                    metadata: [
-                        "activity_token": "\(token.id)", "token": "\(tokenHint(token.token))",
-                        "reason": "\(token.reason)",
-                    ])
-            }
-            for device in disabled {
-                context.logger.notice(
-                    "disabled a device whose push token its provider rejected",
-                    metadata: [
-                        "device": "\(device.id)", "token": "\(tokenHint(device.token))", "reason": "\(device.reason)",
-                    ])
-            }
+        for token in ended {
+            context.logger.notice(
+                token.device
+                    ? "disabled a device whose push token its provider rejected"
+                    : "ended a Live Activity token its provider rejected",
+                metadata: [
+                    token.device ? "device" : "activity_token": "\(token.id)", "token": "\(token.hint)",
+                    "reason": "\(token.reason)",
+                ])
         }
+    }
+
+    /// A device the record disabled, or a Live Activity token it ended, as logs show it: its
+    /// token's hint (`herald.token_hint`), never the token.
+    struct Ended {
+        var device: Bool
+        var id: Int64
+        var hint: String
+        var reason: String
     }
 
     /// The delivery's new state, or for one still queued, why: `retry` or `postponed`.
@@ -137,7 +138,7 @@ extension DispatchWorker {
             }
             let provider = providers[route.provider]
             let reason = "\(provider?.displayName ?? route.provider): \(result.error ?? "token invalid")"
-            if let live = delivery.liveActivity, route.provider == APNsRoute.name {
+            if let live = delivery.liveActivity, provider?.sendsToActivityTokens == true {
                 if let row = live.tokenRowID, let token = live.token {
                     activity.append(DeadToken(id: row, token: token, reason: reason))
                 }
@@ -148,16 +149,26 @@ extension DispatchWorker {
         return (devices, activity)
     }
 
-    /// Records the outcomes and releases the leases, in one statement (``SQL/record``).
+    /// Records the outcomes and releases the leases, in one statement (``SQL/record``); returns
+    /// the devices it disabled and the Live Activity tokens it ended.
+    @discardableResult
     func record(
         _ results: [Int64: DeliveryResult], disabled: [DeadToken], endedActivityTokens: [DeadToken] = [],
         problems: [ProblemKey: String?], now: Date
-    ) async throws {
-        try await context.connection.query(
+    ) async throws -> [Ended] {
+        let rows = try await context.connection.query(
             SQL.record,
             [
                 results.map { SendOutcome(id: $0.key, result: $0.value, now: now) }, context.workerID, now, disabled,
                 endedActivityTokens, problems.map { ConfigProblem(key: $0.key, problem: $0.value) },
             ])
+        // Written already: a row that cannot be read is logged less well, never recorded twice.
+        return rows.map { row in
+            Ended(
+                device: (try? row.decode("ended", as: String.self)) == "device",
+                id: (try? row.decode("id", as: Int64.self)) ?? 0,
+                hint: (try? row.decode("token_hint", as: String.self)) ?? "",
+                reason: (try? row.decode("reason", as: String.self)) ?? "")
+        }
     }
 }

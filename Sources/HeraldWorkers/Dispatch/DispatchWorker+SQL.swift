@@ -13,8 +13,9 @@ extension DispatchWorker {
         /// them dead; and the configuration problems found or cleared (`herald.record_sends`, in
         /// `migrations/functions/dispatch.sql`, which says what each parameter is).
         static let record = """
-            SELECT herald.record_sends($1::herald.send_outcome[], $2::text, $3::timestamptz, $4::herald.dead_token[],
-                                       $5::herald.dead_token[], $6::herald.config_problem[])
+            SELECT ended, id, token_hint, reason
+            FROM herald.record_sends($1::herald.send_outcome[], $2::text, $3::timestamptz, $4::herald.dead_token[],
+                                     $5::herald.dead_token[], $6::herald.config_problem[])
             """
 
         /// Extends, to $3 (now) + $4 seconds, the leases worker $2 still holds on deliveries $1

@@ -17,6 +17,12 @@ protocol ProviderRoute: Sendable {
     static var displayName: String { get }
     /// The configurations its answers can find failing (rows of `herald.config_scopes`).
     static var scopes: [ConfigurationScope] { get }
+    /// Whether it sends to this target. A delivery routed to it with one it does not take waits
+    /// (``DispatchWorker/NotSendableHere``): it is never sent as something else.
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool
+    /// Whether it sends a Live Activity's pushes to the activity's own token, so that a token it
+    /// declares dead is that token, not the device's (APNs); default false.
+    static var sendsToActivityTokens: Bool { get }
     /// The app's row of its settings (`herald.providers.settings`), decoded from JSON: a change
     /// makes a new route.
     associatedtype Setup: Equatable & Sendable & Decodable
@@ -26,6 +32,10 @@ protocol ProviderRoute: Sendable {
     /// Sends one route's deliveries; what happened to each.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
+}
+
+extension ProviderRoute {
+    static var sendsToActivityTokens: Bool { false }
 }
 
 /// The providers this Herald sends through, by name: a route of `herald.routes` whose provider

@@ -12,6 +12,15 @@ struct APNsRoute: ProviderRoute {
     static let name = "apns"
     static let displayName = "APNs"
     static let scopes: [ConfigurationScope] = [.apns]
+    static let sendsToActivityTokens = true
+
+    /// An APNs device token (a Live Activity's own token rides on it), or a broadcast channel.
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
+        switch target {
+        case .apnsDeviceToken, .channel: true
+        case .registrationToken, .installationID, .topic, .browser, .token: false
+        }
+    }
 
     /// The app's row of `herald.app_apns`.
     struct Setup: Equatable, Sendable, Decodable {
@@ -87,7 +96,7 @@ struct APNsRoute: ProviderRoute {
             // APNs takes Live Activity pushes over token-based connections only.
             let refusal = PushOutcome.permanentFailure(
                 reason: "Live Activities need token-based authentication: give app \(batch[0].appID) an APNs key"
-                    + " (apns_key_file, apns_team_id, apns_key_id); APNs refuses them over a certificate")
+                    + " (key_file, team_id, key_id in herald.app_apns); APNs refuses them over a certificate")
             events += live.filter { $0.payloadKind == .liveActivity }.map {
                 ($0, .sent(refusal, dryRun: false, at: now))
             }
@@ -160,7 +169,7 @@ struct APNsRoute: ProviderRoute {
         let refused = judged.filter { $0.reason == .badDeviceToken }
         guard refused.count >= 2, refused.count == judged.count else { return outcomes }
         let reason =
-            "APNs answered BadDeviceToken to every device of the batch: is apns_environment right"
+            "APNs answered BadDeviceToken to every device of the batch: is herald.app_apns.environment right"
             + " (a development build's tokens need 'development')?"
         return zip(outcomes, deviceTokens).map { $1 ? .configurationError(reason: reason, scope: .apns) : $0 }
     }

@@ -57,14 +57,9 @@ struct FCMRoute: ProviderRoute {
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
-        // A token FCM does not take, routed here by a wrong row of herald.route_targets: sent as
-        // a registration token, FCM would refuse it and the device would be disabled.
-        var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter { !Self.sendsTo($0.target) }.map {
-            let refusal = "FCM cannot send to this delivery's target; check herald.route_targets"
-            return ($0, .sent(.permanentFailure(reason: refusal), dryRun: $0.dryRun, at: now))
-        }
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         for dryRun in [false, true] {
-            var waiting = batch.filter { $0.dryRun == dryRun && Self.sendsTo($0.target) }[...]
+            var waiting = batch.filter { $0.dryRun == dryRun }[...]
             await withTaskGroup(of: [(OutgoingDelivery, DeliveryLife.Event)].self) { group in
                 while !waiting.isEmpty {
                     switch await quota.take(upTo: waiting.count) {
@@ -86,11 +81,11 @@ struct FCMRoute: ProviderRoute {
         return events
     }
 
-    /// Whether FCM sends to it: a registration token, an installation id or a topic.
-    static func sendsTo(_ target: OutgoingDelivery.Target?) -> Bool {
+    /// A registration token, an installation id or a topic.
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
         switch target {
         case .registrationToken, .installationID, .topic: true
-        case .apnsDeviceToken, .browser, .channel, .token, nil: false
+        case .apnsDeviceToken, .browser, .channel, .token: false
         }
     }
 
@@ -167,7 +162,7 @@ extension PayloadBuilder {
         case .installationID(let id): .fid(id)
         case .topic(let topic): .topic(topic)
         case .registrationToken(let token): .token(token)
-        // Never sent (FCMRoute.sendsTo).
+        // Never sent (FCMRoute.accepts).
         case .apnsDeviceToken, .browser, .channel, .token, nil: .token(delivery.target?.deviceToken ?? "")
         }
     }

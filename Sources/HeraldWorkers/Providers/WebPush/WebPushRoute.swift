@@ -10,6 +10,11 @@ struct WebPushRoute: ProviderRoute {
     static let displayName = "Web Push"
     static let scopes: [ConfigurationScope] = [.web]
 
+    /// A browser's subscription.
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
+        if case .browser = target { true } else { false }
+    }
+
     /// The app's row of `herald.app_webpush_settings`.
     struct Setup: Equatable, Sendable, Decodable {
         var keyFile: String?
