@@ -110,25 +110,74 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
 /// A value of a composite type (`CREATE TYPE … AS (…)`), bound inside an array of it
 /// (`$1::herald.send_outcome[]`), so that SQL reads each field by name.
 public protocol PostgresComposite: PostgresArrayElement {
-    /// Its fields, in the type's order.
-    var postgresFields: [any PostgresEncodable] { get }
+    /// Writes its fields, in the type's order.
+    func writeFields(to record: inout PostgresRecordWriter)
 }
 
 extension PostgresComposite {
-    /// The record literal `("1","sent",)`: each field quoted, NULL left empty. Binary fields
-    /// (`bytea`) are not supported.
-    public var postgresParameter: PostgresParameter {
-        var literal = "("
-        for (index, field) in postgresFields.enumerated() {
-            if index > 0 { literal += "," }
-            switch field.postgresParameter {
-            case .null: break
-            case .text(let text): literal += quoteArrayElement(text)
-            case .binary: preconditionFailure("a composite's field cannot be bound in binary")
+    /// The record literal `("1","sent",)`: each field quoted, NULL left empty.
+    public var postgresParameter: PostgresParameter { .text(literal(inArray: false)) }
+
+    /// The record literal quoted as an array element, in one pass: each field's quotes and
+    /// backslashes escaped for the record, and again for the array. This runs for every
+    /// outcome of every batch.
+    public var postgresArrayElementText: String? { literal(inArray: true) }
+
+    func literal(inArray: Bool) -> String {
+        var record = PostgresRecordWriter(inArray: inArray)
+        writeFields(to: &record)
+        return record.finish()
+    }
+}
+
+/// Writes a record literal field by field (``PostgresComposite``). Binary fields (`bytea`) are
+/// not supported.
+public struct PostgresRecordWriter {
+    private var bytes: [UInt8]
+    private var fields = 0
+    private let inArray: Bool
+
+    init(inArray: Bool) {
+        self.inArray = inArray
+        bytes = []
+        bytes.reserveCapacity(128)
+        if inArray { bytes.append(UInt8(ascii: "\"")) }
+        bytes.append(UInt8(ascii: "("))
+    }
+
+    /// The next field; nil is NULL.
+    public mutating func append<Value: PostgresEncodable>(_ value: Value?) {
+        if fields > 0 { bytes.append(UInt8(ascii: ",")) }
+        fields += 1
+        switch value?.postgresParameter {
+        case nil, .null?: break
+        case .text(let text)?:
+            quote()
+            for byte in text.utf8 {
+                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") {
+                    // Escaped for the record (a backslash before it), and each of the two bytes
+                    // escaped again for the array.
+                    if inArray { bytes.append(UInt8(ascii: "\\")) }
+                    bytes.append(UInt8(ascii: "\\"))
+                    if inArray { bytes.append(UInt8(ascii: "\\")) }
+                }
+                bytes.append(byte)
             }
+            quote()
+        case .binary?: preconditionFailure("a composite's field cannot be bound in binary")
         }
-        literal += ")"
-        return .text(literal)
+    }
+
+    /// The record's own quote around a field, escaped for the array.
+    private mutating func quote() {
+        if inArray { bytes.append(UInt8(ascii: "\\")) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    mutating func finish() -> String {
+        bytes.append(UInt8(ascii: ")"))
+        if inArray { bytes.append(UInt8(ascii: "\"")) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

@@ -195,7 +195,10 @@ import Testing
     struct Pair: PostgresComposite {
         var number: Int64?
         var text: String?
-        var postgresFields: [any PostgresEncodable] { [number, text] }
+        func writeFields(to record: inout PostgresRecordWriter) {
+            record.append(number)
+            record.append(text)
+        }
     }
 
     /// Each field reaches SQL as it was, whatever it holds: quotes, backslashes, commas and
@@ -215,6 +218,12 @@ import Testing
             #expect(try row.decode(0, as: Int64?.self) == pair.number)
             #expect(try row.decode(1, as: String?.self) == pair.text)
             #expect(try row.decode(2, as: Bool.self) == (pair.text == nil))
+        }
+        // One alone, outside an array.
+        for pair in pairs {
+            let row = try await connection.query("SELECT ($1::pair).number, ($1::pair).text", [pair])[0]
+            #expect(try row.decode(0, as: Int64?.self) == pair.number)
+            #expect(try row.decode(1, as: String?.self) == pair.text)
         }
     }
 

@@ -87,8 +87,11 @@ extension DispatchWorker {
         /// Only if the device registered the token before this (APNs' 410 timestamp).
         var since: Date?
 
-        var postgresFields: [any PostgresEncodable] {
-            [id, token, DispatchWorker.storable(reason), since?.timeIntervalSince1970]
+        func writeFields(to record: inout PostgresRecordWriter) {
+            record.append(id)
+            record.append(token)
+            record.append(DispatchWorker.storable(reason))
+            record.append(since?.timeIntervalSince1970)
         }
     }
 
@@ -99,15 +102,16 @@ extension DispatchWorker {
         /// When nothing was answered: the claim's time.
         var now: Date
 
-        var postgresFields: [any PostgresEncodable] {
-            var givenBack = false
-            if case .postponed = result.requeue { givenBack = true }
-            return [
-                id, result.state.rawValue, result.messageName.map(DispatchWorker.storable),
-                result.uniqueID.map(DispatchWorker.storable), result.error.map(DispatchWorker.storable),
-                (result.answeredAt ?? now).timeIntervalSince1970, result.requeue?.dueAt.timeIntervalSince1970,
-                givenBack, result.dead,
-            ]
+        func writeFields(to record: inout PostgresRecordWriter) {
+            record.append(id)
+            record.append(result.state.rawValue)
+            record.append(result.messageName.map(DispatchWorker.storable))
+            record.append(result.uniqueID.map(DispatchWorker.storable))
+            record.append(result.error.map(DispatchWorker.storable))
+            record.append((result.answeredAt ?? now).timeIntervalSince1970)
+            record.append(result.requeue?.dueAt.timeIntervalSince1970)
+            if case .postponed = result.requeue { record.append(true) } else { record.append(false) }
+            record.append(result.dead)
         }
     }
 
@@ -116,8 +120,10 @@ extension DispatchWorker {
         var key: ProblemKey
         var problem: String?
 
-        var postgresFields: [any PostgresEncodable] {
-            [key.app, key.scope.rawValue, problem.map(DispatchWorker.storable)]
+        func writeFields(to record: inout PostgresRecordWriter) {
+            record.append(key.app)
+            record.append(key.scope.rawValue)
+            record.append(problem.map(DispatchWorker.storable))
         }
     }
 
