@@ -50,10 +50,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("crypto")]
         ),
 
-        // Clock, backoff and what became of a send, shared by the queue and every provider.
+        // Clock, backoff, what became of a send, the configuration scopes and the JSON Herald
+        // writes itself, shared by the queue and every provider.
         .target(name: "HeraldCore"),
-        // Keys, JWTs, JSON Herald writes itself and report references, over the C shim.
-        .target(name: "HeraldCrypto", dependencies: ["CJWTCrypto"]),
+        // Keys, JWTs and report references, over the C shim.
+        .target(name: "HeraldCrypto", dependencies: ["CJWTCrypto", "HeraldCore"]),
 
         // libpq in Swift: connections, parameters, rows, LISTEN/NOTIFY.
         .target(
@@ -90,7 +91,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // An async HTTP/2 client over the libcurl multi interface, driven by one thread.
+        // The async HTTP client: https through Herald's HTTP/2 engine (CHTTP2), the rest (plain
+        // http, egress proxies, servers without HTTP/2) through libcurl.
         .target(
             name: "HeraldHTTP",
             dependencies: ["CCurl", "CHTTP2", .product(name: "Logging", package: "swift-log")]
@@ -119,7 +121,7 @@ let package = Package(
         .target(
             name: "HeraldEmulator",
             dependencies: [
-                "HeraldFCM", "HeraldWebPush", "HeraldCrypto",
+                "HeraldFCM", "HeraldWebPush", "HeraldCrypto", "HeraldCore",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -132,7 +134,8 @@ let package = Package(
             ]
         ),
 
-        // The four workers (ingest, dispatch, reconcile, retry), one file each, and retention.
+        // The workers (ingest, dispatch, reconcile, retry, channels) and retention; the providers,
+        // one folder each behind one protocol (Providers/).
         .target(
             name: "HeraldWorkers",
             dependencies: [

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// Signed JSON Web Tokens (compact form: `header.claims.signature`, base64url without padding).
 public enum JWT {

@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldCrypto
 
 /// An FCM HTTP v1 message (`projects.messages`), with the fields Herald sends.

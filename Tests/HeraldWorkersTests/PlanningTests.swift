@@ -238,7 +238,7 @@ import Testing
             try session.query(ReconcileWorker.SQL.reconcile, [reports, Date(), 1800.0, 60.0])
         }
         let (retry, _) = try await reading("retry pass") { session in
-            try session.query(RetryWorker.SQL.endHopelessRetries, [Date(), users])
+            try session.query(HopelessRetries.SQL.endHopelessRetries, [Date(), users])
         }
         return [ingest, claim, extend, record, reconcile, retry]
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldAPNs
+import HeraldCore
 import HeraldCrypto
 
 /// Builds what a delivery is sent as, by its payload kind; each provider's part is in its
