@@ -132,6 +132,11 @@ public struct OutgoingDelivery: Sendable {
             self.description = description
             self.scopes = scopes
         }
+
+        // A route is its name (`herald.routes`' key): every delivery is grouped by it, so the
+        // rest of the row is not hashed each time.
+        public static func == (lhs: Self, rhs: Self) -> Bool { lhs.name == rhs.name }
+        public func hash(into hasher: inout Hasher) { hasher.combine(name) }
     }
 
     public var deliveryID: Int64

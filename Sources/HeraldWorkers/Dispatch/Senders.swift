@@ -16,12 +16,6 @@ public struct AppSetup: Sendable, Equatable {
         self.appID = appID
         self.providerSettings = providerSettings
     }
-
-    /// The app's settings for provider `name`, decoded from its row; nil when it has none.
-    func settings<Settings: Decodable>(_ type: Settings.Type, of name: String) throws -> Settings? {
-        guard let row = providerSettings[name] else { return nil }
-        return try JSONDecoder().decode(Settings.self, from: row)
-    }
 }
 
 /// Each app's routes, made on first use and shared by every sending worker over one HTTP/2
@@ -52,8 +46,8 @@ public actor Senders {
     let logger: Logger
     /// What each route has in flight, across the daemon's dispatch loops.
     nonisolated let routeWindows = RouteWindows()
-    /// Each route made, by app and provider, with the setup it was made from.
-    private var routes: [String: (setup: any Sendable, route: any ProviderRoute)] = [:]
+    /// Each route made, by app and provider, with the settings row it was made from.
+    private var routes: [String: (row: Data?, route: any ProviderRoute)] = [:]
     /// Where each FCM project's quota is drawn, shared with every daemon on the database; nil:
     /// this daemon keeps to the rate alone.
     let quotaConnection: PostgresConnection?
@@ -75,8 +69,8 @@ public actor Senders {
         self.quotaConnection = quotaConnection
     }
 
-    /// The app's route of provider `R`, or why there is none. A changed setup in `herald.apps`
-    /// takes effect at once.
+    /// The app's route of provider `R`, or why there is none. A changed row of the provider's
+    /// settings takes effect at once; an unchanged one is not decoded again.
     func route(of provider: any ProviderRoute.Type, app: AppSetup) -> Result<any ProviderRoute, ConfigurationProblem> {
         func made<R: ProviderRoute>(_ type: R.Type) -> Result<any ProviderRoute, ConfigurationProblem> {
             route(type, app: app).map { $0 }
@@ -86,19 +80,20 @@ public actor Senders {
 
     func route<R: ProviderRoute>(_ type: R.Type, app: AppSetup) -> Result<R, ConfigurationProblem> {
         let key = "\(R.self) \(app.appID)"
+        let row = app.providerSettings[R.name]
+        if let cached = routes[key], cached.row == row, let route = cached.route as? R {
+            return .success(route)
+        }
         let setup: R.Setup?
         do {
-            setup = try app.settings(R.Setup.self, of: R.name)
+            setup = try row.map { try JSONDecoder().decode(R.Setup.self, from: $0) }
         } catch {
             return .failure(
                 ConfigurationProblem("app \(app.appID): its \(R.displayName) settings cannot be read: \(error)"))
         }
-        if let cached = routes[key], cached.setup as? R.Setup? == setup, let route = cached.route as? R {
-            return .success(route)
-        }
         do {
             let route = try R.make(app: app.appID, setup: setup, shared: self)
-            routes[key] = (setup, route)
+            routes[key] = (row, route)
             return .success(route)
         } catch {
             // A file that could not be opened because the process ran out of descriptors says
