@@ -46,15 +46,15 @@ let package = Package(
         // The C shim over OpenSSL libcrypto: PEM and raw P-256 keys, RS256 and ES256 signatures,
         // ECDH, HKDF, AES-128-GCM.
         .target(
-            name: "CJWTCrypto",
+            name: "CCrypto",
             linkerSettings: [.linkedLibrary("crypto")]
         ),
 
-        // Clock, backoff, what became of a send, the configuration scopes and the JSON Herald
-        // writes itself, shared by the queue and every provider.
+        // Clock, backoff, what became of a send, the configuration scopes, the JSON Herald writes
+        // itself and Herald's worker kinds, shared by the queue, the workers and every provider.
         .target(name: "HeraldCore"),
         // Keys, JWTs and report references, over the C shim.
-        .target(name: "HeraldCrypto", dependencies: ["CJWTCrypto", "HeraldCore"]),
+        .target(name: "HeraldCrypto", dependencies: ["CCrypto", "HeraldCore"]),
 
         // libpq in Swift: connections, parameters, rows, LISTEN/NOTIFY.
         .target(
@@ -80,7 +80,7 @@ let package = Package(
             plugins: ["EmbedMigrations"]
         ),
         // The durable job queue: claim, batched completion, backoff, lease rescue, wake-up, the
-        // worker loop, queue status.
+        // worker loop. Generic: it knows no worker of Herald's.
         .target(
             name: "HeraldQueue",
             dependencies: [
@@ -147,11 +147,15 @@ let package = Package(
             ]
         ),
 
+        // What `herald status` and the endpoint's metrics read of the database: queues, problems,
+        // saturated routes, paused quotas, partitions.
+        .target(name: "HeraldStatus", dependencies: ["HeraldCore", "HeraldPostgres"]),
+
         // The HTTP endpoint apps call: delivery reports, the pending fetch, health.
         .target(
             name: "HeraldEndpoint",
             dependencies: [
-                "HeraldCore", "HeraldPostgres", "HeraldQueue",
+                "HeraldCore", "HeraldPostgres", "HeraldStatus",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -185,7 +189,7 @@ let package = Package(
                 "HeraldDaemon",
                 "HeraldSchema",
                 "HeraldCrypto",
-                "HeraldQueue",
+                "HeraldStatus",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -226,6 +230,10 @@ let package = Package(
             dependencies: ["HeraldQueue", "HeraldPostgres", "HeraldTestSupport"]
         ),
         .testTarget(
+            name: "HeraldStatusTests",
+            dependencies: ["HeraldStatus"]
+        ),
+        .testTarget(
             name: "HeraldHTTPTests",
             dependencies: [
                 "HeraldHTTP", "CHTTP2", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox"),
@@ -258,7 +266,8 @@ let package = Package(
         .testTarget(
             name: "HeraldWorkersTests",
             dependencies: [
-                "HeraldWorkers", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM", "HeraldEmulator",
+                "HeraldWorkers", "HeraldQueue", "HeraldStatus", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM",
+                "HeraldEmulator",
                 "HeraldHTTP", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

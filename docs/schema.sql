@@ -3689,6 +3689,20 @@ UNION ALL
 
 
 --
+-- Name: quota_pauses; Type: VIEW; Schema: herald; Owner: -
+--
+
+CREATE VIEW herald.quota_pauses AS
+ SELECT 'fcm'::text AS provider,
+    ('FCM project '::text || q.project_id) AS account,
+    q.paused_until,
+    ('FCM: '::text || COALESCE(q.paused_reason, '429'::text)) AS reason,
+    'if it recurs, lower HERALD_FCM_RATE_LIMIT or the project''s herald.fcm_quotas.per_second, or ask Google for more'::text AS advice
+   FROM herald.fcm_quotas q
+  WHERE (q.paused_until > now());
+
+
+--
 -- Name: wakeups; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -6121,6 +6135,14 @@ GRANT SELECT ON TABLE herald.providers TO herald_daemon;
 
 GRANT SELECT ON TABLE herald.queue_depth TO herald_operator;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.queue_depth TO herald_daemon;
+
+
+--
+-- Name: TABLE quota_pauses; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.quota_pauses TO herald_operator;
+GRANT SELECT ON TABLE herald.quota_pauses TO herald_daemon;
 
 
 --

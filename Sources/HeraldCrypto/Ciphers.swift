@@ -1,4 +1,4 @@
-import CJWTCrypto
+import CCrypto
 
 /// HKDF-SHA-256 (RFC 5869), as Web Push's key derivation uses it.
 public enum HKDF {

@@ -1,4 +1,4 @@
-import CJWTCrypto
+import CCrypto
 import Foundation
 
 /// A private (or public) key loaded once into OpenSSL and kept there: RSA for service accounts,

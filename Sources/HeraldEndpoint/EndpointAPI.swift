@@ -1,6 +1,7 @@
 import Foundation
+import HeraldCore
 import HeraldPostgres
-import HeraldQueue
+import HeraldStatus
 import Hummingbird
 import Logging
 import Metrics
@@ -105,7 +106,7 @@ final class EndpointAPI: Sendable {
                     failing.contains(key) ? 1 : 0)
             }
         }
-        if let status = try? await QueueStatus.loadQueues(connection) {
+        if let status = try? await StatusReport.loadQueues(connection) {
             let depth = Dictionary(uniqueKeysWithValues: status.kinds.map { ($0.kind, $0) })
             let kinds = gaugedKinds.withLock { known in
                 known.formUnion(depth.keys)

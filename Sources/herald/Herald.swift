@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import HeraldDaemon
 import HeraldPostgres
-import HeraldQueue
 import HeraldSchema
+import HeraldStatus
 import Logging
 import Metrics
 import Prometheus
@@ -112,22 +112,22 @@ struct Status: AsyncParsableCommand {
     var maxReadyAge: Double = 300
 
     func run() async throws {
-        let status: QueueStatus
+        let status: StatusReport
         do {
             let configuration = try options.load()
             // A read-only server is reported, not refused: an operator may point this at any of them.
             let connection = PostgresConnection(
                 conninfo: configuration.databaseURL, link: DatabaseLink(logger: Logger(label: "herald.status")),
                 acceptsReadOnlyServers: true)
-            status = try await QueueStatus.load(connection)
+            status = try await StatusReport.load(connection)
         } catch {
             throw fail(error)
         }
         let problems = status.problems(maximumReadyAge: maxReadyAge)
         if json {
             struct Output: Encodable {
-                var queues: [QueueStatus.Kind]
-                var database: QueueStatus.Database?
+                var queues: [StatusReport.Kind]
+                var database: StatusReport.Database?
                 var problems: [String]
             }
             let encoder = JSONEncoder()

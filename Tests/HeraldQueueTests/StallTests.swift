@@ -5,7 +5,7 @@ import Testing
 
 @testable import HeraldQueue
 
-/// A stall is named where an operator looks: the daemon's log, and `herald status`.
+/// A stall is named where an operator looks: the daemon's log (`herald status` has its own tests).
 @Suite struct StallTests {
     /// Keeps what is logged through it.
     final class Captured: Sendable {
@@ -40,29 +40,5 @@ import Testing
         #expect(message.contains("a slow dispatch claim"))
         #expect(metadata["rows"] == "500")
         #expect(Double("\(metadata["seconds"] ?? "0")") ?? 0 >= 3)
-    }
-
-    @Test func statusSaysWhenIngestOrDispatchFallsBehind() {
-        func status(_ kind: String, waited: Double?) -> QueueStatus {
-            QueueStatus(kinds: [
-                QueueStatus.Kind(
-                    kind: kind, ready: 5, scheduled: 0, running: 0, leaseExpired: 0, dead: 0, oldestReadySeconds: waited
-                )
-            ])
-        }
-        #expect(status("dispatch", waited: 2).problems(maximumReadyAge: 300).isEmpty)
-        #expect(
-            status("dispatch", waited: 75).problems(maximumReadyAge: 300) == [
-                "dispatch is falling behind: its oldest due item waited 75s, where a notification leaves within"
-                    + " moments; a running daemon logs each slow dispatch claim or record"
-            ])
-        #expect(status("ingest", waited: 75).problems(maximumReadyAge: 300).count == 1)
-        // Other kinds wait for their own reasons (a reconcile job's retry); past the backlog's
-        // age every kind is reported, once.
-        #expect(status("reconcile", waited: 75).problems(maximumReadyAge: 300).isEmpty)
-        #expect(
-            status("dispatch", waited: 400).problems(maximumReadyAge: 300) == [
-                "dispatch backlog: oldest ready job waited 400s"
-            ])
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldPostgres
 import HeraldQueue
+import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
 import Logging
@@ -69,7 +70,7 @@ import Testing
 
         // Operators see it in `herald status`, with FCM's words.
         let db = try await database.connect()
-        let problems = try await QueueStatus.load(db).problems(maximumReadyAge: 60)
+        let problems = try await StatusReport.load(db).problems(maximumReadyAge: 60)
         #expect(
             problems.contains {
                 $0.hasPrefix("FCM project shop-prod: over its quota, every daemon waits until")

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldPostgres
 import HeraldQueue
+import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
 import Logging
@@ -305,7 +306,7 @@ import Testing
 
         // Nothing opened for long: status says so once no generation is left ahead.
         try await f.db.execute("UPDATE herald.generations SET opened_at = now() WHERE opened_at IS NULL")
-        #expect(try await QueueStatus.load(f.db).problems(maximumReadyAge: 300).contains { $0.contains("made ahead") })
+        #expect(try await StatusReport.load(f.db).problems(maximumReadyAge: 300).contains { $0.contains("made ahead") })
         try await f.db.query("UPDATE herald.generations SET opened_at = NULL WHERE generation > $1", [open])
 
         let pass = await Pruner(connection: f.db, logger: Logger(label: "test")).pass()
@@ -318,7 +319,7 @@ import Testing
             "SELECT tableoid::regclass::text FROM herald.notifications WHERE title = 'placed'")[0].decode(
                 0, as: String.self)
         #expect(next == "herald.notifications_g\(open + 2)")
-        #expect(try await QueueStatus.load(f.db).partitions?.ahead == Pruner.generationsAhead)
+        #expect(try await StatusReport.load(f.db).partitions?.ahead == Pruner.generationsAhead)
         try await f.dispatch()
         #expect(
             try await f.db.query("SELECT count(*) FROM herald.deliveries WHERE state = 'sent'")[0].decode(

@@ -3,6 +3,7 @@ import HeraldEmulator
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
+import HeraldStatus
 import HeraldSchema
 import HeraldTestSupport
 import HeraldWorkers
@@ -164,7 +165,7 @@ import Testing
         #expect(try await db.query("SELECT count(*) FROM herald.deliveries")[0].decode(0, as: Int.self) == before)
         // Migration 015: the app stays open to every producer, and status says so; the waiting
         // notification whose key is now Herald's is rejected with the reason, not left to stall ingest.
-        #expect(try await QueueStatus.load(db).openToEveryProducer == ["shop"])
+        #expect(try await StatusReport.load(db).openToEveryProducer == ["shop"])
         let herald = try await db.query(
             "SELECT state, reason FROM herald.notifications WHERE idempotency_key = 'herald-wakeup-1'")[0]
         #expect(try herald.decode(0, as: String.self) == "rejected")

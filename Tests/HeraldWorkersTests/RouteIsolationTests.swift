@@ -2,6 +2,7 @@ import Foundation
 import HeraldEmulator
 import HeraldPostgres
 import HeraldQueue
+import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
 import Testing
@@ -186,7 +187,7 @@ import Testing
             #expect(try row.decode("in_flight", as: Int.self) == 120)
             #expect(try row.decode("postponed", as: Int.self) == 10)
         }
-        let problems = try await QueueStatus.load(f.db).problems(maximumReadyAge: 3600)
+        let problems = try await StatusReport.load(f.db).problems(maximumReadyAge: 3600)
         #expect(
             problems.contains {
                 $0.hasPrefix("app shop, route apns: slow, its window is full (120 in flight, 10 postponed")

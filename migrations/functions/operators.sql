@@ -174,6 +174,19 @@ REVOKE ALL ON herald.app_problems FROM PUBLIC, herald_producer, herald_operator,
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.app_problems TO herald_daemon;
 GRANT SELECT ON herald.app_problems TO herald_operator;
 
+-- Accounts a provider refused for their quota: every daemon waits until paused_until, and
+-- herald status says so. FCM answers 429 for a project over its quota (herald.fcm_quotas,
+-- migration 019). A provider with a quota of its own adds its rows here.
+CREATE OR REPLACE VIEW herald.quota_pauses AS
+SELECT 'fcm'::text AS provider, 'FCM project ' || q.project_id AS account, q.paused_until,
+       'FCM: ' || coalesce(q.paused_reason, '429') AS reason,
+       'if it recurs, lower HERALD_FCM_RATE_LIMIT or the project''s herald.fcm_quotas.per_second, or ask Google for more'::text
+           AS advice
+FROM herald.fcm_quotas q
+WHERE q.paused_until > now();
+REVOKE ALL ON herald.quota_pauses FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.quota_pauses TO herald_operator, herald_daemon;
+
 -- For operators: wake-ups, with the device and what they were for.
 --   SELECT * FROM herald.recent_wakeups WHERE app_id = 'shop' ORDER BY created_at DESC LIMIT 20;
 CREATE OR REPLACE VIEW herald.recent_wakeups AS

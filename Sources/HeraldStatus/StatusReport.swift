@@ -1,9 +1,11 @@
 import Foundation
+import HeraldCore
 import HeraldPostgres
 
-/// The state of the queue per job kind, as `herald status` prints it and the
-/// `herald.queue_depth` view shows it.
-public struct QueueStatus: Sendable, Codable, Equatable {
+/// What `herald status` reports: the queues by kind (`herald.queue_depth`), and what an operator
+/// should look at. It reads operator views only, so it names no provider: each provider's rows
+/// come through them.
+public struct StatusReport: Sendable, Codable, Equatable {
     public struct Kind: Sendable, Codable, Equatable {
         public var kind: String
         /// Due now and waiting for a worker.
@@ -23,7 +25,8 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     /// `herald.app_problems`).
     public struct AppProblem: Sendable, Codable, Equatable {
         public var app: String
-        /// `fcm`, `fcm_apns`, `web`, `apns`, or `apns_certificate` for an expiry warning.
+        /// A configuration scope (`herald.config_scopes`), or a warning's own name such as
+        /// `apns_certificate`.
         public var scope: String
         /// What waits because of it: "every delivery through FCM", "deliveries to browsers", …
         public var waiting: String
@@ -36,7 +39,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     /// other deliveries waited (rows of `herald.route_saturation`, summed over workers).
     public struct SaturatedRoute: Sendable, Codable, Equatable {
         public var app: String
-        /// `fcm`, `fcm_apns`, `apns` or `web`.
+        /// A route of `herald.routes`.
         public var route: String
         /// The push service's origin, for `web`.
         public var origin: String?
@@ -47,16 +50,19 @@ public struct QueueStatus: Sendable, Codable, Equatable {
 
     public var saturatedRoutes: [SaturatedRoute] = []
 
-    /// An FCM project paused after FCM answered 429 for its quota: every daemon waits until then
-    /// (rows of `herald.fcm_quotas`).
-    public struct PausedProject: Sendable, Codable, Equatable {
-        public var project: String
+    /// An account a provider refused for its quota: every daemon waits until then (rows of
+    /// `herald.quota_pauses`).
+    public struct QuotaPause: Sendable, Codable, Equatable {
+        /// "FCM project shop-prod".
+        public var account: String
         public var until: Date
-        /// FCM's words.
-        public var reason: String?
+        /// The provider's words, after its name.
+        public var reason: String
+        /// What an operator can do if it recurs.
+        public var advice: String
     }
 
-    public var pausedFCMProjects: [PausedProject] = []
+    public var quotaPauses: [QuotaPause] = []
 
     /// The server `herald status` reached, whether it takes writes, and the Herald connections on
     /// it by client address. A daemon missing here after a failover is connected elsewhere, or
@@ -97,7 +103,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     /// left the apps that existed before it.
     public var openToEveryProducer: [String] = []
 
-    public static func load(_ connection: PostgresConnection) async throws -> QueueStatus {
+    public static func load(_ connection: PostgresConnection) async throws -> StatusReport {
         var status = try await loadQueues(connection)
         status.appProblems = try await connection.query(SQL.appProblems).map { row in
             AppProblem(
@@ -120,10 +126,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                 inFlight: try row.decode("in_flight"), postponed: try row.decode("postponed"),
                 since: try row.decode("since"))
         }
-        status.pausedFCMProjects = try await connection.query(SQL.pausedFCMProjects).map { row in
-            PausedProject(
-                project: try row.decode("project_id"), until: try row.decode("paused_until"),
-                reason: try row.decode("paused_reason"))
+        status.quotaPauses = try await connection.query(SQL.quotaPauses).map { row in
+            QuotaPause(
+                account: try row.decode("account"), until: try row.decode("paused_until"),
+                reason: try row.decode("reason"), advice: try row.decode("advice"))
         }
         status.partitions = try await connection.query(SQL.partitions).first.map { row in
             Partitions(
@@ -136,9 +142,9 @@ public struct QueueStatus: Sendable, Codable, Equatable {
     }
 
     /// The queues alone (`herald.queue_depth`), as `herald status` and the metrics read them.
-    public static func loadQueues(_ connection: PostgresConnection) async throws -> QueueStatus {
+    public static func loadQueues(_ connection: PostgresConnection) async throws -> StatusReport {
         let result = try await connection.query(SQL.queueDepth)
-        return QueueStatus(
+        return StatusReport(
             kinds: try result.map { row in
                 Kind(
                     kind: try row.decode("kind"), ready: try row.decode("ready"),
@@ -173,11 +179,10 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                     + " \(saturated.postponed) postponed since \(saturated.since)); its other deliveries wait, the"
                     + " other routes go on")
         }
-        for paused in pausedFCMProjects {
+        for paused in quotaPauses {
             problems.append(
-                "FCM project \(paused.project): over its quota, every daemon waits until \(paused.until)"
-                    + " (FCM: \(paused.reason ?? "429")); if it recurs, lower HERALD_FCM_RATE_LIMIT or the"
-                    + " project's herald.fcm_quotas.per_second, or ask Google for more")
+                "\(paused.account): over its quota, every daemon waits until \(paused.until)"
+                    + " (\(paused.reason)); \(paused.advice)")
         }
         if let partitions, partitions.ahead == 0 {
             problems.append(
@@ -258,10 +263,7 @@ public struct QueueStatus: Sendable, Codable, Equatable {
                    count(*) FILTER (WHERE generation IS NOT NULL AND opened_at IS NULL)::int AS ahead
             FROM herald.partitions
             """
-        static let pausedFCMProjects = """
-            SELECT project_id, paused_until, paused_reason FROM herald.fcm_quotas
-            WHERE paused_until > now() ORDER BY project_id
-            """
+        static let quotaPauses = "SELECT account, paused_until, reason, advice FROM herald.quota_pauses ORDER BY account"
         /// Every session named `herald…` but this one: daemons set `application_name` to `herald`
         /// unless the connection string names them.
         static let heraldClients = """
