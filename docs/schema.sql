@@ -749,7 +749,7 @@ $$;
 -- Name: claim_sends(timestamp with time zone, integer, text, interval, bigint[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text)
     LANGUAGE plpgsql
     SET enable_sort TO 'off'
     SET enable_seqscan TO 'off'
@@ -779,6 +779,8 @@ BEGIN
         SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
     ), rules AS MATERIALIZED (
         SELECT * FROM herald.route_rules
+    ), report_key AS MATERIALIZED (
+        SELECT p.inner_pad, p.outer_pad FROM herald.secrets s, herald.hmac_pads(s.value) p WHERE s.name = 'report_hmac'
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -820,7 +822,8 @@ BEGIN
            (n.activity_attributes || jsonb_build_object('herald_activity', n.activity_id))::text,
            n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
-           n.activity_channel, ch.channel_id, ch.state, ch.stores_latest
+           n.activity_channel, ch.channel_id, ch.state, ch.stores_latest,
+           herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad)
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
@@ -841,7 +844,8 @@ BEGIN
                        WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
                        OFFSET 0) r ON true
     LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
-                       WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true;
+                       WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true
+    LEFT JOIN report_key k ON true;
 END;
 $$;
 
@@ -958,11 +962,21 @@ $$;
 CREATE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) RETURNS text
     LANGUAGE sql STABLE STRICT
     AS $$
-    SELECT rtrim(translate(encode(body || substring(herald.hmac_sha256(s.value, body) FROM 1 FOR 16), 'base64'),
-                           '+/', '-_'), '=')
-    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b,
-         herald.secrets s
+    SELECT herald.delivery_reference(delivery_id, device_id, p.inner_pad, p.outer_pad)
+    FROM herald.secrets s, herald.hmac_pads(s.value) p
     WHERE s.name = 'report_hmac';
+$$;
+
+
+--
+-- Name: delivery_reference(bigint, bigint, bytea, bytea); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea, outer_pad bytea) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT rtrim(translate(encode(body || herald.reference_tag(body, inner_pad, outer_pad), 'base64'), '+/', '-_'), '=')
+    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b;
 $$;
 
 
@@ -1154,19 +1168,18 @@ CREATE FUNCTION herald.fetch_window() RETURNS interval
 
 
 --
--- Name: hmac_sha256(bytea, bytea); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: hmac_pads(bytea); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.hmac_sha256(key bytea, message bytea) RETURNS bytea
+CREATE FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea) RETURNS record
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
     WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
-         padded AS (SELECT k || decode(repeat('00', 64 - octet_length(k)), 'hex') AS k FROM sized),
-         pads AS (
-             SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 54), 2, '0'), '' ORDER BY i), 'hex') AS inner_key,
-                    decode(string_agg(lpad(to_hex(get_byte(k, i) # 92), 2, '0'), '' ORDER BY i), 'hex') AS outer_key
-             FROM padded, generate_series(0, 63) AS i)
-    SELECT sha256(outer_key || sha256(inner_key || message)) FROM pads;
+         padded AS (SELECT k || decode(repeat('00', 64 - octet_length(k)), 'hex') AS k FROM sized)
+    SELECT string_agg(int8send(w.word # x'3636363636363636'::bigint), '' ORDER BY i),
+           string_agg(int8send(w.word # x'5c5c5c5c5c5c5c5c'::bigint), '' ORDER BY i)
+    FROM padded, generate_series(0, 7) AS i,
+         LATERAL (SELECT ('x' || encode(substring(k FROM i * 8 + 1 FOR 8), 'hex'))::bit(64)::bigint AS word) w;
 $$;
 
 
@@ -1860,7 +1873,7 @@ BEGIN
         RETURN;
     END IF;
     raw := decode(translate(reference, '-_', '+/') || '=', 'base64');
-    IF substring(raw FROM 17) <> substring(herald.hmac_sha256(secret, substring(raw FROM 1 FOR 16)) FROM 1 FOR 16) THEN
+    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret) THEN
         RETURN;
     END IF;
     delivery_id := ('x' || encode(substring(raw FROM 1 FOR 8), 'hex'))::bit(64)::bigint;
@@ -1889,7 +1902,7 @@ $$;
 -- Name: pending_notifications(text, timestamp with time zone, integer, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - '3 days'::interval), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
+CREATE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - herald.fetch_window()), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2072,7 +2085,7 @@ $$;
 -- Name: reconcile(bigint[], timestamp with time zone, interval, interval, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zone DEFAULT now(), quiet interval DEFAULT '00:30:00'::interval, grace interval DEFAULT '00:01:00'::interval, fetch_window interval DEFAULT '3 days'::interval) RETURNS TABLE(reports integer, delivered integer, wakeups integer)
+CREATE FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval DEFAULT herald.fetch_window()) RETURNS TABLE(reports integer, delivered integer, wakeups integer)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
@@ -2307,6 +2320,28 @@ $$;
 
 
 --
+-- Name: reference_tag(bytea, bytea); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.reference_tag(body bytea, secret bytea) RETURNS bytea
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT herald.reference_tag(body, p.inner_pad, p.outer_pad) FROM herald.hmac_pads(secret) p;
+$$;
+
+
+--
+-- Name: reference_tag(bytea, bytea, bytea); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.reference_tag(body bytea, inner_pad bytea, outer_pad bytea) RETURNS bytea
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT substring(sha256(outer_pad || sha256(inner_pad || body)) FROM 1 FOR 16);
+$$;
+
+
+--
 -- Name: register_activity_token(text, text, text, text, text); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -2417,7 +2452,7 @@ $_$;
 CREATE FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text DEFAULT NULL::text, token_kind text DEFAULT NULL::text, OUT device_row_id bigint, OUT status text) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+    AS $$
 DECLARE
     existing herald.devices;
     -- What the device row keeps: the token, or for a browser its endpoint and keys.
@@ -2425,7 +2460,7 @@ DECLARE
     p256dh bytea;
     auth bytea;
     kind text := token_kind;
-    kind_platforms text[];
+    kind_row herald.token_kinds;
     transport text;
     app_row herald.apps;
 BEGIN
@@ -2462,21 +2497,23 @@ BEGIN
     kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
                                 WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
                                 ELSE 'registration_token' END);
-    SELECT k.platforms INTO kind_platforms FROM herald.token_kinds k WHERE k.token_kind = kind;
+    SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = kind;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
             (SELECT string_agg(format('%L: %s', k.token_kind, k.description), ', ' ORDER BY k.token_kind)
              FROM herald.token_kinds k),
             quote_literal(kind) USING ERRCODE = 'check_violation';
     END IF;
-    IF platform <> ALL(kind_platforms) THEN
+    IF platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
             USING ERRCODE = 'check_violation';
     END IF;
-    IF kind = 'apns_device_token' AND (push_token !~ '^[0-9A-Fa-f]{64,}$' OR length(push_token) % 2 <> 0) THEN
-        RAISE EXCEPTION 'herald.register_device: an APNs device token is 64 or more hexadecimal digits (the app''s deviceToken as hex), not % characters like %',
-            length(push_token), quote_literal(left(push_token, 8) || '…') USING ERRCODE = 'check_violation';
-    ELSIF kind = 'apns_device_token' THEN
+    IF push_token !~ kind_row.shape THEN
+        RAISE EXCEPTION 'herald.register_device: % is %, not % characters like %', kind_row.description,
+            kind_row.shape_description, length(push_token), quote_literal(left(push_token, 8) || '…')
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF kind_row.lowercase THEN
         token := lower(token);
     END IF;
 
@@ -2520,7 +2557,7 @@ BEGIN
     WHERE d.id = existing.id;
     status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
 END;
-$_$;
+$$;
 
 
 --
@@ -3880,7 +3917,11 @@ CREATE VIEW herald.throughput AS
 CREATE TABLE herald.token_kinds (
     token_kind text NOT NULL,
     platforms text[] NOT NULL,
-    description text NOT NULL
+    description text NOT NULL,
+    shape text,
+    shape_description text,
+    lowercase boolean DEFAULT false NOT NULL,
+    CONSTRAINT token_kinds_check CHECK (((shape IS NULL) = (shape_description IS NULL)))
 );
 
 
@@ -5486,6 +5527,14 @@ GRANT ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bi
 
 
 --
+-- Name: FUNCTION delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea, outer_pad bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea, outer_pad bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea, outer_pad bytea) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION draw_fcm_quota(project text, wanted integer, fleet_rate integer, OUT granted integer, OUT this_second timestamp with time zone, OUT good_for interval, OUT paused_for interval, OUT rate integer); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5544,11 +5593,11 @@ GRANT ALL ON FUNCTION herald.fetch_window() TO herald_producer;
 
 
 --
--- Name: FUNCTION hmac_sha256(key bytea, message bytea); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.hmac_sha256(key bytea, message bytea) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea) TO herald_daemon;
 
 
 --
@@ -5750,6 +5799,22 @@ GRANT ALL ON FUNCTION herald.record_sends(ids bigint[], states text[], names tex
 REVOKE ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_daemon;
 GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_operator;
+
+
+--
+-- Name: FUNCTION reference_tag(body bytea, secret bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.reference_tag(body bytea, secret bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.reference_tag(body bytea, secret bytea) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION reference_tag(body bytea, inner_pad bytea, outer_pad bytea); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.reference_tag(body bytea, inner_pad bytea, outer_pad bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.reference_tag(body bytea, inner_pad bytea, outer_pad bytea) TO herald_daemon;
 
 
 --

@@ -59,10 +59,11 @@ public enum DeliveryLife {
                         + " (\(delivery.abandonedBy ?? "a worker") stopped before finishing)",
                     dead: true)
             }
-            if delivery.expiresAt <= now {
-                return DeliveryResult(state: .expired, error: "expired at \(delivery.expiresAt) before it was sent")
+            if delivery.notification.expiresAt <= now {
+                return DeliveryResult(
+                    state: .expired, error: "expired at \(delivery.notification.expiresAt) before it was sent")
             }
-            if let reason = delivery.deviceDisabledReason {
+            if let reason = delivery.device?.disabledReason {
                 return DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
             }
             if let channel = delivery.channel {

@@ -14,7 +14,8 @@ public struct ReconcileWorker: JobHandler {
     public let kind = WorkerKind.reconcile.rawValue
     let context: WorkerContext
 
-    /// When wake-ups are sent.
+    /// When wake-ups are sent: these defaults are the only ones (`herald.reconcile` takes them
+    /// at each call).
     public struct Settings: Sendable {
         /// No second wake-up for a device sooner than this after its last one.
         public var quietPeriod: Duration = .seconds(30 * 60)
@@ -31,11 +32,10 @@ public struct ReconcileWorker: JobHandler {
 
     enum SQL {
         /// Reconciles reports $1 at $2, with the wake-up interval $3 and grace $4 in seconds
-        /// (`herald.reconcile`, `migrations/functions/reconcile.sql`).
+        /// (`herald.reconcile`, `migrations/functions/reconcile.sql`), over `herald.fetch_window()`.
         static let reconcile = """
             SELECT reports, delivered, wakeups
-            FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4),
-                                  herald.fetch_window())
+            FROM herald.reconcile($1::bigint[], $2, make_interval(secs => $3), make_interval(secs => $4))
             """
     }
 

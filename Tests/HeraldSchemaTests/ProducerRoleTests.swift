@@ -54,7 +54,7 @@ import Testing
             "SELECT herald.ingest('{1}')",
             "SELECT * FROM herald.secrets",
             "SELECT herald.delivery_reference(1, 1)",
-            "SELECT herald.reconcile('{1}')",
+            "SELECT herald.reconcile('{1}', now(), '30 minutes', '1 minute')",
             "SELECT * FROM herald.delivery_reports",
         ] {
             let error = await #expect(throws: PostgresError.self, "\(forbidden)") {

@@ -28,21 +28,22 @@ import Testing
     /// The keys Herald puts beside `aps` (iOS), in `data` (Android) or in a browser's document,
     /// for a delivery using every option.
     func emittedKeys() throws -> [String: Set<String>] {
-        let builder = PayloadBuilder(
-            reference: DeliveryReference(secret: Array("a test secret, long enough".utf8)),
-            reportBaseURL: "https://push.example.com")
+        let builder = PayloadBuilder(reportBaseURL: "https://push.example.com")
         let browserKey = try CryptoKey.generateP256().publicPoint()
         func delivery(_ kind: OutgoingDelivery.PayloadKind, silent: Bool = false) -> OutgoingDelivery {
             OutgoingDelivery(
-                deliveryID: 1, notificationID: 2, attempts: 1, payloadKind: kind, deviceRowID: 3,
+                deliveryID: 1, appID: "shop", payloadKind: kind, attempts: 1,
+                notification: .init(
+                    id: 2, title: "T", body: "B", data: [], imageURL: "https://img/x.png", sound: "ding", badge: 1,
+                    deepLink: "shop://x", priority: "high", expiresAt: Date().addingTimeInterval(3600),
+                    silent: silent, dryRun: false, apple: .init(category: "C", threadID: "t"),
+                    android: .init(channelID: "orders")),
+                device: .init(rowID: 3, reportReference: "AAAAAAAAAAEAAAAAAAAAA9yE3Q1lI4d1Zq0RQXcB5eA"),
                 target: kind == .web
                     ? .browser(
                         endpoint: "https://push.example.net/push/1", p256dh: browserKey,
                         auth: Array(repeating: 1, count: 16)) : .registrationToken("token"),
-                appID: "shop", title: "T", body: "B", data: [],
-                imageURL: "https://img/x.png", sound: "ding", badge: 1, androidChannelID: "orders",
-                iosCategory: "C", iosThreadID: "t", deepLink: "shop://x", priority: "high",
-                expiresAt: Date().addingTimeInterval(3600), silent: silent, dryRun: false)
+                route: nil)
         }
         func document(silent: Bool) throws -> Set<String> {
             let payload = try builder.webPushMessage(for: delivery(.web, silent: silent), now: Date()).payload

@@ -12,9 +12,10 @@ import Testing
 
     func delivery(attempts: Int = 1, _ change: (inout OutgoingDelivery) -> Void = { _ in }) -> OutgoingDelivery {
         var delivery = OutgoingDelivery(
-            deliveryID: 1, notificationID: 2, attempts: attempts, payloadKind: .androidData, deviceRowID: 3,
-            target: .registrationToken("token"), route: .fcm, appID: "shop", priority: "high",
-            expiresAt: now.addingTimeInterval(3600), silent: false, dryRun: false)
+            deliveryID: 1, appID: "shop", payloadKind: .androidData, attempts: attempts,
+            notification: .init(
+                id: 2, priority: "high", expiresAt: now.addingTimeInterval(3600), silent: false, dryRun: false),
+            device: .init(rowID: 3, reportReference: "reference"), target: .registrationToken("token"), route: .fcm)
         change(&delivery)
         return delivery
     }
@@ -25,8 +26,8 @@ import Testing
 
     @Test func aClaimedDeliveryIsSentUnlessItCannotOrNeedNotBe() throws {
         #expect(next(delivery(), .claimed) == nil)
-        #expect(next(delivery { $0.expiresAt = now }, .claimed)?.state == .expired)
-        let disabled = try #require(next(delivery { $0.deviceDisabledReason = "token_invalid" }, .claimed))
+        #expect(next(delivery { $0.notification.expiresAt = now }, .claimed)?.state == .expired)
+        let disabled = try #require(next(delivery { $0.device?.disabledReason = "token_invalid" }, .claimed))
         #expect(disabled.state == .cancelled && disabled.error?.contains("token_invalid") == true)
         #expect(next(delivery { $0.target = nil }, .claimed)?.error == "the device has no push token")
         // An Android notification for a device that registered again as an iPhone since ingest.

@@ -135,7 +135,8 @@ import Testing
         }
         func reconcile() async throws {
             try await f.db.query(
-                "SELECT * FROM herald.reconcile(ARRAY(SELECT id FROM herald.delivery_reports WHERE processed_at IS NULL))"
+                "SELECT * FROM herald.reconcile(ARRAY(SELECT id FROM herald.delivery_reports WHERE processed_at IS NULL), now(),"
+                    + " '30 minutes', '1 minute')"
             )
         }
         // The first reported and applied, the second reported only; the third backs off (kept).

@@ -114,20 +114,20 @@ import Testing
     /// that it shows the notification without a service worker; other push services, and a
     /// notification without a title or a web link to open, get the classic document alone.
     @Test func safariGetsDeclarativeWebPushAndOtherBrowsersTheClassicDocument() throws {
-        let builder = PayloadBuilder(
-            reference: DeliveryReference(secret: Array("a test secret, long enough".utf8)),
-            reportBaseURL: "https://push.example.com")
+        let builder = PayloadBuilder(reportBaseURL: "https://push.example.com")
         let key = try CryptoKey.generateP256().publicPoint()
         func document(
             endpoint: String, deepLink: String? = "https://shop.example/o/42", title: String? = "Shipped",
             body: String = "Parcel 42", silent: Bool = false
         ) throws -> [String: Any] {
             let delivery = OutgoingDelivery(
-                deliveryID: 1, notificationID: 2, attempts: 1, payloadKind: .web, deviceRowID: 3,
-                target: .browser(endpoint: endpoint, p256dh: key, auth: Array(repeating: 1, count: 16)),
-                appID: "shop", title: title, body: body, data: [("order", "42")], badge: 4, deepLink: deepLink,
-                priority: "high", expiresAt: Date().addingTimeInterval(3600), collapseKey: "order-42", silent: silent,
-                dryRun: false)
+                deliveryID: 1, appID: "shop", payloadKind: .web, attempts: 1,
+                notification: .init(
+                    id: 2, title: title, body: body, data: [("order", "42")], badge: 4, deepLink: deepLink,
+                    priority: "high", expiresAt: Date().addingTimeInterval(3600), collapseKey: "order-42",
+                    silent: silent, dryRun: false),
+                device: .init(rowID: 3, reportReference: "AAAAAAAAAAEAAAAAAAAAA9yE3Q1lI4d1Zq0RQXcB5eA"),
+                target: .browser(endpoint: endpoint, p256dh: key, auth: Array(repeating: 1, count: 16)), route: nil)
             let payload = try builder.webPushMessage(for: delivery, now: Date()).payload
             return try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
         }

@@ -46,7 +46,8 @@ struct ToyPush: ProviderRoute {
         GRANT SELECT ON herald.app_toy TO herald_daemon;
         INSERT INTO herald.providers VALUES ('toy', 'herald.app_toy');
         INSERT INTO herald.config_scopes VALUES ('toy', 'deliveries through Toy Push');
-        INSERT INTO herald.token_kinds VALUES ('toy_token', '{android}', 'a Toy Push token');
+        INSERT INTO herald.token_kinds VALUES ('toy_token', '{android}', 'a Toy Push token', '^toy-[a-z]+$',
+                                               '"toy-" and lower-case letters');
         INSERT INTO herald.routes VALUES ('toy', 'toy', 'Android through Toy Push', '{toy}');
         INSERT INTO herald.route_targets VALUES ('android_data', 'toy_token', 'toy');
         """
@@ -61,7 +62,8 @@ struct ToyPush: ProviderRoute {
     {
         let requests = batch.map { delivery in
             let body: [String: String?] = [
-                "token": delivery.target?.deviceToken, "title": delivery.title, "body": delivery.body,
+                "token": delivery.target?.deviceToken, "title": delivery.notification.title,
+                "body": delivery.notification.body,
             ]
             return HeraldHTTP.HTTPRequest(
                 url: endpoint + "/send", headers: [("Authorization", "Bearer \(key)")],
@@ -84,7 +86,7 @@ struct ToyPush: ProviderRoute {
             case .failure(let error):
                 outcome = .retry(after: nil, reason: "\(error)")
             }
-            return (delivery, .sent(outcome, dryRun: delivery.dryRun, at: at))
+            return (delivery, .sent(outcome, dryRun: delivery.notification.dryRun, at: at))
         }
     }
 }
@@ -127,6 +129,15 @@ struct ToyPush: ProviderRoute {
             try await f.db.query(
                 "SELECT herald.register_device('shop', $1, 'android', $2, 'alice', 'toy_token')", [device, token])
         }
+        // Registration holds producers to how its token kind says its tokens look.
+        let refused = await #expect(throws: PostgresError.self) {
+            try await f.db.query(
+                "SELECT herald.register_device('shop', 'bad-toy-phone', 'android', 'TOY 7', 'alice', 'toy_token')")
+        }
+        #expect(
+            refused?.message.contains(
+                #"a Toy Push token is "toy-" and lower-case letters, not 5 characters like 'TOY 7…'"#) == true,
+            "\(refused?.message ?? "")")
         try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped', body => 'Parcel 42')")
         try await f.ingest()
         try await dispatch.drain()

@@ -20,6 +20,63 @@ GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_operator;
 GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_daemon;
 
+-- The reference an app reports a delivery with (docs/app-integration.md): base64url of the
+-- delivery's and the device's ids and a tag, the first 16 bytes of their HMAC-SHA256 under the
+-- secret herald.secrets.report_hmac. Knowing one notification's id does not let anyone forge a
+-- report for another, or for another device. The claim makes them (many under one secret, so it
+-- builds the key's pads once: they cost far more than the two hashes of a tag) and
+-- herald.open_reference (reconcile.sql) checks them; nothing else does either.
+
+-- HMAC-SHA256's padded keys (RFC 2104) over PostgreSQL's built-in sha256, so no extension is
+-- needed: the 64-byte key XOR 0x36 and XOR 0x5c, eight bytes at a time.
+CREATE OR REPLACE FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
+         padded AS (SELECT k || decode(repeat('00', 64 - octet_length(k)), 'hex') AS k FROM sized)
+    SELECT string_agg(int8send(w.word # x'3636363636363636'::bigint), '' ORDER BY i),
+           string_agg(int8send(w.word # x'5c5c5c5c5c5c5c5c'::bigint), '' ORDER BY i)
+    FROM padded, generate_series(0, 7) AS i,
+         LATERAL (SELECT ('x' || encode(substring(k FROM i * 8 + 1 FOR 8), 'hex'))::bit(64)::bigint AS word) w;
+$$;
+REVOKE ALL ON FUNCTION herald.hmac_pads(bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.hmac_pads(bytea) TO herald_daemon;
+
+-- A reference's tag of `body` (the two ids, 16 bytes), under the pads of the secret.
+CREATE OR REPLACE FUNCTION herald.reference_tag(body bytea, inner_pad bytea, outer_pad bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT substring(sha256(outer_pad || sha256(inner_pad || body)) FROM 1 FOR 16);
+$$;
+REVOKE ALL ON FUNCTION herald.reference_tag(bytea,bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.reference_tag(bytea,bytea,bytea) TO herald_daemon;
+
+-- The same, under the secret itself.
+CREATE OR REPLACE FUNCTION herald.reference_tag(body bytea, secret bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT herald.reference_tag(body, p.inner_pad, p.outer_pad) FROM herald.hmac_pads(secret) p;
+$$;
+REVOKE ALL ON FUNCTION herald.reference_tag(bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.reference_tag(bytea,bytea) TO herald_daemon;
+
+-- The reference for one delivery to one device, under the pads of the secret.
+CREATE OR REPLACE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea,
+                                                     outer_pad bytea) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT rtrim(translate(encode(body || herald.reference_tag(body, inner_pad, outer_pad), 'base64'), '+/', '-_'), '=')
+    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b;
+$$;
+REVOKE ALL ON FUNCTION herald.delivery_reference(bigint,bigint,bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.delivery_reference(bigint,bigint,bytea,bytea) TO herald_daemon;
+
+-- The reference for one delivery to one device.
+CREATE OR REPLACE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) RETURNS text
+LANGUAGE sql STABLE STRICT AS $$
+    SELECT herald.delivery_reference(delivery_id, device_id, p.inner_pad, p.outer_pad)
+    FROM herald.secrets s, herald.hmac_pads(s.value) p
+    WHERE s.name = 'report_hmac';
+$$;
+REVOKE ALL ON FUNCTION herald.delivery_reference(bigint,bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.delivery_reference(bigint,bigint) TO herald_daemon;
+
 -- The routing rule: the route a delivery takes, by its payload kind and the kind of its device's
 -- token (NULL for a topic or a broadcast channel), with the route's provider and the
 -- configuration scopes it needs. A pair it has no row for is not sent (the device registered
@@ -64,7 +121,7 @@ GRANT SELECT ON herald.route_rules TO herald_operator, herald_daemon;
 -- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
 -- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
 -- as they grow (PlanningTests).
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text)
     LANGUAGE plpgsql
     SET enable_sort TO 'off' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -91,6 +148,8 @@ BEGIN
         SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
     ), rules AS MATERIALIZED (
         SELECT * FROM herald.route_rules
+    ), report_key AS MATERIALIZED (
+        SELECT p.inner_pad, p.outer_pad FROM herald.secrets s, herald.hmac_pads(s.value) p WHERE s.name = 'report_hmac'
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -132,7 +191,8 @@ BEGIN
            (n.activity_attributes || jsonb_build_object('herald_activity', n.activity_id))::text,
            n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
-           n.activity_channel, ch.channel_id, ch.state, ch.stores_latest
+           n.activity_channel, ch.channel_id, ch.state, ch.stores_latest,
+           herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad)
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
@@ -153,7 +213,8 @@ BEGIN
                        WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
                        OFFSET 0) r ON true
     LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
-                       WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true;
+                       WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true
+    LEFT JOIN report_key k ON true;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;

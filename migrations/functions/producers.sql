@@ -210,7 +210,7 @@ DECLARE
     p256dh bytea;
     auth bytea;
     kind text := token_kind;
-    kind_platforms text[];
+    kind_row herald.token_kinds;
     transport text;
     app_row herald.apps;
 BEGIN
@@ -247,21 +247,23 @@ BEGIN
     kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
                                 WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
                                 ELSE 'registration_token' END);
-    SELECT k.platforms INTO kind_platforms FROM herald.token_kinds k WHERE k.token_kind = kind;
+    SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = kind;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
             (SELECT string_agg(format('%L: %s', k.token_kind, k.description), ', ' ORDER BY k.token_kind)
              FROM herald.token_kinds k),
             quote_literal(kind) USING ERRCODE = 'check_violation';
     END IF;
-    IF platform <> ALL(kind_platforms) THEN
+    IF platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
             USING ERRCODE = 'check_violation';
     END IF;
-    IF kind = 'apns_device_token' AND (push_token !~ '^[0-9A-Fa-f]{64,}$' OR length(push_token) % 2 <> 0) THEN
-        RAISE EXCEPTION 'herald.register_device: an APNs device token is 64 or more hexadecimal digits (the app''s deviceToken as hex), not % characters like %',
-            length(push_token), quote_literal(left(push_token, 8) || '…') USING ERRCODE = 'check_violation';
-    ELSIF kind = 'apns_device_token' THEN
+    IF push_token !~ kind_row.shape THEN
+        RAISE EXCEPTION 'herald.register_device: % is %, not % characters like %', kind_row.description,
+            kind_row.shape_description, length(push_token), quote_literal(left(push_token, 8) || '…')
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF kind_row.lowercase THEN
         token := lower(token);
     END IF;
 

@@ -1,35 +1,10 @@
--- reconcile: delivery references, the reports apps send back and the pending fetch
--- (herald.report_delivery, herald.pending_notifications), and the reconcile worker's step.
+-- reconcile: the reports apps send back with their delivery references (herald.open_reference;
+-- dispatch.sql makes them), the pending fetch (herald.report_delivery,
+-- herald.pending_notifications), and the reconcile worker's step.
 --
 -- What runs now: `herald migrate` applies this file again whenever its text changes (after the
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
-
--- HMAC-SHA256 (RFC 2104) over PostgreSQL's built-in sha256, so no extension is needed.
-CREATE OR REPLACE FUNCTION herald.hmac_sha256(key bytea, message bytea) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
-         padded AS (SELECT k || decode(repeat('00', 64 - octet_length(k)), 'hex') AS k FROM sized),
-         pads AS (
-             SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 54), 2, '0'), '' ORDER BY i), 'hex') AS inner_key,
-                    decode(string_agg(lpad(to_hex(get_byte(k, i) # 92), 2, '0'), '' ORDER BY i), 'hex') AS outer_key
-             FROM padded, generate_series(0, 63) AS i)
-    SELECT sha256(outer_key || sha256(inner_key || message)) FROM pads;
-$$;
-REVOKE ALL ON FUNCTION herald.hmac_sha256(bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.hmac_sha256(bytea,bytea) TO herald_daemon;
-
--- The reference for one delivery to one device: base64url(delivery, device, first 16 bytes of the tag).
-CREATE OR REPLACE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) RETURNS text
-LANGUAGE sql STABLE STRICT AS $$
-    SELECT rtrim(translate(encode(body || substring(herald.hmac_sha256(s.value, body) FROM 1 FOR 16), 'base64'),
-                           '+/', '-_'), '=')
-    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b,
-         herald.secrets s
-    WHERE s.name = 'report_hmac';
-$$;
-REVOKE ALL ON FUNCTION herald.delivery_reference(bigint,bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.delivery_reference(bigint,bigint) TO herald_daemon;
 
 -- The delivery and device a reference names; both NULL when it is malformed or forged.
 CREATE OR REPLACE FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OUT device_id bigint)
@@ -42,7 +17,7 @@ BEGIN
         RETURN;
     END IF;
     raw := decode(translate(reference, '-_', '+/') || '=', 'base64');
-    IF substring(raw FROM 17) <> substring(herald.hmac_sha256(secret, substring(raw FROM 1 FOR 16)) FROM 1 FOR 16) THEN
+    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret) THEN
         RETURN;
     END IF;
     delivery_id := ('x' || encode(substring(raw FROM 1 FOR 8), 'hex'))::bit(64)::bigint;
@@ -150,7 +125,7 @@ GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_daemo
 -- logout, nor once the device is registered for another user. It reads only what was sent
 -- to that registration. `since` defaults to herald.fetch_window() ago.
 --   SELECT * FROM herald.pending_notifications('q1w2…');
-CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - '3 days'::interval), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
+CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - herald.fetch_window()), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -220,10 +195,10 @@ GRANT EXECUTE ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
 --    than `fetch_window`. The exclusion constraint on herald.wakeups keeps it to one per
 --    device per `quiet` period, across all daemons, and none is made while one is queued
 --    (found through deliveries_pending_wakeup).
-CREATE OR REPLACE FUNCTION herald.reconcile(report_ids bigint[], at timestamptz DEFAULT now(),
-                                            quiet interval DEFAULT interval '30 minutes',
-                                            grace interval DEFAULT interval '1 minute',
-                                            fetch_window interval DEFAULT interval '3 days')
+-- `quiet` and `grace` are the reconcile worker's settings (HERALD_WAKEUP_INTERVAL), whose home
+-- is its configuration: they have no default here.
+CREATE OR REPLACE FUNCTION herald.reconcile(report_ids bigint[], at timestamptz, quiet interval, grace interval,
+                                            fetch_window interval DEFAULT herald.fetch_window())
 RETURNS TABLE (reports int, delivered int, wakeups int)
 LANGUAGE plpgsql
 -- One plan per session, with nothing but index probes and nested loops, and every lookup of

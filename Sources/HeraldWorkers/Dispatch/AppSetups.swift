@@ -1,24 +1,6 @@
 import Foundation
-import HeraldCrypto
 import HeraldPostgres
 import Synchronization
-
-/// The report-reference secret, read once from `herald.secrets` (SQL checks references with
-/// the same secret, so it has no other source).
-actor SecretCache {
-    private var cached: DeliveryReference?
-
-    func reference(_ context: WorkerContext) async throws -> DeliveryReference {
-        if let cached { return cached }
-        let rows = try await context.connection.query(DispatchWorker.SQL.secret)
-        guard let row = rows.first else {
-            throw ConfigurationProblem("herald.secrets has no report_hmac; run herald migrate")
-        }
-        let reference = DeliveryReference(secret: [UInt8](try row.decode(0, as: Data.self)))
-        cached = reference
-        return reference
-    }
-}
 
 /// The setups of the apps a dispatch loop sends for, by app, with the version of the row they
 /// were read from (its xmin, which every change to the row renews). A claim returns each

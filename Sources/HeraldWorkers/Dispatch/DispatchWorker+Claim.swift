@@ -103,62 +103,14 @@ extension DispatchWorker {
             return route
         }
         return OutgoingDelivery(
-            deliveryID: try row.decode("delivery_id"), notificationID: try row.decode("notification_id"),
+            deliveryID: try row.decode("delivery_id"), appID: try row.decode("app_id"), payloadKind: kind,
             attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
-            payloadKind: kind, deviceRowID: try row.decode("device_id", as: Int64?.self),
-            target: target, route: route,
-            deviceDisabledReason: try row.decode("device_disabled_reason", as: String?.self),
-            appID: try row.decode("app_id"),
-            title: try row.decode("title", as: String?.self), body: try row.decode("body", as: String?.self),
-            data: Self.stringPairs(try row.decode("data", as: String?.self)),
-            imageURL: try row.decode("image_url", as: String?.self),
-            sound: try row.decode("sound", as: String?.self),
-            badge: try row.decode("badge", as: Int?.self),
-            androidChannelID: try row.decode("android_channel_id", as: String?.self),
-            iosCategory: try row.decode("ios_category", as: String?.self),
-            iosThreadID: try row.decode("ios_thread_id", as: String?.self),
-            deepLink: try row.decode("deep_link", as: String?.self),
-            iosInterruptionLevel: try row.decode("ios_interruption_level", as: String?.self),
-            iosRelevanceScore: try row.decode("ios_relevance_score", as: Double?.self),
-            iosFilterCriteria: try row.decode("ios_filter_criteria", as: String?.self),
-            iosTargetContentID: try row.decode("ios_target_content_id", as: String?.self),
-            androidDirectBootOK: try row.decode("android_direct_boot_ok", as: Bool?.self),
-            androidProxy: try row.decode("android_proxy", as: String?.self),
-            // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
-            priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
-            collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
-            dryRun: try row.decode("dry_run"),
+            notification: try OutgoingDelivery.Notification(claimed: row),
+            device: try OutgoingDelivery.Device(claimed: row), target: target, route: route,
             configurationFailedAt: try row.decode("config_error_at", as: Date?.self),
-            liveActivity: kind == .liveActivity || kind == .broadcast ? try liveActivity(from: row, kind: kind) : nil,
-            channel: kind == .broadcast
-                ? OutgoingDelivery.Channel(
-                    name: try row.decode("activity_channel", as: String?.self) ?? "",
-                    state: try row.decode("channel_state", as: String?.self),
-                    storesLatest: try row.decode("channel_stores_latest", as: Bool?.self) ?? false) : nil)
-    }
-
-    /// A Live Activity event's part of the row; nil when its token (a broadcast's channel) or
-    /// event is missing (the delivery is then not sent: ``DeliveryLife``).
-    static func liveActivity(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws
-        -> OutgoingDelivery.LiveActivity?
-    {
-        let token = try row.decode("activity_token", as: String?.self)
-        let tokenRowID = try row.decode("activity_token_id", as: Int64?.self)
-        let name = try row.decode(kind == .broadcast ? "activity_channel" : "activity_id", as: String?.self)
-        guard kind == .broadcast || (token != nil && tokenRowID != nil), let name,
-            let event = OutgoingDelivery.LiveActivity.Event(
-                rawValue: try row.decode("activity_event", as: String?.self) ?? ""),
-            let eventAt = try row.decode("activity_event_at", as: Date?.self)
-        else { return nil }
-        return OutgoingDelivery.LiveActivity(
-            event: event, activityID: name, token: token, tokenRowID: tokenRowID,
-            tokenEndedReason: try row.decode("activity_token_ended", as: String?.self),
-            supersededBy: try row.decode("superseded_by", as: Int64?.self),
-            attributesType: try row.decode("activity_attributes_type", as: String?.self),
-            attributes: try row.decode("activity_attributes", as: String?.self),
-            contentState: try row.decode("activity_content_state", as: String?.self),
-            staleAt: try row.decode("activity_stale_at", as: Date?.self),
-            dismissAt: try row.decode("activity_dismiss_at", as: Date?.self), eventAt: eventAt)
+            liveActivity: kind == .liveActivity || kind == .broadcast
+                ? try OutgoingDelivery.LiveActivity(claimed: row, kind: kind) : nil,
+            channel: kind == .broadcast ? try OutgoingDelivery.Channel(claimed: row) : nil)
     }
 
     /// What the delivery is sent to: the notification's topic, or the device's token by its kind.
@@ -178,6 +130,36 @@ extension DispatchWorker {
         case nil: return .token(kind: tokenKind, token)
         }
     }
+}
+
+// Each part of a claimed delivery, decoded by its columns' names (`herald.claim_sends`).
+
+extension OutgoingDelivery.Notification {
+    init(claimed row: PostgresRow) throws {
+        self.init(
+            id: try row.decode("notification_id"),
+            title: try row.decode("title", as: String?.self), body: try row.decode("body", as: String?.self),
+            data: Self.stringPairs(try row.decode("data", as: String?.self)),
+            imageURL: try row.decode("image_url", as: String?.self),
+            sound: try row.decode("sound", as: String?.self),
+            badge: try row.decode("badge", as: Int?.self),
+            deepLink: try row.decode("deep_link", as: String?.self),
+            // Ingest sets both before any delivery exists; a NULL here is a bug to hear about.
+            priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
+            collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
+            dryRun: try row.decode("dry_run"),
+            apple: Apple(
+                category: try row.decode("ios_category", as: String?.self),
+                threadID: try row.decode("ios_thread_id", as: String?.self),
+                interruptionLevel: try row.decode("ios_interruption_level", as: String?.self),
+                relevanceScore: try row.decode("ios_relevance_score", as: Double?.self),
+                filterCriteria: try row.decode("ios_filter_criteria", as: String?.self),
+                targetContentID: try row.decode("ios_target_content_id", as: String?.self)),
+            android: Android(
+                channelID: try row.decode("android_channel_id", as: String?.self),
+                directBootOK: try row.decode("android_direct_boot_ok", as: Bool?.self),
+                proxy: try row.decode("android_proxy", as: String?.self)))
+    }
 
     /// A JSON object of strings, in its keys' order.
     static func stringPairs(_ json: String?) -> [(String, String)] {
@@ -185,5 +167,47 @@ extension DispatchWorker {
             return []
         }
         return object.keys.sorted().compactMap { key in (object[key] as? String).map { (key, $0) } }
+    }
+}
+
+extension OutgoingDelivery.Device {
+    /// Nil for a topic send or a broadcast.
+    init?(claimed row: PostgresRow) throws {
+        guard let rowID = try row.decode("device_id", as: Int64?.self) else { return nil }
+        self.init(
+            rowID: rowID, disabledReason: try row.decode("device_disabled_reason", as: String?.self),
+            reportReference: try row.decode("report_reference"))
+    }
+}
+
+extension OutgoingDelivery.LiveActivity {
+    /// Nil when its token (a broadcast's channel) or event is missing (the delivery is then not
+    /// sent: ``DeliveryLife``).
+    init?(claimed row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws {
+        let token = try row.decode("activity_token", as: String?.self)
+        let tokenRowID = try row.decode("activity_token_id", as: Int64?.self)
+        let name = try row.decode(kind == .broadcast ? "activity_channel" : "activity_id", as: String?.self)
+        guard kind == .broadcast || (token != nil && tokenRowID != nil), let name,
+            let event = Event(rawValue: try row.decode("activity_event", as: String?.self) ?? ""),
+            let eventAt = try row.decode("activity_event_at", as: Date?.self)
+        else { return nil }
+        self.init(
+            event: event, activityID: name, token: token, tokenRowID: tokenRowID,
+            tokenEndedReason: try row.decode("activity_token_ended", as: String?.self),
+            supersededBy: try row.decode("superseded_by", as: Int64?.self),
+            attributesType: try row.decode("activity_attributes_type", as: String?.self),
+            attributes: try row.decode("activity_attributes", as: String?.self),
+            contentState: try row.decode("activity_content_state", as: String?.self),
+            staleAt: try row.decode("activity_stale_at", as: Date?.self),
+            dismissAt: try row.decode("activity_dismiss_at", as: Date?.self), eventAt: eventAt)
+    }
+}
+
+extension OutgoingDelivery.Channel {
+    init(claimed row: PostgresRow) throws {
+        self.init(
+            name: try row.decode("activity_channel", as: String?.self) ?? "",
+            state: try row.decode("channel_state", as: String?.self),
+            storesLatest: try row.decode("channel_stores_latest", as: Bool?.self) ?? false)
     }
 }

@@ -148,7 +148,7 @@ extension DispatchWorker {
                 if let row = live.tokenRowID, let token = live.token {
                     activity.append(DeadToken(id: row, token: token, reason: reason))
                 }
-            } else if let device = delivery.deviceRowID, let token = delivery.target?.deviceToken {
+            } else if let device = delivery.device?.rowID, let token = delivery.target?.deviceToken {
                 devices.append(DeadToken(id: device, token: token, reason: reason, since: result.invalidSince))
             }
         }

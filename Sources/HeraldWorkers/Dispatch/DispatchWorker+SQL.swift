@@ -44,8 +44,6 @@ extension DispatchWorker {
                 seen_at = excluded.seen_at, in_flight = excluded.in_flight
             """
 
-        static let secret = "SELECT value FROM herald.secrets WHERE name = 'report_hmac'"
-
         /// $1 app, $2 when its APNs certificate expires, as read from the file.
         static let recordCertificateExpiry = """
             UPDATE herald.app_apns SET certificate_expires_at = $2

@@ -30,7 +30,7 @@ import Synchronization
 public struct DispatchWorker: BatchWorker {
     public let kind = WorkerKind.dispatch.rawValue
     let context: WorkerContext
-    let secret = SecretCache()
+    let builder: PayloadBuilder
     /// Each route's deliveries in flight (shared by the daemon's dispatch loops through its
     /// senders), and the sends this loop has started.
     var windows: RouteWindows { context.senders?.routeWindows ?? ownWindows }
@@ -47,10 +47,12 @@ public struct DispatchWorker: BatchWorker {
     let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
 
-    public init(context: WorkerContext) { self.context = context }
+    public init(context: WorkerContext) {
+        self.context = context
+        builder = PayloadBuilder(reportBaseURL: context.publicURL)
+    }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-        let builder = PayloadBuilder(reference: try await secret.reference(context), reportBaseURL: context.publicURL)
         let startedAt = ContinuousClock.now
         let now = context.clock.now()
         // Deliveries ingest leased at birth come first, beside a share claimed from the queue.
@@ -340,7 +342,7 @@ public struct DispatchWorker: BatchWorker {
             return batch.map { ($0, .crowdedOut(wait: .seconds(10))) }
         case .failure(let problem):
             let outcome = PushOutcome.configurationError(reason: problem.description, scope: key.route.scopes[0])
-            return batch.map { ($0, .sent(outcome, dryRun: $0.dryRun, at: now)) }
+            return batch.map { ($0, .sent(outcome, dryRun: $0.notification.dryRun, at: now)) }
         }
     }
 

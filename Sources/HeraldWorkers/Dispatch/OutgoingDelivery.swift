@@ -18,8 +18,11 @@ public enum DeliveryState: String, Sendable, CaseIterable {
     case failed
 }
 
-/// One delivery as the dispatch worker claims it: the notification's content and options, and
-/// what it is sent to. Its app's setup is the route's (``AppSetup``), read once per app.
+/// One delivery as the dispatch worker claims it, in small parts: what to send
+/// (``Notification``), to what (``Target``, and the ``Device`` it belongs to), by which
+/// ``Route``, and for which Live Activity or broadcast channel. The claim decodes each part by
+/// its columns' names (`DispatchWorker+Claim.swift`). Its app's setup is the route's
+/// (``AppSetup``), read once per app.
 public struct OutgoingDelivery: Sendable {
     public enum PayloadKind: String, Sendable, CaseIterable {
         case androidData = "android_data"
@@ -35,6 +38,60 @@ public struct OutgoingDelivery: Sendable {
         /// A Live Activity update or end to every activity subscribed to a broadcast channel
         /// (iOS 18), straight to APNs.
         case broadcast
+    }
+
+    /// What the producer asked to send (`herald.notifications`), as every provider reads it.
+    public struct Notification: Sendable {
+        public var id: Int64
+        public var title: String? = nil
+        public var body: String? = nil
+        /// The producer's data, strings only (ingest converted the rest).
+        public var data: [(String, String)] = []
+        public var imageURL: String? = nil
+        public var sound: String? = nil
+        public var badge: Int? = nil
+        public var deepLink: String? = nil
+        /// `high` or `normal`.
+        public var priority: String
+        public var expiresAt: Date
+        public var collapseKey: String? = nil
+        public var silent: Bool
+        public var dryRun: Bool
+        public var apple = Apple()
+        public var android = Android()
+
+        /// The options only Apple's platforms read (`aps`).
+        public struct Apple: Sendable {
+            public var category: String? = nil
+            public var threadID: String? = nil
+            /// `aps.interruption-level`: passive, active, time-sensitive or critical.
+            public var interruptionLevel: String? = nil
+            /// `aps.relevance-score`, 0 to 1.
+            public var relevanceScore: Double? = nil
+            /// `aps.filter-criteria`: the Focus filter that lets it through.
+            public var filterCriteria: String? = nil
+            /// `aps.target-content-id`.
+            public var targetContentID: String? = nil
+        }
+
+        /// The options only Android reads.
+        public struct Android: Sendable {
+            public var channelID: String? = nil
+            /// `android.direct_boot_ok`.
+            public var directBootOK: Bool? = nil
+            /// `android.notification.proxy` of a topic send: allow, deny or if_priority_lowered.
+            public var proxy: String? = nil
+        }
+    }
+
+    /// The device a delivery is for (`herald.devices`); a topic send or a broadcast has none.
+    public struct Device: Sendable {
+        public var rowID: Int64
+        /// Why the device is disabled, when it is.
+        public var disabledReason: String? = nil
+        /// What the app reports the delivery with (`herald.delivery_reference`, which the claim
+        /// makes and `herald.report_delivery` opens).
+        public var reportReference: String
     }
 
     /// A Live Activity event and the token it goes to (`herald.activity_tokens`): a push-to-start
@@ -140,50 +197,20 @@ public struct OutgoingDelivery: Sendable {
     }
 
     public var deliveryID: Int64
-    public var notificationID: Int64
+    public var appID: String
+    public var payloadKind: PayloadKind
     /// Claims so far, this one included.
     public var attempts: Int
     /// The worker whose lease on it ran out before it recorded an outcome, if one did.
     public var abandonedBy: String? = nil
-    public var payloadKind: PayloadKind
-    public var deviceRowID: Int64?
+    public var notification: Notification
+    /// Nil for a topic send or a broadcast.
+    public var device: Device? = nil
     /// Nil when the device has no token (or a topic send no topic): nothing to send to.
     public var target: Target?
     /// Nil when its device's token does not fit its payload: the device registered again, as
     /// another platform, since ingest.
     public var route: Route?
-    /// Why the device is disabled, when it is.
-    public var deviceDisabledReason: String? = nil
-    public var appID: String
-    public var title: String? = nil
-    public var body: String? = nil
-    /// The producer's data, strings only (ingest converted the rest).
-    public var data: [(String, String)] = []
-    public var imageURL: String? = nil
-    public var sound: String? = nil
-    public var badge: Int? = nil
-    public var androidChannelID: String? = nil
-    public var iosCategory: String? = nil
-    public var iosThreadID: String? = nil
-    public var deepLink: String? = nil
-    /// `aps.interruption-level`: passive, active, time-sensitive or critical.
-    public var iosInterruptionLevel: String? = nil
-    /// `aps.relevance-score`, 0 to 1.
-    public var iosRelevanceScore: Double? = nil
-    /// `aps.filter-criteria`: the Focus filter that lets it through.
-    public var iosFilterCriteria: String? = nil
-    /// `aps.target-content-id`.
-    public var iosTargetContentID: String? = nil
-    /// `android.direct_boot_ok`.
-    public var androidDirectBootOK: Bool? = nil
-    /// `android.notification.proxy` of a topic send: allow, deny or if_priority_lowered.
-    public var androidProxy: String? = nil
-    /// `high` or `normal`.
-    public var priority: String
-    public var expiresAt: Date
-    public var collapseKey: String? = nil
-    public var silent: Bool
-    public var dryRun: Bool
     /// When a configuration this delivery's route needs last failed, if it still does.
     public var configurationFailedAt: Date? = nil
     /// For a Live Activity event (or a broadcast): the event and its token.

@@ -25,12 +25,10 @@ import HeraldCrypto
 /// The keys Herald adds are listed in ``PayloadKeys``; where the producer's data uses one of
 /// them, Herald's value wins.
 public struct PayloadBuilder: Sendable {
-    let reference: DeliveryReference
     /// Where apps report deliveries over HTTP (`HERALD_PUBLIC_URL`); nil leaves the URL out.
     let reportBaseURL: String?
 
-    public init(reference: DeliveryReference, reportBaseURL: String? = nil) {
-        self.reference = reference
+    public init(reportBaseURL: String? = nil) {
         self.reportBaseURL = reportBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
     }
 
@@ -40,15 +38,14 @@ public struct PayloadBuilder: Sendable {
 
     /// Seconds until the delivery expires, within what providers accept.
     static func ttl(_ delivery: OutgoingDelivery, now: Date) -> Int {
-        let remaining = delivery.expiresAt.timeIntervalSince(now)
+        let remaining = delivery.notification.expiresAt.timeIntervalSince(now)
         return remaining.isFinite ? Int(max(0, min(remaining, Double(maxTTL)))) : maxTTL
     }
 
     /// Herald's own keys, after the producer's data (Herald's win on a clash).
     func heraldKeys(_ delivery: OutgoingDelivery) -> [(String, String)] {
-        var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notificationID))]
-        if let device = delivery.deviceRowID {
-            let report = reference.make(deliveryID: delivery.deliveryID, deviceID: device)
+        var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notification.id))]
+        if let report = delivery.device?.reportReference {
             keys.append((PayloadKeys.report, report))
             if let reportBaseURL { keys.append((PayloadKeys.reportURL, "\(reportBaseURL)/v1/reports/\(report)")) }
         }
@@ -78,46 +75,48 @@ public struct PayloadBuilder: Sendable {
     static let wakeupExpiration: TimeInterval = 120
 
     func applePush(_ delivery: OutgoingDelivery, now: Date) -> ApplePush {
+        let notification = delivery.notification
         // A repeated send (at-least-once) replaces rather than adds: APNs keeps one stored
         // notification per collapse id, and one per device anyway. 64 bytes at most.
         if let activity = delivery.liveActivity { return liveActivityPush(delivery, activity) }
-        let collapseID = Self.collapseID(delivery.collapseKey ?? String(delivery.notificationID))
+        let collapseID = Self.collapseID(notification.collapseKey ?? String(notification.id))
         switch delivery.payloadKind {
         case .iosBackground, .iosWakeup:
             let expiration =
                 delivery.payloadKind == .iosWakeup
-                ? min(delivery.expiresAt, now.addingTimeInterval(Self.wakeupExpiration)) : delivery.expiresAt
+                ? min(notification.expiresAt, now.addingTimeInterval(Self.wakeupExpiration)) : notification.expiresAt
             return ApplePush(
                 pushType: .background, priority: 5, expiration: expiration, collapseID: collapseID,
                 payload: payload(
-                    aps: [("content-available", .int(1))], custom: merged(delivery.data, heraldKeys(delivery))))
+                    aps: [("content-available", .int(1))], custom: merged(notification.data, heraldKeys(delivery))))
         default:
             var alert: [(String, JSONValue)] = []
-            if let title = delivery.title { alert.append(("title", .string(title))) }
-            if let body = delivery.body { alert.append(("body", .string(body))) }
+            if let title = notification.title { alert.append(("title", .string(title))) }
+            if let body = notification.body { alert.append(("body", .string(body))) }
             var aps: [(String, JSONValue)] = [("alert", .object(alert)), ("mutable-content", .int(1))]
-            if let badge = delivery.badge { aps.append(("badge", .int(badge))) }
-            if delivery.iosInterruptionLevel == "critical" {
+            if let badge = notification.badge { aps.append(("badge", .int(badge))) }
+            if notification.apple.interruptionLevel == "critical" {
                 // A critical alert's sound is a dictionary: it plays even when the device is muted
                 // (the app needs Apple's Critical Alerts entitlement).
                 aps.append(
-                    ("sound", .object([("critical", .int(1)), ("name", .string(delivery.sound ?? "default"))])))
-            } else if let sound = delivery.sound {
+                    ("sound", .object([("critical", .int(1)), ("name", .string(notification.sound ?? "default"))])))
+            } else if let sound = notification.sound {
                 aps.append(("sound", .string(sound)))
             }
-            if let category = delivery.iosCategory { aps.append(("category", .string(category))) }
-            if let thread = delivery.iosThreadID { aps.append(("thread-id", .string(thread))) }
-            if let level = delivery.iosInterruptionLevel { aps.append(("interruption-level", .string(level))) }
-            if let score = delivery.iosRelevanceScore { aps.append(("relevance-score", .double(score))) }
-            if let criteria = delivery.iosFilterCriteria { aps.append(("filter-criteria", .string(criteria))) }
-            if let target = delivery.iosTargetContentID { aps.append(("target-content-id", .string(target))) }
+            if let category = notification.apple.category { aps.append(("category", .string(category))) }
+            if let thread = notification.apple.threadID { aps.append(("thread-id", .string(thread))) }
+            if let level = notification.apple.interruptionLevel { aps.append(("interruption-level", .string(level))) }
+            if let score = notification.apple.relevanceScore { aps.append(("relevance-score", .double(score))) }
+            if let criteria = notification.apple.filterCriteria { aps.append(("filter-criteria", .string(criteria))) }
+            if let target = notification.apple.targetContentID { aps.append(("target-content-id", .string(target))) }
             var custom: [(String, String)] = []
-            if let image = delivery.imageURL { custom.append((PayloadKeys.imageURL, image)) }
-            if let link = delivery.deepLink { custom.append((PayloadKeys.deepLink, link)) }
+            if let image = notification.imageURL { custom.append((PayloadKeys.imageURL, image)) }
+            if let link = notification.deepLink { custom.append((PayloadKeys.deepLink, link)) }
             return ApplePush(
-                pushType: .alert, priority: delivery.priority == "normal" ? 5 : 10, expiration: delivery.expiresAt,
+                pushType: .alert, priority: notification.priority == "normal" ? 5 : 10,
+                expiration: notification.expiresAt,
                 collapseID: collapseID,
-                payload: payload(aps: aps, custom: merged(delivery.data, custom + heraldKeys(delivery))))
+                payload: payload(aps: aps, custom: merged(notification.data, custom + heraldKeys(delivery))))
         }
     }
 
@@ -128,6 +127,7 @@ public struct PayloadBuilder: Sendable {
     /// on a budget Apple sets per device. No collapse id, and no keys beside `aps`: the system
     /// reads the push, not the app.
     func liveActivityPush(_ delivery: OutgoingDelivery, _ activity: OutgoingDelivery.LiveActivity) -> ApplePush {
+        let notification = delivery.notification
         var aps: [(String, JSONValue)] = [
             ("timestamp", .int(Int(activity.eventAt.timeIntervalSince1970))),
             ("event", .string(activity.event.rawValue)),
@@ -141,16 +141,17 @@ public struct PayloadBuilder: Sendable {
         if let dismiss = activity.dismissAt {
             aps.append(("dismissal-date", .int(Int(dismiss.timeIntervalSince1970))))
         }
-        if let score = delivery.iosRelevanceScore { aps.append(("relevance-score", .double(score))) }
-        if delivery.title != nil || delivery.body != nil {
+        if let score = notification.apple.relevanceScore { aps.append(("relevance-score", .double(score))) }
+        if notification.title != nil || notification.body != nil {
             var alert: [(String, JSONValue)] = []
-            if let title = delivery.title { alert.append(("title", .string(title))) }
-            if let body = delivery.body { alert.append(("body", .string(body))) }
-            if let sound = delivery.sound { alert.append(("sound", .string(sound))) }
+            if let title = notification.title { alert.append(("title", .string(title))) }
+            if let body = notification.body { alert.append(("body", .string(body))) }
+            if let sound = notification.sound { alert.append(("sound", .string(sound))) }
             aps.append(("alert", .object(alert)))
         }
         return ApplePush(
-            pushType: .liveActivity, priority: delivery.priority == "normal" ? 5 : 10, expiration: delivery.expiresAt,
+            pushType: .liveActivity, priority: notification.priority == "normal" ? 5 : 10,
+            expiration: notification.expiresAt,
             collapseID: nil, payload: .object([("aps", .object(aps))]), activityToken: activity.token)
     }
 

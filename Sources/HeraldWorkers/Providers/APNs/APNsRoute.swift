@@ -90,8 +90,10 @@ struct APNsRoute: ProviderRoute {
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
         if let senders = context.senders { await Self.noteCertificate(of: batch[0].appID, senders: senders, context) }
-        var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.dryRun).map { ($0, .checked(at: now)) }
-        var live = batch.filter { !$0.dryRun }
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.notification.dryRun).map {
+            ($0, .checked(at: now))
+        }
+        var live = batch.filter { !$0.notification.dryRun }
         if case .certificate = client.authentication {
             // APNs takes Live Activity pushes over token-based connections only.
             let refusal = PushOutcome.permanentFailure(

@@ -59,7 +59,7 @@ struct FCMRoute: ProviderRoute {
     {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         for dryRun in [false, true] {
-            var waiting = batch.filter { $0.dryRun == dryRun }[...]
+            var waiting = batch.filter { $0.notification.dryRun == dryRun }[...]
             await withTaskGroup(of: [(OutgoingDelivery, DeliveryLife.Event)].self) { group in
                 while !waiting.isEmpty {
                     switch await quota.take(upTo: waiting.count) {
@@ -106,6 +106,7 @@ struct FCMRoute: ProviderRoute {
 extension PayloadBuilder {
     /// The FCM v1 message for a delivery, by its payload kind (see ``PayloadBuilder``).
     public func fcmMessage(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
+        let notification = delivery.notification
         let ttl = Self.ttl(delivery, now: now)
         switch delivery.payloadKind {
         // A broadcast never goes through FCM (its route is APNs').
@@ -113,13 +114,13 @@ extension PayloadBuilder {
         case .topic:
             return FCMMessage(
                 target: fcmTarget(delivery),
-                data: merged(delivery.data, heraldKeys(delivery)),
-                notification: delivery.silent
-                    ? nil : .init(title: delivery.title, body: delivery.body, image: delivery.imageURL),
+                data: merged(notification.data, heraldKeys(delivery)),
+                notification: notification.silent
+                    ? nil : .init(title: notification.title, body: notification.body, image: notification.imageURL),
                 android: .init(
-                    priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                    collapseKey: delivery.collapseKey, directBootOK: delivery.androidDirectBootOK,
-                    notification: delivery.androidProxy.map { .object([("proxy", .string($0.uppercased()))]) }))
+                    priority: notification.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                    collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK,
+                    notification: notification.android.proxy.map { .object([("proxy", .string($0.uppercased()))]) }))
         case .androidData, .web: return android(delivery, ttl: ttl)
         }
     }
@@ -127,20 +128,21 @@ extension PayloadBuilder {
     /// A data-only message, which FCM never collapses while the device is offline; the app shows
     /// it itself.
     func android(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
+        let notification = delivery.notification
         var shown: [(String, String)] = []
-        if let title = delivery.title { shown.append((PayloadKeys.title, title)) }
-        if let body = delivery.body { shown.append((PayloadKeys.body, body)) }
-        if let image = delivery.imageURL { shown.append((PayloadKeys.imageURL, image)) }
-        if let link = delivery.deepLink { shown.append((PayloadKeys.deepLink, link)) }
-        if let channel = delivery.androidChannelID { shown.append((PayloadKeys.channelID, channel)) }
-        if let sound = delivery.sound { shown.append((PayloadKeys.sound, sound)) }
-        if delivery.silent { shown.append((PayloadKeys.silent, "1")) }
+        if let title = notification.title { shown.append((PayloadKeys.title, title)) }
+        if let body = notification.body { shown.append((PayloadKeys.body, body)) }
+        if let image = notification.imageURL { shown.append((PayloadKeys.imageURL, image)) }
+        if let link = notification.deepLink { shown.append((PayloadKeys.deepLink, link)) }
+        if let channel = notification.android.channelID { shown.append((PayloadKeys.channelID, channel)) }
+        if let sound = notification.sound { shown.append((PayloadKeys.sound, sound)) }
+        if notification.silent { shown.append((PayloadKeys.silent, "1")) }
         return FCMMessage(
             target: fcmTarget(delivery),
-            data: merged(delivery.data, shown + heraldKeys(delivery)),
+            data: merged(notification.data, shown + heraldKeys(delivery)),
             android: .init(
-                priority: delivery.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                collapseKey: delivery.collapseKey, directBootOK: delivery.androidDirectBootOK))
+                priority: notification.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK))
     }
 
     /// An iOS message through FCM: the same push as straight to APNs, in FCM's `apns` block.

@@ -63,17 +63,21 @@ struct WebPushRoute: ProviderRoute {
         for delivery in batch {
             do {
                 let message = try builder.webPushMessage(for: delivery, now: now)
-                if delivery.dryRun {
+                if delivery.notification.dryRun {
                     _ = try WebPushEncryption.encrypt(message.payload, for: message.subscription)
                     events.append((delivery, .checked(at: now)))
                 } else {
                     messages.append((delivery, message))
                 }
             } catch  where error is UnusableSubscription || error is WebPushCipher.InvalidBrowserKey {
-                events.append((delivery, .sent(.tokenInvalid(reason: "\(error)"), dryRun: delivery.dryRun, at: now)))
+                events.append(
+                    (delivery, .sent(.tokenInvalid(reason: "\(error)"), dryRun: delivery.notification.dryRun, at: now)))
             } catch {
                 events.append(
-                    (delivery, .sent(.permanentFailure(reason: "\(error)"), dryRun: delivery.dryRun, at: now)))
+                    (
+                        delivery,
+                        .sent(.permanentFailure(reason: "\(error)"), dryRun: delivery.notification.dryRun, at: now)
+                    ))
             }
         }
         if !messages.isEmpty {
@@ -93,15 +97,16 @@ extension PayloadBuilder {
     /// `deep_link` also carries its Declarative Web Push form (``declarative(_:tag:)``), when it
     /// fits. Throws when the subscription is unusable or the document too large.
     public func webPushMessage(for delivery: OutgoingDelivery, now: Date) throws -> WebPushMessage {
-        let tag = delivery.collapseKey ?? String(delivery.notificationID)
+        let notification = delivery.notification
+        let tag = notification.collapseKey ?? String(notification.id)
         var document: [(String, JSONValue)] = []
-        if let title = delivery.title { document.append((PayloadKeys.title, .string(title))) }
-        if let body = delivery.body { document.append((PayloadKeys.body, .string(body))) }
-        if let image = delivery.imageURL { document.append((PayloadKeys.imageURL, .string(image))) }
-        if let link = delivery.deepLink { document.append((PayloadKeys.deepLink, .string(link))) }
-        document.append(("data", .object(delivery.data.map { ($0.0, .string($0.1)) })))
+        if let title = notification.title { document.append((PayloadKeys.title, .string(title))) }
+        if let body = notification.body { document.append((PayloadKeys.body, .string(body))) }
+        if let image = notification.imageURL { document.append((PayloadKeys.imageURL, .string(image))) }
+        if let link = notification.deepLink { document.append((PayloadKeys.deepLink, .string(link))) }
+        document.append(("data", .object(notification.data.map { ($0.0, .string($0.1)) })))
         document.append(("tag", .string(tag)))
-        if delivery.silent { document.append(("silent", .bool(true))) }
+        if notification.silent { document.append(("silent", .bool(true))) }
         document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
         guard case .browser(let endpoint, let p256dh, let auth) = delivery.target else {
             throw UnusableSubscription(reason: "the device has no browser subscription")
@@ -126,7 +131,7 @@ extension PayloadBuilder {
         return WebPushMessage(
             subscription: subscription, payload: payload,
             ttl: Self.ttl(delivery, now: now),
-            urgency: delivery.priority == "normal" ? .normal : .high, topic: delivery.collapseKey)
+            urgency: notification.priority == "normal" ? .normal : .high, topic: notification.collapseKey)
     }
 }
 
@@ -146,18 +151,18 @@ extension PayloadBuilder {
     /// the notification's `data`. Browsers that do not know the form read the classic members
     /// beside it.
     func declarative(_ delivery: OutgoingDelivery, tag: String) -> [(String, JSONValue)]? {
-        guard !delivery.silent, let title = delivery.title, !title.isEmpty, let link = delivery.deepLink,
+        let notification = delivery.notification
+        guard !notification.silent, let title = notification.title, !title.isEmpty, let link = notification.deepLink,
             link.hasPrefix("https://") || link.hasPrefix("http://"), URL(string: link) != nil
         else { return nil }
-        var notification: [(String, JSONValue)] = [("title", .string(title))]
-        if let body = delivery.body { notification.append(("body", .string(body))) }
-        notification.append(("navigate", .string(link)))
-        notification.append(("tag", .string(tag)))
-        notification.append(
-            ("data", .object(merged(delivery.data, heraldKeys(delivery)).map { ($0.0, .string($0.1)) })))
-        if let badge = delivery.badge { notification.append(("app_badge", .int(badge))) }
-        notification.append(("mutable", .bool(true)))
-        return [("web_push", .int(8030)), ("notification", .object(notification))]
+        var shown: [(String, JSONValue)] = [("title", .string(title))]
+        if let body = notification.body { shown.append(("body", .string(body))) }
+        shown.append(("navigate", .string(link)))
+        shown.append(("tag", .string(tag)))
+        shown.append(("data", .object(merged(notification.data, heraldKeys(delivery)).map { ($0.0, .string($0.1)) })))
+        if let badge = notification.badge { shown.append(("app_badge", .int(badge))) }
+        shown.append(("mutable", .bool(true)))
+        return [("web_push", .int(8030)), ("notification", .object(shown))]
     }
 }
 

@@ -1,8 +1,9 @@
 import Foundation
+import HeraldCrypto
 
-/// The opaque reference an app sends back to report a delivery: the delivery and device ids
-/// with an HMAC-SHA256 tag under a server secret, base64url-encoded. Knowing one
-/// notification's id does not let anyone forge a report for another, or for another device.
+/// A second implementation of the report reference, for tests: the claim makes references and
+/// `herald.open_reference` checks them (`migrations/functions/dispatch.sql` says how); this one,
+/// over OpenSSL's HMAC rather than PostgreSQL's sha256, checks what they make.
 public struct DeliveryReference: Sendable {
     private let secret: [UInt8]
     /// Bytes of the tag kept; 16 (128 bits) is ample against guessing.
