@@ -43,11 +43,5 @@ extension DispatchWorker {
                             + excluded.postponed,
                 seen_at = excluded.seen_at, in_flight = excluded.in_flight
             """
-
-        /// $1 app, $2 when its APNs certificate expires, as read from the file.
-        static let recordCertificateExpiry = """
-            UPDATE herald.app_apns SET certificate_expires_at = $2
-            WHERE app_id = $1 AND certificate_expires_at IS DISTINCT FROM $2
-            """
     }
 }

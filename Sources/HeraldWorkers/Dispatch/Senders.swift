@@ -1,5 +1,4 @@
 import Foundation
-import HeraldAPNs
 import HeraldCore
 import HeraldFCM
 import HeraldHTTP
@@ -19,7 +18,7 @@ public struct AppSetup: Sendable, Equatable {
 }
 
 /// Each app's routes, made on first use and shared by every sending worker over one HTTP/2
-/// client, with what routes share: FCM quotas per project (drawn with the fleet), APNs provider tokens per key.
+/// client, with what a provider's routes share across apps (``shared(_:make:)``).
 public actor Senders {
     public struct Configuration: Sendable {
         public var fcmEndpoint: String = FCMClient.defaultEndpoint
@@ -51,12 +50,8 @@ public actor Senders {
     /// Where each FCM project's quota is drawn, shared with every daemon on the database; nil:
     /// this daemon keeps to the rate alone.
     let quotaConnection: PostgresConnection?
-    private var quotas: [String: FCMQuota] = [:]
-    private var providerTokens: [String: APNsProviderTokens] = [:]
-    /// Certificates' expiry, by app, as read when loaded; `unrecorded` until the worker wrote it
-    /// to `herald.apps`.
-    private var certificateExpiry: [String: (expiry: Date, unrecorded: Bool)] = [:]
-    private var expiryWarned: [String: ContinuousClock.Instant] = [:]
+    /// What providers share, by their keys.
+    private var sharedByKey: [String: any Sendable] = [:]
     private var logged: [String: (problem: String, at: ContinuousClock.Instant)] = [:]
 
     public init(
@@ -106,41 +101,13 @@ public actor Senders {
         }
     }
 
-    /// The quota of an FCM project, shared by the apps that send through it (and the fleet).
-    func quota(project: String) -> FCMQuota {
-        if let quota = quotas[project] { return quota }
-        let quota = FCMQuota(
-            project: project, perSecond: configuration.ratePerSecond, connection: quotaConnection, logger: logger)
-        quotas[project] = quota
-        return quota
-    }
-
-    /// The provider tokens of an APNs key, shared by the apps that use it.
-    func providerTokens(file: String, teamID: String, keyID: String) throws -> APNsProviderTokens {
-        let name = "\(file) \(teamID) \(keyID)"
-        if let tokens = providerTokens[name] { return tokens }
-        let tokens = try APNsProviderTokens.load(file: file, teamID: teamID, keyID: keyID)
-        providerTokens[name] = tokens
-        return tokens
-    }
-
-    /// A push certificate was loaded: its expiry is news for ``certificateNews(app:now:)``.
-    func noteCertificate(app: String, expiry: Date) { certificateExpiry[app] = (expiry, true) }
-
-    /// An app's certificate expiry: `record` once after each load (for `herald.apps`), and
-    /// `warn` at most once a day while it is less than 30 days away.
-    func certificateNews(app: String, now: Date) -> (expiry: Date, record: Bool, warn: Bool)? {
-        guard let entry = certificateExpiry[app] else { return nil }
-        certificateExpiry[app]?.unrecorded = false
-        var warn = false
-        if entry.expiry.timeIntervalSince(now) < 30 * 86_400 {
-            let instant = ContinuousClock.now
-            if expiryWarned[app].map({ instant - $0 >= .seconds(86_400) }) ?? true {
-                expiryWarned[app] = instant
-                warn = true
-            }
-        }
-        return (entry.expiry, entry.unrecorded, warn)
+    /// What a provider's routes share across apps, by a key the provider chooses (an FCM
+    /// project's quota, an APNs key's provider tokens): made on first use, then kept.
+    func shared<T: Sendable>(_ key: String, make: () throws -> T) rethrows -> T {
+        if let value = sharedByKey[key] as? T { return value }
+        let value = try make()
+        sharedByKey[key] = value
+        return value
     }
 
     /// Whether to log an app's configuration problem now: once when it appears or changes,

@@ -7,7 +7,7 @@ import HeraldHTTP
 /// An app's iOS devices with APNs device tokens, sent straight to APNs (route `apns`): made from
 /// the app's bundle id, environment, and either a token key (`.p8`; one provider token per
 /// key, shared by the apps that use it) or a push certificate (whose expiry goes to
-/// `herald.apps` and the log).
+/// `herald.app_apns` and the log: ``APNsCertificates``).
 struct APNsRoute: ProviderRoute {
     static let name = "apns"
     static let displayName = "APNs"
@@ -45,6 +45,7 @@ struct APNsRoute: ProviderRoute {
     let topic: String
     /// Also the environment of its broadcast channels (``ChannelWorker``).
     let environment: APNsEnvironment
+    let certificates: APNsCertificates
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> APNsRoute {
         guard let setup, let bundleID = setup.bundleID, !bundleID.isEmpty else {
@@ -53,7 +54,10 @@ struct APNsRoute: ProviderRoute {
         let authentication: APNsAuthentication
         if let file = setup.keyFile, let teamID = setup.teamID, let keyID = setup.keyID {
             do {
-                authentication = .token(try shared.providerTokens(file: file, teamID: teamID, keyID: keyID))
+                authentication = .token(
+                    try shared.shared("apns key \(file) \(teamID) \(keyID)") {
+                        try APNsProviderTokens.load(file: file, teamID: teamID, keyID: keyID)
+                    })
             } catch {
                 throw ConfigurationProblem("app \(app): \(error)")
             }
@@ -64,7 +68,7 @@ struct APNsRoute: ProviderRoute {
             } catch {
                 throw ConfigurationProblem("app \(app): the APNs certificate \(file): \(error)")
             }
-            shared.noteCertificate(app: app, expiry: expiry)
+            shared.shared("apns certificates") { APNsCertificates() }.loaded(app: app, expiry: expiry)
             authentication = .certificate(
                 ClientCertificate(file: file, format: file.lowercased().hasSuffix(".p12") ? .p12 : .pem))
         } else {
@@ -82,14 +86,16 @@ struct APNsRoute: ProviderRoute {
                 "app": "\(app)", "environment": "\(setup.environment)",
                 "authentication": "\(setup.keyFile != nil ? "key \(setup.keyID ?? "")" : "certificate")",
             ])
-        return APNsRoute(client: client, topic: bundleID, environment: environment)
+        return APNsRoute(
+            client: client, topic: bundleID, environment: environment,
+            certificates: shared.shared("apns certificates") { APNsCertificates() })
     }
 
     /// APNs has no validate-only request: a dry run is built, not sent.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
-        if let senders = context.senders { await Self.noteCertificate(of: batch[0].appID, senders: senders, context) }
+        if case .certificate = client.authentication { await certificates.report(app: batch[0].appID, context) }
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.notification.dryRun).map {
             ($0, .checked(at: now))
         }
@@ -134,29 +140,6 @@ struct APNsRoute: ProviderRoute {
                 context.logger.warning(
                     "could not record a channel APNs does not know", metadata: ["error": "\(error)"])
             }
-        }
-    }
-
-    /// Push certificates expire yearly and then fail every send: the expiry read at load goes to
-    /// `herald.apps` (so `herald.app_problems` and `herald status` warn 30 days ahead), and the
-    /// log says so once a day.
-    static func noteCertificate(of app: String, senders: Senders, _ context: WorkerContext) async {
-        let now = context.clock.now()
-        guard let news = await senders.certificateNews(app: app, now: now) else { return }
-        if news.record {
-            do {
-                try await context.connection.query(DispatchWorker.SQL.recordCertificateExpiry, [app, news.expiry])
-            } catch {
-                context.logger.warning(
-                    "could not record the APNs certificate's expiry", metadata: ["app": "\(app)", "error": "\(error)"])
-            }
-        }
-        if news.warn {
-            let days = Int((news.expiry.timeIntervalSince(now) / 86_400).rounded(.up))
-            context.logger.warning(
-                days > 0
-                    ? "the app's APNs certificate expires soon: renew it" : "the app's APNs certificate has expired",
-                metadata: ["app": "\(app)", "expires_at": "\(news.expiry)", "days_left": "\(max(0, days))"])
         }
     }
 

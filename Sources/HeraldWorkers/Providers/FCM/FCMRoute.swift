@@ -47,7 +47,12 @@ struct FCMRoute: ProviderRoute {
         shared.logger.info(
             "loaded FCM credentials",
             metadata: ["app": "\(app)", "project": "\(setup.project)", "account": "\(account.clientEmail)"])
-        return FCMRoute(client: client, quota: shared.quota(project: setup.project))
+        let quota = shared.shared("fcm quota \(setup.project)") {
+            FCMQuota(
+                project: setup.project, perSecond: shared.configuration.ratePerSecond,
+                connection: shared.quotaConnection, logger: shared.logger)
+        }
+        return FCMRoute(client: client, quota: quota)
     }
 
     /// A dry run is FCM's `validate_only`: checked by FCM, not sent. Sends go out as the
