@@ -780,7 +780,7 @@ BEGIN
     ), rules AS MATERIALIZED (
         SELECT * FROM herald.route_rules
     ), report_key AS MATERIALIZED (
-        SELECT p.inner_pad, p.outer_pad FROM herald.secrets s, herald.hmac_pads(s.value) p WHERE s.name = 'report_hmac'
+        SELECT s.inner_pad, s.outer_pad FROM herald.secrets s WHERE s.name = 'report_hmac'
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
@@ -962,8 +962,8 @@ $$;
 CREATE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) RETURNS text
     LANGUAGE sql STABLE STRICT
     AS $$
-    SELECT herald.delivery_reference(delivery_id, device_id, p.inner_pad, p.outer_pad)
-    FROM herald.secrets s, herald.hmac_pads(s.value) p
+    SELECT herald.delivery_reference(delivery_id, device_id, s.inner_pad, s.outer_pad)
+    FROM herald.secrets s
     WHERE s.name = 'report_hmac';
 $$;
 
@@ -975,8 +975,9 @@ $$;
 CREATE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea, outer_pad bytea) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
-    SELECT rtrim(translate(encode(body || herald.reference_tag(body, inner_pad, outer_pad), 'base64'), '+/', '-_'), '=')
-    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b;
+    SELECT rtrim(translate(encode(int8send(delivery_id) || int8send(device_id)
+                                  || herald.reference_tag(int8send(delivery_id) || int8send(device_id), inner_pad,
+                                                          outer_pad), 'base64'), '+/', '-_'), '=');
 $$;
 
 
@@ -1867,13 +1868,13 @@ CREATE FUNCTION herald.open_reference(reference text, OUT delivery_id bigint, OU
     AS $_$
 DECLARE
     raw bytea;
-    secret bytea := (SELECT value FROM herald.secrets WHERE name = 'report_hmac');
+    secret herald.secrets := (SELECT s FROM herald.secrets s WHERE s.name = 'report_hmac');
 BEGIN
     IF reference IS NULL OR reference !~ '^[A-Za-z0-9_-]{43}$' THEN
         RETURN;
     END IF;
     raw := decode(translate(reference, '-_', '+/') || '=', 'base64');
-    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret) THEN
+    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret.inner_pad, secret.outer_pad) THEN
         RETURN;
     END IF;
     delivery_id := ('x' || encode(substring(raw FROM 1 FOR 8), 'hex'))::bit(64)::bigint;
@@ -2316,17 +2317,6 @@ BEGIN
     END IF;
     RETURN cardinality(revived_jobs) + cardinality(revived_deliveries);
 END;
-$$;
-
-
---
--- Name: reference_tag(bytea, bytea); Type: FUNCTION; Schema: herald; Owner: -
---
-
-CREATE FUNCTION herald.reference_tag(body bytea, secret bytea) RETURNS bytea
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    AS $$
-    SELECT herald.reference_tag(body, p.inner_pad, p.outer_pad) FROM herald.hmac_pads(secret) p;
 $$;
 
 
@@ -3888,6 +3878,8 @@ CREATE TABLE herald.secrets (
     name text NOT NULL,
     value bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    inner_pad bytea GENERATED ALWAYS AS ((herald.hmac_pads(value)).inner_pad) STORED,
+    outer_pad bytea GENERATED ALWAYS AS ((herald.hmac_pads(value)).outer_pad) STORED,
     CONSTRAINT secrets_value_check CHECK ((octet_length(value) >= 16))
 );
 
@@ -5799,14 +5791,6 @@ GRANT ALL ON FUNCTION herald.record_sends(ids bigint[], states text[], names tex
 REVOKE ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_daemon;
 GRANT ALL ON FUNCTION herald.redrive(job_ids bigint[], kind text, since timestamp with time zone, note text, delivery_ids bigint[]) TO herald_operator;
-
-
---
--- Name: FUNCTION reference_tag(body bytea, secret bytea); Type: ACL; Schema: herald; Owner: -
---
-
-REVOKE ALL ON FUNCTION herald.reference_tag(body bytea, secret bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.reference_tag(body bytea, secret bytea) TO herald_daemon;
 
 
 --

@@ -6,9 +6,22 @@
 -- ignore the new one.
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
 
--- HMAC-SHA256 became herald.hmac_pads and herald.reference_tag, so that a claim builds the
--- secret's pads once rather than once per delivery.
+-- HMAC-SHA256 became herald.hmac_pads and herald.reference_tag: the secret's pads are kept
+-- beside it, generated from it (a new secret renews them), so that neither a claim nor a report
+-- builds them again.
 DROP FUNCTION IF EXISTS herald.hmac_sha256(bytea, bytea);
+CREATE OR REPLACE FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
+         padded AS (SELECT k || decode(repeat('00', 64 - octet_length(k)), 'hex') AS k FROM sized)
+    SELECT string_agg(int8send(w.word # x'3636363636363636'::bigint), '' ORDER BY i),
+           string_agg(int8send(w.word # x'5c5c5c5c5c5c5c5c'::bigint), '' ORDER BY i)
+    FROM padded, generate_series(0, 7) AS i,
+         LATERAL (SELECT ('x' || encode(substring(k FROM i * 8 + 1 FOR 8), 'hex'))::bit(64)::bigint AS word) w;
+$$;
+ALTER TABLE herald.secrets
+    ADD COLUMN inner_pad bytea GENERATED ALWAYS AS ((herald.hmac_pads(value)).inner_pad) STORED,
+    ADD COLUMN outer_pad bytea GENERATED ALWAYS AS ((herald.hmac_pads(value)).outer_pad) STORED;
 
 -- How long a device waits between two wake-ups, and how recent a send is too recent to count
 -- as missed, are the reconcile worker's settings (HERALD_WAKEUP_INTERVAL), passed at each call:

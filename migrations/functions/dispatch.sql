@@ -23,12 +23,14 @@ GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_daemon;
 -- The reference an app reports a delivery with (docs/app-integration.md): base64url of the
 -- delivery's and the device's ids and a tag, the first 16 bytes of their HMAC-SHA256 under the
 -- secret herald.secrets.report_hmac. Knowing one notification's id does not let anyone forge a
--- report for another, or for another device. The claim makes them (many under one secret, so it
--- builds the key's pads once: they cost far more than the two hashes of a tag) and
--- herald.open_reference (reconcile.sql) checks them; nothing else does either.
+-- report for another, or for another device. The claim makes them and herald.open_reference
+-- (reconcile.sql) checks them; nothing else does either. Both use the secret's HMAC pads, which
+-- herald.secrets keeps beside it (generated from it: building them costs far more than the two
+-- hashes of a tag).
 
--- HMAC-SHA256's padded keys (RFC 2104) over PostgreSQL's built-in sha256, so no extension is
--- needed: the 64-byte key XOR 0x36 and XOR 0x5c, eight bytes at a time.
+-- HMAC-SHA256's padded keys (RFC 2104), for PostgreSQL's built-in sha256, so no extension is
+-- needed: the 64-byte key XOR 0x36 and XOR 0x5c, eight bytes at a time. herald.secrets'
+-- generated columns inner_pad and outer_pad call it (migration 032).
 CREATE OR REPLACE FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea)
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
@@ -41,7 +43,7 @@ $$;
 REVOKE ALL ON FUNCTION herald.hmac_pads(bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.hmac_pads(bytea) TO herald_daemon;
 
--- A reference's tag of `body` (the two ids, 16 bytes), under the pads of the secret.
+-- A reference's tag of `body` (the two ids, 16 bytes), under the secret's pads.
 CREATE OR REPLACE FUNCTION herald.reference_tag(body bytea, inner_pad bytea, outer_pad bytea) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT substring(sha256(outer_pad || sha256(inner_pad || body)) FROM 1 FOR 16);
@@ -49,20 +51,14 @@ $$;
 REVOKE ALL ON FUNCTION herald.reference_tag(bytea,bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.reference_tag(bytea,bytea,bytea) TO herald_daemon;
 
--- The same, under the secret itself.
-CREATE OR REPLACE FUNCTION herald.reference_tag(body bytea, secret bytea) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT herald.reference_tag(body, p.inner_pad, p.outer_pad) FROM herald.hmac_pads(secret) p;
-$$;
-REVOKE ALL ON FUNCTION herald.reference_tag(bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.reference_tag(bytea,bytea) TO herald_daemon;
-
--- The reference for one delivery to one device, under the pads of the secret.
+-- The reference for one delivery to one device, under the secret's pads. One expression, so
+-- that a query calling it inlines it.
 CREATE OR REPLACE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint, inner_pad bytea,
                                                      outer_pad bytea) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT rtrim(translate(encode(body || herald.reference_tag(body, inner_pad, outer_pad), 'base64'), '+/', '-_'), '=')
-    FROM (SELECT int8send(delivery_id) || int8send(device_id) AS body) AS b;
+    SELECT rtrim(translate(encode(int8send(delivery_id) || int8send(device_id)
+                                  || herald.reference_tag(int8send(delivery_id) || int8send(device_id), inner_pad,
+                                                          outer_pad), 'base64'), '+/', '-_'), '=');
 $$;
 REVOKE ALL ON FUNCTION herald.delivery_reference(bigint,bigint,bytea,bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.delivery_reference(bigint,bigint,bytea,bytea) TO herald_daemon;
@@ -70,8 +66,8 @@ GRANT EXECUTE ON FUNCTION herald.delivery_reference(bigint,bigint,bytea,bytea) T
 -- The reference for one delivery to one device.
 CREATE OR REPLACE FUNCTION herald.delivery_reference(delivery_id bigint, device_id bigint) RETURNS text
 LANGUAGE sql STABLE STRICT AS $$
-    SELECT herald.delivery_reference(delivery_id, device_id, p.inner_pad, p.outer_pad)
-    FROM herald.secrets s, herald.hmac_pads(s.value) p
+    SELECT herald.delivery_reference(delivery_id, device_id, s.inner_pad, s.outer_pad)
+    FROM herald.secrets s
     WHERE s.name = 'report_hmac';
 $$;
 REVOKE ALL ON FUNCTION herald.delivery_reference(bigint,bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -149,7 +145,7 @@ BEGIN
     ), rules AS MATERIALIZED (
         SELECT * FROM herald.route_rules
     ), report_key AS MATERIALIZED (
-        SELECT p.inner_pad, p.outer_pad FROM herald.secrets s, herald.hmac_pads(s.value) p WHERE s.name = 'report_hmac'
+        SELECT s.inner_pad, s.outer_pad FROM herald.secrets s WHERE s.name = 'report_hmac'
     ), claimed AS (
         UPDATE herald.deliveries AS d
         SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1

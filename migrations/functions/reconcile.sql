@@ -11,13 +11,13 @@ CREATE OR REPLACE FUNCTION herald.open_reference(reference text, OUT delivery_id
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     raw bytea;
-    secret bytea := (SELECT value FROM herald.secrets WHERE name = 'report_hmac');
+    secret herald.secrets := (SELECT s FROM herald.secrets s WHERE s.name = 'report_hmac');
 BEGIN
     IF reference IS NULL OR reference !~ '^[A-Za-z0-9_-]{43}$' THEN
         RETURN;
     END IF;
     raw := decode(translate(reference, '-_', '+/') || '=', 'base64');
-    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret) THEN
+    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret.inner_pad, secret.outer_pad) THEN
         RETURN;
     END IF;
     delivery_id := ('x' || encode(substring(raw FROM 1 FOR 8), 'hex'))::bit(64)::bigint;

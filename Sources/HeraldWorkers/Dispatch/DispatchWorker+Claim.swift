@@ -93,7 +93,7 @@ extension DispatchWorker {
         guard let kind = OutgoingDelivery.PayloadKind(rawValue: kindName) else {
             throw NotSendableHere.payloadKind(kindName)
         }
-        let target = try target(from: row, kind: kind)
+        let target = try OutgoingDelivery.Target(claimed: row, kind: kind)
         let route = try row.decode("route", as: String?.self).map { name in
             guard let route = routes[name] else { throw NotSendableHere.route(name) }
             guard let provider = providers[route.provider] else { throw NotSendableHere.provider(route) }
@@ -111,24 +111,6 @@ extension DispatchWorker {
             liveActivity: kind == .liveActivity || kind == .broadcast
                 ? try OutgoingDelivery.LiveActivity(claimed: row, kind: kind) : nil,
             channel: kind == .broadcast ? try OutgoingDelivery.Channel(claimed: row) : nil)
-    }
-
-    /// What the delivery is sent to: the notification's topic, or the device's token by its kind.
-    static func target(from row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws -> OutgoingDelivery.Target? {
-        if kind == .topic { return try row.decode("topic", as: String?.self).map { .topic($0) } }
-        if kind == .broadcast { return try row.decode("channel_id", as: String?.self).map { .channel($0) } }
-        guard let token = try row.decode("push_token", as: String?.self) else { return nil }
-        let tokenKind: String = try row.decode("token_kind")
-        switch OutgoingDelivery.TokenKind(rawValue: tokenKind) {
-        case .installationID: return .installationID(token)
-        case .apnsDeviceToken: return .apnsDeviceToken(token)
-        case .webSubscription:
-            return .browser(
-                endpoint: token, p256dh: [UInt8](try row.decode("web_p256dh", as: Data?.self) ?? Data()),
-                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
-        case .registrationToken: return .registrationToken(token)
-        case nil: return .token(kind: tokenKind, token)
-        }
     }
 }
 
@@ -167,6 +149,35 @@ extension OutgoingDelivery.Notification {
             return []
         }
         return object.keys.sorted().compactMap { key in (object[key] as? String).map { (key, $0) } }
+    }
+}
+
+extension OutgoingDelivery.Target {
+    /// The notification's topic, a broadcast's channel, or the device's token by its kind; nil
+    /// when there is none.
+    init?(claimed row: PostgresRow, kind: OutgoingDelivery.PayloadKind) throws {
+        if kind == .topic {
+            guard let topic = try row.decode("topic", as: String?.self) else { return nil }
+            self = .topic(topic)
+            return
+        }
+        if kind == .broadcast {
+            guard let channel = try row.decode("channel_id", as: String?.self) else { return nil }
+            self = .channel(channel)
+            return
+        }
+        guard let token = try row.decode("push_token", as: String?.self) else { return nil }
+        let tokenKind: String = try row.decode("token_kind")
+        switch OutgoingDelivery.TokenKind(rawValue: tokenKind) {
+        case .installationID: self = .installationID(token)
+        case .apnsDeviceToken: self = .apnsDeviceToken(token)
+        case .webSubscription:
+            self = .browser(
+                endpoint: token, p256dh: [UInt8](try row.decode("web_p256dh", as: Data?.self) ?? Data()),
+                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
+        case .registrationToken: self = .registrationToken(token)
+        case nil: self = .token(kind: tokenKind, token)
+        }
     }
 }
 
