@@ -92,10 +92,13 @@ let package = Package(
             ]
         ),
         // The async HTTP client: https through Herald's HTTP/2 engine (CHTTP2), the rest (plain
-        // http, egress proxies, servers without HTTP/2) through libcurl.
+        // http, egress proxies, servers without HTTP/2) through libcurl; and OAuth2 access tokens.
         .target(
             name: "HeraldHTTP",
-            dependencies: ["CCurl", "CHTTP2", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "CCurl", "CHTTP2", "HeraldCore", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         // FCM HTTP v1: service accounts, JWTs, OAuth access tokens, messages, typed outcomes.
         .target(

@@ -3021,6 +3021,19 @@ CREATE TABLE herald.app_fcm (
 
 
 --
+-- Name: app_hms; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.app_hms (
+    app_id text NOT NULL,
+    client_id text NOT NULL,
+    client_secret_file text NOT NULL,
+    CONSTRAINT app_hms_client_id_check CHECK ((client_id ~ '^[0-9]{1,64}$'::text)),
+    CONSTRAINT app_hms_client_secret_file_check CHECK ((client_secret_file <> ''::text))
+);
+
+
+--
 -- Name: config_scopes; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -4028,6 +4041,14 @@ ALTER TABLE ONLY herald.app_fcm
 
 
 --
+-- Name: app_hms app_hms_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_hms
+    ADD CONSTRAINT app_hms_pkey PRIMARY KEY (app_id);
+
+
+--
 -- Name: app_webpush app_webpush_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4756,6 +4777,13 @@ ALTER INDEX herald.notifications_received ATTACH PARTITION herald.notifications_
 
 
 --
+-- Name: app_hms app_hms_changed; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+
+
+--
 -- Name: app_apns apps_from_app_apns; Type: TRIGGER; Schema: herald; Owner: -
 --
 
@@ -4872,6 +4900,14 @@ ALTER TABLE ONLY herald.app_config_problems
 
 ALTER TABLE ONLY herald.app_fcm
     ADD CONSTRAINT app_fcm_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
+-- Name: app_hms app_hms_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_hms
+    ADD CONSTRAINT app_hms_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 
 --
@@ -5954,6 +5990,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_config_problems TO herald_
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_fcm TO herald_operator;
 GRANT SELECT ON TABLE herald.app_fcm TO herald_daemon;
+
+
+--
+-- Name: TABLE app_hms; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_hms TO herald_operator;
+GRANT SELECT ON TABLE herald.app_hms TO herald_daemon;
 
 
 --

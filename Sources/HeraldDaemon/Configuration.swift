@@ -47,6 +47,9 @@ public struct Configuration: Sendable {
     /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
     /// environment decides.
     public var apnsChannelsEndpoint: String?
+    /// A stand-in's base URL for a provider, by its name (`hms=http://127.0.0.1:8089`): for the
+    /// providers without a setting of their own.
+    public var providerEndpoints: [String: String] = [:]
     /// Sends per second per FCM project, for every daemon on the database together.
     public var fcmRateLimit: Double = FCMQuota.defaultRate
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
@@ -122,6 +125,10 @@ public struct Configuration: Sendable {
             (
                 "HERALD_APNS_CHANNELS_ENDPOINT", "(Apple's)",
                 "APNs' channel-management base URL for every app (the emulator's); unset: each app's environment (herald.app_apns)"
+            ),
+            (
+                "HERALD_PROVIDER_ENDPOINTS", "(the providers')",
+                "provider=base URL, comma-separated: a stand-in for a provider without a setting of its own (hms=…, the emulator's)"
             ),
             (
                 "HERALD_FCM_RATE_LIMIT", "\(Int(defaults.fcmRateLimit))",
@@ -219,6 +226,16 @@ public struct Configuration: Sendable {
         configuration.caBundle = reader.string("HERALD_CA_BUNDLE")
         configuration.apnsEndpoint = reader.string("HERALD_APNS_ENDPOINT")
         configuration.apnsChannelsEndpoint = reader.string("HERALD_APNS_CHANNELS_ENDPOINT")
+        for entry in (reader.string("HERALD_PROVIDER_ENDPOINTS") ?? "").split(separator: ",") {
+            let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty, parts[1].hasPrefix("http://") || parts[1].hasPrefix("https://")
+            else {
+                throw ConfigurationError(
+                    setting: "HERALD_PROVIDER_ENDPOINTS",
+                    message: "\"\(entry)\" is not provider=base URL (hms=http://127.0.0.1:8089)")
+            }
+            configuration.providerEndpoints[parts[0]] = parts[1]
+        }
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
             guard let value = Double(rate), value > 0 else {
                 throw ConfigurationError(

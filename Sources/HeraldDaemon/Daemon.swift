@@ -50,8 +50,8 @@ public struct Daemon {
         try await waitForTheDatabase()
 
         let hub = WakeHub()
-        // One HTTP/2 client, and each app's FCM, APNs and Web Push clients, shared by every
-        // sending worker.
+        // One HTTP/2 client, and each app's clients of its providers, shared by every sending
+        // worker.
         var http = HTTPClient.Configuration()
         http.caBundle = configuration.caBundle
         var providers = Senders.Configuration()
@@ -60,6 +60,7 @@ public struct Daemon {
         providers.ratePerSecond = configuration.fcmRateLimit
         providers.apnsEndpoint = configuration.apnsEndpoint
         providers.apnsChannelsEndpoint = configuration.apnsChannelsEndpoint
+        providers.endpoints = configuration.providerEndpoints
         let senders = Senders(
             http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger,
             quotaConnection: connection())

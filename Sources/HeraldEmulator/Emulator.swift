@@ -42,13 +42,18 @@ public struct ReceivedMessage: Sendable {
 ///   private key as PEM, as Apple's .p8 download. Broadcasts (`POST /4/broadcasts/apps/{bundle}`)
 ///   and the channel-management API (`/1/apps/{bundle}/channels`, `/all-channels`; its own host
 ///   at Apple, a path here) are APNs' too.
-/// - `GET /emulator/messages`, `GET /emulator/web-pushes` and `GET /emulator/apns` list what was received;
+/// - `POST /v1/{client id}/messages:send` and `POST /oauth2/v3/token` are Huawei Push Kit and
+///   Huawei's token endpoint (``HMSService``); `POST /emulator/hms-apps` registers an app's
+///   client id and secret (`{"client_id": "…", "client_secret": "…"}`).
+/// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
+///   `GET /emulator/hms` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class Emulator: Sendable {
     private let state: EmulatorState
     private let webPush: WebPushService
     private let apns: APNsService
+    private let hms: HMSService
     private let server: HTTPServer
     private let task: Task<Void, Never>
     public let port: UInt16
@@ -69,12 +74,12 @@ public final class Emulator: Sendable {
         }
         return Emulator(
             server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush,
-            apns: emulator.apns)
+            apns: emulator.apns, hms: emulator.hms)
     }
 
     private init(
         server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService,
-        apns: APNsService
+        apns: APNsService, hms: HMSService
     ) {
         self.server = server
         self.task = task
@@ -82,6 +87,7 @@ public final class Emulator: Sendable {
         self.state = state
         self.webPush = webPush
         self.apns = apns
+        self.hms = hms
     }
 
     public func stop() async {
@@ -118,8 +124,21 @@ public final class Emulator: Sendable {
         } else {
             await state.setBehaviour(behaviour, token: token, times: times)
             await apns.setBehaviour(behaviour, token: token, times: times)
+            await hms.setBehaviour(behaviour, token: token, times: times)
         }
     }
+
+    /// Trusts a Huawei app's OAuth 2.0 client id and secret for token requests.
+    public func registerHMSApp(clientID: String, secret: String) async {
+        await hms.registerApp(clientID: clientID, secret: secret)
+    }
+
+    /// The data messages Huawei Push Kit's stand-in accepted, and the token requests it took.
+    public var hmsReceived: [ReceivedHMSMessage] { get async { await hms.received } }
+    public var hmsTokenRequests: Int { get async { await hms.tokenRequests } }
+
+    /// Expires every Huawei access token issued so far (the next send with one gets 80200003).
+    public func expireHMSAccessTokens() async { await hms.expireAccessTokens() }
 
     /// Holds FCM project `project` to `perSecond` sends in each second of the clock (nil: no
     /// quota), answering the rest 429 as FCM answers a project over its quota (Google's
@@ -182,11 +201,38 @@ struct EmulatorRoutes {
     let state = EmulatorState()
     let webPush = WebPushService()
     let apns = APNsService()
+    let hms = HMSService()
 
     func install(on server: HTTPServer) async {
         let state = self.state
         let webPush = self.webPush
         let apns = self.apns
+        let hms = self.hms
+        await server.appendRoute("POST /oauth2/v3/token") { request in
+            let (status, json) = await hms.issueToken(form: String(decoding: try await request.bodyData, as: UTF8.self))
+            return Self.json(status, json)
+        }
+        await server.appendRoute("POST /v1/*/messages:send") { request in
+            let answer = await hms.send(
+                clientID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
+                authorization: request.headers[.authorization], body: try await request.bodyData)
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            return Self.json(answer.status, answer.json)
+        }
+        await server.appendRoute("POST /emulator/hms-apps") { request in
+            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+            guard let clientID = object["client_id"] as? String, let secret = object["client_secret"] as? String else {
+                return Self.json(400, #"{"error":"expected {\"client_id\": …, \"client_secret\": …}"}"#)
+            }
+            await hms.registerApp(clientID: clientID, secret: secret)
+            return Self.json(200, "{}")
+        }
+        await server.appendRoute("GET /emulator/hms") { _ in
+            let list = await hms.received.map {
+                "{\"client_id\":\(Self.quote($0.clientID)),\"request_id\":\(Self.quote($0.requestID)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
+            }
+            return Self.json(200, "[" + list.joined(separator: ",") + "]")
+        }
         await server.appendRoute("POST /3/device/*") { request in
             let answer = await apns.push(
                 token: String(request.path.split(separator: "/").last ?? ""), headers: Self.headers(of: request),
@@ -306,6 +352,7 @@ struct EmulatorRoutes {
             } else {
                 await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
                 await apns.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+                await hms.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
             }
             return Self.json(200, "{}")
         }

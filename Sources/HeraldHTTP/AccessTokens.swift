@@ -106,9 +106,9 @@ public actor AccessTokens {
     /// refusal (a 4xx: a bad or revoked key, an unknown client, a wrong secret) is a configuration
     /// error, in `refusing`'s words and the endpoint's (`error` is a string at Google, a number at
     /// Huawei); a 429, a 5xx or no answer may pass.
-    public static func post(form: String, to url: String, http: HTTPClient, refusing: String) async throws(
-        AccessTokenError
-    ) -> (token: String, lifetime: TimeInterval) {
+    public static func post(form: String, to url: String, http: HTTPClient, refusing: String)
+        async throws(AccessTokenError) -> (token: String, lifetime: TimeInterval)
+    {
         let response: HTTPResponse
         do {
             response = try await http.send(

@@ -137,9 +137,10 @@ public enum DeliveryLife {
             case .retry(let after, let reason):
                 result = retry(delivery, reason: reason, notBefore: after ?? .zero, at: at, backoff: backoff)
             case .overQuota(let after, let reason):
-                // Not the delivery's fault, nor an attempt: it waits with its project.
+                // Not the delivery's fault, nor an attempt: it waits with its sender (an FCM
+                // project, a Huawei app).
                 result = DeliveryResult(
-                    state: .queued, error: "waiting: the FCM project is over its quota: \(reason)",
+                    state: .queued, error: "waiting: its sender is over the provider's quota: \(reason)",
                     requeue: .postponed(until: at.addingTimeInterval(after.seconds)))
             case .configurationError(let reason, _):
                 result = retry(

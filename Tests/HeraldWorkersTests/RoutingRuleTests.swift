@@ -8,20 +8,20 @@ import Testing
 /// newer Herald may name what this daemon cannot send. Such a delivery waits with its reason and
 /// is never sent as something else; the rest of the claim goes out.
 @Suite struct RoutingRuleTests {
-    /// One delivery of each: to `pixel`, through FCM, and to `huawei`, whose token kind goes by
-    /// route `hms`, of provider `hms`, which this binary does not have.
+    /// One delivery of each: to `pixel`, through FCM, and to `xiaomi`, whose token kind goes by
+    /// route `mipush`, of provider `mipush`, which this binary does not have.
     func pixelAndAPhoneOfAnUnknownProvider() async throws -> WorkerFixture {
         let f = try await WorkerFixture.make()
         try await f.db.execute(
             """
-            INSERT INTO herald.token_kinds VALUES ('hms_token', '{android}', 'a Huawei Push Kit token');
-            INSERT INTO herald.providers (provider) VALUES ('hms');
-            INSERT INTO herald.routes VALUES ('hms', 'hms', 'Huawei phones', '{fcm}');
-            INSERT INTO herald.route_targets VALUES ('android_data', 'hms_token', 'hms');
+            INSERT INTO herald.token_kinds VALUES ('mipush_token', '{android}', 'a Xiaomi Push token');
+            INSERT INTO herald.providers (provider) VALUES ('mipush');
+            INSERT INTO herald.routes VALUES ('mipush', 'mipush', 'Xiaomi phones', '{fcm}');
+            INSERT INTO herald.route_targets VALUES ('android_data', 'mipush_token', 'mipush');
             """)
         try await f.register("pixel", "android")
         try await f.db.query(
-            "SELECT herald.register_device('shop', 'huawei', 'android', 'token-huawei', 'alice', 'hms_token')")
+            "SELECT herald.register_device('shop', 'xiaomi', 'android', 'token-xiaomi', 'alice', 'mipush_token')")
         try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
         try await f.ingest()
         return f
@@ -40,11 +40,11 @@ import Testing
         let f = try await pixelAndAPhoneOfAnUnknownProvider()
         try await f.dispatch()
         #expect(try await f.delivery(of: "pixel").state == "sent")
-        let huawei = try await f.delivery(of: "huawei")
-        #expect(huawei.state == "queued")
-        #expect(huawei.error?.contains("does not know its provider hms (route hms)") == true, "\(huawei)")
-        #expect(await f.emulator.received.allSatisfy { $0.target != "token-huawei" }, "never sent through FCM")
-        let (attempts, due) = try await attemptsAndDue(f, "huawei")
+        let xiaomi = try await f.delivery(of: "xiaomi")
+        #expect(xiaomi.state == "queued")
+        #expect(xiaomi.error?.contains("does not know its provider mipush (route mipush)") == true, "\(xiaomi)")
+        #expect(await f.emulator.received.allSatisfy { $0.target != "token-xiaomi" }, "never sent through FCM")
+        let (attempts, due) = try await attemptsAndDue(f, "xiaomi")
         #expect(attempts == 0, "waiting is not an attempt")
         #expect(try #require(due) > Date().addingTimeInterval(30))
 
@@ -52,27 +52,27 @@ import Testing
         try await f.db.query("UPDATE herald.notifications SET expires_at = now() - interval '1 second'")
         try await f.db.query("UPDATE herald.deliveries SET run_at = now() WHERE state = 'queued'")
         try await f.dispatch()
-        let expired = try await f.delivery(of: "huawei")
-        #expect(expired.state == "expired" && expired.error?.contains("provider hms") == true, "\(expired)")
+        let expired = try await f.delivery(of: "xiaomi")
+        #expect(expired.state == "expired" && expired.error?.contains("provider mipush") == true, "\(expired)")
     }
 
-    /// A row routing a token kind to a provider that does not take it (FCM never takes a Huawei
+    /// A row routing a token kind to a provider that does not take it (FCM never takes a Xiaomi
     /// token): the delivery waits with the reason, never sent as a registration token, which FCM
     /// would refuse and so disable the device.
     @Test func aTargetItsProviderDoesNotTakeWaitsAndItsDeviceStaysEnabled() async throws {
         let f = try await WorkerFixture.make()
         try await f.db.execute(
             """
-            INSERT INTO herald.token_kinds VALUES ('hms_token', '{android}', 'a Huawei Push Kit token');
-            INSERT INTO herald.route_targets VALUES ('android_data', 'hms_token', 'fcm');
+            INSERT INTO herald.token_kinds VALUES ('mipush_token', '{android}', 'a Xiaomi Push token');
+            INSERT INTO herald.route_targets VALUES ('android_data', 'mipush_token', 'fcm');
             """)
         try await f.db.query(
-            "SELECT herald.register_device('shop', 'huawei', 'android', 'token-huawei', 'alice', 'hms_token')")
+            "SELECT herald.register_device('shop', 'xiaomi', 'android', 'token-xiaomi', 'alice', 'mipush_token')")
         try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
         try await f.ingest()
         try await f.dispatch()
-        let huawei = try await f.delivery(of: "huawei")
-        #expect(huawei.state == "queued" && huawei.error?.contains("token kind hms_token") == true, "\(huawei)")
+        let xiaomi = try await f.delivery(of: "xiaomi")
+        #expect(xiaomi.state == "queued" && xiaomi.error?.contains("token kind mipush_token") == true, "\(xiaomi)")
         #expect(await f.emulator.received.isEmpty)
         #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
     }

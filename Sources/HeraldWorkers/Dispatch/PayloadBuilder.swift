@@ -52,6 +52,22 @@ public struct PayloadBuilder: Sendable {
         return keys
     }
 
+    /// What an Android app reads from a data message to show the notification itself, through
+    /// any push service (FCM, Huawei Push Kit): the producer's data, then what to show, then
+    /// Herald's keys.
+    func androidData(_ delivery: OutgoingDelivery) -> [(String, String)] {
+        let notification = delivery.notification
+        var shown: [(String, String)] = []
+        if let title = notification.title { shown.append((PayloadKeys.title, title)) }
+        if let body = notification.body { shown.append((PayloadKeys.body, body)) }
+        if let image = notification.imageURL { shown.append((PayloadKeys.imageURL, image)) }
+        if let link = notification.deepLink { shown.append((PayloadKeys.deepLink, link)) }
+        if let channel = notification.android.channelID { shown.append((PayloadKeys.channelID, channel)) }
+        if let sound = notification.sound { shown.append((PayloadKeys.sound, sound)) }
+        if notification.silent { shown.append((PayloadKeys.silent, "1")) }
+        return merged(notification.data, shown + heraldKeys(delivery))
+    }
+
     func merged(_ producer: [(String, String)], _ herald: [(String, String)]) -> [(String, String)] {
         let taken = Set(herald.map(\.0))
         return producer.filter { !taken.contains($0.0) } + herald

@@ -31,6 +31,9 @@ public actor Senders {
         /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
         /// environment decides.
         public var apnsChannelsEndpoint: String?
+        /// A stand-in's base URL for a provider, by its name, for the providers without a setting
+        /// of their own (`HERALD_PROVIDER_ENDPOINTS`: Huawei Push Kit's, the emulator's).
+        public var endpoints: [String: String] = [:]
         /// The providers it sends through (tests add their own).
         var providers: [any ProviderRoute.Type] = Providers.compiledIn
         /// Whether the process has run out of file descriptors (tests stand in for it).

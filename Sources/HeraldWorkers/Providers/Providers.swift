@@ -4,7 +4,7 @@ import HeraldCore
 /// One provider's way of sending an app's deliveries, in one place: how it is made from the
 /// app's setup (and made again when that changes), how a delivery becomes its request, how
 /// the requests are sent, and what their answers mean for each delivery. Each provider's
-/// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`) knows no database; its route adds what
+/// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`, `HMSClient`) knows no database; its route adds what
 /// Herald keeps: FCM's quota, dry runs, the checks its deliveries need.
 ///
 /// Which deliveries a provider sends is data: its rows of `herald.providers`, `herald.routes`,
@@ -42,7 +42,7 @@ extension ProviderRoute {
 /// is not here waits for a daemon that has it.
 enum Providers {
     /// Every provider compiled in. A new one is one line here.
-    static let compiledIn: [any ProviderRoute.Type] = [FCMRoute.self, APNsRoute.self, WebPushRoute.self]
+    static let compiledIn: [any ProviderRoute.Type] = [FCMRoute.self, APNsRoute.self, WebPushRoute.self, HMSRoute.self]
 
     static func byName(_ providers: [any ProviderRoute.Type]) -> [String: any ProviderRoute.Type] {
         Dictionary(uniqueKeysWithValues: providers.map { ($0.name, $0) })

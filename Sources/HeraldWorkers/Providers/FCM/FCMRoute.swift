@@ -131,20 +131,11 @@ extension PayloadBuilder {
     }
 
     /// A data-only message, which FCM never collapses while the device is offline; the app shows
-    /// it itself.
+    /// it itself (``PayloadBuilder/androidData(_:)``).
     func android(_ delivery: OutgoingDelivery, ttl: Int) -> FCMMessage {
         let notification = delivery.notification
-        var shown: [(String, String)] = []
-        if let title = notification.title { shown.append((PayloadKeys.title, title)) }
-        if let body = notification.body { shown.append((PayloadKeys.body, body)) }
-        if let image = notification.imageURL { shown.append((PayloadKeys.imageURL, image)) }
-        if let link = notification.deepLink { shown.append((PayloadKeys.deepLink, link)) }
-        if let channel = notification.android.channelID { shown.append((PayloadKeys.channelID, channel)) }
-        if let sound = notification.sound { shown.append((PayloadKeys.sound, sound)) }
-        if notification.silent { shown.append((PayloadKeys.silent, "1")) }
         return FCMMessage(
-            target: fcmTarget(delivery),
-            data: merged(notification.data, shown + heraldKeys(delivery)),
+            target: fcmTarget(delivery), data: androidData(delivery),
             android: .init(
                 priority: notification.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
                 collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK))

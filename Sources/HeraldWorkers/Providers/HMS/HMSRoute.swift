@@ -1,0 +1,73 @@
+import Foundation
+import HeraldCore
+
+/// An app's Android phones with HMS Core, through Huawei Push Kit (route `hms`): phones without
+/// Google's services, registered with their Push Kit token (`hms_token`). Made from the app's
+/// OAuth 2.0 client id and the file holding its client secret (`herald.app_hms`).
+struct HMSRoute: ProviderRoute {
+    static let name = "hms"
+    static let displayName = "Huawei Push Kit"
+    static let scopes: [ConfigurationScope] = [.hms]
+    /// The token kind its phones register (`herald.token_kinds`).
+    static let tokenKind = "hms_token"
+
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
+        if case .token(tokenKind, _) = target { true } else { false }
+    }
+
+    /// The app's row of `herald.app_hms`.
+    struct Setup: Equatable, Sendable, Decodable {
+        var clientID: String
+        var clientSecretFile: String
+
+        enum CodingKeys: String, CodingKey {
+            case clientID = "client_id"
+            case clientSecretFile = "client_secret_file"
+        }
+    }
+
+    let client: HMSClient
+
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HMSRoute {
+        guard let setup else {
+            throw ConfigurationProblem("app \(app) has Huawei Push Kit tokens but no row in herald.app_hms")
+        }
+        let secret: String
+        do {
+            secret = try String(contentsOfFile: setup.clientSecretFile, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        } catch {
+            throw ConfigurationProblem(
+                "app \(app): the Huawei client secret file \(setup.clientSecretFile) cannot be read: \(error)")
+        }
+        guard !secret.isEmpty else {
+            throw ConfigurationProblem("app \(app): the Huawei client secret file \(setup.clientSecretFile) is empty")
+        }
+        shared.logger.info(
+            "loaded the Huawei Push Kit setup", metadata: ["app": "\(app)", "client_id": "\(setup.clientID)"])
+        return HMSRoute(
+            client: HMSClient(
+                clientID: setup.clientID, clientSecret: secret, endpoint: shared.configuration.endpoints[name],
+                http: shared.http, logger: shared.logger))
+    }
+
+    /// A dry run is Push Kit's `validate_only`: checked by Huawei, not sent.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
+        for dryRun in [false, true] {
+            let part = batch.filter { $0.notification.dryRun == dryRun }
+            guard !part.isEmpty else { continue }
+            let messages = part.map { delivery in
+                HMSMessage(
+                    token: delivery.target?.deviceToken ?? "", data: builder.androidData(delivery),
+                    urgent: delivery.notification.priority != "normal", ttl: PayloadBuilder.ttl(delivery, now: now))
+            }
+            let outcomes = await client.send(messages, validateOnly: dryRun)
+            let at = context.clock.now()
+            events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
+        }
+        return events
+    }
+}
