@@ -69,7 +69,8 @@ import Testing
         #expect(result.state == .queued && !result.dead)
         guard case .postponed(let until) = result.requeue else { Issue.record("\(result)"); return }
         #expect(until == now.addingTimeInterval(30))
-        #expect(result.error == "waiting: its sender is over the provider's quota: 429 RESOURCE_EXHAUSTED: Quota exceeded")
+        #expect(
+            result.error == "waiting: its sender is over the provider's quota: 429 RESOURCE_EXHAUSTED: Quota exceeded")
     }
 
     @Test func answersEndTheDelivery() throws {
