@@ -41,6 +41,17 @@ ON CONFLICT (app_id) DO UPDATE SET vapid_key_file = excluded.vapid_key_file;
 SELECT * FROM herald.register_device('demo-shop', 'alice-browser', 'web', :'subscription', 'alice');
 \endif
 
+-- Alice's second phone is a Huawei without Google's services: it receives through Huawei Push
+-- Kit, with the app's client id and secret from AppGallery Connect. (run-local.sh registers
+-- them at the emulator.)
+\if :{?hms_secret_file}
+INSERT INTO herald.app_hms (app_id, client_id, client_secret_file)
+VALUES ('demo-shop', '106892911', :'hms_secret_file')
+ON CONFLICT (app_id) DO UPDATE SET client_secret_file = excluded.client_secret_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-mate', 'android', 'ANDdemo0token0alice0mate0x1', 'alice',
+                                     token_kind => 'hms_token');
+\endif
+
 -- Notifications, each in the producer's own transaction.
 BEGIN;
 SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Your order shipped',

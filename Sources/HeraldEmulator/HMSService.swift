@@ -101,7 +101,7 @@ actor HMSService {
         let token = (message["token"] as? [String])?.first ?? ""
         let (injected, delay) = injected(for: token)
         if let injected { return injected }
-        let requestID = String(format: "%013d%05d", Int(Date().timeIntervalSince1970 * 1000), nextRequestID)
+        let requestID = "\(Int64(Date().timeIntervalSince1970 * 1000))" + String(format: "%05ld", nextRequestID)
         nextRequestID += 1
         let json = String(
             decoding: (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data(),

@@ -140,7 +140,7 @@ public enum DeliveryLife {
                 // Not the delivery's fault, nor an attempt: it waits with its sender (an FCM
                 // project, a Huawei app).
                 result = DeliveryResult(
-                    state: .queued, error: "waiting: its sender is over the provider's quota: \(reason)",
+                    state: .queued, error: "waiting: the sender is over its quota: \(reason)",
                     requeue: .postponed(until: at.addingTimeInterval(after.seconds)))
             case .configurationError(let reason, _):
                 result = retry(
