@@ -53,7 +53,7 @@ let package = Package(
         // Clock, backoff, what became of a send, the configuration scopes, the JSON Herald writes
         // itself and Herald's worker kinds, shared by the queue, the workers and every provider.
         .target(name: "HeraldCore"),
-        // Keys, JWTs and report references, over the C shim.
+        // Keys, JWTs, HMAC and Web Push ciphers, over the C shim.
         .target(name: "HeraldCrypto", dependencies: ["CCrypto", "HeraldCore"]),
 
         // libpq in Swift: connections, parameters, rows, LISTEN/NOTIFY.

@@ -764,6 +764,11 @@ BEGIN
     IF cardinality(held) = 0 AND NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at) THEN
         RETURN;
     END IF;
+    -- Without the report secret no reference can be made: nothing is claimed, and the daemon
+    -- says why (herald migrate makes it).
+    IF NOT EXISTS (SELECT FROM herald.secrets s WHERE s.name = 'report_hmac') THEN
+        RAISE EXCEPTION 'herald.secrets has no report_hmac: run herald migrate' USING ERRCODE = 'undefined_object';
+    END IF;
     RETURN QUERY
     WITH picked AS (
         SELECT d.id, d.locked_by AS abandoned_by
@@ -1874,7 +1879,9 @@ BEGIN
         RETURN;
     END IF;
     raw := decode(translate(reference, '-_', '+/') || '=', 'base64');
-    IF substring(raw FROM 17) <> herald.reference_tag(substring(raw FROM 1 FOR 16), secret.inner_pad, secret.outer_pad) THEN
+    -- IS DISTINCT FROM: without the secret the tag is NULL, and nothing opens.
+    IF substring(raw FROM 17) IS DISTINCT FROM herald.reference_tag(substring(raw FROM 1 FOR 16), secret.inner_pad,
+                                                                     secret.outer_pad) THEN
         RETURN;
     END IF;
     delivery_id := ('x' || encode(substring(raw FROM 1 FOR 8), 'hex'))::bit(64)::bigint;

@@ -234,6 +234,16 @@ public struct Configuration: Sendable {
                     setting: "HERALD_PROVIDER_ENDPOINTS",
                     message: "\"\(entry)\" is not provider=base URL (hms=http://127.0.0.1:8089)")
             }
+            // FCM and APNs have settings of their own; a name no provider has is a typo, which
+            // would leave that provider's real endpoint in use.
+            let own = ["fcm": "HERALD_FCM_ENDPOINT", "apns": "HERALD_APNS_ENDPOINT"]
+            guard own[parts[0]] == nil, Senders.providerNames.contains(parts[0]) else {
+                throw ConfigurationError(
+                    setting: "HERALD_PROVIDER_ENDPOINTS",
+                    message: own[parts[0]].map { "\(parts[0]) has its own setting: \($0)" }
+                        ?? "no provider is named \(parts[0]) (there are \(Senders.providerNames.sorted().joined(separator: ", ")))"
+                )
+            }
             configuration.providerEndpoints[parts[0]] = parts[1]
         }
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {

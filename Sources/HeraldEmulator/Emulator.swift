@@ -44,7 +44,7 @@ public struct ReceivedMessage: Sendable {
 ///   at Apple, a path here) are APNs' too.
 /// - `POST /v1/{client id}/messages:send` and `POST /oauth2/v3/token` are Huawei Push Kit and
 ///   Huawei's token endpoint (``HMSService``); `POST /emulator/hms-apps` registers an app's
-///   client id and secret (`{"client_id": "…", "client_secret": "…"}`).
+///   client id and secret (`{"client_id": "…", "client_secret": "…", "urgent": false}`).
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
 ///   `GET /emulator/hms` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
@@ -128,9 +128,10 @@ public final class Emulator: Sendable {
         }
     }
 
-    /// Trusts a Huawei app's OAuth 2.0 client id and secret for token requests.
-    public func registerHMSApp(clientID: String, secret: String) async {
-        await hms.registerApp(clientID: clientID, secret: secret)
+    /// Trusts a Huawei app's OAuth 2.0 client id and secret for token requests; with `urgent`,
+    /// it has Huawei's right to send urgent (HIGH) messages.
+    public func registerHMSApp(clientID: String, secret: String, urgent: Bool = false) async {
+        await hms.registerApp(clientID: clientID, secret: secret, urgent: urgent)
     }
 
     /// The data messages Huawei Push Kit's stand-in accepted, and the token requests it took.
@@ -217,14 +218,16 @@ struct EmulatorRoutes {
                 clientID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
                 authorization: request.headers[.authorization], body: try await request.bodyData)
             if let delay = answer.delay { try await Task.sleep(for: delay) }
-            return Self.json(answer.status, answer.json)
+            var response = Self.json(answer.status, answer.json)
+            if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
+            return response
         }
         await server.appendRoute("POST /emulator/hms-apps") { request in
             let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
             guard let clientID = object["client_id"] as? String, let secret = object["client_secret"] as? String else {
                 return Self.json(400, #"{"error":"expected {\"client_id\": …, \"client_secret\": …}"}"#)
             }
-            await hms.registerApp(clientID: clientID, secret: secret)
+            await hms.registerApp(clientID: clientID, secret: secret, urgent: object["urgent"] as? Bool ?? false)
             return Self.json(200, "{}")
         }
         await server.appendRoute("GET /emulator/hms") { _ in

@@ -29,7 +29,8 @@ public struct ReceivedHMSMessage: Sendable {
 ///   `client_id` and `client_secret`, and answers `{access_token, expires_in, token_type}`, or
 ///   Huawei's error (`{"error": 1101, "sub_error": …}`).
 /// - `POST /v1/{client id}/messages:send` checks the bearer token (80200001, or 80200003 when it
-///   expired) and the message: only Push Kit's members, exactly one of `token`, `topic` or
+///   expired), refuses urgency HIGH to an app without Huawei's right to it (80300011), and the
+///   message: only Push Kit's members, exactly one of `token`, `topic` or
 ///   `condition`, 1 to 1000 tokens (80300010), `data` a string (80100003), `android`'s
 ///   `collapse_key` in -1…100 (80100013), `urgency` HIGH or NORMAL and `ttl` as Huawei writes it
 ///   (80100001), at most 4096 bytes without the tokens (80300008). It answers `{code, msg,
@@ -39,16 +40,18 @@ actor HMSService {
         var status: Int
         var json: String
         var delay: Duration? = nil
+        var retryAfter: Int? = nil
     }
 
-    private var apps: [String: String] = [:]
+    /// Each app's client secret, and whether Huawei granted it urgent (HIGH) messages.
+    private var apps: [String: (secret: String, urgent: Bool)] = [:]
     private var accessTokens: [String: (clientID: String, expires: Date)] = [:]
     private var behaviours: [String: (behaviour: EmulatorBehaviour, remaining: Int?)] = [:]
     private(set) var received: [ReceivedHMSMessage] = []
     private(set) var tokenRequests = 0
     private var nextRequestID = 1
 
-    func registerApp(clientID: String, secret: String) { apps[clientID] = secret }
+    func registerApp(clientID: String, secret: String, urgent: Bool) { apps[clientID] = (secret, urgent) }
 
     func setBehaviour(_ behaviour: EmulatorBehaviour?, token: String, times: Int?) {
         behaviours[token] = behaviour.map { ($0, times) }
@@ -76,7 +79,7 @@ actor HMSService {
         guard let clientID = fields["client_id"],
             clientID.range(of: "^[0-9]{1,64}$", options: .regularExpression) != nil
         else { return (400, #"{"error":1101,"sub_error":20002,"error_description":"invalid client_id"}"#) }
-        guard let secret = apps[clientID] else {
+        guard let secret = apps[clientID]?.secret else {
             return (400, #"{"error":1101,"sub_error":20003,"error_description":"client_id does not exist"}"#)
         }
         guard fields["client_secret"] == secret else {
@@ -97,6 +100,9 @@ actor HMSService {
         else { return Self.result(400, "80100003", "Message structure error: no message object") }
         if let problem = Self.problem(in: object, message: message, size: body.count) {
             return Self.result(400, problem.code, problem.words)
+        }
+        if (message["android"] as? [String: Any])?["urgency"] as? String == "HIGH", apps[clientID]?.urgent != true {
+            return Self.result(200, "80300011", "No permission to send high-level notification messages")
         }
         let token = (message["token"] as? [String])?.first ?? ""
         let (injected, delay) = injected(for: token)
@@ -185,8 +191,8 @@ actor HMSService {
             answer = Self.result(200, "80300002", "The current app does not have the permission to send messages")
         case .expiredProviderToken:
             answer = Self.result(401, "80200003", "OAuth token expired")
-        case .quotaExceeded, .unavailable:
-            answer = Answer(status: 503, json: "traffic control")
+        case .quotaExceeded(let retryAfter), .unavailable(let retryAfter):
+            answer = Answer(status: 503, json: "traffic control", retryAfter: retryAfter)
         case .internalError:
             answer = Self.result(500, "81000001", "System inner error")
         case .invalidMessage, .payloadTooLarge:

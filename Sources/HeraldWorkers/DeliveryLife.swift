@@ -137,8 +137,8 @@ public enum DeliveryLife {
             case .retry(let after, let reason):
                 result = retry(delivery, reason: reason, notBefore: after ?? .zero, at: at, backoff: backoff)
             case .overQuota(let after, let reason):
-                // Not the delivery's fault, nor an attempt: it waits with its sender (an FCM
-                // project, a Huawei app).
+                // Not the delivery's fault, nor an attempt: it waits as its sender does (an FCM
+                // project, in every daemon; a Huawei app, in this one).
                 result = DeliveryResult(
                     state: .queued, error: "waiting: the sender is over its quota: \(reason)",
                     requeue: .postponed(until: at.addingTimeInterval(after.seconds)))

@@ -68,11 +68,10 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
     /// seconds, another origin's requests go on meanwhile, and new requests go over a fresh
     /// connection.
     @Test func aStuckHTTP2ConnectionIsReplaced() async throws {
-        let slow = try await LocalServer.start { _ in
-            try await Task.sleep(for: .seconds(1))
-            return FlyingFox.HTTPResponse(statusCode: .ok, body: Data(#"{"name":"projects/p/messages/1"}"#.utf8))
-        }
-        let stuckNginx = try await NginxStandIn.start(upstream: slow.port)
+        // Out of the test process, so that the suite beside it cannot starve it.
+        let slow = try await ScriptProcess.start("scripts/lib/slow-server.py")
+        defer { slow.stop() }
+        let stuckNginx = try await NginxStandIn.start(upstream: UInt16(slow.port))
         let healthyNginx = try await NginxStandIn.start()
         let stuckRelay = try await FreezingRelay.start(upstream: stuckNginx.port)
         let healthyRelay = try await FreezingRelay.start(upstream: healthyNginx.port)
@@ -187,8 +186,62 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
     }
 }
 
+/// A helper script of `scripts/lib/` run as a process of its own, which prints its port on its
+/// first line and reads commands, a line each, on its standard input.
+final class ScriptProcess: @unchecked Sendable {
+    private let process: Process
+    private let input: FileHandle
+    private let output: FileHandle
+    private let lock = Mutex(())
+    let port: Int
+
+    private init(process: Process, input: FileHandle, output: FileHandle, port: Int) {
+        self.process = process
+        self.input = input
+        self.output = output
+        self.port = port
+    }
+
+    static func start(_ script: String, _ arguments: [String] = []) async throws -> ScriptProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [packageRoot.appendingPathComponent(script).path] + arguments
+        let output = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        try process.run()
+        let line = try await onOwnThread { try Self.readLine(output.fileHandleForReading) }
+        guard let port = Int(line) else {
+            kill(process.processIdentifier, SIGKILL)
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(script) did not start: \(line)"])
+        }
+        return ScriptProcess(
+            process: process, input: input.fileHandleForWriting, output: output.fileHandleForReading, port: port)
+    }
+
+    /// Sends a command and returns the script's one-line answer.
+    func command(_ command: String) async throws -> String {
+        try await onOwnThread { [self] in
+            try lock.withLock { _ in
+                try input.write(contentsOf: Data((command + "\n").utf8))
+                return try Self.readLine(output)
+            }
+        }
+    }
+
+    /// SIGKILL: a child of the test process may inherit an ignored SIGTERM.
+    func stop() { kill(process.processIdentifier, SIGKILL) }
+
+    private static func readLine(_ handle: FileHandle) throws -> String {
+        var bytes: [UInt8] = []
+        while let byte = try handle.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { bytes.append(byte) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
 /// `scripts/lib/freezing-relay.py`: a TCP relay to nginx whose open connections can be frozen.
-final class FreezingRelay: @unchecked Sendable {
+final class FreezingRelay: Sendable {
     struct Stats: Decodable, CustomStringConvertible {
         struct Connection: Decodable, CustomStringConvertible {
             var id: Int
@@ -212,58 +265,21 @@ final class FreezingRelay: @unchecked Sendable {
         var description: String { "\(connections) connections: \(list)" }
     }
 
-    private let process: Process
-    private let input: FileHandle
-    private let output: FileHandle
-    private let lock = Mutex(())
-    let port: Int
+    private let script: ScriptProcess
+    var port: Int { script.port }
     var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    private init(process: Process, input: FileHandle, output: FileHandle, port: Int) {
-        self.process = process
-        self.input = input
-        self.output = output
-        self.port = port
-    }
+    private init(script: ScriptProcess) { self.script = script }
 
     static func start(upstream: Int) async throws -> FreezingRelay {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [packageRoot.appendingPathComponent("scripts/lib/freezing-relay.py").path, "\(upstream)"]
-        let output = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardInput = input
-        try process.run()
-        let line = try await onOwnThread { try Self.readLine(output.fileHandleForReading) }
-        guard let port = Int(line) else {
-            kill(process.processIdentifier, SIGKILL)
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "relay did not start: \(line)"])
-        }
-        return FreezingRelay(
-            process: process, input: input.fileHandleForWriting, output: output.fileHandleForReading, port: port)
+        FreezingRelay(script: try await ScriptProcess.start("scripts/lib/freezing-relay.py", ["\(upstream)"]))
     }
 
-    /// Sends a command and returns the relay's one-line answer.
-    func command(_ command: String) async throws -> String {
-        try await onOwnThread { [self] in
-            try lock.withLock { _ in
-                try input.write(contentsOf: Data((command + "\n").utf8))
-                return try Self.readLine(output)
-            }
-        }
-    }
+    func command(_ command: String) async throws -> String { try await script.command(command) }
 
     func stats() async throws -> Stats {
         try JSONDecoder().decode(Stats.self, from: Data(try await command("stats").utf8))
     }
 
-    /// SIGKILL: a child of the test process may inherit an ignored SIGTERM.
-    func stop() { kill(process.processIdentifier, SIGKILL) }
-
-    private static func readLine(_ handle: FileHandle) throws -> String {
-        var bytes: [UInt8] = []
-        while let byte = try handle.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { bytes.append(byte) }
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    func stop() { script.stop() }
 }

@@ -48,7 +48,8 @@ import Testing
         #expect(kind(503, "traffic control") == .overQuota)
         #expect(kind(502, "<html>bad gateway</html>") == .retry)
         #expect(kind(401, "") == .configuration)
-        #expect(kind(404, "not found") == .failed)
+        #expect(kind(404, "not found") == .configuration, "the send URL is wrong")
+        #expect(kind(200, "{}") == .retry, "an answer without a result code")
     }
 
     @Test func trafficControlWaitsAsLongAsPushKitAsks() {
@@ -87,5 +88,25 @@ extension PushOutcome {
             reason
         case .sent: ""
         }
+    }
+}
+
+extension HMSResultTests {
+    /// A partial success's `msg` lists the refused tokens: this token is refused only when it is
+    /// listed exactly, and the reason never carries a token.
+    @Test func aPartialSuccessRefusesOnlyTheTokensItLists() {
+        let listed = #"{\"success\":1,\"failure\":1,\"illegal_tokens\":[\"tok-1\/x\"]}"#
+        let result = HMSResult(
+            HTTPResponse(status: 200, body: Array(#"{"code":"80100000","msg":"\#(listed)","requestId":"9"}"#.utf8)))
+        guard case .tokenInvalid(let reason, _) = result.outcome(token: "tok-1/x") else {
+            Issue.record("\(result.outcome(token: "tok-1/x"))")
+            return
+        }
+        #expect(!reason.contains("tok-1"), "\(reason)")
+        #expect(result.outcome(token: "tok-1") == .sent(messageName: "9"), "a prefix is not the token")
+        let grouped = #"{\"failure\":1,\"illegalTokens\":{\"tokenFormatError\":[\"tok-2\"]}}"#
+        let harmony = HMSResult(
+            HTTPResponse(status: 200, body: Array(#"{"code":"80100000","msg":"\#(grouped)","requestId":"9"}"#.utf8)))
+        #expect(harmony.refused("tok-2") && !harmony.refused("tok-3"))
     }
 }

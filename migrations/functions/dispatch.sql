@@ -30,7 +30,9 @@ GRANT EXECUTE ON FUNCTION herald.token_hint(text) TO herald_daemon;
 
 -- HMAC-SHA256's padded keys (RFC 2104), for PostgreSQL's built-in sha256, so no extension is
 -- needed: the 64-byte key XOR 0x36 and XOR 0x5c, eight bytes at a time. herald.secrets'
--- generated columns inner_pad and outer_pad call it (migration 032).
+-- generated columns inner_pad and outer_pad call it (migration 032) and keep what it returned:
+-- a change to it needs a numbered migration that computes them again
+-- (`UPDATE herald.secrets SET value = value`).
 CREATE OR REPLACE FUNCTION herald.hmac_pads(key bytea, OUT inner_pad bytea, OUT outer_pad bytea)
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     WITH sized AS (SELECT CASE WHEN octet_length(key) > 64 THEN sha256(key) ELSE key END AS k),
@@ -128,6 +130,11 @@ BEGIN
     -- nothing (a NOTIFY for deliveries another daemon, or this one's births, already took).
     IF cardinality(held) = 0 AND NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at) THEN
         RETURN;
+    END IF;
+    -- Without the report secret no reference can be made: nothing is claimed, and the daemon
+    -- says why (herald migrate makes it).
+    IF NOT EXISTS (SELECT FROM herald.secrets s WHERE s.name = 'report_hmac') THEN
+        RAISE EXCEPTION 'herald.secrets has no report_hmac: run herald migrate' USING ERRCODE = 'undefined_object';
     END IF;
     RETURN QUERY
     WITH picked AS (

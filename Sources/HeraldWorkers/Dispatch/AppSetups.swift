@@ -25,9 +25,10 @@ final class AppSetups: Sendable {
         return cache.withLock { cache in versions.keys.reduce(into: [:]) { $0[$1] = cache[$1]?.setup } }
     }
 
-    /// `{"provider": {…its row…}}`, split by provider.
+    /// `{"provider": {…its row…}}`, split by provider. Keys sorted, so that an unchanged row is
+    /// the same bytes each time it is read (``Senders`` makes a route again only when they differ).
     static func providerSettings(_ json: String) throws -> [String: Data] {
         guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
-        return try object.mapValues { try JSONSerialization.data(withJSONObject: $0) }
+        return try object.mapValues { try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]) }
     }
 }

@@ -41,6 +41,9 @@ public actor Senders {
         public init() {}
     }
 
+    /// The names of the providers compiled in (`herald.providers.provider`).
+    public static let providerNames = Set(Providers.compiledIn.map { $0.name })
+
     let http: HTTPClient
     let configuration: Configuration
     /// Its providers, by name.

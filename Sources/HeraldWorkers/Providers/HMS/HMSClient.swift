@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldHTTP
 import Logging
+import Synchronization
 
 extension ConfigurationScope {
     /// An app's Huawei Push Kit credentials (`herald.app_hms`).
@@ -39,13 +40,29 @@ struct HMSClient: Sendable {
         }
     }
 
+    /// What these credentials have shown so far: whether Push Kit accepted a send made with them
+    /// (until then, 80300007 may mean they are another app's), and whether it refused them
+    /// urgent messages (80300011: a right Huawei grants per app), so that they are sent NORMAL.
+    final class Memory: Sendable {
+        private let state = Mutex((accepted: false, urgentRefused: false))
+        var accepted: Bool { state.withLock { $0.accepted } }
+        var urgentRefused: Bool { state.withLock { $0.urgentRefused } }
+        func noteAccepted() { state.withLock { $0.accepted = true } }
+        func noteUrgentRefused() { state.withLock { $0.urgentRefused = true } }
+    }
+    let memory = Memory()
+
     /// Sends each message (a request each, at once); the outcomes come in the same order.
-    /// `validateOnly` asks Push Kit to check them without delivering (a dry run).
+    /// `validateOnly` asks Push Kit to check them without delivering (a dry run). A message
+    /// refused for its urgency (80300011) is sent again as NORMAL, and so is every message after.
     func send(_ messages: [HMSMessage], validateOnly: Bool) async -> [PushOutcome] {
-        let bodies = messages.map { $0.requestBody(validateOnly: validateOnly) }
+        var messages = messages
+        if memory.urgentRefused { for index in messages.indices { messages[index].urgent = false } }
         var outcomes = [PushOutcome?](repeating: nil, count: messages.count)
+        var codes = [String?](repeating: nil, count: messages.count)
         var pending = Array(messages.indices)
-        for round in 0..<2 where !pending.isEmpty {
+        var tokenRefreshed = false
+        for _ in 0..<3 where !pending.isEmpty {
             let token: String
             do {
                 token = try await tokens.token()
@@ -56,15 +73,22 @@ struct HMSClient: Sendable {
                     case .unavailable(let reason): .retry(after: nil, reason: reason)
                     }
                 pending.forEach { outcomes[$0] = outcome }
+                pending = []
                 break
             } catch {
                 pending.forEach { outcomes[$0] = .retry(after: nil, reason: "\(error)") }
+                pending = []
                 break
             }
             let headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json;charset=UTF-8")]
             let answers = await http.send(
-                pending.map { HTTPRequest(url: sendURL, headers: headers, body: bodies[$0], timeout: .seconds(10)) })
-            var refused: [Int] = []
+                pending.map {
+                    HTTPRequest(
+                        url: sendURL, headers: headers, body: messages[$0].requestBody(validateOnly: validateOnly),
+                        timeout: .seconds(10))
+                })
+            var again: [Int] = []
+            var tokenRefused = false
             for (index, answer) in zip(pending, answers) {
                 switch answer {
                 case .failure(let error) where error.kind == .invalidRequest:
@@ -73,18 +97,40 @@ struct HMSClient: Sendable {
                     outcomes[index] = .retry(after: nil, reason: "Huawei Push Kit unreachable: \(error.message)")
                 case .success(let response):
                     let result = HMSResult(response)
-                    if result.accessTokenRefused && round == 0 {
-                        refused.append(index)
+                    if result.accessTokenRefused && !tokenRefreshed {
+                        tokenRefused = true
+                        again.append(index)
+                    } else if result.code == HMSResult.noUrgentRight && messages[index].urgent {
+                        memory.noteUrgentRefused()
+                        messages[index].urgent = false
+                        again.append(index)
                     } else {
                         outcomes[index] = result.outcome(token: messages[index].token)
+                        codes[index] = result.code
                     }
                 }
             }
-            if !refused.isEmpty { await tokens.rejected(token) }
-            pending = refused
+            if tokenRefused {
+                await tokens.rejected(token)
+                tokenRefreshed = true
+            }
+            pending = again
         }
-        return outcomes.map { $0! }
+        for index in pending { outcomes[index] = .retry(after: nil, reason: "Huawei Push Kit refused it three times") }
+        if codes.contains(HMSResult.success) { memory.noteAccepted() }
+        guard !memory.accepted else { return outcomes.map { $0! } }
+        return zip(outcomes, codes).map { outcome, code in
+            code == HMSResult.allTokensInvalid ? Self.unprovenCredentials : outcome!
+        }
     }
+
+    /// Push Kit answers 80300007 (all tokens invalid) also when the tokens are another app's than
+    /// the credentials' (the app's row names another app's client id): until a send with these
+    /// credentials has been accepted, it is their problem, and no phone is disabled for it.
+    static let unprovenCredentials = PushOutcome.configurationError(
+        reason: "Huawei Push Kit answered 80300007 (all tokens invalid), and no send with these credentials has been"
+            + " accepted yet: are herald.app_hms.client_id and its secret this app's?",
+        scope: .hms)
 
     /// `application/x-www-form-urlencoded`'s escaping of a value.
     static func formEncoded(_ value: String) -> String {
@@ -136,7 +182,8 @@ struct HMSMessage: Sendable {
 struct HMSResult: Sendable {
     var status: Int
     var code: String?
-    var message: String
+    /// `msg`, whole (a partial success's lists the refused tokens).
+    var fullMessage: String
     var requestID: String?
     var retryAfter: Duration?
 
@@ -144,9 +191,29 @@ struct HMSResult: Sendable {
         status = response.status
         let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
         code = object?["code"].map { "\($0)" }
-        message = String((object?["msg"].map { "\($0)" } ?? String(decoding: response.body, as: UTF8.self)).prefix(300))
+        fullMessage = object?["msg"].map { "\($0)" } ?? String(decoding: response.body, as: UTF8.self)
         requestID = object?["requestId"] as? String
         retryAfter = response.retryAfter(now: Date())
+    }
+
+    /// Push Kit's words as a reason may carry them: never a partial answer's, which lists tokens.
+    var message: String { String(fullMessage.prefix(300)) }
+
+    static let success = "80000000"
+    static let allTokensInvalid = "80300007"
+    static let noUrgentRight = "80300011"
+
+    /// Whether a partial success (80100000) refused `token`: its `msg` is JSON listing the refused
+    /// tokens (`illegal_tokens`; the HarmonyOS API groups them by reason in `illegalTokens`).
+    func refused(_ token: String) -> Bool {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(fullMessage.utf8)) as? [String: Any] else {
+            return false
+        }
+        if let listed = object["illegal_tokens"] as? [String] { return listed.contains(token) }
+        if let grouped = object["illegalTokens"] as? [String: [String]] {
+            return grouped.values.contains { $0.contains(token) }
+        }
+        return false
     }
 
     /// 80200001 (authentication failed) or 80200003 (the access token expired): worth one more
@@ -158,16 +225,18 @@ struct HMSResult: Sendable {
     func outcome(token: String) -> PushOutcome {
         let words = "Huawei Push Kit \(code ?? "HTTP \(status)"): \(message)"
         switch code {
-        case "80000000":
+        case Self.success:
             return .sent(messageName: requestID ?? "")
         case "80100000":
             // Some tokens refused: with one token a request, it is this one if it is listed.
-            return message.contains(token) ? .tokenInvalid(reason: words) : .sent(messageName: requestID ?? "")
-        case "80300007":
-            return .tokenInvalid(reason: words)
-        case "80200001", "80200003", "80300002", "80300011":
+            return refused(token)
+                ? .tokenInvalid(reason: "Huawei Push Kit 80100000: the token is refused")
+                : .sent(messageName: requestID ?? "")
+        case Self.allTokensInvalid:
+            return .tokenInvalid(reason: "Huawei Push Kit 80300007: all the tokens are invalid")
+        case "80200001", "80200003", "80300002", Self.noUrgentRight:
             // Credentials refused; the app may not send (Push Kit not enabled, another app's
-            // project); the app may not send urgent messages (a right to apply for).
+            // project); the app may not send urgent messages.
             return .configurationError(reason: words, scope: .hms)
         case "80100017", "80600003", "81000001":
             return .retry(after: retryAfter, reason: words)
@@ -177,6 +246,11 @@ struct HMSResult: Sendable {
         case nil where status == 503:
             // Traffic control: the app sends faster than its quota; not the message's fault.
             return .overQuota(after: retryAfter ?? Self.trafficControlPause, reason: words + " (traffic control)")
+        case nil where status == 200:
+            return .retry(after: nil, reason: "Huawei Push Kit answered 200 without a result code")
+        case nil where status == 404:
+            return .configurationError(
+                reason: "Huawei Push Kit answered 404: the send URL is wrong (HERALD_PROVIDER_ENDPOINTS?)", scope: .hms)
         case _ where status >= 500 || status == 429:
             return .retry(after: retryAfter, reason: words)
         case _ where status == 401:

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import Synchronization
 
 /// An app's Android phones with HMS Core, through Huawei Push Kit (route `hms`): phones without
 /// Google's services, registered with their Push Kit token (`hms_token`). Made from the app's
@@ -27,6 +28,15 @@ struct HMSRoute: ProviderRoute {
     }
 
     let client: HMSClient
+    /// Until when the app's sends wait after Push Kit's traffic control, shared by its routes in
+    /// this daemon, so that what comes next waits too rather than being refused in turn.
+    let trafficControl: TrafficControl
+
+    final class TrafficControl: Sendable {
+        private let until = Mutex<Date?>(nil)
+        func pausedUntil(_ now: Date) -> Date? { until.withLock { $0.flatMap { $0 > now ? $0 : nil } } }
+        func pause(until date: Date) { until.withLock { $0 = max($0 ?? date, date) } }
+    }
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HMSRoute {
         guard let setup else {
@@ -48,13 +58,20 @@ struct HMSRoute: ProviderRoute {
         return HMSRoute(
             client: HMSClient(
                 clientID: setup.clientID, clientSecret: secret, endpoint: shared.configuration.endpoints[name],
-                http: shared.http, logger: shared.logger))
+                http: shared.http, logger: shared.logger),
+            trafficControl: shared.shared("hms traffic control \(setup.clientID)") { TrafficControl() })
     }
 
     /// A dry run is Push Kit's `validate_only`: checked by Huawei, not sent.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
+        if let until = trafficControl.pausedUntil(now) {
+            let wait = Duration.seconds(until.timeIntervalSince(now))
+            let outcome = PushOutcome.overQuota(
+                after: wait, reason: "Huawei Push Kit's traffic control, until \(until)")
+            return batch.map { ($0, .sent(outcome, dryRun: $0.notification.dryRun, at: now)) }
+        }
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         for dryRun in [false, true] {
             let part = batch.filter { $0.notification.dryRun == dryRun }
@@ -66,6 +83,9 @@ struct HMSRoute: ProviderRoute {
             }
             let outcomes = await client.send(messages, validateOnly: dryRun)
             let at = context.clock.now()
+            for case .overQuota(let after, _) in outcomes {
+                trafficControl.pause(until: at.addingTimeInterval(after.seconds))
+            }
             events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
         }
         return events
