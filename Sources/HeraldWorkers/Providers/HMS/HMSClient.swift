@@ -22,12 +22,14 @@ struct HMSClient: Sendable {
     let tokens: AccessTokens
     let http: HTTPClient
     let sendURL: String
+    let logger: Logger
 
     /// A client for the app `clientID`; `endpoint`, a stand-in's base URL, serves both the send
     /// and the token requests (nil: Huawei's).
     init(clientID: String, clientSecret: String, endpoint: String?, http: HTTPClient, logger: Logger) {
         self.clientID = clientID
         self.http = http
+        self.logger = logger
         let base = endpoint.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         sendURL = "\(base ?? Self.pushEndpoint)/v1/\(clientID)/messages:send"
         let tokenURL = base.map { $0 + "/oauth2/v3/token" } ?? Self.tokenURL
@@ -48,7 +50,13 @@ struct HMSClient: Sendable {
         var accepted: Bool { state.withLock { $0.accepted } }
         var urgentRefused: Bool { state.withLock { $0.urgentRefused } }
         func noteAccepted() { state.withLock { $0.accepted = true } }
-        func noteUrgentRefused() { state.withLock { $0.urgentRefused = true } }
+        /// Whether this is the first refusal.
+        func noteUrgentRefused() -> Bool {
+            state.withLock { state in
+                defer { state.urgentRefused = true }
+                return !state.urgentRefused
+            }
+        }
     }
     let memory = Memory()
 
@@ -101,7 +109,11 @@ struct HMSClient: Sendable {
                         tokenRefused = true
                         again.append(index)
                     } else if result.code == HMSResult.noUrgentRight && messages[index].urgent {
-                        memory.noteUrgentRefused()
+                        if memory.noteUrgentRefused() {
+                            logger.notice(
+                                "Huawei Push Kit refuses this app urgent (HIGH) messages: they go as NORMAL (the right is applied for in AppGallery Connect)",
+                                metadata: ["client_id": "\(clientID)"])
+                        }
                         messages[index].urgent = false
                         again.append(index)
                     } else {
