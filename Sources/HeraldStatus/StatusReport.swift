@@ -263,7 +263,8 @@ public struct StatusReport: Sendable, Codable, Equatable {
                    count(*) FILTER (WHERE generation IS NOT NULL AND opened_at IS NULL)::int AS ahead
             FROM herald.partitions
             """
-        static let quotaPauses = "SELECT account, paused_until, reason, advice FROM herald.quota_pauses ORDER BY account"
+        static let quotaPauses =
+            "SELECT account, paused_until, reason, advice FROM herald.quota_pauses ORDER BY account"
         /// Every session named `herald…` but this one: daemons set `application_name` to `herald`
         /// unless the connection string names them.
         static let heraldClients = """

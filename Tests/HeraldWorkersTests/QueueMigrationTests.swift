@@ -3,8 +3,8 @@ import HeraldEmulator
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
-import HeraldStatus
 import HeraldSchema
+import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
 import Logging
