@@ -103,13 +103,18 @@ long herald_key_public_pem(const herald_key *key, char *out, size_t out_size, ch
     return result;
 }
 
-// SHA-256 digest-and-sign; the signature is PKCS#1 v1.5 for RSA and DER for ECDSA.
-static long digest_sign(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
-                        char *error, size_t error_size) {
+// SHA-256 digest-and-sign; the signature is PKCS#1 v1.5 for RSA (or PSS when `pss`, with a salt
+// as long as the digest and MGF1 over SHA-256, as JWS's PS256 requires) and DER for ECDSA.
+static long digest_sign(const herald_key *key, int pss, const uint8_t *data, size_t length, uint8_t *out,
+                        size_t out_size, char *error, size_t error_size) {
     EVP_MD_CTX *context = EVP_MD_CTX_new();
+    EVP_PKEY_CTX *settings = NULL;
     size_t signature_length = out_size;
     long result = -1;
-    if (context != NULL && EVP_DigestSignInit(context, NULL, EVP_sha256(), NULL, key->pkey) == 1 &&
+    if (context != NULL && EVP_DigestSignInit(context, &settings, EVP_sha256(), NULL, key->pkey) == 1 &&
+        (!pss || (EVP_PKEY_CTX_set_rsa_padding(settings, RSA_PKCS1_PSS_PADDING) == 1 &&
+                  EVP_PKEY_CTX_set_rsa_pss_saltlen(settings, RSA_PSS_SALTLEN_DIGEST) == 1 &&
+                  EVP_PKEY_CTX_set_rsa_mgf1_md(settings, EVP_sha256()) == 1)) &&
         EVP_DigestSign(context, out, &signature_length, data, length) == 1) {
         result = (long)signature_length;
     } else {
@@ -119,17 +124,27 @@ static long digest_sign(const herald_key *key, const uint8_t *data, size_t lengt
     return result;
 }
 
-long herald_sign_rs256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
-                       char *error, size_t error_size) {
+static long rsa_sign(const herald_key *key, int pss, const uint8_t *data, size_t length, uint8_t *out,
+                     size_t out_size, char *error, size_t error_size) {
     if (herald_key_kind(key) != HERALD_KEY_RSA) {
-        set_error(error, error_size, "RS256 needs an RSA key");
+        set_error(error, error_size, pss ? "PS256 needs an RSA key" : "RS256 needs an RSA key");
         return -1;
     }
     if (out_size < (size_t)EVP_PKEY_get_size(key->pkey)) {
         set_error(error, error_size, "signature buffer too small");
         return -1;
     }
-    return digest_sign(key, data, length, out, out_size, error, error_size);
+    return digest_sign(key, pss, data, length, out, out_size, error, error_size);
+}
+
+long herald_sign_rs256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
+                       char *error, size_t error_size) {
+    return rsa_sign(key, 0, data, length, out, out_size, error, error_size);
+}
+
+long herald_sign_ps256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
+                       char *error, size_t error_size) {
+    return rsa_sign(key, 1, data, length, out, out_size, error, error_size);
 }
 
 long herald_sign_es256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
@@ -143,7 +158,7 @@ long herald_sign_es256(const herald_key *key, const uint8_t *data, size_t length
         return -1;
     }
     uint8_t der[80];
-    long der_length = digest_sign(key, data, length, der, sizeof der, error, error_size);
+    long der_length = digest_sign(key, 0, data, length, der, sizeof der, error, error_size);
     if (der_length < 0) return -1;
     const uint8_t *cursor = der;
     ECDSA_SIG *signature = d2i_ECDSA_SIG(NULL, &cursor, der_length);
@@ -162,15 +177,19 @@ long herald_sign_es256(const herald_key *key, const uint8_t *data, size_t length
     return 64;
 }
 
-int herald_verify_rs256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
-                        size_t signature_length, char *error, size_t error_size) {
+static int rsa_verify(const herald_key *key, int pss, const uint8_t *data, size_t length, const uint8_t *signature,
+                      size_t signature_length, char *error, size_t error_size) {
     if (herald_key_kind(key) != HERALD_KEY_RSA) {
-        set_error(error, error_size, "RS256 needs an RSA key");
+        set_error(error, error_size, pss ? "PS256 needs an RSA key" : "RS256 needs an RSA key");
         return -1;
     }
     EVP_MD_CTX *context = EVP_MD_CTX_new();
+    EVP_PKEY_CTX *settings = NULL;
     int result = -1;
-    if (context != NULL && EVP_DigestVerifyInit(context, NULL, EVP_sha256(), NULL, key->pkey) == 1) {
+    if (context != NULL && EVP_DigestVerifyInit(context, &settings, EVP_sha256(), NULL, key->pkey) == 1 &&
+        (!pss || (EVP_PKEY_CTX_set_rsa_padding(settings, RSA_PKCS1_PSS_PADDING) == 1 &&
+                  EVP_PKEY_CTX_set_rsa_pss_saltlen(settings, RSA_PSS_SALTLEN_DIGEST) == 1 &&
+                  EVP_PKEY_CTX_set_rsa_mgf1_md(settings, EVP_sha256()) == 1))) {
         int verified = EVP_DigestVerify(context, signature, signature_length, data, length);
         result = verified == 1 ? 1 : 0;
         ERR_clear_error();
@@ -179,6 +198,16 @@ int herald_verify_rs256(const herald_key *key, const uint8_t *data, size_t lengt
     }
     EVP_MD_CTX_free(context);
     return result;
+}
+
+int herald_verify_rs256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
+                        size_t signature_length, char *error, size_t error_size) {
+    return rsa_verify(key, 0, data, length, signature, signature_length, error, error_size);
+}
+
+int herald_verify_ps256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
+                        size_t signature_length, char *error, size_t error_size) {
+    return rsa_verify(key, 1, data, length, signature, signature_length, error, error_size);
 }
 
 herald_key *herald_key_generate_rsa(int bits, char *error, size_t error_size) {

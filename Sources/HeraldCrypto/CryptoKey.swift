@@ -90,6 +90,9 @@ public final class CryptoKey: @unchecked Sendable {
     /// RSASSA-PKCS1-v1_5 with SHA-256.
     public func signRS256(_ data: [UInt8]) throws -> [UInt8] { try sign(data, capacity: 1024, herald_sign_rs256) }
 
+    /// RSASSA-PSS with SHA-256 (JWS's PS256: MGF1 over SHA-256, a salt as long as the digest).
+    public func signPS256(_ data: [UInt8]) throws -> [UInt8] { try sign(data, capacity: 1024, herald_sign_ps256) }
+
     /// ECDSA P-256 with SHA-256, as the 64-byte r‖s that JWS requires.
     public func signES256(_ data: [UInt8]) throws -> [UInt8] { try sign(data, capacity: 64, herald_sign_es256) }
 
@@ -124,6 +127,15 @@ public final class CryptoKey: @unchecked Sendable {
     public func verifyRS256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
         try Self.withErrorBuffer { error in
             let result = herald_verify_rs256(key, data, data.count, signature, signature.count, error, 256)
+            if result < 0 { throw CryptoError(error) }
+            return result == 1
+        }
+    }
+
+    /// Checks a PS256 signature.
+    public func verifyPS256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
+        try Self.withErrorBuffer { error in
+            let result = herald_verify_ps256(key, data, data.count, signature, signature.count, error, 256)
             if result < 0 { throw CryptoError(error) }
             return result == 1
         }

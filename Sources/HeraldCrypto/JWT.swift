@@ -3,15 +3,26 @@ import HeraldCore
 
 /// Signed JSON Web Tokens (compact form: `header.claims.signature`, base64url without padding).
 public enum JWT {
+    /// RS256, as Google's service accounts sign their assertions.
     public static func signRS256(header: JSONValue, claims: JSONValue, key: CryptoKey) throws -> String {
-        let input = Base64URL.encode(Array(header.encoded.utf8)) + "." + Base64URL.encode(Array(claims.encoded.utf8))
-        return input + "." + Base64URL.encode(try key.signRS256(Array(input.utf8)))
+        try sign(header: header, claims: claims, with: key.signRS256)
+    }
+
+    /// PS256, as Huawei's HarmonyOS Push Kit takes a service account's token.
+    public static func signPS256(header: JSONValue, claims: JSONValue, key: CryptoKey) throws -> String {
+        try sign(header: header, claims: claims, with: key.signPS256)
     }
 
     /// ES256, as APNs provider tokens and VAPID use it.
     public static func signES256(header: JSONValue, claims: JSONValue, key: CryptoKey) throws -> String {
+        try sign(header: header, claims: claims, with: key.signES256)
+    }
+
+    private static func sign(header: JSONValue, claims: JSONValue, with signer: ([UInt8]) throws -> [UInt8]) throws
+        -> String
+    {
         let input = Base64URL.encode(Array(header.encoded.utf8)) + "." + Base64URL.encode(Array(claims.encoded.utf8))
-        return input + "." + Base64URL.encode(try key.signES256(Array(input.utf8)))
+        return input + "." + Base64URL.encode(try signer(Array(input.utf8)))
     }
 
     /// The parts of a compact JWT, decoded but not verified.

@@ -61,6 +61,41 @@ import Testing
             try !CryptoKey(publicKeyPEM: key.publicKeyPEM()).verifyRS256(Array("other".utf8), signature: signature))
     }
 
+    /// PS256 as JWS defines it (RFC 7518 §3.5): PSS over SHA-256, MGF1 over SHA-256, a 32-byte
+    /// salt. openssl checks ours with exactly those settings, and ours checks openssl's.
+    @Test func ps256SignatureVerifiesWithOpenSSLBothWays() async throws {
+        try await openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path("key.pem")])
+        try await openssl(["pkey", "-in", path("key.pem"), "-pubout", "-out", path("public.pem")])
+        let key = try CryptoKey(privateKeyPEM: try String(contentsOfFile: path("key.pem"), encoding: .utf8))
+        let data = Array("harmony.jwt".utf8)
+        let pss = [
+            "-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32", "-sigopt", "rsa_mgf1_md:sha256",
+        ]
+        try Data(data).write(to: URL(fileURLWithPath: path("data")))
+
+        let signature = try key.signPS256(data)
+        #expect(signature.count == 256)
+        // PSS is randomized: two signatures of the same input differ, and both verify.
+        #expect(try key.signPS256(data) != signature)
+        try Data(signature).write(to: URL(fileURLWithPath: path("signature")))
+        let verified = try await openssl(
+            ["dgst", "-sha256"] + pss + ["-verify", path("public.pem"), "-signature", path("signature"), path("data")])
+        #expect(verified.status == 0, "\(verified.output)")
+        // Not PKCS#1 v1.5: openssl's RS256 check refuses it, so the one above can fail.
+        #expect(
+            try await openssl([
+                "dgst", "-sha256", "-verify", path("public.pem"), "-signature", path("signature"), path("data"),
+            ]).status != 0)
+
+        try await openssl(
+            ["dgst", "-sha256"] + pss + ["-sign", path("key.pem"), "-out", path("theirs"), path("data")])
+        let theirs = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path("theirs"))))
+        let publicKey = try CryptoKey(publicKeyPEM: key.publicKeyPEM())
+        #expect(try publicKey.verifyPS256(data, signature: theirs))
+        #expect(try !publicKey.verifyPS256(Array("other".utf8), signature: theirs))
+        #expect(try !publicKey.verifyRS256(data, signature: theirs))
+    }
+
     @Test func es256SignatureIsRawRSAndVerifiesWithOpenSSLAsDER() async throws {
         try await openssl([
             "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path("ec.pem"),

@@ -31,12 +31,20 @@ long herald_key_public_pem(const herald_key *key, char *out, size_t out_size, ch
 long herald_sign_rs256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
                        char *error, size_t error_size);
 
+// PS256 (RSASSA-PSS with SHA-256, MGF1 over SHA-256, a 32-byte salt), as RS256.
+long herald_sign_ps256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
+                       char *error, size_t error_size);
+
 // ES256: writes the 64-byte r||s signature that JWS requires (not DER) into `out`.
 long herald_sign_es256(const herald_key *key, const uint8_t *data, size_t length, uint8_t *out, size_t out_size,
                        char *error, size_t error_size);
 
 // RS256 verification: 1 valid, 0 invalid, -1 error.
 int herald_verify_rs256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
+                        size_t signature_length, char *error, size_t error_size);
+
+// PS256 verification: 1 valid, 0 invalid, -1 error.
+int herald_verify_ps256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
                         size_t signature_length, char *error, size_t error_size);
 
 // Generates an RSA key of `bits` bits (for test and demo service accounts).
