@@ -511,7 +511,6 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_check2 CHECK (((push_token IS NOT NULL) OR (disabled_at IS NOT NULL))),
     CONSTRAINT devices_device_id_check CHECK ((device_id <> ''::text)),
     CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
-    CONSTRAINT devices_platform_check CHECK ((platform = ANY (ARRAY['android'::text, 'ios'::text, 'web'::text]))),
     CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text))
 );
 
@@ -1401,6 +1400,10 @@ DECLARE
     activities record;
     first_id bigint;
     last_id bigint;
+    -- What a notification becomes for a device of each platform (herald.platforms), read once.
+    platform_names text[];
+    payload_kinds text[];
+    silent_payload_kinds text[];
 BEGIN
     -- Live Activity events first: the statement below takes what is still 'received'.
     IF with_activities THEN
@@ -1410,6 +1413,8 @@ BEGIN
         INTO activities;
     END IF;
     SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
+    SELECT array_agg(p.platform), array_agg(p.payload_kind), array_agg(p.silent_payload_kind)
+    INTO platform_names, payload_kinds, silent_payload_kinds FROM herald.platforms p;
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
@@ -1562,10 +1567,8 @@ BEGIN
                                        finished_at, locked_by, attempts)
         SELECT t.notification_id, t.device_id,
                CASE WHEN t.platform IS NULL THEN 'topic'
-                    WHEN t.platform = 'android' THEN 'android_data'
-                    WHEN t.platform = 'web' THEN 'web'
-                    WHEN t.silent THEN 'ios_background'
-                    ELSE 'ios_alert' END,
+                    WHEN t.silent THEN silent_payload_kinds[array_position(platform_names, t.platform)]
+                    ELSE payload_kinds[array_position(platform_names, t.platform)] END,
                CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
                CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
                t.web_problem,
@@ -1948,7 +1951,7 @@ BEGIN
     FROM herald.deliveries d
     JOIN herald.notifications n ON n.id = d.notification_id
     WHERE d.device_id = opened.device_id AND d.state = 'sent'
-      AND d.payload_kind IN ('ios_alert', 'android_data') AND NOT n.silent
+      AND d.payload_kind IN ('ios_alert', 'android_data', 'harmony_alert') AND NOT n.silent
       AND d.sent_at >= coalesce(since, '-infinity') AND d.created_at >= owner.registration_started_at
     ORDER BY d.sent_at DESC, d.id DESC
     LIMIT max_count;
@@ -2460,10 +2463,14 @@ DECLARE
     kind_row herald.token_kinds;
     transport text;
     app_row herald.apps;
+    platform_row herald.platforms;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.register_device');
-    IF platform NOT IN ('android', 'ios', 'web') THEN
-        RAISE EXCEPTION 'herald.register_device: platform must be ''android'', ''ios'' or ''web'', not %',
+    SELECT * INTO platform_row FROM herald.platforms p WHERE p.platform = register_device.platform;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'herald.register_device: platform must be one of herald.platforms (%), not %',
+            (SELECT string_agg(format('%L: %s', p.platform, p.description), ', ' ORDER BY p.platform)
+             FROM herald.platforms p),
             quote_literal(platform) USING ERRCODE = 'check_violation';
     END IF;
     IF coalesce(push_token, '') = '' THEN
@@ -2489,11 +2496,10 @@ BEGIN
     IF platform = 'web' THEN
         PERFORM herald.check_web_push_endpoint(token, app_row);
     END IF;
-    -- What the token is decides how it is sent. Unsaid: a browser's subscription; for iOS, an
-    -- APNs device token when the app sends to APNs directly; otherwise an FCM registration token.
-    kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
-                                WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
-                                ELSE 'registration_token' END);
+    -- What the token is decides how it is sent. Unsaid: the platform's own (herald.platforms), or
+    -- for iOS an APNs device token when the app sends to APNs directly.
+    kind := coalesce(kind, CASE WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
+                                ELSE platform_row.default_token_kind END);
     SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = kind;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
@@ -3024,6 +3030,19 @@ CREATE TABLE herald.app_fcm (
     project_id text NOT NULL,
     credentials_file text,
     CONSTRAINT app_fcm_project_id_check CHECK ((project_id <> ''::text))
+);
+
+
+--
+-- Name: app_harmony; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.app_harmony (
+    app_id text NOT NULL,
+    service_account_file text NOT NULL,
+    category text DEFAULT 'MARKETING'::text NOT NULL,
+    CONSTRAINT app_harmony_category_check CHECK ((category = ANY (ARRAY['IM'::text, 'VOIP'::text, 'SUBSCRIPTION'::text, 'TRAVEL'::text, 'HEALTH'::text, 'WORK'::text, 'ACCOUNT'::text, 'EXPRESS'::text, 'FINANCE'::text, 'DEVICE_REMINDER'::text, 'MAIL'::text, 'MARKETING'::text]))),
+    CONSTRAINT app_harmony_service_account_file_check CHECK ((service_account_file <> ''::text))
 );
 
 
@@ -3662,6 +3681,19 @@ UNION ALL
 
 
 --
+-- Name: platforms; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.platforms (
+    platform text NOT NULL,
+    description text NOT NULL,
+    payload_kind text NOT NULL,
+    silent_payload_kind text NOT NULL,
+    default_token_kind text NOT NULL
+);
+
+
+--
 -- Name: producer_apps; Type: TABLE; Schema: herald; Owner: -
 --
 
@@ -4048,6 +4080,14 @@ ALTER TABLE ONLY herald.app_fcm
 
 
 --
+-- Name: app_harmony app_harmony_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_harmony
+    ADD CONSTRAINT app_harmony_pkey PRIMARY KEY (app_id);
+
+
+--
 -- Name: app_hms app_hms_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4100,7 +4140,7 @@ ALTER TABLE ONLY herald.deliveries_kept
 --
 
 ALTER TABLE herald.deliveries
-    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text, 'broadcast'::text]))) NOT VALID;
+    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text, 'broadcast'::text, 'harmony_alert'::text, 'harmony_background'::text]))) NOT VALID;
 
 
 --
@@ -4273,6 +4313,14 @@ ALTER TABLE herald.notifications
 
 ALTER TABLE ONLY herald.wakeups
     ADD CONSTRAINT "one wake-up per device per quiet period" EXCLUDE USING gist (int8range(device_id, device_id, '[]'::text) WITH &&, tstzrange(created_at, quiet_until) WITH &&);
+
+
+--
+-- Name: platforms platforms_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.platforms
+    ADD CONSTRAINT platforms_pkey PRIMARY KEY (platform);
 
 
 --
@@ -4784,6 +4832,13 @@ ALTER INDEX herald.notifications_received ATTACH PARTITION herald.notifications_
 
 
 --
+-- Name: app_harmony app_harmony_changed; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_harmony FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+
+
+--
 -- Name: app_hms app_hms_changed; Type: TRIGGER; Schema: herald; Owner: -
 --
 
@@ -4910,6 +4965,14 @@ ALTER TABLE ONLY herald.app_fcm
 
 
 --
+-- Name: app_harmony app_harmony_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_harmony
+    ADD CONSTRAINT app_harmony_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
 -- Name: app_hms app_hms_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4942,6 +5005,14 @@ ALTER TABLE ONLY herald.devices
 
 
 --
+-- Name: devices devices_platform_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.devices
+    ADD CONSTRAINT devices_platform_fkey FOREIGN KEY (platform) REFERENCES herald.platforms(platform);
+
+
+--
 -- Name: devices devices_token_kind_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
 --
 
@@ -4955,6 +5026,14 @@ ALTER TABLE ONLY herald.devices
 
 ALTER TABLE ONLY herald.live_activities
     ADD CONSTRAINT live_activities_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
+-- Name: platforms platforms_default_token_kind_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.platforms
+    ADD CONSTRAINT platforms_default_token_kind_fkey FOREIGN KEY (default_token_kind) REFERENCES herald.token_kinds(token_kind);
 
 
 --
@@ -6000,6 +6079,14 @@ GRANT SELECT ON TABLE herald.app_fcm TO herald_daemon;
 
 
 --
+-- Name: TABLE app_harmony; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_harmony TO herald_operator;
+GRANT SELECT ON TABLE herald.app_harmony TO herald_daemon;
+
+
+--
 -- Name: TABLE app_hms; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -6211,6 +6298,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.notifications_kept TO herald_d
 
 GRANT SELECT ON TABLE herald.partitions TO herald_operator;
 GRANT SELECT ON TABLE herald.partitions TO herald_daemon;
+
+
+--
+-- Name: TABLE platforms; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.platforms TO herald_operator;
+GRANT SELECT ON TABLE herald.platforms TO herald_daemon;
 
 
 --

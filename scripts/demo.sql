@@ -52,6 +52,16 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-mate', 'android', 'ANDd
                                      token_kind => 'hms_token');
 \endif
 
+-- Alice's tablet runs HarmonyOS NEXT: Push Kit shows its notifications, sent with the project's
+-- service-account key file. (run-local.sh makes one and registers its public key at the
+-- emulator.)
+\if :{?harmony_account_file}
+INSERT INTO herald.app_harmony (app_id, service_account_file, category)
+VALUES ('demo-shop', :'harmony_account_file', 'EXPRESS')
+ON CONFLICT (app_id) DO UPDATE SET service_account_file = excluded.service_account_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-matepad', 'harmony', 'MAMzLgdemo0token0alice0matepad', 'alice');
+\endif
+
 -- Notifications, each in the producer's own transaction.
 BEGIN;
 SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Your order shipped',

@@ -79,12 +79,34 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   chmod 600 .herald-local/hms.secret
   curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/hms-apps" \
     -d '{"client_id": "106892911", "client_secret": "demo-hms-secret"}' >/dev/null
-  export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT"
+  # A HarmonyOS project's service-account key file, as the HUAWEI Developers API Console gives
+  # it; the emulator's Push Kit trusts its public key.
+  [ -f .herald-local/harmony-key.pem ] ||
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out .herald-local/harmony-key.pem 2>/dev/null
+  openssl pkey -in .herald-local/harmony-key.pem -pubout -out .herald-local/harmony-public.pem
+  python3 - .herald-local <<'PY'
+import json, os, sys
+directory = sys.argv[1]
+read = lambda name: open(os.path.join(directory, name)).read()
+account = {"project_id": "101653523863785276", "key_id": "demo-key-1", "sub_account": "1016535238637",
+           "private_key": read("harmony-key.pem"),
+           "token_uri": "https://oauth-login.cloud.huawei.com/oauth2/v3/token"}
+descriptor = os.open(os.path.join(directory, "harmony-account.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(descriptor, json.dumps(account).encode())
+os.close(descriptor)
+registration = {k: account[k] for k in ("project_id", "key_id", "sub_account")}
+registration["public_key"] = read("harmony-public.pem")
+open(os.path.join(directory, "harmony-project.json"), "w").write(json.dumps(registration))
+PY
+  curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/harmony-projects" -d @.herald-local/harmony-project.json >/dev/null
+  export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT,harmony=$HERALD_FCM_ENDPOINT"
   demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription"
-    -v "apns_key_file=$PWD/.herald-local/apns-key.p8" -v "hms_secret_file=$PWD/.herald-local/hms.secret")
+    -v "apns_key_file=$PWD/.herald-local/apns-key.p8" -v "hms_secret_file=$PWD/.herald-local/hms.secret"
+    -v "harmony_account_file=$PWD/.herald-local/harmony-account.json")
   echo "==> APNs and a Web Push service on https://127.0.0.1:$push_port (what they received:"
   echo "    curl $HERALD_FCM_ENDPOINT/emulator/apns and $HERALD_FCM_ENDPOINT/emulator/web-pushes, decrypted)"
-  echo "==> Huawei Push Kit on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/hms)"
+  echo "==> Huawei Push Kit on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/hms,"
+  echo "    and for HarmonyOS phones $HERALD_FCM_ENDPOINT/emulator/harmony)"
 fi
 # The report endpoint, as the demo payloads name it (herald_report_url).
 export HERALD_HTTP_ADDRESS="${HERALD_HTTP_ADDRESS:-127.0.0.1:8480}"

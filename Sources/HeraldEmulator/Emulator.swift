@@ -45,8 +45,11 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /v1/{client id}/messages:send` and `POST /oauth2/v3/token` are Huawei Push Kit and
 ///   Huawei's token endpoint (``HMSService``); `POST /emulator/hms-apps` registers an app's
 ///   client id and secret (`{"client_id": "…", "client_secret": "…", "urgent": false}`).
+/// - `POST /v3/{project id}/messages:send` is HarmonyOS Push Kit (``HarmonyService``);
+///   `POST /emulator/harmony-projects` registers a project's service account
+///   (`{"project_id": "…", "key_id": "…", "sub_account": "…", "public_key": "<PEM>"}`).
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
-///   `GET /emulator/hms` list what was received;
+///   `GET /emulator/hms` and `GET /emulator/harmony` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class Emulator: Sendable {
@@ -54,6 +57,7 @@ public final class Emulator: Sendable {
     private let webPush: WebPushService
     private let apns: APNsService
     private let hms: HMSService
+    private let harmony: HarmonyService
     private let server: HTTPServer
     private let task: Task<Void, Never>
     public let port: UInt16
@@ -74,12 +78,12 @@ public final class Emulator: Sendable {
         }
         return Emulator(
             server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush,
-            apns: emulator.apns, hms: emulator.hms)
+            apns: emulator.apns, hms: emulator.hms, harmony: emulator.harmony)
     }
 
     private init(
         server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService,
-        apns: APNsService, hms: HMSService
+        apns: APNsService, hms: HMSService, harmony: HarmonyService
     ) {
         self.server = server
         self.task = task
@@ -88,6 +92,7 @@ public final class Emulator: Sendable {
         self.webPush = webPush
         self.apns = apns
         self.hms = hms
+        self.harmony = harmony
     }
 
     public func stop() async {
@@ -125,6 +130,7 @@ public final class Emulator: Sendable {
             await state.setBehaviour(behaviour, token: token, times: times)
             await apns.setBehaviour(behaviour, token: token, times: times)
             await hms.setBehaviour(behaviour, token: token, times: times)
+            await harmony.setBehaviour(behaviour, token: token, times: times)
         }
     }
 
@@ -140,6 +146,16 @@ public final class Emulator: Sendable {
 
     /// Expires every Huawei access token issued so far (the next send with one gets 80200003).
     public func expireHMSAccessTokens() async { await hms.expireAccessTokens() }
+
+    /// Trusts a HarmonyOS project's service account: its key id, sub-account and public key.
+    public func registerHarmonyProject(
+        _ projectID: String, keyID: String, subAccount: String, publicKeyPEM: String
+    ) async throws {
+        try await harmony.registerProject(projectID, keyID: keyID, subAccount: subAccount, publicKeyPEM: publicKeyPEM)
+    }
+
+    /// The messages HarmonyOS Push Kit's stand-in accepted.
+    public var harmonyReceived: [ReceivedHarmonyMessage] { get async { await harmony.received } }
 
     /// Holds FCM project `project` to `perSecond` sends in each second of the clock (nil: no
     /// quota), answering the rest 429 as FCM answers a project over its quota (Google's
@@ -203,12 +219,14 @@ struct EmulatorRoutes {
     let webPush = WebPushService()
     let apns = APNsService()
     let hms = HMSService()
+    let harmony = HarmonyService()
 
     func install(on server: HTTPServer) async {
         let state = self.state
         let webPush = self.webPush
         let apns = self.apns
         let hms = self.hms
+        let harmony = self.harmony
         await server.appendRoute("POST /oauth2/v3/token") { request in
             let (status, json) = await hms.issueToken(form: String(decoding: try await request.bodyData, as: UTF8.self))
             return Self.json(status, json)
@@ -221,6 +239,35 @@ struct EmulatorRoutes {
             var response = Self.json(answer.status, answer.json)
             if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
             return response
+        }
+        await server.appendRoute("POST /v3/*/messages:send") { request in
+            let answer = await harmony.send(
+                projectID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
+                headers: Self.headers(of: request), body: try await request.bodyData)
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var response = Self.json(answer.status, answer.json)
+            if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
+            return response
+        }
+        await server.appendRoute("POST /emulator/harmony-projects") { request in
+            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+            guard let project = object["project_id"] as? String, let keyID = object["key_id"] as? String,
+                let subAccount = object["sub_account"] as? String, let publicKey = object["public_key"] as? String,
+                (try? await harmony.registerProject(
+                    project, keyID: keyID, subAccount: subAccount, publicKeyPEM: publicKey)) != nil
+            else {
+                return Self.json(
+                    400,
+                    #"{"error":"expected {\"project_id\", \"key_id\", \"sub_account\", \"public_key\": a PEM public key}"}"#
+                )
+            }
+            return Self.json(200, "{}")
+        }
+        await server.appendRoute("GET /emulator/harmony") { _ in
+            let list = await harmony.received.map {
+                "{\"project_id\":\(Self.quote($0.projectID)),\"request_id\":\(Self.quote($0.requestID)),\"push_type\":\($0.pushType),\"token\":\(Self.quote($0.token)),\"payload\":\($0.json)}"
+            }
+            return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
         await server.appendRoute("POST /emulator/hms-apps") { request in
             let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
@@ -356,6 +403,7 @@ struct EmulatorRoutes {
                 await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
                 await apns.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
                 await hms.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+                await harmony.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
             }
             return Self.json(200, "{}")
         }

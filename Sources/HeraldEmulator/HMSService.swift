@@ -36,12 +36,6 @@ public struct ReceivedHMSMessage: Sendable {
 ///   (80100001), at most 4096 bytes without the tokens (80300008). It answers `{code, msg,
 ///   requestId}`, or the error injected for the token (``EmulatorBehaviour``).
 actor HMSService {
-    struct Answer {
-        var status: Int
-        var json: String
-        var delay: Duration? = nil
-        var retryAfter: Int? = nil
-    }
 
     /// Each app's client secret, and whether Huawei granted it urgent (HIGH) messages.
     private var apps: [String: (secret: String, urgent: Bool)] = [:]
@@ -90,19 +84,19 @@ actor HMSService {
         return (200, #"{"access_token":"\#(token)","expires_in":3600,"token_type":"Bearer"}"#)
     }
 
-    func send(clientID: String, authorization: String?, body: Data) -> Answer {
+    func send(clientID: String, authorization: String?, body: Data) -> PushKitAnswer {
         guard let bearer = authorization, bearer.hasPrefix("Bearer "),
             let grant = accessTokens[String(bearer.dropFirst(7))], grant.clientID == clientID
-        else { return Self.result(401, "80200001", "Authentication Error") }
-        guard grant.expires > Date() else { return Self.result(401, "80200003", "OAuth token expired") }
+        else { return PushKitAnswer.result(401, "80200001", "Authentication Error") }
+        guard grant.expires > Date() else { return PushKitAnswer.result(401, "80200003", "OAuth token expired") }
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
             let message = object["message"] as? [String: Any]
-        else { return Self.result(400, "80100003", "Message structure error: no message object") }
+        else { return PushKitAnswer.result(400, "80100003", "Message structure error: no message object") }
         if let problem = Self.problem(in: object, message: message, size: body.count) {
-            return Self.result(400, problem.code, problem.words)
+            return PushKitAnswer.result(400, problem.code, problem.words)
         }
         if (message["android"] as? [String: Any])?["urgency"] as? String == "HIGH", apps[clientID]?.urgent != true {
-            return Self.result(200, "80300011", "No permission to send high-level notification messages")
+            return PushKitAnswer.result(200, "80300011", "No permission to send high-level notification messages")
         }
         let token = (message["token"] as? [String])?.first ?? ""
         let (injected, delay) = injected(for: token)
@@ -116,7 +110,7 @@ actor HMSService {
             ReceivedHMSMessage(
                 clientID: clientID, token: token, json: json,
                 validateOnly: object["validate_only"] as? Bool ?? false, requestID: requestID))
-        return Answer(
+        return PushKitAnswer(
             status: 200, json: #"{"code":"80000000","msg":"Success","requestId":"\#(requestID)"}"#, delay: delay)
     }
 
@@ -178,36 +172,47 @@ actor HMSService {
     }
 
     /// The error injected for `token`, or how long to wait before answering as usual.
-    private func injected(for token: String) -> (Answer?, delay: Duration?) {
+    private func injected(for token: String) -> (PushKitAnswer?, delay: Duration?) {
         guard let entry = behaviours[token] else { return (nil, nil) }
         if let remaining = entry.remaining {
             behaviours[token] = remaining > 1 ? (entry.behaviour, remaining - 1) : nil
         }
-        let answer: Answer
+        let answer: PushKitAnswer
         switch entry.behaviour {
         case .unregistered, .unregisteredSince, .gone, .invalidToken:
-            answer = Self.result(200, "80300007", "All the tokens are invalid")
+            answer = PushKitAnswer.result(200, "80300007", "All the tokens are invalid")
         case .senderIDMismatch, .thirdPartyAuthError:
-            answer = Self.result(200, "80300002", "The current app does not have the permission to send messages")
+            answer = PushKitAnswer.result(
+                200, "80300002", "The current app does not have the permission to send messages")
         case .expiredProviderToken:
-            answer = Self.result(401, "80200003", "OAuth token expired")
+            answer = PushKitAnswer.result(401, "80200003", "OAuth token expired")
         case .quotaExceeded(let retryAfter), .unavailable(let retryAfter):
-            answer = Answer(status: 503, json: "traffic control", retryAfter: retryAfter)
+            answer = PushKitAnswer(status: 503, json: "traffic control", retryAfter: retryAfter)
         case .internalError:
-            answer = Self.result(500, "81000001", "System inner error")
+            answer = PushKitAnswer.result(500, "81000001", "System inner error")
         case .invalidMessage, .payloadTooLarge:
-            answer = Self.result(400, "80100003", "Illegal payload")
+            answer = PushKitAnswer.result(400, "80100003", "Illegal payload")
         case .garbledAnswer:
-            answer = Self.result(400, "80100003", "Illegal \u{0}payload\u{7}\u{1B}[31m")
+            answer = PushKitAnswer.result(400, "80100003", "Illegal \u{0}payload\u{7}\u{1B}[31m")
         case .slow(let milliseconds):
             return (nil, .milliseconds(milliseconds))
         }
         return (answer, nil)
     }
 
-    static func result(_ status: Int, _ code: String, _ words: String) -> Answer {
+}
+
+/// An answer of Huawei Push Kit's server API (either version): `{code, msg, requestId}` with an
+/// HTTP status, or whatever was injected.
+struct PushKitAnswer {
+    var status: Int
+    var json: String
+    var delay: Duration? = nil
+    var retryAfter: Int? = nil
+
+    static func result(_ status: Int, _ code: String, _ words: String) -> PushKitAnswer {
         let msg = String(decoding: (try? JSONSerialization.data(withJSONObject: [words])) ?? Data(), as: UTF8.self)
             .dropFirst().dropLast()
-        return Answer(status: status, json: #"{"code":"\#(code)","msg":\#(msg),"requestId":"0"}"#)
+        return PushKitAnswer(status: status, json: #"{"code":"\#(code)","msg":\#(msg),"requestId":"0"}"#)
     }
 }

@@ -34,11 +34,13 @@ import Testing
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "activity_events", "activity_tokens", "app_apns", "app_config_problems", "app_fcm", "app_hms",
+                "activity_events", "activity_tokens", "app_apns", "app_config_problems", "app_fcm", "app_harmony",
+                "app_hms",
                 "app_webpush",
                 "apps", "broadcast_channels",
                 "config_scopes", "deliveries", "delivery_reports", "devices", "fcm_quotas", "generations",
-                "idempotency_keys", "jobs", "live_activities", "notifications", "producer_apps", "providers",
+                "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",
+                "providers",
                 "redrives", "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations",
                 "secrets", "token_kinds", "wakeups",
             ])

@@ -48,7 +48,7 @@ struct WorkerFixture {
         var apnsKey: SecretFile?
         var providers = Senders.Configuration()
         providers.fcmEndpoint = emulator.baseURL
-        providers.endpoints = ["hms": emulator.baseURL]
+        providers.endpoints = ["hms": emulator.baseURL, "harmony": emulator.baseURL]
         if webPush || apns || apnsCertificate != nil {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
             http.caBundle = front.caBundle

@@ -318,6 +318,10 @@ DECLARE
     activities record;
     first_id bigint;
     last_id bigint;
+    -- What a notification becomes for a device of each platform (herald.platforms), read once.
+    platform_names text[];
+    payload_kinds text[];
+    silent_payload_kinds text[];
 BEGIN
     -- Live Activity events first: the statement below takes what is still 'received'.
     IF with_activities THEN
@@ -327,6 +331,8 @@ BEGIN
         INTO activities;
     END IF;
     SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
+    SELECT array_agg(p.platform), array_agg(p.payload_kind), array_agg(p.silent_payload_kind)
+    INTO platform_names, payload_kinds, silent_payload_kinds FROM herald.platforms p;
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
@@ -479,10 +485,8 @@ BEGIN
                                        finished_at, locked_by, attempts)
         SELECT t.notification_id, t.device_id,
                CASE WHEN t.platform IS NULL THEN 'topic'
-                    WHEN t.platform = 'android' THEN 'android_data'
-                    WHEN t.platform = 'web' THEN 'web'
-                    WHEN t.silent THEN 'ios_background'
-                    ELSE 'ios_alert' END,
+                    WHEN t.silent THEN silent_payload_kinds[array_position(platform_names, t.platform)]
+                    ELSE payload_kinds[array_position(platform_names, t.platform)] END,
                CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
                CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
                t.web_problem,

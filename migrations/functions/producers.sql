@@ -213,10 +213,14 @@ DECLARE
     kind_row herald.token_kinds;
     transport text;
     app_row herald.apps;
+    platform_row herald.platforms;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.register_device');
-    IF platform NOT IN ('android', 'ios', 'web') THEN
-        RAISE EXCEPTION 'herald.register_device: platform must be ''android'', ''ios'' or ''web'', not %',
+    SELECT * INTO platform_row FROM herald.platforms p WHERE p.platform = register_device.platform;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'herald.register_device: platform must be one of herald.platforms (%), not %',
+            (SELECT string_agg(format('%L: %s', p.platform, p.description), ', ' ORDER BY p.platform)
+             FROM herald.platforms p),
             quote_literal(platform) USING ERRCODE = 'check_violation';
     END IF;
     IF coalesce(push_token, '') = '' THEN
@@ -242,11 +246,10 @@ BEGIN
     IF platform = 'web' THEN
         PERFORM herald.check_web_push_endpoint(token, app_row);
     END IF;
-    -- What the token is decides how it is sent. Unsaid: a browser's subscription; for iOS, an
-    -- APNs device token when the app sends to APNs directly; otherwise an FCM registration token.
-    kind := coalesce(kind, CASE WHEN platform = 'web' THEN 'web_subscription'
-                                WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
-                                ELSE 'registration_token' END);
+    -- What the token is decides how it is sent. Unsaid: the platform's own (herald.platforms), or
+    -- for iOS an APNs device token when the app sends to APNs directly.
+    kind := coalesce(kind, CASE WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
+                                ELSE platform_row.default_token_kind END);
     SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = kind;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',

@@ -165,7 +165,7 @@ BEGIN
     FROM herald.deliveries d
     JOIN herald.notifications n ON n.id = d.notification_id
     WHERE d.device_id = opened.device_id AND d.state = 'sent'
-      AND d.payload_kind IN ('ios_alert', 'android_data') AND NOT n.silent
+      AND d.payload_kind IN ('ios_alert', 'android_data', 'harmony_alert') AND NOT n.silent
       AND d.sent_at >= coalesce(since, '-infinity') AND d.created_at >= owner.registration_started_at
     ORDER BY d.sent_at DESC, d.id DESC
     LIMIT max_count;

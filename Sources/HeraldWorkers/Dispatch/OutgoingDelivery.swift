@@ -30,6 +30,10 @@ public struct OutgoingDelivery: Sendable {
         case iosBackground = "ios_background"
         /// Herald's own background push to an iOS device that missed notifications.
         case iosWakeup = "ios_wakeup"
+        /// A notification Push Kit shows on a HarmonyOS NEXT phone.
+        case harmonyAlert = "harmony_alert"
+        /// A silent notification to a HarmonyOS NEXT phone: data for the app.
+        case harmonyBackground = "harmony_background"
         case topic
         /// A browser, through its push service (Web Push).
         case web

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import Synchronization
 
 /// One provider's way of sending an app's deliveries, in one place: how it is made from the
 /// app's setup (and made again when that changes), how a delivery becomes its request, how
@@ -42,9 +43,20 @@ extension ProviderRoute {
 /// is not here waits for a daemon that has it.
 enum Providers {
     /// Every provider compiled in. A new one is one line here.
-    static let compiledIn: [any ProviderRoute.Type] = [FCMRoute.self, APNsRoute.self, WebPushRoute.self, HMSRoute.self]
+    static let compiledIn: [any ProviderRoute.Type] = [
+        FCMRoute.self, APNsRoute.self, WebPushRoute.self, HMSRoute.self, HarmonyRoute.self,
+    ]
 
     static func byName(_ providers: [any ProviderRoute.Type]) -> [String: any ProviderRoute.Type] {
         Dictionary(uniqueKeysWithValues: providers.map { ($0.name, $0) })
     }
+}
+
+/// Until when a provider asked an app's sends to wait (Huawei's traffic control), shared by the
+/// routes that send with the same credentials in this daemon: what comes next waits too, rather
+/// than being refused in turn.
+final class ProviderPause: Sendable {
+    private let until = Mutex<Date?>(nil)
+    func pausedUntil(_ now: Date) -> Date? { until.withLock { $0.flatMap { $0 > now ? $0 : nil } } }
+    func pause(until date: Date) { until.withLock { $0 = max($0 ?? date, date) } }
 }

@@ -126,7 +126,8 @@ extension PayloadBuilder {
                     priority: notification.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
                     collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK,
                     notification: notification.android.proxy.map { .object([("proxy", .string($0.uppercased()))]) }))
-        case .androidData, .web: return android(delivery, ttl: ttl)
+        // HarmonyOS's kinds never go through FCM (their route is Push Kit's).
+        case .androidData, .web, .harmonyAlert, .harmonyBackground: return android(delivery, ttl: ttl)
         }
     }
 

@@ -1,6 +1,5 @@
 import Foundation
 import HeraldCore
-import Synchronization
 
 /// An app's Android phones with HMS Core, through Huawei Push Kit (route `hms`): phones without
 /// Google's services, registered with their Push Kit token (`hms_token`). Made from the app's
@@ -30,13 +29,7 @@ struct HMSRoute: ProviderRoute {
     let client: HMSClient
     /// Until when the app's sends wait after Push Kit's traffic control, shared by its routes in
     /// this daemon, so that what comes next waits too rather than being refused in turn.
-    let trafficControl: TrafficControl
-
-    final class TrafficControl: Sendable {
-        private let until = Mutex<Date?>(nil)
-        func pausedUntil(_ now: Date) -> Date? { until.withLock { $0.flatMap { $0 > now ? $0 : nil } } }
-        func pause(until date: Date) { until.withLock { $0 = max($0 ?? date, date) } }
-    }
+    let trafficControl: ProviderPause
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HMSRoute {
         guard let setup else {
@@ -59,7 +52,7 @@ struct HMSRoute: ProviderRoute {
             client: HMSClient(
                 clientID: setup.clientID, clientSecret: secret, endpoint: shared.configuration.endpoints[name],
                 http: shared.http, logger: shared.logger),
-            trafficControl: shared.shared("hms traffic control \(setup.clientID)") { TrafficControl() })
+            trafficControl: shared.shared("hms traffic control \(setup.clientID)") { ProviderPause() })
     }
 
     /// A dry run is Push Kit's `validate_only`: checked by Huawei, not sent.

@@ -1,0 +1,110 @@
+import Foundation
+import HeraldCore
+
+/// An app's HarmonyOS NEXT phones, through Push Kit's v3 API (route `harmony`), registered with
+/// their Push Kit token (`harmony_token`). Made from the app's service-account key file and the
+/// category its notifications go as (`herald.app_harmony`).
+struct HarmonyRoute: ProviderRoute {
+    static let name = "harmony"
+    static let displayName = "HarmonyOS Push Kit"
+    static let scopes: [ConfigurationScope] = [.harmony]
+    /// The token kind its phones register (`herald.token_kinds`).
+    static let tokenKind = "harmony_token"
+
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
+        if case .token(tokenKind, _) = target { true } else { false }
+    }
+
+    /// The app's row of `herald.app_harmony`.
+    struct Setup: Equatable, Sendable, Decodable {
+        var serviceAccountFile: String
+        var category: String
+
+        enum CodingKeys: String, CodingKey {
+            case serviceAccountFile = "service_account_file"
+            case category
+        }
+    }
+
+    let client: HarmonyClient
+    let category: String
+    /// Until when the project's sends wait after Push Kit's traffic control.
+    let trafficControl: ProviderPause
+
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HarmonyRoute
+    {
+        guard let setup else {
+            throw ConfigurationProblem("app \(app) has HarmonyOS Push Kit tokens but no row in herald.app_harmony")
+        }
+        let account: HarmonyServiceAccount
+        do {
+            account = try HarmonyServiceAccount.load(file: setup.serviceAccountFile)
+        } catch {
+            throw ConfigurationProblem("app \(app): \(error.description)")
+        }
+        shared.logger.info(
+            "loaded the HarmonyOS Push Kit setup",
+            metadata: ["app": "\(app)", "project": "\(account.projectID)", "key_id": "\(account.keyID)"])
+        return HarmonyRoute(
+            client: HarmonyClient(account: account, endpoint: shared.configuration.endpoints[name], http: shared.http),
+            category: setup.category,
+            trafficControl: shared.shared("harmony traffic control \(account.projectID)") { ProviderPause() })
+    }
+
+    /// Push Kit's v3 API has no validate-only request (its test messages are delivered): a dry
+    /// run is built, not sent.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.notification.dryRun).map {
+            ($0, .checked(at: now))
+        }
+        let live = batch.filter { !$0.notification.dryRun }
+        guard !live.isEmpty else { return events }
+        if let until = trafficControl.pausedUntil(now) {
+            let outcome = PushOutcome.overQuota(
+                after: .seconds(until.timeIntervalSince(now)),
+                reason: "HarmonyOS Push Kit's traffic control, until \(until)")
+            return events + live.map { ($0, .sent(outcome, dryRun: false, at: now)) }
+        }
+        let outcomes = await client.send(live.map { builder.harmonyMessage(for: $0, category: category, now: now) })
+        let at = context.clock.now()
+        for case .overQuota(let after, _) in outcomes {
+            trafficControl.pause(until: at.addingTimeInterval(after.seconds))
+        }
+        events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
+        return events
+    }
+}
+
+extension PayloadBuilder {
+    /// A delivery as a v3 message. A notification is one Push Kit shows (push-type 0, under the
+    /// app's `category`); the producer's data and Herald's keys ride in `clickAction.data`, which
+    /// the app reads from the Want that opens it (`want.parameters`), and a deep link opens its
+    /// page (`clickAction.uri`). Push Kit requires a title and a body: one not given is empty. A
+    /// silent notification, or one with nothing to show, is a background message (push-type 6):
+    /// the same keys, as a JSON object in `extraData`, handed to the running app.
+    func harmonyMessage(for delivery: OutgoingDelivery, category: String, now: Date) -> HarmonyMessage {
+        let notification = delivery.notification
+        let token = delivery.target?.deviceToken ?? ""
+        let ttl = Self.ttl(delivery, now: now)
+        let data = JSONValue.object(merged(notification.data, heraldKeys(delivery)).map { ($0.0, .string($0.1)) })
+        guard delivery.payloadKind == .harmonyAlert, notification.title != nil || notification.body != nil else {
+            return HarmonyMessage(
+                token: token, pushType: .background,
+                payload: .object([("extraData", .string(String(decoding: data.encodedBytes, as: UTF8.self)))]),
+                ttl: ttl)
+        }
+        var click: [(String, JSONValue)] = [("actionType", .int(notification.deepLink == nil ? 0 : 1))]
+        if let link = notification.deepLink { click.append(("uri", .string(link))) }
+        click.append(("data", data))
+        var shown: [(String, JSONValue)] = [
+            ("category", .string(category)), ("title", .string(notification.title ?? "")),
+            ("body", .string(notification.body ?? "")), ("clickAction", .object(click)),
+        ]
+        if let image = notification.imageURL { shown.append(("image", .string(image))) }
+        if let badge = notification.badge { shown.append(("badge", .object([("setNum", .int(badge))]))) }
+        return HarmonyMessage(
+            token: token, pushType: .alert, payload: .object([("notification", .object(shown))]), ttl: ttl)
+    }
+}
