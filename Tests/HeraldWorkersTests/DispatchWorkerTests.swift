@@ -246,18 +246,12 @@ import Testing
                     0, as: Bool.self))
 
         // A minute later: one probe. It fails, so the others keep waiting.
-        try await f.db.execute(
-            "UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
-        )
-        try await f.dispatch()
+        try await f.probeAgain()
         #expect(await f.emulator.sendRequests == afterFirst + 1)
 
         // Fixed: the next probe succeeds, the problem clears, and the rest go out.
         for n in 1...20 { await f.emulator.setBehaviour(nil, forToken: "token-phone-\(n)") }
-        try await f.db.execute(
-            "UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds'; UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'"
-        )
-        try await f.dispatch()
+        try await f.probeAgain()
         #expect(try await f.db.query("SELECT count(*) FROM herald.app_problems")[0].decode(0, as: Int.self) == 0)
         try await f.db.execute(
             "UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'")

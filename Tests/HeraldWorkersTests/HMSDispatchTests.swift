@@ -124,26 +124,14 @@ import Testing
         _ = try await registerHuawei(f, "p60", user: "bob")
         try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'y')")
         try await f.ingest()
-        try await f.db.execute(
-            """
-            UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds';
-            UPDATE herald.deliveries d SET run_at = CASE WHEN dev.device_id = 'p60' THEN now() - interval '1 second'
-                                                         ELSE now() + interval '1 hour' END
-            FROM herald.devices dev WHERE dev.id = d.device_id AND d.state = 'queued'
-            """)
-        try await f.dispatch()
+        try await f.probeAgain(only: "p60")
         #expect(try await f.delivery(of: "p60").state == "sent")
         // Each further try (a probe a minute, while the problem lasts: on a busy machine the
         // probe's all-clear may come in too late to count) disables a phone refused so.
         for _ in 0..<4 {
             let states = [try await f.delivery(of: "mate").state, try await f.delivery(of: "nova").state]
             if states.allSatisfy({ $0 == "token_invalid" }) { break }
-            try await f.db.execute(
-                """
-                UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds';
-                UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'
-                """)
-            try await f.dispatch()
+            try await f.probeAgain()
         }
         #expect(try await f.delivery(of: "p60").state == "sent")
         let mate = try await f.delivery(of: "mate")
@@ -179,12 +167,7 @@ import Testing
         // on) sends.
         let fixed = try SecretFile(contents: "the-real-secret", suffix: ".secret")
         try await f.db.query("UPDATE herald.app_hms SET client_secret_file = $1", [fixed.path])
-        try await f.db.execute(
-            """
-            UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds';
-            UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'
-            """)
-        try await f.dispatch()
+        try await f.probeAgain()
         #expect(try await f.delivery(of: "mate").state == "sent")
         // The problem ends with the probe's answer, or, when that answer comes in after its claim
         // was recorded (a busy machine), with the retry worker's check that nothing waits on it.

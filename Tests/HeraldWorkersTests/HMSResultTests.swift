@@ -8,20 +8,10 @@ import Testing
 /// Each of Huawei Push Kit's documented result codes comes to its outcome (docs/architecture.md,
 /// "Huawei Push Kit"), read from the JSON answer whatever its HTTP status.
 @Suite struct HMSResultTests {
-    enum Kind: Equatable { case sent, tokenInvalid, configuration, retry, overQuota, failed }
-
-    func kind(_ status: Int, _ body: String, token: String = "token-1", headers: [(String, String)] = []) -> Kind {
+    func kind(_ status: Int, _ body: String, token: String = "token-1", headers: [(String, String)] = []) -> OutcomeKind
+    {
         let result = HMSResult(HTTPResponse(status: status, headers: headers, body: Array(body.utf8)))
-        switch result.outcome(token: token) {
-        case .sent: return .sent
-        case .tokenInvalid: return .tokenInvalid
-        case .configurationError(_, let scope):
-            #expect(scope == .hms)
-            return .configuration
-        case .retry: return .retry
-        case .overQuota: return .overQuota
-        case .permanentFailure: return .failed
-        }
+        return OutcomeKind(result.outcome(token: token), scope: .hms)
     }
 
     func answer(_ code: String, _ msg: String = "words") -> String {

@@ -138,24 +138,12 @@ import Testing
         _ = try await registerPhone(f, "mate-70", user: "bob")
         try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'y')")
         try await f.ingest()
-        try await f.db.execute(
-            """
-            UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds';
-            UPDATE herald.deliveries d SET run_at = CASE WHEN dev.device_id = 'mate-70' THEN now() - interval '1 second'
-                                                         ELSE now() + interval '1 hour' END
-            FROM herald.devices dev WHERE dev.id = d.device_id AND d.state = 'queued'
-            """)
-        try await f.dispatch()
+        try await f.probeAgain(only: "mate-70")
         #expect(try await f.delivery(of: "mate-70").state == "sent")
         // Each further try (a probe a minute while the problem lasts) finds the stale token dead.
         for _ in 0..<4 {
             if try await f.delivery(of: "upgraded-p50").state == "token_invalid" { break }
-            try await f.db.execute(
-                """
-                UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds';
-                UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'
-                """)
-            try await f.dispatch()
+            try await f.probeAgain()
         }
         #expect(try await f.delivery(of: "upgraded-p50").state == "token_invalid")
         let disabled = try await f.db.query(
@@ -185,12 +173,7 @@ import Testing
 
         let fixed = try Self.keyFile(try Self.key.get())
         try await f.db.query("UPDATE herald.app_harmony SET service_account_file = $1", [fixed.path])
-        try await f.db.execute(
-            """
-            UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds';
-            UPDATE herald.deliveries SET run_at = now() - interval '1 second' WHERE state = 'queued'
-            """)
-        try await f.dispatch()
+        try await f.probeAgain()
         #expect(try await f.delivery(of: "mate-70").state == "sent")
         _ = wrong
     }

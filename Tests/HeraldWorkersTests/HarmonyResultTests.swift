@@ -8,20 +8,9 @@ import Testing
 /// Each of HarmonyOS Push Kit's documented result codes, and each reason a token is refused
 /// under, comes to its outcome (docs/architecture.md, "HarmonyOS Push Kit").
 @Suite struct HarmonyResultTests {
-    enum Kind: Equatable { case sent, tokenInvalid, configuration, retry, overQuota, failed }
-
-    func kind(_ status: Int, _ body: String, token: String = "token-1", proven: Bool = true) -> Kind {
+    func kind(_ status: Int, _ body: String, token: String = "token-1", proven: Bool = true) -> OutcomeKind {
         let result = HMSResult(HTTPResponse(status: status, headers: [], body: Array(body.utf8)))
-        switch result.harmonyOutcome(token: token, credentialsProven: proven) {
-        case .sent: return .sent
-        case .tokenInvalid: return .tokenInvalid
-        case .configurationError(_, let scope):
-            #expect(scope == .harmony)
-            return .configuration
-        case .retry: return .retry
-        case .overQuota: return .overQuota
-        case .permanentFailure: return .failed
-        }
+        return OutcomeKind(result.harmonyOutcome(token: token, credentialsProven: proven), scope: .harmony)
     }
 
     func answer(_ code: String, _ msg: String = "words") -> String {

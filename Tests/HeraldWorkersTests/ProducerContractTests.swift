@@ -199,7 +199,8 @@ import Testing
         #expect(try await register(f, "new-phone", "android", "tok-B") == "re-enabled")
 
         let error = await #expect(throws: PostgresError.self) { _ = try await register(f, "x", "windows", "tok-C") }
-        #expect(error?.message.contains("platform must be one of herald.platforms ('android': an Android phone") == true)
+        #expect(
+            error?.message.contains("platform must be one of herald.platforms ('android': an Android phone") == true)
     }
 
     @Test func aBrowserRegistersWithItsSubscriptionAndBadOnesAreExplained() async throws {

@@ -146,6 +146,24 @@ struct WorkerFixture {
             "SELECT herald.register_device('shop', $1, $2, $3, $4)", [device, platform, "token-\(device)", user])
     }
 
+    /// Dispatches as a minute later would, for the app's configuration problems: a delivery
+    /// waiting on one goes out as a probe. All that is queued is due, or only `device`'s (the
+    /// rest wait an hour), so the probe is that device's.
+    func probeAgain(only device: String? = nil) async throws {
+        try await db.query(
+            """
+            UPDATE herald.app_config_problems SET failed_at = now() - interval '61 seconds'
+            """)
+        try await db.query(
+            """
+            UPDATE herald.deliveries d
+            SET run_at = CASE WHEN $1::text IS NULL OR dev.device_id = $1 THEN now() - interval '1 second'
+                              ELSE now() + interval '1 hour' END
+            FROM herald.devices dev WHERE dev.id = d.device_id AND d.state = 'queued'
+            """, [device])
+        try await dispatch()
+    }
+
     func ingest() async throws { try await IngestWorker(context: context).drain() }
     func dispatch() async throws { try await DispatchWorker(context: context).drain() }
     func reconcile() async throws { try await queue.drain(ReconcileWorker(context: context)) }
