@@ -505,6 +505,7 @@ CREATE TABLE herald.devices (
     web_auth bytea,
     token_kind text DEFAULT 'registration_token'::text NOT NULL,
     registration_started_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT "a UnifiedPush device has its keys" CHECK (((token_kind <> 'unifiedpush'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
     CONSTRAINT "a web device has its subscription's keys" CHECK (((platform <> 'web'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
     CONSTRAINT devices_check CHECK (((disabled_at IS NULL) = (disabled_reason IS NULL))),
     CONSTRAINT devices_check1 CHECK (((disabled_at IS NULL) = (disabled_cause IS NULL))),
@@ -683,15 +684,32 @@ $$;
 
 
 --
--- Name: check_web_push_endpoint(text, herald.apps); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: token_kinds; Type: TABLE; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) RETURNS void
+CREATE TABLE herald.token_kinds (
+    token_kind text NOT NULL,
+    platforms text[] NOT NULL,
+    description text NOT NULL,
+    shape text,
+    shape_description text,
+    lowercase boolean DEFAULT false NOT NULL,
+    endpoint_policy regclass,
+    CONSTRAINT token_kinds_check CHECK (((shape IS NULL) = (shape_description IS NULL)))
+);
+
+
+--
+-- Name: check_push_endpoint(text, text, herald.token_kinds); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.check_push_endpoint(endpoint text, app text, kind herald.token_kinds) RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    settings herald.app_webpush;
+    hosts text[];
+    private_addresses boolean;
     host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
 BEGIN
     -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
@@ -700,19 +718,24 @@ BEGIN
     IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]'
        OR ((host ~ '(^|\.)[0-9]+$' OR host ~* '^0x')
            AND host !~ '^(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}$') THEN
-        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
+        RAISE EXCEPTION 'herald.register_device: a subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
-    SELECT * INTO settings FROM herald.app_webpush s WHERE s.app_id = app.app_id;
-    IF NOT herald.web_push_host_allowed(host, coalesce(settings.hosts, herald.default_web_push_hosts())) THEN
-        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
-            USING ERRCODE = 'check_violation',
-                  HINT = 'herald.app_webpush.hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+    EXECUTE format('SELECT p.hosts, p.private_addresses FROM %s p WHERE p.app_id = $1', kind.endpoint_policy)
+    INTO hosts, private_addresses USING app;
+    IF hosts IS NULL THEN
+        RAISE EXCEPTION 'herald.register_device: app % takes no % until it has a row in %', quote_literal(app),
+            kind.description, kind.endpoint_policy USING ERRCODE = 'check_violation';
     END IF;
-    IF NOT coalesce(settings.private_addresses, false) AND herald.is_private_host(host) THEN
+    IF NOT herald.web_push_host_allowed(host, hosts) THEN
+        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app)
+            USING ERRCODE = 'check_violation',
+                  HINT = format('%s.hosts lists the hosts allowed', kind.endpoint_policy);
+    END IF;
+    IF NOT private_addresses AND herald.is_private_host(host) THEN
         RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
             USING ERRCODE = 'check_violation',
-                  HINT = 'only for a local push service: set herald.app_webpush.private_addresses';
+                  HINT = format('only for a push service on this network: set %s.private_addresses', kind.endpoint_policy);
     END IF;
 END;
 $_$;
@@ -2480,12 +2503,9 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: device must be 1 to 256 bytes without control characters'
             USING ERRCODE = 'check_violation';
     END IF;
-    IF octet_length(push_token) > 8192 OR (platform <> 'web' AND push_token ~ '[[:cntrl:]]') THEN
+    IF octet_length(push_token) > 8192 THEN
         RAISE EXCEPTION 'herald.register_device: push_token must be the token as the platform gave it: at most 8192 bytes, without control characters'
             USING ERRCODE = 'check_violation';
-    END IF;
-    IF platform = 'web' THEN
-        SELECT s.endpoint, s.p256dh, s.auth INTO token, p256dh, auth FROM herald.web_subscription(push_token) AS s;
     END IF;
     SELECT * INTO app_row FROM herald.apps a WHERE a.app_id = app;
     IF NOT FOUND THEN
@@ -2493,9 +2513,6 @@ BEGIN
             USING ERRCODE = 'foreign_key_violation';
     END IF;
     transport := app_row.ios_transport;
-    IF platform = 'web' THEN
-        PERFORM herald.check_web_push_endpoint(token, app_row);
-    END IF;
     -- What the token is decides how it is sent. Unsaid: the platform's own (herald.platforms), or
     -- for iOS an APNs device token when the app sends to APNs directly.
     kind := coalesce(kind, CASE WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
@@ -2509,6 +2526,15 @@ BEGIN
     END IF;
     IF platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- A subscription (a browser's, a UnifiedPush distributor's) is JSON: its endpoint becomes the
+    -- token, its keys are kept beside it, and the endpoint must follow the app's policy.
+    IF kind_row.endpoint_policy IS NOT NULL THEN
+        SELECT s.endpoint, s.p256dh, s.auth INTO token, p256dh, auth FROM herald.web_subscription(push_token) AS s;
+        PERFORM herald.check_push_endpoint(token, app, kind_row);
+    ELSIF push_token ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'herald.register_device: push_token must be the token as the platform gave it: at most 8192 bytes, without control characters'
             USING ERRCODE = 'check_violation';
     END IF;
     IF push_token !~ kind_row.shape THEN
@@ -2943,8 +2969,8 @@ CREATE FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OU
     AS $$
 DECLARE
     parsed jsonb;
-    hint constant text := 'a web device''s push_token is the browser''s PushSubscription as JSON: '
-                          '{"endpoint": "https://…", "keys": {"p256dh": "…", "auth": "…"}}';
+    hint constant text := 'this push_token is the browser''s PushSubscription as JSON (or a UnifiedPush '
+                          'endpoint with its keys): {"endpoint": "https://…", "keys": {"p256dh": "…", "auth": "…"}}';
 BEGIN
     BEGIN
         parsed := subscription::jsonb;
@@ -2956,7 +2982,7 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: % (no endpoint)', hint USING ERRCODE = 'check_violation';
     END IF;
     IF endpoint !~ '^https://[^/?#]+' THEN
-        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be an https:// URL, not %',
+        RAISE EXCEPTION 'herald.register_device: a subscription''s endpoint must be an https:// URL, not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
     p256dh := herald.base64url_decode(parsed #>> '{keys,p256dh}');
@@ -3098,6 +3124,22 @@ UNION ALL
    FROM (herald.app_apns a
      LEFT JOIN herald.app_fcm f ON ((f.app_id = a.app_id)))
   WHERE ((a.certificate_file IS NOT NULL) AND (a.certificate_expires_at < (now() + '30 days'::interval)));
+
+
+--
+-- Name: app_unifiedpush; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.app_unifiedpush (
+    app_id text NOT NULL,
+    vapid_key_file text NOT NULL,
+    vapid_subject text NOT NULL,
+    hosts text[] DEFAULT '{*}'::text[] NOT NULL,
+    private_addresses boolean DEFAULT false NOT NULL,
+    CONSTRAINT app_unifiedpush_hosts_check CHECK ((cardinality(hosts) > 0)),
+    CONSTRAINT app_unifiedpush_vapid_key_file_check CHECK ((vapid_key_file <> ''::text)),
+    CONSTRAINT app_unifiedpush_vapid_subject_check CHECK ((vapid_subject ~ '^(mailto:|https://).'::text))
+);
 
 
 --
@@ -3955,21 +3997,6 @@ CREATE VIEW herald.throughput AS
 
 
 --
--- Name: token_kinds; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.token_kinds (
-    token_kind text NOT NULL,
-    platforms text[] NOT NULL,
-    description text NOT NULL,
-    shape text,
-    shape_description text,
-    lowercase boolean DEFAULT false NOT NULL,
-    CONSTRAINT token_kinds_check CHECK (((shape IS NULL) = (shape_description IS NULL)))
-);
-
-
---
 -- Name: wakeups_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
 --
 
@@ -3981,6 +4008,18 @@ ALTER TABLE herald.wakeups ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MAXVALUE
     CACHE 1
 );
+
+
+--
+-- Name: web_push_endpoint_policy; Type: VIEW; Schema: herald; Owner: -
+--
+
+CREATE VIEW herald.web_push_endpoint_policy AS
+ SELECT a.app_id,
+    COALESCE(w.hosts, herald.default_web_push_hosts()) AS hosts,
+    COALESCE(w.private_addresses, false) AS private_addresses
+   FROM (herald.apps a
+     LEFT JOIN herald.app_webpush w ON ((w.app_id = a.app_id)));
 
 
 --
@@ -4093,6 +4132,14 @@ ALTER TABLE ONLY herald.app_harmony
 
 ALTER TABLE ONLY herald.app_hms
     ADD CONSTRAINT app_hms_pkey PRIMARY KEY (app_id);
+
+
+--
+-- Name: app_unifiedpush app_unifiedpush_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_unifiedpush
+    ADD CONSTRAINT app_unifiedpush_pkey PRIMARY KEY (app_id);
 
 
 --
@@ -4846,6 +4893,13 @@ CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hm
 
 
 --
+-- Name: app_unifiedpush app_unifiedpush_changed; Type: TRIGGER; Schema: herald; Owner: -
+--
+
+CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+
+
+--
 -- Name: app_apns apps_from_app_apns; Type: TRIGGER; Schema: herald; Owner: -
 --
 
@@ -4978,6 +5032,14 @@ ALTER TABLE ONLY herald.app_harmony
 
 ALTER TABLE ONLY herald.app_hms
     ADD CONSTRAINT app_hms_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
+-- Name: app_unifiedpush app_unifiedpush_app_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.app_unifiedpush
+    ADD CONSTRAINT app_unifiedpush_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 
 --
@@ -5575,11 +5637,19 @@ GRANT ALL ON FUNCTION herald.check_acts_for(app text, caller text) TO herald_dae
 
 
 --
--- Name: FUNCTION check_web_push_endpoint(endpoint text, app herald.apps); Type: ACL; Schema: herald; Owner: -
+-- Name: TABLE token_kinds; Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) TO herald_daemon;
+GRANT SELECT ON TABLE herald.token_kinds TO herald_operator;
+GRANT SELECT ON TABLE herald.token_kinds TO herald_daemon;
+
+
+--
+-- Name: FUNCTION check_push_endpoint(endpoint text, app text, kind herald.token_kinds); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.check_push_endpoint(endpoint text, app text, kind herald.token_kinds) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.check_push_endpoint(endpoint text, app text, kind herald.token_kinds) TO herald_daemon;
 
 
 --
@@ -6111,6 +6181,14 @@ GRANT SELECT ON TABLE herald.app_problems TO herald_operator;
 
 
 --
+-- Name: TABLE app_unifiedpush; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.app_unifiedpush TO herald_operator;
+GRANT SELECT ON TABLE herald.app_unifiedpush TO herald_daemon;
+
+
+--
 -- Name: TABLE app_webpush; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -6432,18 +6510,18 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.throughput TO herald_daemon;
 
 
 --
--- Name: TABLE token_kinds; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT ON TABLE herald.token_kinds TO herald_operator;
-GRANT SELECT ON TABLE herald.token_kinds TO herald_daemon;
-
-
---
 -- Name: SEQUENCE wakeups_id_seq; Type: ACL; Schema: herald; Owner: -
 --
 
 GRANT SELECT,USAGE ON SEQUENCE herald.wakeups_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE web_push_endpoint_policy; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.web_push_endpoint_policy TO herald_operator;
+GRANT SELECT ON TABLE herald.web_push_endpoint_policy TO herald_daemon;
 
 
 --

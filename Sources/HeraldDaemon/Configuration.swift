@@ -50,6 +50,9 @@ public struct Configuration: Sendable {
     /// A stand-in's base URL for a provider, by its name (`hms=http://127.0.0.1:8089`): for the
     /// providers without a setting of their own.
     public var providerEndpoints: [String: String] = [:]
+    /// Whether it sends to UnifiedPush distributors, servers anyone can run: off until Herald's
+    /// HTTP client is proven against hostile servers.
+    public var unifiedPush = false
     /// Sends per second per FCM project, for every daemon on the database together.
     public var fcmRateLimit: Double = FCMQuota.defaultRate
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.
@@ -129,6 +132,10 @@ public struct Configuration: Sendable {
             (
                 "HERALD_PROVIDER_ENDPOINTS", "(the providers')",
                 "provider=base URL, comma-separated: a stand-in for a provider without a setting of its own (hms=…, the emulator's)"
+            ),
+            (
+                "HERALD_UNIFIEDPUSH", "\(defaults.unifiedPush)",
+                "send to UnifiedPush distributors (servers anyone can run); until it is on, those deliveries wait"
             ),
             (
                 "HERALD_FCM_RATE_LIMIT", "\(Int(defaults.fcmRateLimit))",
@@ -246,6 +253,7 @@ public struct Configuration: Sendable {
             }
             configuration.providerEndpoints[parts[0]] = parts[1]
         }
+        configuration.unifiedPush = try reader.boolean("HERALD_UNIFIEDPUSH") ?? configuration.unifiedPush
         if let rate = reader.string("HERALD_FCM_RATE_LIMIT") {
             guard let value = Double(rate), value > 0 else {
                 throw ConfigurationError(

@@ -61,6 +61,7 @@ public struct Daemon {
         providers.apnsEndpoint = configuration.apnsEndpoint
         providers.apnsChannelsEndpoint = configuration.apnsChannelsEndpoint
         providers.endpoints = configuration.providerEndpoints
+        if configuration.unifiedPush { providers.turnedOn.insert("HERALD_UNIFIEDPUSH") }
         let senders = Senders(
             http: HTTPClient(configuration: http, logger: logger), configuration: providers, logger: logger,
             quotaConnection: connection())

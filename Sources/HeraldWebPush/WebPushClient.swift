@@ -45,6 +45,8 @@ public struct WebPushClient: Sendable {
     public let authorizations: VAPIDAuthorizations
     /// Which endpoints this app's messages may go to.
     public let policy: WebPushEndpointPolicy
+    /// The configuration its VAPID key is: `web` for browsers (another for a UnifiedPush app).
+    public let scope: ConfigurationScope
     private let http: HTTPClient
     private let timeout: Duration
     private let clock: any WallClock
@@ -52,10 +54,11 @@ public struct WebPushClient: Sendable {
 
     public init(
         authorizations: VAPIDAuthorizations, http: HTTPClient, policy: WebPushEndpointPolicy = WebPushEndpointPolicy(),
-        timeout: Duration = .seconds(10), clock: any WallClock = SystemClock()
+        scope: ConfigurationScope = .web, timeout: Duration = .seconds(10), clock: any WallClock = SystemClock()
     ) {
         self.authorizations = authorizations
         self.policy = policy
+        self.scope = scope
         self.http = http
         self.timeout = timeout
         self.clock = clock
@@ -80,7 +83,7 @@ public struct WebPushClient: Sendable {
             case .failure(let error):
                 outcomes[index] = Self.outcome(of: error)
             case .success(let response):
-                let outcome = Self.classify(response, now: now)
+                let outcome = Self.classify(response, now: now, scope: scope)
                 if case .sent = outcome { accepted += 1 }
                 if case .configurationError(let reason, _) = outcome {
                     refused.append((index, reason))
@@ -106,7 +109,7 @@ public struct WebPushClient: Sendable {
             case .app:
                 outcomes[index] = .configurationError(
                     reason: "\(reason): push services refuse the VAPID authorization for several subscriptions and"
-                        + " accept none; check the app's VAPID key and subject", scope: .web)
+                        + " accept none; check the app's VAPID key and subject", scope: scope)
             }
         }
         return outcomes.map { $0! }
@@ -143,7 +146,7 @@ public struct WebPushClient: Sendable {
             authorization = try await authorizations.header(for: subscription.origin)
         } catch {
             // A signing failure is the sender's key's fault, not the message's.
-            return .failure(Unsent(outcome: .configurationError(reason: "VAPID: \(error)", scope: .web)))
+            return .failure(Unsent(outcome: .configurationError(reason: "VAPID: \(error)", scope: scope)))
         }
         var headers: [(name: String, value: String)] = [
             ("Authorization", authorization),
@@ -183,8 +186,9 @@ public struct WebPushClient: Sendable {
         return String(Base64URL.encode(HMAC.sha256(key: Array("herald topic".utf8), Array(key.utf8))).prefix(32))
     }
 
-    /// What a push service's answer means (RFC 8030 §5 and §8, RFC 8292 §4).
-    public static func classify(_ response: HTTPResponse, now: Date) -> PushOutcome {
+    /// What a push service's answer means (RFC 8030 §5 and §8, RFC 8292 §4); a refused VAPID
+    /// authorization is the configuration `scope`.
+    public static func classify(_ response: HTTPResponse, now: Date, scope: ConfigurationScope = .web) -> PushOutcome {
         let reason = describe(response)
         switch response.status {
         case 200..<300:
@@ -196,9 +200,9 @@ public struct WebPushClient: Sendable {
         case 429, 500..<600:
             return .retry(after: response.retryAfter(now: now), reason: reason)
         case 401, 403:
-            return .configurationError(reason: reason, scope: .web)
+            return .configurationError(reason: reason, scope: scope)
         case 400 where mentionsAuthorization(response):
-            return .configurationError(reason: reason, scope: .web)
+            return .configurationError(reason: reason, scope: scope)
         default:
             return .permanentFailure(reason: reason)
         }

@@ -35,7 +35,7 @@ import Testing
         #expect(
             tables == [
                 "activity_events", "activity_tokens", "app_apns", "app_config_problems", "app_fcm", "app_harmony",
-                "app_hms",
+                "app_hms", "app_unifiedpush",
                 "app_webpush",
                 "apps", "broadcast_channels",
                 "config_scopes", "deliveries", "delivery_reports", "devices", "fcm_quotas", "generations",

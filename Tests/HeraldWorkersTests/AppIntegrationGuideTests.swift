@@ -40,8 +40,8 @@ import Testing
                     android: .init(channelID: "orders")),
                 device: .init(rowID: 3, reportReference: "AAAAAAAAAAEAAAAAAAAAA9yE3Q1lI4d1Zq0RQXcB5eA"),
                 target: kind == .web
-                    ? .browser(
-                        endpoint: "https://push.example.net/push/1", p256dh: browserKey,
+                    ? .subscription(
+                        kind: "web_subscription", endpoint: "https://push.example.net/push/1", p256dh: browserKey,
                         auth: Array(repeating: 1, count: 16)) : .registrationToken("token"),
                 route: nil)
         }

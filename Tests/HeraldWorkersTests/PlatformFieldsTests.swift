@@ -127,7 +127,9 @@ import Testing
                     priority: "high", expiresAt: Date().addingTimeInterval(3600), collapseKey: "order-42",
                     silent: silent, dryRun: false),
                 device: .init(rowID: 3, reportReference: "AAAAAAAAAAEAAAAAAAAAA9yE3Q1lI4d1Zq0RQXcB5eA"),
-                target: .browser(endpoint: endpoint, p256dh: key, auth: Array(repeating: 1, count: 16)), route: nil)
+                target: .subscription(
+                    kind: "web_subscription", endpoint: endpoint, p256dh: key, auth: Array(repeating: 1, count: 16)),
+                route: nil)
             let payload = try builder.webPushMessage(for: delivery, now: Date()).payload
             return try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
         }

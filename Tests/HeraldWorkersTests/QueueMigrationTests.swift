@@ -90,7 +90,12 @@ import Testing
         try await IngestWorker(context: context).drain()
         try await DispatchWorker(context: context).drain()
         let sent = Set(await emulator.received.map(\.target))
-        #expect(sent == ["token-1", "token-5", "token-6"])
+        let debug = try await db.query(
+            "SELECT d.state, d.last_error, n.state, n.reason FROM herald.notifications n LEFT JOIN herald.deliveries d ON d.notification_id = n.id"
+        ).map {
+            "\(try $0.decode(0, as: String?.self) ?? "-") \(try $0.decode(1, as: String?.self) ?? "-") \(try $0.decode(2, as: String.self)) \(try $0.decode(3, as: String?.self) ?? "-")"
+        }
+        #expect(sent == ["token-1", "token-5", "token-6"], "\(debug)")
         #expect(try await db.query("SELECT herald.redrive(kind => 'dispatch')")[0].decode(0, as: Int.self) == 1)
         try await DispatchWorker(context: context).drain()
         #expect(Set(await emulator.received.map(\.target)) == ["token-1", "token-4", "token-5", "token-6"])

@@ -32,7 +32,7 @@ struct WorkerFixture {
 
     static func make(
         clock: any WallClock = SystemClock(), webPush: Bool = false, apns: Bool = false,
-        apnsCertificate: SecretFile? = nil
+        apnsCertificate: SecretFile? = nil, unifiedPush: Bool = true
     ) async throws -> WorkerFixture {
         let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
@@ -49,6 +49,7 @@ struct WorkerFixture {
         var providers = Senders.Configuration()
         providers.fcmEndpoint = emulator.baseURL
         providers.endpoints = ["hms": emulator.baseURL, "harmony": emulator.baseURL]
+        if unifiedPush { providers.turnedOn = ["HERALD_UNIFIEDPUSH"] }
         if webPush || apns || apnsCertificate != nil {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
             http.caBundle = front.caBundle

@@ -63,11 +63,16 @@ $$;
 REVOKE ALL ON FUNCTION herald.is_private_host(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.is_private_host(text) TO herald_daemon;
 
--- Refuses a browser's endpoint that the app's policy does not allow, saying why.
-CREATE OR REPLACE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) RETURNS void
+-- Refuses a subscription's endpoint (a token of a kind with an endpoint policy:
+-- herald.token_kinds.endpoint_policy) that is not a plain https:// URL, or whose host the app's
+-- row of that policy does not allow: a host not in its `hosts` (names, `*.domain`, or `*`), or a
+-- loopback, private or link-local address unless `private_addresses`. An app without a row
+-- takes no such token. The daemon checks the address it connects to again.
+CREATE OR REPLACE FUNCTION herald.check_push_endpoint(endpoint text, app text, kind herald.token_kinds) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    settings herald.app_webpush;
+    hosts text[];
+    private_addresses boolean;
     host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
 BEGIN
     -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
@@ -76,24 +81,39 @@ BEGIN
     IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]'
        OR ((host ~ '(^|\.)[0-9]+$' OR host ~* '^0x')
            AND host !~ '^(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}$') THEN
-        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
+        RAISE EXCEPTION 'herald.register_device: a subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
-    SELECT * INTO settings FROM herald.app_webpush s WHERE s.app_id = app.app_id;
-    IF NOT herald.web_push_host_allowed(host, coalesce(settings.hosts, herald.default_web_push_hosts())) THEN
-        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
-            USING ERRCODE = 'check_violation',
-                  HINT = 'herald.app_webpush.hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+    EXECUTE format('SELECT p.hosts, p.private_addresses FROM %s p WHERE p.app_id = $1', kind.endpoint_policy)
+    INTO hosts, private_addresses USING app;
+    IF hosts IS NULL THEN
+        RAISE EXCEPTION 'herald.register_device: app % takes no % until it has a row in %', quote_literal(app),
+            kind.description, kind.endpoint_policy USING ERRCODE = 'check_violation';
     END IF;
-    IF NOT coalesce(settings.private_addresses, false) AND herald.is_private_host(host) THEN
+    IF NOT herald.web_push_host_allowed(host, hosts) THEN
+        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app)
+            USING ERRCODE = 'check_violation',
+                  HINT = format('%s.hosts lists the hosts allowed', kind.endpoint_policy);
+    END IF;
+    IF NOT private_addresses AND herald.is_private_host(host) THEN
         RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
             USING ERRCODE = 'check_violation',
-                  HINT = 'only for a local push service: set herald.app_webpush.private_addresses';
+                  HINT = format('only for a push service on this network: set %s.private_addresses', kind.endpoint_policy);
     END IF;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(text,herald.apps) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.check_web_push_endpoint(text,herald.apps) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.check_push_endpoint(text,text,herald.token_kinds) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.check_push_endpoint(text,text,herald.token_kinds) TO herald_daemon;
+
+-- Which hosts each app's browsers' subscriptions may name (herald.token_kinds.endpoint_policy
+-- of web_subscription): its herald.app_webpush row's, or for an app without one, the browsers'
+-- push services (herald.default_web_push_hosts()).
+CREATE OR REPLACE VIEW herald.web_push_endpoint_policy AS
+SELECT a.app_id, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
+       coalesce(w.private_addresses, false) AS private_addresses
+FROM herald.apps a LEFT JOIN herald.app_webpush w ON w.app_id = a.app_id;
+REVOKE ALL ON herald.web_push_endpoint_policy FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.web_push_endpoint_policy TO herald_operator, herald_daemon;
 
 -- The trigger of every provider's settings table (herald.providers.settings): a change to an
 -- app's row renews the app's row in herald.apps, whose version the dispatch worker's claim

@@ -109,7 +109,8 @@ $$;
 REVOKE ALL ON FUNCTION herald.is_p256_point(bytea) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.is_p256_point(bytea) TO herald_daemon;
 
--- The browser's keys: p256dh must be on the curve.
+-- A Web Push subscription as JSON (a browser's, or a UnifiedPush distributor's endpoint and
+-- keys): its endpoint and keys; p256dh must be on the curve.
 CREATE OR REPLACE FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea)
     RETURNS record
     LANGUAGE plpgsql IMMUTABLE
@@ -117,8 +118,8 @@ CREATE OR REPLACE FUNCTION herald.web_subscription(subscription text, OUT endpoi
     AS $$
 DECLARE
     parsed jsonb;
-    hint constant text := 'a web device''s push_token is the browser''s PushSubscription as JSON: '
-                          '{"endpoint": "https://…", "keys": {"p256dh": "…", "auth": "…"}}';
+    hint constant text := 'this push_token is the browser''s PushSubscription as JSON (or a UnifiedPush '
+                          'endpoint with its keys): {"endpoint": "https://…", "keys": {"p256dh": "…", "auth": "…"}}';
 BEGIN
     BEGIN
         parsed := subscription::jsonb;
@@ -130,7 +131,7 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: % (no endpoint)', hint USING ERRCODE = 'check_violation';
     END IF;
     IF endpoint !~ '^https://[^/?#]+' THEN
-        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be an https:// URL, not %',
+        RAISE EXCEPTION 'herald.register_device: a subscription''s endpoint must be an https:// URL, not %',
             quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
     END IF;
     p256dh := herald.base64url_decode(parsed #>> '{keys,p256dh}');
@@ -230,12 +231,9 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: device must be 1 to 256 bytes without control characters'
             USING ERRCODE = 'check_violation';
     END IF;
-    IF octet_length(push_token) > 8192 OR (platform <> 'web' AND push_token ~ '[[:cntrl:]]') THEN
+    IF octet_length(push_token) > 8192 THEN
         RAISE EXCEPTION 'herald.register_device: push_token must be the token as the platform gave it: at most 8192 bytes, without control characters'
             USING ERRCODE = 'check_violation';
-    END IF;
-    IF platform = 'web' THEN
-        SELECT s.endpoint, s.p256dh, s.auth INTO token, p256dh, auth FROM herald.web_subscription(push_token) AS s;
     END IF;
     SELECT * INTO app_row FROM herald.apps a WHERE a.app_id = app;
     IF NOT FOUND THEN
@@ -243,9 +241,6 @@ BEGIN
             USING ERRCODE = 'foreign_key_violation';
     END IF;
     transport := app_row.ios_transport;
-    IF platform = 'web' THEN
-        PERFORM herald.check_web_push_endpoint(token, app_row);
-    END IF;
     -- What the token is decides how it is sent. Unsaid: the platform's own (herald.platforms), or
     -- for iOS an APNs device token when the app sends to APNs directly.
     kind := coalesce(kind, CASE WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
@@ -259,6 +254,15 @@ BEGIN
     END IF;
     IF platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- A subscription (a browser's, a UnifiedPush distributor's) is JSON: its endpoint becomes the
+    -- token, its keys are kept beside it, and the endpoint must follow the app's policy.
+    IF kind_row.endpoint_policy IS NOT NULL THEN
+        SELECT s.endpoint, s.p256dh, s.auth INTO token, p256dh, auth FROM herald.web_subscription(push_token) AS s;
+        PERFORM herald.check_push_endpoint(token, app, kind_row);
+    ELSIF push_token ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'herald.register_device: push_token must be the token as the platform gave it: at most 8192 bytes, without control characters'
             USING ERRCODE = 'check_violation';
     END IF;
     IF push_token !~ kind_row.shape THEN

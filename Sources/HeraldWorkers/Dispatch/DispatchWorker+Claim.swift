@@ -56,6 +56,8 @@ extension DispatchWorker {
         case payloadKind(String)
         case route(String)
         case provider(OutgoingDelivery.Route)
+        /// The route's provider is off in this daemon until `setting` turns it on.
+        case turnedOff(OutgoingDelivery.Route, displayName: String, setting: String)
         /// The route's provider does not take this delivery's target (a token kind a newer
         /// provider takes, or a wrong row of `herald.route_targets`).
         case target(OutgoingDelivery.Route, tokenKind: String)
@@ -67,6 +69,16 @@ extension DispatchWorker {
             case .provider(let route): "provider \(route.provider) (route \(route.name))"
             case .target(let route, let kind):
                 "token kind \(kind) as provider \(route.provider) takes it (route \(route.name))"
+            case .turnedOff(let route, _, let setting): "provider \(route.provider), off until \(setting)=on"
+            }
+        }
+
+        /// Why it waits, as `last_error` says it.
+        var waitingReason: String {
+            switch self {
+            case .turnedOff(_, let name, let setting):
+                "\(name) is off in the daemon that claimed it; a daemon with \(setting)=on will send it"
+            default: "the daemon that claimed it does not know its \(self); a daemon that does will send it"
             }
         }
     }
@@ -78,11 +90,11 @@ extension DispatchWorker {
         if expiresAt <= now {
             return DeliveryResult(
                 state: .expired,
-                error: "expired at \(expiresAt) before a daemon that knows its \(unknown) could send it")
+                error: "expired at \(expiresAt) before a daemon that could send it did: \(unknown.waitingReason)")
         }
         return DeliveryResult(
             state: .queued,
-            error: "waiting: the daemon that claimed it does not know its \(unknown); a daemon that does will send it",
+            error: "waiting: \(unknown.waitingReason)",
             requeue: .postponed(until: now.addingTimeInterval(notSendableHereWait)))
     }
 
@@ -96,7 +108,12 @@ extension DispatchWorker {
         let target = try OutgoingDelivery.Target(claimed: row, kind: kind)
         let route = try row.decode("route", as: String?.self).map { name in
             guard let route = routes[name] else { throw NotSendableHere.route(name) }
-            guard let provider = providers[route.provider] else { throw NotSendableHere.provider(route) }
+            guard let provider = providers[route.provider] else {
+                if let off = compiledIn[route.provider], let setting = off.turnedOnBy {
+                    throw NotSendableHere.turnedOff(route, displayName: off.displayName, setting: setting)
+                }
+                throw NotSendableHere.provider(route)
+            }
             if let target, !provider.accepts(target) {
                 throw NotSendableHere.target(route, tokenKind: try row.decode("token_kind", as: String?.self) ?? "none")
             }
@@ -168,13 +185,15 @@ extension OutgoingDelivery.Target {
         }
         guard let token = try row.decode("push_token", as: String?.self) else { return nil }
         let tokenKind: String = try row.decode("token_kind")
+        let p256dh = try row.decode("web_p256dh", as: Data?.self)
         switch OutgoingDelivery.TokenKind(rawValue: tokenKind) {
+        case _ where p256dh != nil, .webSubscription:
+            // A subscription: whatever its kind, its keys are kept beside its endpoint.
+            self = .subscription(
+                kind: tokenKind, endpoint: token, p256dh: [UInt8](p256dh ?? Data()),
+                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
         case .installationID: self = .installationID(token)
         case .apnsDeviceToken: self = .apnsDeviceToken(token)
-        case .webSubscription:
-            self = .browser(
-                endpoint: token, p256dh: [UInt8](try row.decode("web_p256dh", as: Data?.self) ?? Data()),
-                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
         case .registrationToken: self = .registrationToken(token)
         case nil: self = .token(kind: tokenKind, token)
         }

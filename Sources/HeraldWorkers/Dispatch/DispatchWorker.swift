@@ -42,7 +42,7 @@ public struct DispatchWorker: BatchWorker {
     let routes = RouteCatalog()
     /// The providers it sends through, by name.
     var providers: [String: any ProviderRoute.Type] { context.senders?.providers ?? Self.compiledIn }
-    private static let compiledIn = Providers.byName(Providers.compiledIn)
+    static let compiledIn = Providers.byName(Providers.compiledIn)
     private let claimTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .claim)
     let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
@@ -243,7 +243,7 @@ public struct DispatchWorker: BatchWorker {
                 results[delivery.deliveryID] = ended
             } else if let route = delivery.route {
                 var origin: String? = nil
-                if case .browser(let endpoint, _, _) = delivery.target {
+                if case .subscription(_, let endpoint, _, _) = delivery.target {
                     origin = String(HTTPRequest.origin(of: endpoint))
                 }
                 sendable[RouteKey(app: delivery.appID, route: route, origin: origin), default: []].append(delivery)

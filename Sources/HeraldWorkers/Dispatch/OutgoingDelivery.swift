@@ -153,8 +153,9 @@ public struct OutgoingDelivery: Sendable {
         case topic(String)
         /// An APNs device token: sent straight to APNs.
         case apnsDeviceToken(String)
-        /// A browser's push subscription: its endpoint, P-256 public key and auth secret.
-        case browser(endpoint: String, p256dh: [UInt8], auth: [UInt8])
+        /// A Web Push subscription (a browser's, a UnifiedPush distributor's: its token kind
+        /// says whose): its endpoint, P-256 public key and auth secret.
+        case subscription(kind: String, endpoint: String, p256dh: [UInt8], auth: [UInt8])
         /// A broadcast channel at APNs: its id (`apns-channel-id`).
         case channel(String)
         /// A token of a kind only its provider reads (a row of `herald.token_kinds` that none of
@@ -168,7 +169,7 @@ public struct OutgoingDelivery: Sendable {
             case .registrationToken(let token), .installationID(let token), .apnsDeviceToken(let token),
                 .token(_, let token):
                 token
-            case .browser(let endpoint, _, _): endpoint
+            case .subscription(_, let endpoint, _, _): endpoint
             case .topic, .channel: nil
             }
         }

@@ -36,6 +36,9 @@ public actor Senders {
         public var endpoints: [String: String] = [:]
         /// The providers it sends through (tests add their own).
         var providers: [any ProviderRoute.Type] = Providers.compiledIn
+        /// The settings that are on among those that turn on a provider off by default
+        /// (`HERALD_UNIFIEDPUSH`).
+        public var turnedOn: Set<String> = []
         /// Whether the process has run out of file descriptors (tests stand in for it).
         public var descriptorsExhausted: @Sendable () -> Bool = FileDescriptors.areExhausted
         public init() {}
@@ -65,7 +68,8 @@ public actor Senders {
     ) {
         self.http = http
         self.configuration = configuration
-        self.providers = Providers.byName(configuration.providers)
+        self.providers = Providers.byName(
+            configuration.providers.filter { $0.turnedOnBy.map(configuration.turnedOn.contains) ?? true })
         self.logger = logger
         self.quotaConnection = quotaConnection
     }

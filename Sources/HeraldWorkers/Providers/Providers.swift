@@ -21,6 +21,9 @@ protocol ProviderRoute: Sendable {
     /// Whether it sends to this target. A delivery routed to it with one it does not take waits
     /// (``DispatchWorker/NotSendableHere``): it is never sent as something else.
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool
+    /// The setting that turns it on, for a provider off unless a daemon's setting says so
+    /// (UnifiedPush's distributors, servers anyone can run); nil, the default: always on.
+    static var turnedOnBy: String? { get }
     /// Whether it sends a Live Activity's pushes to the activity's own token, so that a token it
     /// declares dead is that token, not the device's (APNs); default false.
     static var sendsToActivityTokens: Bool { get }
@@ -37,6 +40,7 @@ protocol ProviderRoute: Sendable {
 
 extension ProviderRoute {
     static var sendsToActivityTokens: Bool { false }
+    static var turnedOnBy: String? { nil }
 }
 
 /// The providers this Herald sends through, by name: a route of `herald.routes` whose provider
@@ -44,7 +48,7 @@ extension ProviderRoute {
 enum Providers {
     /// Every provider compiled in. A new one is one line here.
     static let compiledIn: [any ProviderRoute.Type] = [
-        FCMRoute.self, APNsRoute.self, WebPushRoute.self, HMSRoute.self, HarmonyRoute.self,
+        FCMRoute.self, APNsRoute.self, WebPushRoute.self, HMSRoute.self, HarmonyRoute.self, UnifiedPushRoute.self,
     ]
 
     static func byName(_ providers: [any ProviderRoute.Type]) -> [String: any ProviderRoute.Type] {

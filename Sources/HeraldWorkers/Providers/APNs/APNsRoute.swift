@@ -18,7 +18,7 @@ struct APNsRoute: ProviderRoute {
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
         switch target {
         case .apnsDeviceToken, .channel: true
-        case .registrationToken, .installationID, .topic, .browser, .token: false
+        case .registrationToken, .installationID, .topic, .subscription, .token: false
         }
     }
 

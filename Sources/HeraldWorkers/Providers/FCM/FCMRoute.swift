@@ -90,7 +90,7 @@ struct FCMRoute: ProviderRoute {
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
         switch target {
         case .registrationToken, .installationID, .topic: true
-        case .apnsDeviceToken, .browser, .channel, .token: false
+        case .apnsDeviceToken, .subscription, .channel, .token: false
         }
     }
 
@@ -162,7 +162,7 @@ extension PayloadBuilder {
         case .topic(let topic): .topic(topic)
         case .registrationToken(let token): .token(token)
         // Never sent (FCMRoute.accepts).
-        case .apnsDeviceToken, .browser, .channel, .token, nil: .token(delivery.target?.deviceToken ?? "")
+        case .apnsDeviceToken, .subscription, .channel, .token, nil: .token(delivery.target?.deviceToken ?? "")
         }
     }
 }

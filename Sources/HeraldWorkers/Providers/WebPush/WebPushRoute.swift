@@ -12,7 +12,11 @@ struct WebPushRoute: ProviderRoute {
 
     /// A browser's subscription.
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
-        if case .browser = target { true } else { false }
+        if case .subscription(OutgoingDelivery.TokenKind.webSubscription.rawValue, _, _, _) = target {
+            true
+        } else {
+            false
+        }
     }
 
     /// The app's row of `herald.app_webpush_settings`.
@@ -52,17 +56,27 @@ struct WebPushRoute: ProviderRoute {
         }
     }
 
-    /// A dry run is built and encrypted, not sent: Web Push has no validate-only request. A
-    /// subscription no message can be sent to ends its delivery `token_invalid` (the device's
-    /// fault); a document too large for Web Push ends it `failed`.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
+        await Self.send(batch, through: client, now: now, context: context) {
+            try builder.webPushMessage(for: $0, now: now)
+        }
+    }
+
+    /// Sends each delivery's Web Push message (made by `message`) through `client`: a browser's,
+    /// or any other Web Push subscriber's. A dry run is built and encrypted, not sent: Web Push
+    /// has no validate-only request. A subscription no message can be sent to ends its delivery
+    /// `token_invalid` (the device's fault); a document too large for Web Push ends it `failed`.
+    static func send(
+        _ batch: [OutgoingDelivery], through client: WebPushClient, now: Date, context: WorkerContext,
+        message: (OutgoingDelivery) throws -> WebPushMessage
+    ) async -> [(OutgoingDelivery, DeliveryLife.Event)] {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var messages: [(OutgoingDelivery, WebPushMessage)] = []
         for delivery in batch {
             do {
-                let message = try builder.webPushMessage(for: delivery, now: now)
+                let message = try message(delivery)
                 if delivery.notification.dryRun {
                     _ = try WebPushEncryption.encrypt(message.payload, for: message.subscription)
                     events.append((delivery, .checked(at: now)))
@@ -108,29 +122,41 @@ extension PayloadBuilder {
         document.append(("tag", .string(tag)))
         if notification.silent { document.append(("silent", .bool(true))) }
         document += heraldKeys(delivery).map { ($0.0, .string($0.1)) }
-        guard case .browser(let endpoint, let p256dh, let auth) = delivery.target else {
-            throw UnusableSubscription(reason: "the device has no browser subscription")
-        }
-        let subscription: WebPushSubscription
-        do {
-            subscription = try WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth)
-        } catch {
-            throw UnusableSubscription(reason: "\(error)")
-        }
+        let subscription = try Self.subscription(of: delivery)
         var payload = JSONValue.object(document).encodedBytes
-        if Self.isApplePushService(endpoint), let declarative = declarative(delivery, tag: tag) {
+        if Self.isApplePushService(subscription.endpoint), let declarative = declarative(delivery, tag: tag) {
             let both = JSONValue.object(declarative + document).encodedBytes
             // The classic document alone when both do not fit: every browser can still show it.
             if both.count <= WebPushEncryption.maxPlaintextBytes { payload = both }
         }
+        return try Self.webPushMessage(delivery, to: subscription, payload: payload, now: now)
+    }
+
+    /// The delivery's Web Push subscription, or why no message can be sent to it.
+    static func subscription(of delivery: OutgoingDelivery) throws -> WebPushSubscription {
+        guard case .subscription(_, let endpoint, let p256dh, let auth) = delivery.target else {
+            throw UnusableSubscription(reason: "the device has no push subscription")
+        }
+        do {
+            return try WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth)
+        } catch {
+            throw UnusableSubscription(reason: "\(error)")
+        }
+    }
+
+    /// `payload` to `subscription`, at the delivery's urgency and with the time it has left;
+    /// its collapse key, if any, is the message's `Topic` (a newer one replaces it while it waits).
+    static func webPushMessage(
+        _ delivery: OutgoingDelivery, to subscription: WebPushSubscription, payload: [UInt8], now: Date
+    ) throws -> WebPushMessage {
         guard payload.count <= WebPushEncryption.maxPlaintextBytes else {
             throw WebPushError(
                 "payload is \(payload.count) bytes, over Web Push's \(WebPushEncryption.maxPlaintextBytes) bytes of plaintext;"
                     + " shorten the title, body or data")
         }
+        let notification = delivery.notification
         return WebPushMessage(
-            subscription: subscription, payload: payload,
-            ttl: Self.ttl(delivery, now: now),
+            subscription: subscription, payload: payload, ttl: ttl(delivery, now: now),
             urgency: notification.priority == "normal" ? .normal : .high, topic: notification.collapseKey)
     }
 }

@@ -1,0 +1,141 @@
+import Foundation
+import HeraldEmulator
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+@testable import HeraldWorkers
+
+/// Android phones without Google's services, through the UnifiedPush distributor their user
+/// chose: the emulator's push service behind nginx (TLS, HTTP/2) stands in for it, checks the
+/// VAPID authorization and decrypts each message as the connector library would.
+@Suite struct UnifiedPushDispatchTests {
+    /// The fixture's app `shop` accepting distributors on any host (`hosts`), and on this
+    /// machine's addresses (the stand-in's), with the fixture's VAPID key.
+    func unifiedPushApp(_ f: WorkerFixture, hosts: String = "{*}") async throws {
+        try await f.db.query(
+            """
+            INSERT INTO herald.app_unifiedpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+            VALUES ('shop', $1, 'mailto:push@shop.example', $2::text[], true)
+            """, [try #require(f.vapid).path, hosts])
+    }
+
+    /// Registers a phone with the endpoint and keys its distributor gave the connector, as the
+    /// app's backend passes them on; returns the endpoint.
+    @discardableResult
+    func registerPhone(_ f: WorkerFixture, _ device: String, user: String = "alice") async throws -> String {
+        let front = try #require(f.pushService)
+        let subscription = try await f.emulator.subscribe(
+            base: front.baseURL, applicationServerKey: try #require(f.vapid).publicKey)
+        try await f.db.query(
+            "SELECT herald.register_device('shop', $1, 'android', $2, $3, 'unifiedpush')",
+            [device, subscription.json, user])
+        return subscription.endpoint
+    }
+
+    @Test func aPhoneGetsTheAndroidDataDocumentFromItsDistributor() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        try await unifiedPushApp(f)
+        let endpoint = try await registerPhone(f, "fairphone")
+        try await f.register("pixel", "android")
+        try await f.db.query(
+            """
+            SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped', body => 'Parcel 42',
+                               data => '{"order": "42"}', priority => 'normal', ttl => interval '2 hours',
+                               android_channel_id => 'orders')
+            """)
+        try await f.ingest()
+        try await f.dispatch()
+
+        let sent = try await f.delivery(of: "fairphone")
+        #expect(sent.state == "sent", "\(sent)")
+        #expect(try await f.delivery(of: "pixel").state == "sent", "the app's other phones go through FCM")
+        let push = try #require(await f.emulator.webPushes.first)
+        #expect(push.endpoint == endpoint && push.urgency == "normal" && (7100...7200).contains(push.ttl))
+        // What the connector hands the app: the document an Android app reads from FCM's data.
+        let document = push.document
+        #expect(document["title"] as? String == "Shipped" && document["body"] as? String == "Parcel 42")
+        #expect(document["order"] as? String == "42" && document["channel_id"] as? String == "orders")
+        let reference = try #require(document["herald_report"] as? String)
+        let opened = try await f.db.query("SELECT delivery_id FROM herald.open_reference($1)", [reference])[0]
+        #expect(try opened.decode(0, as: Int64?.self) != nil)
+    }
+
+    /// An app takes no UnifiedPush endpoint until it has a policy, and then only on the hosts it
+    /// lists; metadata and private addresses stay refused unless it allows them.
+    @Test func registrationFollowsTheAppsDistributorPolicy() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        let keys =
+            #"{"p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4", "auth": "BTBZMqHH6r4Tts7J_aSIgg"}"#
+        func register(_ endpoint: String) async throws {
+            try await f.db.query(
+                "SELECT herald.register_device('shop', 'phone', 'android', $1, 'alice', 'unifiedpush')",
+                [#"{"endpoint": "\#(endpoint)", "keys": \#(keys)}"#])
+        }
+        await #expect { try await register("https://ntfy.example.net/upAbc123") } throws: {
+            "\($0)".contains(
+                "takes no a UnifiedPush endpoint with its keys until it has a row in herald.app_unifiedpush")
+        }
+        try await f.db.query(
+            """
+            INSERT INTO herald.app_unifiedpush (app_id, vapid_key_file, vapid_subject)
+            VALUES ('shop', $1, 'mailto:push@shop.example')
+            """, [try #require(f.vapid).path])
+        try await register("https://ntfy.example.net/upAbc123")
+        for (endpoint, refusal) in [
+            ("https://169.254.169.254/latest/meta-data", "is a loopback, private or link-local address"),
+            ("https://10.0.0.7/up", "is a loopback, private or link-local address"),
+            ("http://ntfy.example.net/up", "must be an https:// URL"),
+        ] {
+            await #expect { try await register(endpoint) } throws: { "\($0)".contains(refusal) }
+        }
+        try await f.db.query("UPDATE herald.app_unifiedpush SET hosts = '{ntfy.example.net}'")
+        await #expect { try await register("https://push.other.example/up") } throws: {
+            "\($0)".contains("is not a push service app 'shop' sends to")
+        }
+        let stored = try await f.db.query("SELECT platform, token_kind, push_token FROM herald.devices")[0]
+        #expect(try stored.decode(1, as: String.self) == "unifiedpush")
+        #expect(try stored.decode(2, as: String.self) == "https://ntfy.example.net/upAbc123")
+    }
+
+    /// An endpoint its distributor no longer knows (404) disables that phone alone: the app's
+    /// other UnifiedPush and FCM phones are sent.
+    @Test func anEndpointItsDistributorForgotDisablesThatPhoneAlone() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        try await unifiedPushApp(f)
+        let stuck = try await registerPhone(f, "fairphone")
+        try await registerPhone(f, "pinephone", user: "bob")
+        try await f.register("pixel", "android", user: "bob")
+        await f.emulator.setBehaviour(.unregistered, forToken: stuck)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'y')")
+        try await f.ingest()
+        try await f.dispatch()
+        let gone = try await f.delivery(of: "fairphone")
+        #expect(gone.state == "token_invalid" && gone.error?.contains("404") == true, "\(gone)")
+        #expect(try await f.delivery(of: "pinephone").state == "sent")
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        let disabled = try await f.db.query("SELECT device_id FROM herald.devices WHERE disabled_at IS NOT NULL")
+        #expect(try disabled.map { try $0.decode(0, as: String.self) } == ["fairphone"])
+    }
+
+    /// Off unless the daemon's HERALD_UNIFIEDPUSH is on: the deliveries wait, saying so, and
+    /// spend no attempt; the app's other phones are sent.
+    @Test func offByDefaultItsDeliveriesWaitSayingWhy() async throws {
+        let f = try await WorkerFixture.make(webPush: true, unifiedPush: false)
+        try await unifiedPushApp(f)
+        try await registerPhone(f, "fairphone")
+        try await f.register("pixel", "android")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        let waiting = try await f.delivery(of: "fairphone")
+        #expect(waiting.state == "queued", "\(waiting)")
+        #expect(
+            waiting.error
+                == "waiting: UnifiedPush is off in the daemon that claimed it; a daemon with HERALD_UNIFIEDPUSH=on will send it"
+        )
+        #expect(await f.emulator.webPushes.isEmpty)
+    }
+}
