@@ -62,6 +62,16 @@ ON CONFLICT (app_id) DO UPDATE SET service_account_file = excluded.service_accou
 SELECT * FROM herald.register_device('demo-shop', 'alice-matepad', 'harmony', 'MAMzLgdemo0token0alice0matepad', 'alice');
 \endif
 
+-- Alice's old phone runs without Google's services and receives through a UnifiedPush
+-- distributor (run-local.sh turns HERALD_UNIFIEDPUSH on, and the emulator stands in for it).
+\if :{?distributor}
+INSERT INTO herald.app_unifiedpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+VALUES ('demo-shop', :'vapid_key_file', 'mailto:push@demo-shop.example', '{127.0.0.1}', true)
+ON CONFLICT (app_id) DO UPDATE SET vapid_key_file = excluded.vapid_key_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-fairphone', 'android', :'distributor', 'alice',
+                                     token_kind => 'unifiedpush');
+\endif
+
 -- Notifications, each in the producer's own transaction.
 BEGIN;
 SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Your order shipped',

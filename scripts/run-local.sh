@@ -74,6 +74,11 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   # What the web app's `pushManager.subscribe({applicationServerKey})` would hand its server.
   subscription=$(curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/subscriptions" \
     -d "{\"base\": \"https://127.0.0.1:$push_port\", \"application_server_key\": \"$vapid_public\"}")
+  # What a UnifiedPush connector would hand the app: its distributor's endpoint and keys (the
+  # emulator's push service, behind the same front, stands in for the distributor).
+  distributor=$(curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/subscriptions" \
+    -d "{\"base\": \"https://127.0.0.1:$push_port\", \"application_server_key\": \"$vapid_public\"}")
+  export HERALD_UNIFIEDPUSH=true
   # A Huawei app's client secret, which the emulator's Push Kit trusts for its client id.
   printf 'demo-hms-secret\n' >.herald-local/hms.secret
   chmod 600 .herald-local/hms.secret
@@ -102,7 +107,7 @@ PY
   export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT,harmony=$HERALD_FCM_ENDPOINT"
   demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription"
     -v "apns_key_file=$PWD/.herald-local/apns-key.p8" -v "hms_secret_file=$PWD/.herald-local/hms.secret"
-    -v "harmony_account_file=$PWD/.herald-local/harmony-account.json")
+    -v "harmony_account_file=$PWD/.herald-local/harmony-account.json" -v "distributor=$distributor")
   echo "==> APNs and a Web Push service on https://127.0.0.1:$push_port (what they received:"
   echo "    curl $HERALD_FCM_ENDPOINT/emulator/apns and $HERALD_FCM_ENDPOINT/emulator/web-pushes, decrypted)"
   echo "==> Huawei Push Kit on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/hms,"

@@ -134,7 +134,7 @@ import Testing
         #expect(waiting.state == "queued", "\(waiting)")
         #expect(
             waiting.error
-                == "waiting: UnifiedPush is off in the daemon that claimed it; a daemon with HERALD_UNIFIEDPUSH=on will send it"
+                == "waiting: UnifiedPush is off in the daemon that claimed it; a daemon with HERALD_UNIFIEDPUSH=true will send it"
         )
         #expect(await f.emulator.webPushes.isEmpty)
     }

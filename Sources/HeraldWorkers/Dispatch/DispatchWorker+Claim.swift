@@ -69,7 +69,7 @@ extension DispatchWorker {
             case .provider(let route): "provider \(route.provider) (route \(route.name))"
             case .target(let route, let kind):
                 "token kind \(kind) as provider \(route.provider) takes it (route \(route.name))"
-            case .turnedOff(let route, _, let setting): "provider \(route.provider), off until \(setting)=on"
+            case .turnedOff(let route, _, let setting): "provider \(route.provider), off until \(setting)=true"
             }
         }
 
@@ -77,7 +77,7 @@ extension DispatchWorker {
         var waitingReason: String {
             switch self {
             case .turnedOff(_, let name, let setting):
-                "\(name) is off in the daemon that claimed it; a daemon with \(setting)=on will send it"
+                "\(name) is off in the daemon that claimed it; a daemon with \(setting)=true will send it"
             default: "the daemon that claimed it does not know its \(self); a daemon that does will send it"
             }
         }

@@ -15,7 +15,7 @@ extension ConfigurationScope {
 /// policy accepts (`herald.app_unifiedpush`).
 ///
 /// A distributor is a server anyone can run: until Herald's HTTP client is proven against
-/// hostile servers, a daemon sends through UnifiedPush only with `HERALD_UNIFIEDPUSH=on`; without
+/// hostile servers, a daemon sends through UnifiedPush only with `HERALD_UNIFIEDPUSH=true`; without
 /// it, these deliveries wait, saying so, for a daemon that has it on.
 struct UnifiedPushRoute: ProviderRoute {
     static let name = "unifiedpush"
