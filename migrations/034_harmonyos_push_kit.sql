@@ -30,8 +30,7 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape
 INSERT INTO herald.platforms (platform, description, payload_kind, silent_payload_kind, default_token_kind) VALUES
     ('harmony', 'a HarmonyOS NEXT phone', 'harmony_alert', 'harmony_background', 'harmony_token');
 ALTER TABLE herald.devices DROP CONSTRAINT devices_platform_check,
-    ADD FOREIGN KEY (platform) REFERENCES herald.platforms (platform) NOT VALID;
-ALTER TABLE herald.devices VALIDATE CONSTRAINT devices_platform_fkey;
+    ADD FOREIGN KEY (platform) REFERENCES herald.platforms (platform);
 -- As in migration 024: every existing row met the narrower check.
 ALTER TABLE herald.deliveries DROP CONSTRAINT deliveries_payload_kind_check;
 ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_payload_kind_check

@@ -46,8 +46,7 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, endpoint_pol
 ALTER TABLE herald.devices
     ADD CONSTRAINT "a UnifiedPush device has its keys"
     CHECK (token_kind <> 'unifiedpush' OR push_token IS NULL
-           OR (octet_length(web_p256dh) = 65 AND octet_length(web_auth) = 16)) NOT VALID;
-ALTER TABLE herald.devices VALIDATE CONSTRAINT "a UnifiedPush device has its keys";
+           OR (octet_length(web_p256dh) = 65 AND octet_length(web_auth) = 16));
 
 INSERT INTO herald.providers (provider, settings) VALUES ('unifiedpush', 'herald.app_unifiedpush');
 INSERT INTO herald.config_scopes (scope, waiting) VALUES

@@ -116,26 +116,26 @@ public final class CryptoKey: @unchecked Sendable {
 
     /// Checks an ES256 signature (64 bytes, r ‖ s).
     public func verifyES256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
-        try Self.withErrorBuffer { error in
-            let result = herald_verify_es256(key, data, data.count, signature, signature.count, error, 256)
-            if result < 0 { throw CryptoError(error) }
-            return result == 1
-        }
+        try verify(data, signature, herald_verify_es256)
     }
 
     /// Checks an RS256 signature.
     public func verifyRS256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
-        try Self.withErrorBuffer { error in
-            let result = herald_verify_rs256(key, data, data.count, signature, signature.count, error, 256)
-            if result < 0 { throw CryptoError(error) }
-            return result == 1
-        }
+        try verify(data, signature, herald_verify_rs256)
     }
 
     /// Checks a PS256 signature.
     public func verifyPS256(_ data: [UInt8], signature: [UInt8]) throws -> Bool {
+        try verify(data, signature, herald_verify_ps256)
+    }
+
+    private typealias Verifier = (
+        OpaquePointer?, UnsafePointer<UInt8>?, Int, UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<CChar>?, Int
+    ) -> Int32
+
+    private func verify(_ data: [UInt8], _ signature: [UInt8], _ verifier: Verifier) throws -> Bool {
         try Self.withErrorBuffer { error in
-            let result = herald_verify_ps256(key, data, data.count, signature, signature.count, error, 256)
+            let result = verifier(key, data, data.count, signature, signature.count, error, 256)
             if result < 0 { throw CryptoError(error) }
             return result == 1
         }

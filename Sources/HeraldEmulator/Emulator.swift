@@ -154,8 +154,14 @@ public final class Emulator: Sendable {
         try await harmony.registerProject(projectID, keyID: keyID, subAccount: subAccount, publicKeyPEM: publicKeyPEM)
     }
 
-    /// The messages HarmonyOS Push Kit's stand-in accepted.
+    /// The messages HarmonyOS Push Kit's stand-in accepted, and the distinct service-account
+    /// tokens it was sent.
     public var harmonyReceived: [ReceivedHarmonyMessage] { get async { await harmony.received } }
+    public var harmonyTokensSeen: Int { get async { await harmony.tokensSeen.count } }
+
+    /// Expires every HarmonyOS service-account token seen so far (the next send with one gets
+    /// 80200005).
+    public func expireHarmonyTokens() async { await harmony.expireTokens() }
 
     /// Holds FCM project `project` to `perSecond` sends in each second of the clock (nil: no
     /// quota), answering the rest 429 as FCM answers a project over its quota (Google's

@@ -36,8 +36,9 @@ public struct ReceivedHarmonyMessage: Sendable {
 ///   `kid`, `iss` the sub-account, `aud` Huawei's token endpoint, `iat` and `exp` (80200001;
 ///   80200005 once expired; 80300036 for more than a day's validity).
 /// - The `push-type` header is 0 (a notification: `payload.notification` with a category
-///   Push Kit knows, `title`, `body` and `clickAction`) or 6 (a background message:
-///   `payload.extraData`, a string); the stand-in takes no other scenario (80100001).
+///   Push Kit knows, `title` and `body`, neither empty, and `clickAction`; an `image` its review
+///   has not passed is refused, 80100022, as the stand-in reviews none) or 6 (a background
+///   message: `payload.extraData`, a string); the stand-in takes no other scenario (80100001).
 /// - `target.token` holds 1 to 1000 tokens (80300010); `pushOptions` only Push Kit's members,
 ///   `ttl` from 1 to 15 days (80100004); at most 4096 bytes without the tokens (80300008).
 ///
@@ -55,11 +56,17 @@ actor HarmonyService {
     private var projects: [String: (keyID: String, subAccount: String, key: CryptoKey)] = [:]
     private var behaviours: [String: (behaviour: EmulatorBehaviour, remaining: Int?)] = [:]
     private(set) var received: [ReceivedHarmonyMessage] = []
+    /// Every service-account token that came with a request, and those since expired.
+    private(set) var tokensSeen: Set<String> = []
+    private var expiredTokens: Set<String> = []
     private var nextRequestID = 1
 
     func registerProject(_ projectID: String, keyID: String, subAccount: String, publicKeyPEM: String) throws {
         projects[projectID] = (keyID, subAccount, try CryptoKey(publicKeyPEM: publicKeyPEM))
     }
+
+    /// Every token seen so far expires now: the next request with one gets 80200005.
+    func expireTokens() { expiredTokens = tokensSeen }
 
     func setBehaviour(_ behaviour: EmulatorBehaviour?, token: String, times: Int?) {
         behaviours[token] = behaviour.map { ($0, times) }
@@ -100,6 +107,9 @@ actor HarmonyService {
         guard let bearer = authorization, bearer.hasPrefix("Bearer "), let project = projects[projectID],
             let jwt = JWT.decode(String(bearer.dropFirst(7)))
         else { return refused }
+        let token = String(bearer.dropFirst(7))
+        tokensSeen.insert(token)
+        if expiredTokens.contains(token) { return PushKitAnswer.result(401, "80200005", "Jwt token expired.") }
         guard jwt.header["alg"] as? String == "PS256", jwt.header["typ"] as? String == "JWT",
             jwt.header["kid"] as? String == project.keyID, jwt.claims["iss"] as? String == project.subAccount,
             jwt.claims["aud"] as? String == Self.audience, jwt.claims["sub"] == nil,
@@ -168,9 +178,9 @@ actor HarmonyService {
         guard let category = notification["category"] as? String, categories.contains(category) else {
             return ("80100003", "Illegal payload, category must be one of Push Kit's categories")
         }
-        guard notification["title"] is String, notification["body"] is String else {
-            return ("80100003", "Illegal payload, title and body are required")
-        }
+        guard let title = notification["title"] as? String, let body = notification["body"] as? String, !title.isEmpty,
+            !body.isEmpty
+        else { return ("80100003", "Illegal payload, title and body are required") }
         guard let click = notification["clickAction"] as? [String: Any], let action = click["actionType"] as? Int,
             [0, 1].contains(action)
         else { return ("80100003", "Illegal payload, clickAction.actionType is required") }
@@ -183,8 +193,15 @@ actor HarmonyService {
         if let data = click["data"], !(data is [String: Any]) {
             return ("80100003", "Illegal payload, clickAction.data is an object")
         }
-        if let image = notification["image"], !((image as? String)?.hasPrefix("https://") ?? false) {
-            return ("80100003", "Illegal payload, image is an https URL")
+        if let image = notification["image"] {
+            guard (image as? String)?.hasPrefix("https://") == true else {
+                return ("80100003", "Illegal payload, image is an https URL")
+            }
+            // Push Kit shows only images its review has passed; the stand-in has reviewed none.
+            return ("80100022", "Anti-Spam: image not verify.")
+        }
+        if let id = notification["notifyId"], !((id as? Int).map { (0...Int(Int32.max)).contains($0) } ?? false) {
+            return ("80100003", "Illegal payload, notifyId is an integer from 0 to 2147483647")
         }
         if let badge = notification["badge"] {
             guard let badge = badge as? [String: Any], Set(badge.keys).isSubset(of: ["addNum", "setNum"]) else {

@@ -97,6 +97,13 @@ extension HMSResultTests {
         let grouped = #"{\"failure\":1,\"illegalTokens\":{\"tokenFormatError\":[\"tok-2\"]}}"#
         let harmony = HMSResult(
             HTTPResponse(status: 200, body: Array(#"{"code":"80100000","msg":"\#(grouped)","requestId":"9"}"#.utf8)))
-        #expect(harmony.refused("tok-2") && !harmony.refused("tok-3"))
+        #expect(harmony.refusal(of: "tok-2") == "tokenFormatError" && harmony.refusal(of: "tok-3") == nil)
+        // A `msg` that is an object rather than a string of JSON is read the same.
+        let object = HMSResult(
+            HTTPResponse(
+                status: 200,
+                body: Array(
+                    #"{"code":"80300007","msg":{"illegalTokens":{"noRight":["tok-4"]}},"requestId":"9"}"#.utf8)))
+        #expect(object.refusal(of: "tok-4") == "noRight")
     }
 }

@@ -59,8 +59,9 @@ import Testing
         try await f.db.query(
             """
             SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped', body => 'Parcel 42',
-                               data => '{"order": "42"}', badge => 3, ttl => interval '2 hours',
-                               deep_link => 'https://shop.example/orders/42')
+                               data => '{"order": "42"}', badge => 150, ttl => interval '2 hours',
+                               deep_link => 'https://shop.example/orders/42',
+                               image_url => 'https://shop.example/parcel.png')
             """)
         try await f.ingest()
         try await f.dispatch()
@@ -75,7 +76,10 @@ import Testing
         let shown = try #require(received.payload["notification"] as? [String: Any])
         #expect(shown["category"] as? String == "EXPRESS", "the app's category, from herald.app_harmony")
         #expect(shown["title"] as? String == "Shipped" && shown["body"] as? String == "Parcel 42")
-        #expect((shown["badge"] as? [String: Any])?["setNum"] as? Int == 3)
+        #expect((shown["badge"] as? [String: Any])?["setNum"] as? Int == 99, "Push Kit's largest badge")
+        #expect(shown["notifyId"] as? Int != nil, "a repeated send replaces the notification")
+        // Push Kit refused the image it had not reviewed (80100022): it went again without it.
+        #expect(shown["image"] == nil)
         let click = try #require(shown["clickAction"] as? [String: Any])
         #expect(click["actionType"] as? Int == 1 && click["uri"] as? String == "https://shop.example/orders/42")
         // The app reads the data from the Want that opens it, and reports with Herald's reference.
@@ -178,17 +182,36 @@ import Testing
         _ = wrong
     }
 
-    /// A token Push Kit calls expired (80200005) is signed again and the message sent once more;
-    /// traffic control (503) waits without spending an attempt.
+    /// A token Push Kit calls expired (80200005) is signed again and the message sent once more
+    /// (twice, and it is the app's configuration: the machine's clock?); traffic control (503)
+    /// waits without spending an attempt.
     @Test func anExpiredTokenIsSignedAgainAndTrafficControlWaits() async throws {
         let f = try await WorkerFixture.make()
         let file = try await harmonyApp(f)
         let token = try await registerPhone(f, "mate-70")
-        await f.emulator.setBehaviour(.expiredProviderToken, forToken: token, times: 1)
-        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'first')")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', body => 'first')")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(await f.emulator.harmonyTokensSeen == 1)
+        await f.emulator.expireHarmonyTokens()
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'second')")
         try await f.ingest()
         try await f.dispatch()
         #expect(try await f.delivery(of: "mate-70").state == "sent")
+        #expect(await f.emulator.harmonyTokensSeen == 2, "signed again")
+        let shown = await f.emulator.harmonyReceived.map {
+            let notification = $0.payload["notification"] as? [String: Any]
+            return [notification?["title"] as? String, notification?["body"] as? String]
+        }
+        #expect(shown == [["first", "first"], ["second", "second"]], "one of title and body gives the other")
+
+        await f.emulator.setBehaviour(.expiredProviderToken, forToken: token, times: 2)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'third')")
+        try await f.ingest()
+        try await f.dispatch()
+        let refused = try await f.delivery(of: "mate-70")
+        #expect(refused.state == "queued" && refused.error?.contains("clock") == true, "\(refused)")
+        try await f.db.execute("DELETE FROM herald.app_config_problems")
 
         await f.emulator.setBehaviour(.unavailable(retryAfter: 2), forToken: token, times: 1)
         try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'second')")
@@ -199,7 +222,7 @@ import Testing
         #expect(try row.decode(0, as: String.self) == "queued")
         #expect(try row.decode(1, as: Int.self) == 0, "not an attempt")
         #expect(try row.decode(2, as: String.self).contains("traffic control"))
-        #expect(await f.emulator.harmonyReceived.count == 1)
+        #expect(await f.emulator.harmonyReceived.count == 2)
         _ = file
     }
 

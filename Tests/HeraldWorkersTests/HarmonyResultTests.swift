@@ -34,6 +34,7 @@ import Testing
             #expect(kind(400, answer(code)) == .failed, "\(code)")
         }
         #expect(kind(503, "traffic control") == .overQuota)
+        #expect(kind(503, answer("81000001")) == .overQuota, "a 503 is traffic control, whatever its code")
         #expect(kind(502, "<html>bad gateway</html>") == .retry)
         #expect(kind(404, "") == .configuration)
         #expect(kind(200, "{}") == .retry, "200 without a code is not a success")
@@ -69,5 +70,13 @@ import Testing
             return
         }
         #expect(!reason.contains(token.prefix(20)))
+        // Nor does Push Kit's own words, whatever the code.
+        let worded = HMSResult(
+            HTTPResponse(status: 400, headers: [], body: Array(answer("80100003", "bad payload for \(token)").utf8)))
+        guard case .permanentFailure(let words) = worded.harmonyOutcome(token: token, credentialsProven: true) else {
+            Issue.record("not failed")
+            return
+        }
+        #expect(words.contains("bad payload for") && !words.contains(token.prefix(20)), "\(words)")
     }
 }

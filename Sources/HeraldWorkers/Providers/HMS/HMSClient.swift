@@ -203,29 +203,39 @@ struct HMSResult: Sendable {
         status = response.status
         let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
         code = object?["code"].map { "\($0)" }
-        fullMessage = object?["msg"].map { "\($0)" } ?? String(decoding: response.body, as: UTF8.self)
+        // `msg` is a string (holding JSON, for refused tokens); an object is kept as its JSON.
+        fullMessage =
+            switch object?["msg"] {
+            case let text as String: text
+            case let value? where JSONSerialization.isValidJSONObject(value):
+                String(decoding: (try? JSONSerialization.data(withJSONObject: value)) ?? Data(), as: UTF8.self)
+            case let value?: "\(value)"
+            case nil: String(decoding: response.body, as: UTF8.self)
+            }
         requestID = object?["requestId"] as? String
         retryAfter = response.retryAfter(now: Date())
     }
 
-    /// Push Kit's words as a reason may carry them: never a partial answer's, which lists tokens.
-    var message: String { String(fullMessage.prefix(300)) }
+    /// Push Kit's words as a reason may carry them about the message sent to `token`: at most
+    /// 300 characters, without the token (a refusal lists the tokens it refused).
+    func message(without token: String) -> String {
+        String((token.isEmpty ? fullMessage : fullMessage.replacingOccurrences(of: token, with: "…")).prefix(300))
+    }
 
     static let success = "80000000"
     static let allTokensInvalid = "80300007"
     static let noUrgentRight = "80300011"
 
-    /// Whether a partial success (80100000) refused `token`: its `msg` is JSON listing the refused
-    /// tokens (`illegal_tokens`; the HarmonyOS API groups them by reason in `illegalTokens`).
-    func refused(_ token: String) -> Bool {
+    /// Why a refusal (80100000, 80300007) refused `token`, if it lists it: its `msg` is JSON
+    /// listing the refused tokens, as `illegal_tokens` (the v1 API: the reason is that key), or
+    /// under their reasons in `illegalTokens` (the HarmonyOS API).
+    func refusal(of token: String) -> String? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(fullMessage.utf8)) as? [String: Any] else {
-            return false
+            return nil
         }
-        if let listed = object["illegal_tokens"] as? [String] { return listed.contains(token) }
-        if let grouped = object["illegalTokens"] as? [String: [String]] {
-            return grouped.values.contains { $0.contains(token) }
-        }
-        return false
+        if let listed = object["illegal_tokens"] as? [String], listed.contains(token) { return "illegal_tokens" }
+        let grouped = object["illegalTokens"] as? [String: Any] ?? [:]
+        return grouped.first { ($0.value as? [String])?.contains(token) == true }?.key
     }
 
     /// 80200001 (authentication failed) or 80200003 (the access token expired): worth one more
@@ -235,13 +245,13 @@ struct HMSResult: Sendable {
     /// What it means for the message sent to `token` (Huawei's result codes, in
     /// docs/architecture.md's table of answers).
     func outcome(token: String) -> PushOutcome {
-        let words = "Huawei Push Kit \(code ?? "HTTP \(status)"): \(message)"
+        let words = "Huawei Push Kit \(code ?? "HTTP \(status)"): \(message(without: token))"
         switch code {
         case Self.success:
             return .sent(messageName: requestID ?? "")
         case "80100000":
             // Some tokens refused: with one token a request, it is this one if it is listed.
-            return refused(token)
+            return refusal(of: token) != nil
                 ? .tokenInvalid(reason: "Huawei Push Kit 80100000: the token is refused")
                 : .sent(messageName: requestID ?? "")
         case Self.allTokensInvalid:

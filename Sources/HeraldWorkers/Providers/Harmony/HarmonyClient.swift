@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldCrypto
 import HeraldHTTP
+import Logging
 import Synchronization
 
 extension ConfigurationScope {
@@ -98,30 +99,45 @@ struct HarmonyClient: Sendable {
     let tokens: HarmonyTokens
     let http: HTTPClient
     let sendURL: String
-    /// Whether Push Kit accepted a send made with this account: until then, a token refused as
-    /// another project's (`noRight`) says more of the account than of the phone.
-    let proof = Proof()
+    let logger: Logger
+    /// What this account has shown so far: whether Push Kit accepted a send made with it (until
+    /// then, a token refused as another project's, `noRight`, says more of the account than of the
+    /// phone), and whether it refused one of its images (80100022).
+    let memory = Memory()
 
-    final class Proof: Sendable {
-        private let accepted = Atomic(false)
-        var proven: Bool { accepted.load(ordering: .relaxed) }
-        func noteAccepted() { accepted.store(true, ordering: .relaxed) }
+    final class Memory: Sendable {
+        private let state = Mutex((accepted: false, imageRefused: false))
+        var accepted: Bool { state.withLock { $0.accepted } }
+        func noteAccepted() { state.withLock { $0.accepted = true } }
+        /// Whether this is the first refusal.
+        func noteImageRefused() -> Bool {
+            state.withLock { state in
+                defer { state.imageRefused = true }
+                return !state.imageRefused
+            }
+        }
     }
 
     /// `endpoint`: a stand-in's base URL (nil: Huawei's).
-    init(account: HarmonyServiceAccount, endpoint: String?, http: HTTPClient) {
+    init(account: HarmonyServiceAccount, endpoint: String?, http: HTTPClient, logger: Logger) {
         tokens = HarmonyTokens(account: account)
         self.http = http
+        self.logger = logger
         let base = endpoint.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? Self.pushEndpoint
         sendURL = "\(base)/v3/\(account.projectID)/messages:send"
     }
 
-    /// Sends each message (a request each, at once); the outcomes come in the same order.
+    /// Sends each message (a request each, at once); the outcomes come in the same order. A
+    /// message refused for its token's expiry (80200005) goes again once with a new token; one
+    /// refused for its image (80100022: Push Kit shows only images it has checked) goes again
+    /// without it.
     func send(_ messages: [HarmonyMessage]) async -> [PushOutcome] {
+        var messages = messages
         var results = [HMSResult?](repeating: nil, count: messages.count)
         var outcomes = [PushOutcome?](repeating: nil, count: messages.count)
         var pending = Array(messages.indices)
-        for round in 0..<2 where !pending.isEmpty {
+        var resigned = false
+        for _ in 0..<3 where !pending.isEmpty {
             let token: String
             do {
                 token = try tokens.token()
@@ -129,7 +145,7 @@ struct HarmonyClient: Sendable {
                 let outcome = PushOutcome.configurationError(
                     reason: "the HarmonyOS service account cannot sign its token: \(error)", scope: .harmony)
                 pending.forEach { outcomes[$0] = outcome }
-                return outcomes.map { $0! }
+                break
             }
             let answers = await http.send(
                 pending.map {
@@ -142,6 +158,7 @@ struct HarmonyClient: Sendable {
                         body: messages[$0].requestBody(), timeout: .seconds(10))
                 })
             var again: [Int] = []
+            var expired = false
             for (index, answer) in zip(pending, answers) {
                 switch answer {
                 case .failure(let error) where error.kind == .invalidRequest:
@@ -150,18 +167,32 @@ struct HarmonyClient: Sendable {
                     outcomes[index] = .retry(after: nil, reason: "HarmonyOS Push Kit unreachable: \(error.message)")
                 case .success(let response):
                     let result = HMSResult(response)
-                    if result.code == HMSResult.tokenExpired && round == 0 {
+                    if result.code == HMSResult.tokenExpired && !resigned {
+                        expired = true
+                        again.append(index)
+                    } else if result.code == HMSResult.imageUnchecked, messages[index].withoutImage() {
+                        if memory.noteImageRefused() {
+                            logger.notice(
+                                "HarmonyOS Push Kit refuses images it has not checked: notifications go without them",
+                                metadata: ["project": "\(tokens.account.projectID)"])
+                        }
                         again.append(index)
                     } else {
                         results[index] = result
                     }
                 }
             }
-            if !again.isEmpty { tokens.expired(token) }
+            if expired {
+                tokens.expired(token)
+                resigned = true
+            }
             pending = again
         }
-        if results.contains(where: { $0?.code == HMSResult.success }) { proof.noteAccepted() }
-        let proven = proof.proven
+        for index in pending where outcomes[index] == nil {
+            outcomes[index] = .retry(after: nil, reason: "HarmonyOS Push Kit refused it three times")
+        }
+        if results.contains(where: { $0?.code == HMSResult.success }) { memory.noteAccepted() }
+        let proven = memory.accepted
         return messages.indices.map { index in
             outcomes[index] ?? results[index]!.harmonyOutcome(token: messages[index].token, credentialsProven: proven)
         }
@@ -187,6 +218,8 @@ struct HarmonyMessage: Sendable {
     var ttl: Int
 
     static let longestTTL = 15 * 86_400
+    /// Push Kit's limit on a request's body, not counting its tokens.
+    static let largestBody = 4096
 
     func requestBody() -> [UInt8] {
         JSONValue.object([
@@ -195,33 +228,49 @@ struct HarmonyMessage: Sendable {
             ("pushOptions", .object([("ttl", .int(min(max(ttl, 1), Self.longestTTL)))])),
         ]).encodedBytes
     }
+
+    /// Why Push Kit would refuse it as too large (80300008), if it would.
+    var tooLarge: String? {
+        let bytes = requestBody().count - token.utf8.count
+        guard bytes > Self.largestBody else { return nil }
+        return "the HarmonyOS message is \(bytes) bytes without its token, over Push Kit's \(Self.largestBody);"
+            + " shorten the title, body or data"
+    }
+
+    /// Drops the notification's image; false when it has none.
+    mutating func withoutImage() -> Bool {
+        guard case .object(var members) = payload, let at = members.firstIndex(where: { $0.0 == "notification" }),
+            case .object(var shown) = members[at].1, shown.contains(where: { $0.0 == "image" })
+        else { return false }
+        shown.removeAll { $0.0 == "image" }
+        members[at].1 = .object(shown)
+        payload = .object(members)
+        return true
+    }
 }
 
 extension HMSResult {
     /// 80200005: the service account's token expired (the clocks disagree, or it outlived its
     /// hour); worth one more try with a new one.
     static let tokenExpired = "80200005"
-
-    /// Why Push Kit refused `token`, from a v3 answer's `msg`: a JSON object whose
-    /// `illegalTokens` lists the refused tokens under their reason.
-    func harmonyRefusal(of token: String) -> String? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(fullMessage.utf8)) as? [String: Any],
-            let grouped = object["illegalTokens"] as? [String: Any]
-        else { return nil }
-        return grouped.first { ($0.value as? [String])?.contains(token) == true }?.key
-    }
+    /// 80100022: an image Push Kit has not checked (its image review).
+    static let imageUnchecked = "80100022"
 
     /// What a v3 answer means for the message sent to `token` (docs/architecture.md's table of
     /// answers). `credentialsProven`: Push Kit has accepted a send with this service account.
     func harmonyOutcome(token: String, credentialsProven: Bool) -> PushOutcome {
-        let words = "HarmonyOS Push Kit \(code ?? "HTTP \(status)"): \(message)"
+        let words = "HarmonyOS Push Kit \(code ?? "HTTP \(status)"): \(message(without: token))"
+        if status == 503 {
+            // Traffic control, whatever the body says: the app sends faster than its quota.
+            return .overQuota(after: retryAfter ?? Self.trafficControlPause, reason: words + " (traffic control)")
+        }
         switch code {
         case Self.success:
             return .sent(messageName: requestID ?? "")
         case "80100000", Self.allTokensInvalid:
             // Some tokens refused (80100000), or all (80300007): with one token a request, the
             // reason it is listed under says whose fault it is.
-            guard let reason = harmonyRefusal(of: token) else {
+            guard let reason = refusal(of: token) else {
                 return code == Self.allTokensInvalid
                     ? Self.tokenRefused(reason: "all the tokens are invalid", proven: credentialsProven)
                     : .sent(messageName: requestID ?? "")
@@ -237,9 +286,6 @@ extension HMSResult {
         case "80300029", "81000001":
             // The project's test messages for the day, or Push Kit's own trouble.
             return .retry(after: retryAfter, reason: words)
-        case nil where status == 503:
-            // Traffic control: the app sends faster than its quota; not the message's fault.
-            return .overQuota(after: retryAfter ?? Self.trafficControlPause, reason: words + " (traffic control)")
         case nil where status == 200:
             return .retry(after: nil, reason: "HarmonyOS Push Kit answered 200 without a result code")
         case nil where status == 404:

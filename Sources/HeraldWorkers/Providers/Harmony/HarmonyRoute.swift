@@ -28,7 +28,7 @@ struct HarmonyRoute: ProviderRoute {
 
     let client: HarmonyClient
     let category: String
-    /// Until when the project's sends wait after Push Kit's traffic control.
+    /// Until when the app's sends wait after Push Kit's traffic control (its limit is each app's).
     let trafficControl: ProviderPause
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HarmonyRoute
@@ -46,33 +46,47 @@ struct HarmonyRoute: ProviderRoute {
             "loaded the HarmonyOS Push Kit setup",
             metadata: ["app": "\(app)", "project": "\(account.projectID)", "key_id": "\(account.keyID)"])
         return HarmonyRoute(
-            client: HarmonyClient(account: account, endpoint: shared.configuration.endpoints[name], http: shared.http),
+            client: HarmonyClient(
+                account: account, endpoint: shared.configuration.endpoints[name], http: shared.http,
+                logger: shared.logger),
             category: setup.category,
-            trafficControl: shared.shared("harmony traffic control \(account.projectID)") { ProviderPause() })
+            trafficControl: shared.shared("harmony traffic control \(app)") { ProviderPause() })
     }
 
     /// Push Kit's v3 API has no validate-only request (its test messages are delivered): a dry
-    /// run is built, not sent.
+    /// run is built and its size checked, not sent.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
-        var events: [(OutgoingDelivery, DeliveryLife.Event)] = batch.filter(\.notification.dryRun).map {
-            ($0, .checked(at: now))
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
+        var live: [(OutgoingDelivery, HarmonyMessage)] = []
+        for delivery in batch {
+            let message = builder.harmonyMessage(for: delivery, category: category, now: now)
+            if let tooLarge = message.tooLarge {
+                events.append(
+                    (
+                        delivery,
+                        .sent(.permanentFailure(reason: tooLarge), dryRun: delivery.notification.dryRun, at: now)
+                    ))
+            } else if delivery.notification.dryRun {
+                events.append((delivery, .checked(at: now)))
+            } else {
+                live.append((delivery, message))
+            }
         }
-        let live = batch.filter { !$0.notification.dryRun }
         guard !live.isEmpty else { return events }
         if let until = trafficControl.pausedUntil(now) {
             let outcome = PushOutcome.overQuota(
                 after: .seconds(until.timeIntervalSince(now)),
                 reason: "HarmonyOS Push Kit's traffic control, until \(until)")
-            return events + live.map { ($0, .sent(outcome, dryRun: false, at: now)) }
+            return events + live.map { ($0.0, .sent(outcome, dryRun: false, at: now)) }
         }
-        let outcomes = await client.send(live.map { builder.harmonyMessage(for: $0, category: category, now: now) })
+        let outcomes = await client.send(live.map(\.1))
         let at = context.clock.now()
         for case .overQuota(let after, _) in outcomes {
             trafficControl.pause(until: at.addingTimeInterval(after.seconds))
         }
-        events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
+        events += zip(live, outcomes).map { ($0.0, .sent($1, dryRun: false, at: at)) }
         return events
     }
 }
@@ -81,15 +95,20 @@ extension PayloadBuilder {
     /// A delivery as a v3 message. A notification is one Push Kit shows (push-type 0, under the
     /// app's `category`); the producer's data and Herald's keys ride in `clickAction.data`, which
     /// the app reads from the Want that opens it (`want.parameters`), and a deep link opens its
-    /// page (`clickAction.uri`). Push Kit requires a title and a body: one not given is empty. A
-    /// silent notification, or one with nothing to show, is a background message (push-type 6):
-    /// the same keys, as a JSON object in `extraData`, handed to the running app.
+    /// page (`clickAction.uri`). Push Kit requires a title and a body, neither empty: one not
+    /// given takes the other's text. Its `notifyId`, from the notification's id, makes a repeated
+    /// send (at least once) replace the notification rather than add one; its badge is at most
+    /// 99, as Push Kit takes it. A silent notification, or one with nothing to show, is a
+    /// background message (push-type 6): the same keys, as a JSON object in `extraData`, handed
+    /// to the running app.
     func harmonyMessage(for delivery: OutgoingDelivery, category: String, now: Date) -> HarmonyMessage {
         let notification = delivery.notification
         let token = delivery.target?.deviceToken ?? ""
         let ttl = Self.ttl(delivery, now: now)
         let data = JSONValue.object(merged(notification.data, heraldKeys(delivery)).map { ($0.0, .string($0.1)) })
-        guard delivery.payloadKind == .harmonyAlert, notification.title != nil || notification.body != nil else {
+        guard delivery.payloadKind == .harmonyAlert,
+            !(notification.title ?? "").isEmpty || !(notification.body ?? "").isEmpty
+        else {
             return HarmonyMessage(
                 token: token, pushType: .background,
                 payload: .object([("extraData", .string(String(decoding: data.encodedBytes, as: UTF8.self)))]),
@@ -98,12 +117,14 @@ extension PayloadBuilder {
         var click: [(String, JSONValue)] = [("actionType", .int(notification.deepLink == nil ? 0 : 1))]
         if let link = notification.deepLink { click.append(("uri", .string(link))) }
         click.append(("data", data))
+        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 } ?? notification.body ?? ""
+        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 } ?? title
         var shown: [(String, JSONValue)] = [
-            ("category", .string(category)), ("title", .string(notification.title ?? "")),
-            ("body", .string(notification.body ?? "")), ("clickAction", .object(click)),
+            ("category", .string(category)), ("title", .string(title)), ("body", .string(body)),
+            ("clickAction", .object(click)), ("notifyId", .int(Int(notification.id % Int64(Int32.max)))),
         ]
         if let image = notification.imageURL { shown.append(("image", .string(image))) }
-        if let badge = notification.badge { shown.append(("badge", .object([("setNum", .int(badge))]))) }
+        if let badge = notification.badge { shown.append(("badge", .object([("setNum", .int(min(badge, 99)))]))) }
         return HarmonyMessage(
             token: token, pushType: .alert, payload: .object([("notification", .object(shown))]), ttl: ttl)
     }
