@@ -21,12 +21,16 @@ import Testing
     }
 
     /// Registers a phone with the endpoint and keys its distributor gave the connector, as the
-    /// app's backend passes them on; returns the endpoint.
+    /// app's backend passes them on; returns the endpoint. `host`: the distributor's name
+    /// (`localhost` is another origin than the address, through the same front).
     @discardableResult
-    func registerPhone(_ f: WorkerFixture, _ device: String, user: String = "alice") async throws -> String {
+    func registerPhone(_ f: WorkerFixture, _ device: String, user: String = "alice", host: String? = nil)
+        async throws -> String
+    {
         let front = try #require(f.pushService)
+        let base = host.map { front.baseURL.replacingOccurrences(of: "127.0.0.1", with: $0) } ?? front.baseURL
         let subscription = try await f.emulator.subscribe(
-            base: front.baseURL, applicationServerKey: try #require(f.vapid).publicKey)
+            base: base, applicationServerKey: try #require(f.vapid).publicKey)
         try await f.db.query(
             "SELECT herald.register_device('shop', $1, 'android', $2, $3, 'unifiedpush')",
             [device, subscription.json, user])
@@ -117,6 +121,32 @@ import Testing
         #expect(try await f.delivery(of: "pixel").state == "sent")
         let disabled = try await f.db.query("SELECT device_id FROM herald.devices WHERE disabled_at IS NOT NULL")
         #expect(try disabled.map { try $0.decode(0, as: String.self) } == ["fairphone"])
+    }
+
+    /// A slow distributor holds back only its own phones: another distributor's phone is sent
+    /// without waiting for it.
+    @Test func aSlowDistributorHoldsBackOnlyItsOwnPhones() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        try await unifiedPushApp(f)
+        let slow = try await registerPhone(f, "fairphone", host: "localhost")
+        try await registerPhone(f, "pinephone", user: "bob")
+        await f.emulator.setBehaviour(.slow(milliseconds: 4000), forToken: slow)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'y')")
+        try await f.ingest()
+        try await f.dispatch()
+        let times = try await f.db.query(
+            """
+            SELECT dev.device_id, d.state, extract(epoch FROM d.sent_at)::float8 FROM herald.deliveries d
+            JOIN herald.devices dev ON dev.id = d.device_id ORDER BY dev.device_id
+            """
+        ).map {
+            (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self), try $0.decode(2, as: Double?.self))
+        }
+        #expect(times.map(\.1) == ["sent", "sent"], "\(times)")
+        let fast = try #require(times.first { $0.0 == "pinephone" }?.2)
+        let late = try #require(times.first { $0.0 == "fairphone" }?.2)
+        #expect(late - fast > 3, "the other distributor's phone did not wait: \(times)")
     }
 
     /// Off unless the daemon's HERALD_UNIFIEDPUSH is on: the deliveries wait, saying so, and
