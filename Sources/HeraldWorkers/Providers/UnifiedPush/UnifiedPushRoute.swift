@@ -29,21 +29,9 @@ struct UnifiedPushRoute: ProviderRoute {
         if case .subscription(tokenKind, _, _, _) = target { true } else { false }
     }
 
-    /// The app's row of `herald.app_unifiedpush`.
-    struct Setup: Equatable, Sendable, Decodable {
-        var keyFile: String
-        var subject: String
-        /// The distributor hosts its phones' endpoints may name (`*`: any public host).
-        var hosts: [String]
-        var privateAddresses: Bool
-
-        enum CodingKeys: String, CodingKey {
-            case keyFile = "vapid_key_file"
-            case subject = "vapid_subject"
-            case hosts
-            case privateAddresses = "private_addresses"
-        }
-    }
+    /// The app's row of `herald.app_unifiedpush`: its VAPID key and contact, and the distributor
+    /// hosts its phones' endpoints may name (`*`: any public host).
+    typealias Setup = WebPushRoute.Setup
 
     let client: WebPushClient
 
@@ -53,18 +41,8 @@ struct UnifiedPushRoute: ProviderRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has UnifiedPush endpoints but no row in herald.app_unifiedpush")
         }
-        do {
-            let key = try VAPIDKey.load(file: setup.keyFile, subject: setup.subject)
-            shared.logger.info(
-                "loaded the UnifiedPush VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
-            return UnifiedPushRoute(
-                client: WebPushClient(
-                    authorizations: VAPIDAuthorizations(key: key), http: shared.http,
-                    policy: WebPushEndpointPolicy(hosts: setup.hosts, privateAddresses: setup.privateAddresses),
-                    scope: .unifiedPush))
-        } catch {
-            throw ConfigurationProblem("app \(app): \(error)")
-        }
+        return UnifiedPushRoute(
+            client: try WebPushRoute.client(app: app, setup: setup, scope: .unifiedPush, shared: shared))
     }
 
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async

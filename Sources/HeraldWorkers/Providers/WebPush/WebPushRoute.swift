@@ -19,7 +19,8 @@ struct WebPushRoute: ProviderRoute {
         }
     }
 
-    /// The app's row of `herald.app_webpush_settings`.
+    /// The app's row of `herald.app_webpush_settings` (or of another Web Push subscriber's
+    /// settings, such as `herald.app_unifiedpush`).
     struct Setup: Equatable, Sendable, Decodable {
         var keyFile: String?
         var subject: String?
@@ -39,18 +40,28 @@ struct WebPushRoute: ProviderRoute {
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> WebPushRoute
     {
-        guard let setup, let keyFile = setup.keyFile, let subject = setup.subject else {
+        guard let setup, setup.keyFile != nil, setup.subject != nil else {
             throw ConfigurationProblem(
                 "app \(app) sends to browsers but has no VAPID key: set vapid_key_file and vapid_subject in"
                     + " herald.app_webpush (herald vapid-key makes a key)")
         }
+        return WebPushRoute(client: try client(app: app, setup: setup, scope: .web, shared: shared))
+    }
+
+    /// A Web Push client with the app's VAPID key, to the hosts its setup allows; what its
+    /// answers find failing is the configuration `scope`.
+    static func client(app: String, setup: Setup, scope: ConfigurationScope, shared: isolated Senders)
+        throws(ConfigurationProblem) -> WebPushClient
+    {
         do {
-            let key = try VAPIDKey.load(file: keyFile, subject: subject)
-            shared.logger.info("loaded the VAPID key", metadata: ["app": "\(app)", "public_key": "\(key.publicKey)"])
-            return WebPushRoute(
-                client: WebPushClient(
-                    authorizations: VAPIDAuthorizations(key: key), http: shared.http,
-                    policy: WebPushEndpointPolicy(hosts: setup.hosts, privateAddresses: setup.privateAddresses)))
+            let key = try VAPIDKey.load(file: setup.keyFile ?? "", subject: setup.subject ?? "")
+            shared.logger.info(
+                "loaded the VAPID key",
+                metadata: ["app": "\(app)", "scope": "\(scope.rawValue)", "public_key": "\(key.publicKey)"])
+            return WebPushClient(
+                authorizations: VAPIDAuthorizations(key: key), http: shared.http,
+                policy: WebPushEndpointPolicy(hosts: setup.hosts, privateAddresses: setup.privateAddresses),
+                scope: scope)
         } catch {
             throw ConfigurationProblem("app \(app): \(error)")
         }
