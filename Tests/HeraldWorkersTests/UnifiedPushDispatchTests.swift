@@ -78,7 +78,8 @@ import Testing
         }
         await #expect { try await register("https://ntfy.example.net/upAbc123") } throws: {
             "\($0)".contains(
-                "takes no a UnifiedPush endpoint with its keys until it has a row in herald.app_unifiedpush")
+                "takes no token of kind unifiedpush (a UnifiedPush endpoint with its keys) until it has a row in herald.app_unifiedpush"
+            )
         }
         try await f.db.query(
             """

@@ -87,8 +87,8 @@ BEGIN
     EXECUTE format('SELECT p.hosts, p.private_addresses FROM %s p WHERE p.app_id = $1', kind.endpoint_policy)
     INTO hosts, private_addresses USING app;
     IF hosts IS NULL THEN
-        RAISE EXCEPTION 'herald.register_device: app % takes no % until it has a row in %', quote_literal(app),
-            kind.description, kind.endpoint_policy USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'herald.register_device: app % takes no token of kind % (%) until it has a row in %',
+            quote_literal(app), kind.token_kind, kind.description, kind.endpoint_policy USING ERRCODE = 'check_violation';
     END IF;
     IF NOT herald.web_push_host_allowed(host, hosts) THEN
         RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app)
