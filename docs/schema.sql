@@ -778,6 +778,7 @@ CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, w
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 BEGIN
     -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
@@ -1221,6 +1222,7 @@ CREATE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT 
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     with_activities boolean;
@@ -1417,6 +1419,7 @@ CREATE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at t
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
     SET enable_sort TO 'on'
     AS $_$
 DECLARE
@@ -1436,11 +1439,8 @@ BEGIN
         INTO activities;
     END IF;
     SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
-    -- In key order, by the key's index: with sequential scans off (above), a plain read would be
-    -- estimated so costly that PostgreSQL compiled it with JIT, 100 ms a call.
     SELECT array_agg(p.platform), array_agg(p.payload_kind), array_agg(p.silent_payload_kind)
-    INTO platform_names, payload_kinds, silent_payload_kinds
-    FROM (SELECT * FROM herald.platforms ORDER BY platform) p;
+    INTO platform_names, payload_kinds, silent_payload_kinds FROM herald.platforms p;
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
@@ -1668,6 +1668,7 @@ CREATE FUNCTION herald.ingest_next(batch integer, at timestamp with time zone DE
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
     SET enable_sort TO 'off'
     AS $$
 DECLARE
@@ -2128,6 +2129,7 @@ CREATE FUNCTION herald.reconcile(report_ids bigint[], at timestamp with time zon
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     applied int;
@@ -2215,6 +2217,7 @@ CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text,
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 BEGIN

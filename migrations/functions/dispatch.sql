@@ -122,7 +122,7 @@ GRANT SELECT ON herald.route_rules TO herald_operator, herald_daemon;
 CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text)
     LANGUAGE plpgsql
     SET enable_sort TO 'off' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
-    SET plan_cache_mode TO 'force_generic_plan'
+    SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off'
     AS $$
 BEGIN
     -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
@@ -255,7 +255,7 @@ CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], w
 RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
-SET plan_cache_mode TO 'force_generic_plan'
+SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off'
 AS $$
 #variable_conflict use_column
 BEGIN

@@ -309,9 +309,13 @@ GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with 
 -- ten. The bounds of the batch's ids let the executor leave out the generations' partitions that
 -- cannot hold them before it reads any, and each row is written back through its own
 -- partition (kept and id), found while the plan runs.
+--
+-- JIT is off in these functions (and the claim's, the record's and the reconcile's): with
+-- sequential scans off, a read of a few rows that has no index to take (herald.platforms, read
+-- whole) is estimated so costly that PostgreSQL compiled it, 50 ms an ingest of one.
 CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
-    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
     SET enable_sort = on
     AS $$
 DECLARE
@@ -331,11 +335,8 @@ BEGIN
         INTO activities;
     END IF;
     SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
-    -- In key order, by the key's index: with sequential scans off (above), a plain read would be
-    -- estimated so costly that PostgreSQL compiled it with JIT, 100 ms a call.
     SELECT array_agg(p.platform), array_agg(p.payload_kind), array_agg(p.silent_payload_kind)
-    INTO platform_names, payload_kinds, silent_payload_kinds
-    FROM (SELECT * FROM herald.platforms ORDER BY platform) p;
+    INTO platform_names, payload_kinds, silent_payload_kinds FROM herald.platforms p;
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
@@ -558,7 +559,7 @@ GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with t
 -- takes those still 'received' in id order, so concurrent ingesters cannot deadlock.
 CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL, lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
     LANGUAGE plpgsql
-    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
     AS $$
 DECLARE
     with_activities boolean;
@@ -584,7 +585,7 @@ CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT 
                                               lease_for interval DEFAULT NULL, reserve int DEFAULT 0)
 RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int, leased bigint[])
 LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 SET enable_sort = off AS $$
 DECLARE
     ids bigint[];

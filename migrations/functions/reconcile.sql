@@ -207,7 +207,7 @@ LANGUAGE plpgsql
 -- another table a LATERAL probe fenced with OFFSET 0, as in herald.claim_sends: a plan made on
 -- empty tables read every delivery of a grown day once per call (PlanningTests).
 SET plan_cache_mode TO 'force_generic_plan' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off'
-SET enable_mergejoin TO 'off'
+SET enable_mergejoin TO 'off' SET jit TO 'off'
 AS $$
 DECLARE
     applied int;
