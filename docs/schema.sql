@@ -505,7 +505,6 @@ CREATE TABLE herald.devices (
     web_auth bytea,
     token_kind text DEFAULT 'registration_token'::text NOT NULL,
     registration_started_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT "a UnifiedPush device has its keys" CHECK (((token_kind <> 'unifiedpush'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
     CONSTRAINT "a web device has its subscription's keys" CHECK (((platform <> 'web'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
     CONSTRAINT devices_check CHECK (((disabled_at IS NULL) = (disabled_reason IS NULL))),
     CONSTRAINT devices_check1 CHECK (((disabled_at IS NULL) = (disabled_cause IS NULL))),
@@ -730,12 +729,47 @@ BEGIN
     IF NOT herald.web_push_host_allowed(host, hosts) THEN
         RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app)
             USING ERRCODE = 'check_violation',
-                  HINT = format('%s.hosts lists the hosts allowed', kind.endpoint_policy);
+                  HINT = format('%s lists the hosts allowed', herald.endpoint_settings(kind, 'hosts'));
     END IF;
     IF NOT private_addresses AND herald.is_private_host(host) THEN
         RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
             USING ERRCODE = 'check_violation',
-                  HINT = format('only for a push service on this network: set %s.private_addresses', kind.endpoint_policy);
+                  HINT = format('only for a push service on this network: set %s',
+                                herald.endpoint_settings(kind, 'private_addresses'));
+    END IF;
+END;
+$_$;
+
+
+--
+-- Name: check_web_push_endpoint(text, herald.apps); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    host text := substring(endpoint FROM '^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/|$)');
+BEGIN
+    -- A host whose last label is a number, or that starts with 0x (127.1, 2130706433,
+    -- 0x7f000001), is an address in one of the shorthands resolvers accept: only an address
+    -- written as four decimal numbers is taken.
+    IF host IS NULL OR octet_length(endpoint) > 2048 OR endpoint ~ '[[:space:][:cntrl:]]'
+       OR ((host ~ '(^|\.)[0-9]+$' OR host ~* '^0x')
+           AND host !~ '^(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}$') THEN
+        RAISE EXCEPTION 'herald.register_device: a web subscription''s endpoint must be a plain https:// URL of at most 2048 bytes (a host name, an optional port, a path without spaces or control characters), not %',
+            quote_literal(left(endpoint, 40)) USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT herald.web_push_host_allowed(host, coalesce(app.web_push_hosts, herald.default_web_push_hosts())) THEN
+        RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app.app_id)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'herald.apps.web_push_hosts lists the hosts allowed (NULL: herald.default_web_push_hosts())';
+    END IF;
+    IF NOT app.web_push_private_addresses AND herald.is_private_host(host) THEN
+        RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'only for a local push service: set herald.apps.web_push_private_addresses';
     END IF;
 END;
 $_$;
@@ -1169,6 +1203,19 @@ CREATE FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch i
         RETURNING d.state
     )
     SELECT ended.state, count(*) FROM ended GROUP BY ended.state;
+$$;
+
+
+--
+-- Name: endpoint_settings(herald.token_kinds, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.endpoint_settings(kind herald.token_kinds, column_name text) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+SELECT format('%s.%s', CASE WHEN kind.endpoint_policy = 'herald.web_push_endpoint_policy'::regclass
+                            THEN 'herald.app_webpush' ELSE kind.endpoint_policy::text END, column_name)
 $$;
 
 
@@ -3142,7 +3189,7 @@ CREATE TABLE herald.app_unifiedpush (
     vapid_subject text NOT NULL,
     hosts text[] DEFAULT '{*}'::text[] NOT NULL,
     private_addresses boolean DEFAULT false NOT NULL,
-    CONSTRAINT app_unifiedpush_hosts_check CHECK ((cardinality(hosts) > 0)),
+    CONSTRAINT app_unifiedpush_hosts_check CHECK (((cardinality(hosts) > 0) AND herald.are_host_patterns(hosts))),
     CONSTRAINT app_unifiedpush_vapid_key_file_check CHECK ((vapid_key_file <> ''::text)),
     CONSTRAINT app_unifiedpush_vapid_subject_check CHECK ((vapid_subject ~ '^(mailto:|https://).'::text))
 );
@@ -4082,6 +4129,14 @@ ALTER TABLE ONLY herald.deliveries ALTER COLUMN id SET DEFAULT nextval('herald.d
 --
 
 ALTER TABLE ONLY herald.delivery_reports ALTER COLUMN id SET DEFAULT nextval('herald.delivery_reports_id_seq'::regclass);
+
+
+--
+-- Name: devices a UnifiedPush device has its keys; Type: CHECK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.devices
+    ADD CONSTRAINT "a UnifiedPush device has its keys" CHECK (((token_kind <> 'unifiedpush'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))) NOT VALID;
 
 
 --
@@ -5659,6 +5714,14 @@ GRANT ALL ON FUNCTION herald.check_push_endpoint(endpoint text, app text, kind h
 
 
 --
+-- Name: FUNCTION check_web_push_endpoint(endpoint text, app herald.apps); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.check_web_push_endpoint(endpoint text, app herald.apps) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION claim_idempotency_key(); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -5764,6 +5827,14 @@ GRANT ALL ON FUNCTION herald.end_activity(app text, activity text, content_state
 
 REVOKE ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.end_hopeless_retries(at timestamp with time zone, batch integer) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION endpoint_settings(kind herald.token_kinds, column_name text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.endpoint_settings(kind herald.token_kinds, column_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.endpoint_settings(kind herald.token_kinds, column_name text) TO herald_daemon;
 
 
 --

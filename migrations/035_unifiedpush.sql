@@ -19,8 +19,9 @@ SELECT a.app_id, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
        coalesce(w.private_addresses, false) AS private_addresses
 FROM herald.apps a LEFT JOIN herald.app_webpush w ON w.app_id = a.app_id;
 UPDATE herald.token_kinds SET endpoint_policy = 'herald.web_push_endpoint_policy' WHERE token_kind = 'web_subscription';
--- Replaced by herald.check_push_endpoint, which reads a kind's policy.
-DROP FUNCTION herald.check_web_push_endpoint(text, herald.apps);
+-- herald.check_push_endpoint, which reads a kind's policy, replaces herald.check_web_push_endpoint;
+-- the old one stays for a release: register_device calls it until functions/ is applied, in a
+-- transaction after this one.
 
 -- An app's UnifiedPush setup: the VAPID key it signs with (the public half is what the app
 -- passes to its distributor when it registers) and its contact, and the distributors it
@@ -31,7 +32,7 @@ CREATE TABLE herald.app_unifiedpush (
     app_id            text PRIMARY KEY REFERENCES herald.apps (app_id) ON UPDATE CASCADE ON DELETE CASCADE,
     vapid_key_file    text NOT NULL CHECK (vapid_key_file <> ''),
     vapid_subject     text NOT NULL CHECK (vapid_subject ~ '^(mailto:|https://).'),
-    hosts             text[] NOT NULL DEFAULT '{*}' CHECK (cardinality(hosts) > 0),
+    hosts             text[] NOT NULL DEFAULT '{*}' CHECK (cardinality(hosts) > 0 AND herald.are_host_patterns(hosts)),
     private_addresses boolean NOT NULL DEFAULT false
 );
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR UPDATE OR DELETE ON herald.app_unifiedpush
@@ -46,7 +47,7 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, endpoint_pol
 ALTER TABLE herald.devices
     ADD CONSTRAINT "a UnifiedPush device has its keys"
     CHECK (token_kind <> 'unifiedpush' OR push_token IS NULL
-           OR (octet_length(web_p256dh) = 65 AND octet_length(web_auth) = 16));
+           OR (octet_length(web_p256dh) = 65 AND octet_length(web_auth) = 16)) NOT VALID;  -- no row has the kind yet
 
 INSERT INTO herald.providers (provider, settings) VALUES ('unifiedpush', 'herald.app_unifiedpush');
 INSERT INTO herald.config_scopes (scope, waiting) VALUES

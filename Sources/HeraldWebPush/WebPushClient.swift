@@ -47,6 +47,12 @@ public struct WebPushClient: Sendable {
     public let policy: WebPushEndpointPolicy
     /// The configuration its VAPID key is: `web` for browsers (another for a UnifiedPush app).
     public let scope: ConfigurationScope
+    /// What makes refusals of the VAPID authorization independent witnesses against the app's
+    /// key: two subscriptions for browsers, whose push services are few and well kept; two push
+    /// services for UnifiedPush, since any distributor (one user's server) may refuse every
+    /// request it gets.
+    public enum RefusalWitness: Sendable { case subscription, origin }
+    public let refusalsCountPer: RefusalWitness
     private let http: HTTPClient
     private let timeout: Duration
     private let clock: any WallClock
@@ -54,11 +60,13 @@ public struct WebPushClient: Sendable {
 
     public init(
         authorizations: VAPIDAuthorizations, http: HTTPClient, policy: WebPushEndpointPolicy = WebPushEndpointPolicy(),
-        scope: ConfigurationScope = .web, timeout: Duration = .seconds(10), clock: any WallClock = SystemClock()
+        scope: ConfigurationScope = .web, refusalsCountPer: RefusalWitness = .subscription,
+        timeout: Duration = .seconds(10), clock: any WallClock = SystemClock()
     ) {
         self.authorizations = authorizations
         self.policy = policy
         self.scope = scope
+        self.refusalsCountPer = refusalsCountPer
         self.http = http
         self.timeout = timeout
         self.clock = clock
@@ -81,7 +89,7 @@ public struct WebPushClient: Sendable {
         for ((index, _), result) in zip(requests, results) {
             switch result {
             case .failure(let error):
-                outcomes[index] = Self.outcome(of: error)
+                outcomes[index] = outcome(of: error)
             case .success(let response):
                 let outcome = Self.classify(response, now: now, scope: scope)
                 if case .sent = outcome { accepted += 1 }
@@ -93,14 +101,18 @@ public struct WebPushClient: Sendable {
             }
         }
         let verdicts = refusals.judge(
-            accepted: accepted, refused: refused.map { messages[$0.index].subscription.endpoint }, now: now)
+            accepted: accepted,
+            refused: refused.map {
+                let subscription = messages[$0.index].subscription
+                return refusalsCountPer == .origin ? subscription.origin : subscription.endpoint
+            }, now: now)
         for ((index, reason), verdict) in zip(refused, verdicts) {
             switch verdict {
             case .subscription:
                 outcomes[index] = .permanentFailure(
                     reason: "\(reason): the push service refused this subscription's VAPID authorization while others"
-                        + " are accepted: it was probably made with another applicationServerKey; the browser must"
-                        + " subscribe again")
+                        + " are accepted: it was probably made with another applicationServerKey; it must be made"
+                        + " again")
             case .undecided:
                 outcomes[index] = .retry(
                     after: nil,
@@ -128,7 +140,7 @@ public struct WebPushClient: Sendable {
                 Unsent(
                     outcome: .permanentFailure(
                         reason: "the push service host \(subscription.host) is not among this app's allowed Web Push"
-                            + " hosts; herald.app_webpush.hosts allows more")))
+                            + " hosts; \(policy.settings).hosts allows more")))
         }
         let body: [UInt8]
         do {
@@ -163,14 +175,14 @@ public struct WebPushClient: Sendable {
     }
 
     /// What a request that got no answer means.
-    static func outcome(of error: HTTPClientError) -> PushOutcome {
+    func outcome(of error: HTTPClientError) -> PushOutcome {
         switch error.kind {
         case .invalidRequest:
             // Every header is Herald's own or made safe (the topic); the endpoint is the browser's.
             return .tokenInvalid(reason: "the subscription's endpoint cannot be sent to: \(error.message)")
         case .refusedAddress:
             return .permanentFailure(
-                reason: "\(error.message); herald.app_webpush.private_addresses allows push services on private"
+                reason: "\(error.message); \(policy.settings).private_addresses allows push services on private"
                     + " addresses")
         default:
             return .retry(after: nil, reason: "push service unreachable: \(error.message)")

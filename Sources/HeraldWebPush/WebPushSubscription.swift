@@ -103,9 +103,9 @@ extension UInt8 {
     }
 }
 
-/// Which push services an app's browsers may be sent to: the hosts of subscription endpoints
-/// (`herald.app_webpush.hosts`), and whether they may resolve to private addresses
-/// (`herald.app_webpush.private_addresses`).
+/// Which push services an app's subscribers may be sent to: the hosts of subscription endpoints
+/// (`herald.app_webpush.hosts` for browsers), and whether they may resolve to private addresses
+/// (`private_addresses`).
 public struct WebPushEndpointPolicy: Sendable, Equatable {
     /// Patterns matched case-insensitively against an endpoint's host (its port ignored):
     /// `push.example.com` that host only, `*.example.com` any subdomain of it (not
@@ -114,10 +114,13 @@ public struct WebPushEndpointPolicy: Sendable, Equatable {
     /// Whether an endpoint may reach a loopback, private, link-local or otherwise non-public
     /// address (for a push service on the operator's own network, or a test stand-in).
     public var privateAddresses: Bool
+    /// Where an operator changes it, as reasons name it: `herald.app_webpush` for browsers.
+    public var settings: String
 
-    public init(hosts: [String] = ["*"], privateAddresses: Bool = true) {
+    public init(hosts: [String] = ["*"], privateAddresses: Bool = true, settings: String = "herald.app_webpush") {
         self.hosts = hosts
         self.privateAddresses = privateAddresses
+        self.settings = settings
     }
 
     /// Whether `host` (lower-cased or not, without a port) matches one of ``hosts``.

@@ -24,7 +24,9 @@ import Testing
         let f = try await WorkerFixture.make(apns: true)
         for n in 0..<20 {
             let token = try await f.registerIPhone("iphone-\(n)", user: "ios-\(n)")
-            await f.emulator.setBehaviour(.slow(milliseconds: 3000), forToken: token)
+            // Slow enough that the Android phones are sent first even on a machine busy with the
+            // whole suite (3 s was not, once).
+            await f.emulator.setBehaviour(.slow(milliseconds: 8000), forToken: token)
         }
         for n in 0..<30 { try await f.register("pixel-\(n)", "android", user: "android-\(n)") }
         // The iPhones' notifications first, so the first claims bring both routes.

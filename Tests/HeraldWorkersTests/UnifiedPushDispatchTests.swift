@@ -168,5 +168,53 @@ import Testing
                 == "waiting: UnifiedPush is off in the daemon that claimed it; a daemon with HERALD_UNIFIEDPUSH=true will send it"
         )
         #expect(await f.emulator.webPushes.isEmpty)
+        let attempts = try await f.db.query(
+            "SELECT d.attempts FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id WHERE v.device_id = 'fairphone'"
+        )[0].decode(0, as: Int.self)
+        #expect(attempts == 0, "waiting is not an attempt")
+    }
+
+    /// The address the daemon connects to is checked again: an endpoint registered while the
+    /// app allowed private addresses is not sent to once it no longer does.
+    @Test func aPrivateAddressIsRefusedAtConnectTime() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        try await unifiedPushApp(f)
+        try await registerPhone(f, "fairphone")
+        try await f.db.query("UPDATE herald.app_unifiedpush SET private_addresses = false")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.ingest()
+        try await f.dispatch()
+        let refused = try await f.delivery(of: "fairphone")
+        #expect(refused.state == "failed", "\(refused)")
+        #expect(refused.error?.contains("herald.app_unifiedpush.private_addresses") == true, "\(refused)")
+        #expect(await f.emulator.webPushes.isEmpty)
+    }
+
+    /// A distributor refusing the app's VAPID signature is one user's server: refusals from one
+    /// distributor never make it the app's configuration; from two, with none accepted, they do
+    /// (scope `unifiedpush`, not browsers').
+    @Test func onlyTwoDistributorsRefusingTheKeyMakeItTheAppsProblem() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        try await unifiedPushApp(f)
+        for (device, user) in [("fairphone", "alice"), ("pinephone", "bob")] {
+            await f.emulator.setBehaviour(
+                .thirdPartyAuthError, forToken: try await registerPhone(f, device, user: user))
+        }
+        try await f.db.query(
+            "SELECT herald.send('shop', user_ref => u, title => 'x') FROM unnest('{alice,bob}'::text[]) u")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await f.db.query("SELECT 1 FROM herald.app_problems").isEmpty, "one distributor's word")
+        #expect(try await f.delivery(of: "fairphone").state == "queued")
+
+        await f.emulator.setBehaviour(
+            .thirdPartyAuthError, forToken: try await registerPhone(f, "librem", user: "carol", host: "localhost"))
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'carol', title => 'y')")
+        try await f.ingest()
+        try await f.dispatch()
+        let scopes = try await f.db.query("SELECT scope FROM herald.app_problems").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(scopes == ["unifiedpush"])
     }
 }

@@ -63,6 +63,26 @@ $$;
 REVOKE ALL ON FUNCTION herald.is_private_host(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.is_private_host(text) TO herald_daemon;
 
+-- Which hosts each app's browsers' subscriptions may name (herald.token_kinds.endpoint_policy
+-- of web_subscription): its herald.app_webpush row's, or for an app without one, the browsers'
+-- push services (herald.default_web_push_hosts()).
+CREATE OR REPLACE VIEW herald.web_push_endpoint_policy AS
+SELECT a.app_id, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
+       coalesce(w.private_addresses, false) AS private_addresses
+FROM herald.apps a LEFT JOIN herald.app_webpush w ON w.app_id = a.app_id;
+REVOKE ALL ON herald.web_push_endpoint_policy FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.web_push_endpoint_policy TO herald_operator, herald_daemon;
+
+-- Where an operator changes a kind's endpoint policy (its `column`), as errors name it: a
+-- browser's policy is a view over herald.app_webpush.
+CREATE OR REPLACE FUNCTION herald.endpoint_settings(kind herald.token_kinds, column_name text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+SELECT format('%s.%s', CASE WHEN kind.endpoint_policy = 'herald.web_push_endpoint_policy'::regclass
+                            THEN 'herald.app_webpush' ELSE kind.endpoint_policy::text END, column_name)
+$$;
+REVOKE ALL ON FUNCTION herald.endpoint_settings(herald.token_kinds,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.endpoint_settings(herald.token_kinds,text) TO herald_daemon;
+
 -- Refuses a subscription's endpoint (a token of a kind with an endpoint policy:
 -- herald.token_kinds.endpoint_policy) that is not a plain https:// URL, or whose host the app's
 -- row of that policy does not allow: a host not in its `hosts` (names, `*.domain`, or `*`), or a
@@ -93,27 +113,19 @@ BEGIN
     IF NOT herald.web_push_host_allowed(host, hosts) THEN
         RAISE EXCEPTION 'herald.register_device: % is not a push service app % sends to', quote_literal(host), quote_literal(app)
             USING ERRCODE = 'check_violation',
-                  HINT = format('%s.hosts lists the hosts allowed', kind.endpoint_policy);
+                  HINT = format('%s lists the hosts allowed', herald.endpoint_settings(kind, 'hosts'));
     END IF;
     IF NOT private_addresses AND herald.is_private_host(host) THEN
         RAISE EXCEPTION 'herald.register_device: % is a loopback, private or link-local address', quote_literal(host)
             USING ERRCODE = 'check_violation',
-                  HINT = format('only for a push service on this network: set %s.private_addresses', kind.endpoint_policy);
+                  HINT = format('only for a push service on this network: set %s',
+                                herald.endpoint_settings(kind, 'private_addresses'));
     END IF;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.check_push_endpoint(text,text,herald.token_kinds) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.check_push_endpoint(text,text,herald.token_kinds) TO herald_daemon;
 
--- Which hosts each app's browsers' subscriptions may name (herald.token_kinds.endpoint_policy
--- of web_subscription): its herald.app_webpush row's, or for an app without one, the browsers'
--- push services (herald.default_web_push_hosts()).
-CREATE OR REPLACE VIEW herald.web_push_endpoint_policy AS
-SELECT a.app_id, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
-       coalesce(w.private_addresses, false) AS private_addresses
-FROM herald.apps a LEFT JOIN herald.app_webpush w ON w.app_id = a.app_id;
-REVOKE ALL ON herald.web_push_endpoint_policy FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT SELECT ON herald.web_push_endpoint_policy TO herald_operator, herald_daemon;
 
 -- The trigger of every provider's settings table (herald.providers.settings): a change to an
 -- app's row renews the app's row in herald.apps, whose version the dispatch worker's claim

@@ -42,7 +42,9 @@ struct UnifiedPushRoute: ProviderRoute {
             throw ConfigurationProblem("app \(app) has UnifiedPush endpoints but no row in herald.app_unifiedpush")
         }
         return UnifiedPushRoute(
-            client: try WebPushRoute.client(app: app, setup: setup, scope: .unifiedPush, shared: shared))
+            client: try WebPushRoute.client(
+                app: app, setup: setup, settings: "herald.app_unifiedpush", scope: .unifiedPush,
+                refusalsCountPer: .origin, shared: shared))
     }
 
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async

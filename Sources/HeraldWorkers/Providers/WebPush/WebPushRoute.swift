@@ -45,14 +45,18 @@ struct WebPushRoute: ProviderRoute {
                 "app \(app) sends to browsers but has no VAPID key: set vapid_key_file and vapid_subject in"
                     + " herald.app_webpush (herald vapid-key makes a key)")
         }
-        return WebPushRoute(client: try client(app: app, setup: setup, scope: .web, shared: shared))
+        return WebPushRoute(
+            client: try client(
+                app: app, setup: setup, settings: "herald.app_webpush", scope: .web, refusalsCountPer: .subscription,
+                shared: shared))
     }
 
-    /// A Web Push client with the app's VAPID key, to the hosts its setup allows; what its
-    /// answers find failing is the configuration `scope`.
-    static func client(app: String, setup: Setup, scope: ConfigurationScope, shared: isolated Senders)
-        throws(ConfigurationProblem) -> WebPushClient
-    {
+    /// A Web Push client with the app's VAPID key, to the hosts its setup (the app's row of
+    /// `settings`) allows; what its answers find failing is the configuration `scope`.
+    static func client(
+        app: String, setup: Setup, settings: String, scope: ConfigurationScope,
+        refusalsCountPer: WebPushClient.RefusalWitness, shared: isolated Senders
+    ) throws(ConfigurationProblem) -> WebPushClient {
         do {
             let key = try VAPIDKey.load(file: setup.keyFile ?? "", subject: setup.subject ?? "")
             shared.logger.info(
@@ -60,8 +64,9 @@ struct WebPushRoute: ProviderRoute {
                 metadata: ["app": "\(app)", "scope": "\(scope.rawValue)", "public_key": "\(key.publicKey)"])
             return WebPushClient(
                 authorizations: VAPIDAuthorizations(key: key), http: shared.http,
-                policy: WebPushEndpointPolicy(hosts: setup.hosts, privateAddresses: setup.privateAddresses),
-                scope: scope)
+                policy: WebPushEndpointPolicy(
+                    hosts: setup.hosts, privateAddresses: setup.privateAddresses, settings: settings),
+                scope: scope, refusalsCountPer: refusalsCountPer)
         } catch {
             throw ConfigurationProblem("app \(app): \(error)")
         }
