@@ -185,17 +185,21 @@ extension OutgoingDelivery.Target {
         }
         guard let token = try row.decode("push_token", as: String?.self) else { return nil }
         let tokenKind: String = try row.decode("token_kind")
-        let p256dh = try row.decode("web_p256dh", as: Data?.self)
         switch OutgoingDelivery.TokenKind(rawValue: tokenKind) {
-        case _ where p256dh != nil, .webSubscription:
-            // A subscription: whatever its kind, its keys are kept beside its endpoint.
-            self = .subscription(
-                kind: tokenKind, endpoint: token, p256dh: [UInt8](p256dh ?? Data()),
-                auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
         case .installationID: self = .installationID(token)
         case .apnsDeviceToken: self = .apnsDeviceToken(token)
         case .registrationToken: self = .registrationToken(token)
-        case nil: self = .token(kind: tokenKind, token)
+        case .webSubscription, nil:
+            // A subscription, a browser's or another kind's, keeps its keys beside its endpoint;
+            // only these kinds' rows are read for them.
+            let p256dh = try row.decode("web_p256dh", as: Data?.self)
+            if p256dh == nil && tokenKind != OutgoingDelivery.TokenKind.webSubscription.rawValue {
+                self = .token(kind: tokenKind, token)
+            } else {
+                self = .subscription(
+                    kind: tokenKind, endpoint: token, p256dh: [UInt8](p256dh ?? Data()),
+                    auth: [UInt8](try row.decode("web_auth", as: Data?.self) ?? Data()))
+            }
         }
     }
 }
