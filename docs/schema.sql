@@ -319,6 +319,7 @@ CREATE TABLE herald.notifications (
     activity_event_at timestamp with time zone,
     activity_channel text,
     broadcast_channel_id bigint,
+    push_type text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -478,6 +479,7 @@ CREATE TABLE herald.deliveries (
     provider_unique_id text,
     kept boolean DEFAULT false NOT NULL,
     activity_token_id bigint,
+    push_type_token_id bigint,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
@@ -805,7 +807,7 @@ $$;
 -- Name: claim_sends(timestamp with time zone, integer, text, interval, bigint[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text)
+CREATE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}'::bigint[]) RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text, push_type_token_id bigint, push_type_token_disabled text)
     LANGUAGE plpgsql
     SET enable_sort TO 'off'
     SET enable_seqscan TO 'off'
@@ -849,7 +851,7 @@ BEGIN
         FROM picked
         WHERE d.id = ANY(ARRAY[picked.id])  -- a probe by key, never a join (docs/architecture.md)
         RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
-                  d.activity_token_id
+                  d.activity_token_id, d.push_type_token_id
     ), taken AS (
         SELECT * FROM claimed
         UNION ALL
@@ -857,13 +859,17 @@ BEGIN
         -- first attempt: a claim after their lease ran out counts a second, even this daemon's)
         -- and half their lease is left, as a claim's would be: one nearer its end is left to run
         -- out and be claimed anew, so that no other claim can take it while it is sent.
-        SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id
+        SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id,
+               d.push_type_token_id
         FROM herald.deliveries d
         WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1
           AND d.run_at > at + lease / 2
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
-           c.device_id, dev.push_token, dev.token_kind,
+           -- A push of another type (herald.send_push) goes to the device's token of that type.
+           c.device_id,
+           CASE WHEN c.push_type_token_id IS NULL THEN dev.push_token ELSE pt.token END,
+           CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
            n.app_id, n.app_version, r.route, p.failed_at,
@@ -885,7 +891,8 @@ BEGIN
            n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
            n.activity_channel, ch.channel_id, ch.state, ch.stores_latest,
-           herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad)
+           herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad),
+           c.push_type_token_id, pt.disabled_reason
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
@@ -900,10 +907,14 @@ BEGIN
         WHERE n.id = c.notification_id OFFSET 0) n
     LEFT JOIN LATERAL (SELECT dev.* FROM herald.devices dev WHERE dev.id = c.device_id OFFSET 0) dev ON true
     LEFT JOIN LATERAL (SELECT t.* FROM herald.activity_tokens t WHERE t.id = c.activity_token_id OFFSET 0) t ON true
+    LEFT JOIN LATERAL (SELECT pt.* FROM herald.push_type_tokens pt WHERE pt.id = c.push_type_token_id OFFSET 0) pt
+        ON true
     LEFT JOIN LATERAL (SELECT ch.* FROM herald.broadcast_channels ch WHERE ch.id = n.broadcast_channel_id OFFSET 0) ch
         ON true
     LEFT JOIN LATERAL (SELECT r.* FROM rules r
-                       WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
+                       WHERE r.payload_kind = c.payload_kind
+                         AND r.token_kind IS NOT DISTINCT FROM
+                             CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END
                        OFFSET 0) r ON true
     LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
                        WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true
@@ -928,8 +939,9 @@ CREATE FUNCTION herald.clear_idle_config_problems(at timestamp with time zone) R
               CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
                                   WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
+              LEFT JOIN herald.push_types pt ON pt.payload_kind = d.payload_kind
               JOIN herald.route_rules r ON r.payload_kind = d.payload_kind
-                                       AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
+                                       AND r.token_kind IS NOT DISTINCT FROM coalesce(pt.token_kind, dev.token_kind)
               WHERE d.state = 'queued' AND n.app_id = p.app_id AND p.scope = ANY(r.scopes))
         RETURNING 1
     )
@@ -1275,7 +1287,7 @@ DECLARE
     with_activities boolean;
 BEGIN
     SELECT bool_or(locked.activity) INTO with_activities
-    FROM (SELECT n.activity_event IS NOT NULL AS activity FROM herald.notifications n
+    FROM (SELECT n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity FROM herald.notifications n
           WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
     RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
 END;
@@ -1478,9 +1490,14 @@ DECLARE
     payload_kinds text[];
     silent_payload_kinds text[];
 BEGIN
-    -- Live Activity events first: the statement below takes what is still 'received'.
+    -- Live Activity events and other push types first: the statement below takes what is still
+    -- 'received'.
     IF with_activities THEN
-        SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
+        SELECT e.accepted + p.accepted AS accepted, e.rejected + p.rejected AS rejected,
+               e.expired + p.expired AS expired, e.no_devices + p.no_devices AS no_devices, e.superseded,
+               e.deliveries + p.deliveries AS deliveries
+        INTO activities
+        FROM herald.ingest_activity_events(ids, at) e, herald.ingest_push_types(ids, at) p;
     ELSE
         SELECT 0 AS accepted, 0 AS rejected, 0 AS expired, 0 AS no_devices, 0 AS superseded, 0 AS deliveries
         INTO activities;
@@ -1723,13 +1740,130 @@ DECLARE
     with_activities boolean;
 BEGIN
     SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
-    FROM (SELECT n.id, n.activity_event IS NOT NULL AS activity FROM herald.notifications n WHERE n.state = 'received'
+    FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
+          FROM herald.notifications n WHERE n.state = 'received'
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
     ELSE
         RETURN QUERY SELECT * FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve);
     END IF;
+END;
+$$;
+
+
+--
+-- Name: ingest_push_types(bigint[], timestamp with time zone); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.ingest_push_types(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT deliveries integer) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n herald.notifications;
+    app herald.apps;
+    type_row herald.push_types;
+    data_problem text;
+    converted jsonb;
+    run_at timestamptz;
+    expires timestamptz;
+    why text;
+    verdict text;
+    made int;
+BEGIN
+    accepted := 0; rejected := 0; expired := 0; no_devices := 0; deliveries := 0;
+    FOR n IN SELECT * FROM herald.notifications x
+             WHERE x.id = ANY(ids) AND x.state = 'received' AND x.push_type IS NOT NULL ORDER BY x.id
+    LOOP
+        SELECT * INTO app FROM herald.apps a WHERE a.app_id = n.app_id;
+        SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = n.push_type;
+        -- As the notifications' ingest converts and checks data; it goes at the payload's top
+        -- level, beside Herald's keys (which win), so `aps` is APNs'.
+        SELECT CASE WHEN jsonb_typeof(n.data) = 'object'
+                    THEN coalesce(jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) IN ('number', 'boolean')
+                                                               THEN to_jsonb(e.value #>> '{}') ELSE e.value END),
+                                  '{}') END,
+               (array_agg(CASE WHEN jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') THEN
+                                   format('data value for key %s is a JSON %s; data values must be strings (numbers and booleans are converted)',
+                                          quote_literal(e.key), jsonb_typeof(e.value))
+                               ELSE 'data key ''aps'' is APNs'' own; rename it' END)
+                FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') OR e.key = 'aps'))[1]
+        INTO converted, data_problem
+        FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END) AS e;
+        run_at := greatest(at, coalesce(n.send_at, at));
+        expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, type_row.default_ttl, app.default_ttl));
+        why := CASE
+            WHEN app.app_id IS NULL THEN
+                format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
+            WHEN type_row.push_type IS NULL THEN
+                format('push_type %s is not one of herald.push_types', quote_literal(n.push_type))
+            WHEN NOT EXISTS (SELECT FROM herald.app_apns s WHERE s.app_id = n.app_id AND s.bundle_id IS NOT NULL
+                             AND (s.key_file IS NOT NULL OR s.certificate_file IS NOT NULL)) THEN
+                format('app %s has no APNs setup: %s pushes go straight to APNs with the app''s bundle id and APNs key or certificate (herald.app_apns)',
+                       quote_literal(n.app_id), n.push_type)
+            WHEN NOT isfinite(n.expires_at) OR NOT isfinite(n.send_at) THEN
+                format('%s must be a finite time', CASE WHEN NOT isfinite(n.expires_at) THEN 'expires_at' ELSE 'send_at' END)
+            WHEN n.send_at > at + herald.max_schedule() THEN
+                format('send_at %s is more than %s ahead; schedule it nearer', n.send_at, herald.max_schedule())
+            WHEN n.device_ids IS NOT NULL AND cardinality(n.device_ids) = 0 THEN
+                'device_ids is empty: name at least one device'
+            WHEN n.priority = 'normal' AND NOT type_row.may_be_normal THEN
+                format('%s pushes go at once (priority high), not normal', n.push_type)
+            WHEN NOT type_row.takes_data AND n.data IS NOT NULL AND n.data <> '{}' THEN
+                format('%s pushes carry no data: %s only learns that something changed', n.push_type, type_row.description)
+            WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
+                format('data must be a JSON object of strings, not a JSON %s', jsonb_typeof(n.data))
+            WHEN data_problem IS NOT NULL THEN data_problem
+            WHEN expires > run_at + type_row.max_ttl THEN
+                format('a %s push may be tried for %s at most (ttl or expires_at): %s', n.push_type, type_row.max_ttl,
+                       CASE WHEN n.push_type IN ('voip', 'pushtotalk') THEN 'a late one must not ring or play'
+                            ELSE 'APNs keeps nothing longer' END)
+            WHEN octet_length(converted::text) + 200 > type_row.max_payload_bytes THEN
+                format('payload is about %s bytes once encoded, %s over APNs'' %s-byte limit for %s pushes; shorten the data',
+                       octet_length(converted::text) + 200, octet_length(converted::text) + 200 - type_row.max_payload_bytes,
+                       type_row.max_payload_bytes, n.push_type)
+        END;
+        made := 0;
+        IF why IS NOT NULL THEN
+            verdict := 'rejected';
+        ELSIF expires <= run_at THEN
+            verdict := 'expired';
+            why := format('expired at %s, before it could be sent', expires);
+        ELSE
+            WITH created AS (
+                INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, push_type_token_id, run_at)
+                SELECT n.id, d.id, type_row.payload_kind, t.id, run_at
+                FROM herald.devices d
+                JOIN herald.push_type_tokens t ON t.device_id = d.id
+                WHERE d.app_id = n.app_id AND d.disabled_at IS NULL
+                  AND (d.user_ref = n.user_ref OR d.device_id = ANY(n.device_ids))
+                  AND t.token_kind = type_row.token_kind AND t.disabled_at IS NULL
+                ORDER BY d.id
+                RETURNING 1
+            )
+            SELECT count(*) INTO made FROM created;
+            verdict := CASE WHEN made > 0 THEN 'accepted' ELSE 'no_devices' END;
+            why := CASE WHEN made = 0 THEN
+                          format('no enabled device of %s has a %s token registered',
+                                 coalesce('user ' || quote_literal(n.user_ref), 'the devices named'), n.push_type)
+                      END;
+        END IF;
+        -- A rejected push keeps what the producer wrote; the others get the defaults.
+        UPDATE herald.notifications x
+        SET state = verdict, reason = why, ingested_at = at,
+            priority = CASE WHEN verdict = 'rejected' THEN x.priority ELSE coalesce(x.priority, 'high') END,
+            expires_at = CASE WHEN verdict = 'rejected' THEN x.expires_at ELSE expires END,
+            ttl = CASE WHEN verdict = 'rejected' THEN x.ttl END,
+            data = CASE WHEN verdict = 'rejected' THEN x.data ELSE converted END
+        WHERE x.id = n.id;
+        CASE verdict
+            WHEN 'accepted' THEN accepted := accepted + 1;
+            WHEN 'rejected' THEN rejected := rejected + 1;
+            WHEN 'expired' THEN expired := expired + 1;
+            ELSE no_devices := no_devices + 1;
+        END CASE;
+        deliveries := deliveries + made;
+    END LOOP;
 END;
 $$;
 
@@ -2160,9 +2294,16 @@ CREATE FUNCTION herald.prune_records(older_than interval, batch integer) RETURNS
         WHERE id IN (SELECT t.id FROM herald.activity_tokens t WHERE t.ended_at < now() - older_than
                      ORDER BY t.id LIMIT batch)
         RETURNING 1
+    ), push_type_tokens AS (
+        -- Disabled ones after the retention: what became of their sends stays with the deliveries.
+        DELETE FROM herald.push_type_tokens
+        WHERE id IN (SELECT t.id FROM herald.push_type_tokens t WHERE t.disabled_at < now() - older_than
+                     ORDER BY t.id LIMIT batch)
+        RETURNING 1
     )
     SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups),
-                    (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens))::int
+                    (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens),
+                    (SELECT count(*) FROM push_type_tokens))::int
 $$;
 
 
@@ -2255,10 +2396,10 @@ $$;
 
 
 --
--- Name: record_sends(herald.send_outcome[], text, timestamp with time zone, herald.dead_token[], herald.dead_token[], herald.config_problem[]); Type: FUNCTION; Schema: herald; Owner: -
+-- Name: record_sends(herald.send_outcome[], text, timestamp with time zone, herald.dead_token[], herald.dead_token[], herald.config_problem[], herald.dead_token[]); Type: FUNCTION; Schema: herald; Owner: -
 --
 
-CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) RETURNS TABLE(ended text, id bigint, token_hint text, reason text)
+CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[], ended_push_type_tokens herald.dead_token[] DEFAULT '{}'::herald.dead_token[]) RETURNS TABLE(ended text, id bigint, token_hint text, reason text)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
@@ -2305,6 +2446,13 @@ BEGIN
         FROM unnest(ended_activity_tokens) AS u
         WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
         RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
+    ), ended_push_tokens AS (
+        UPDATE herald.push_type_tokens AS t
+        SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
+        FROM unnest(ended_push_type_tokens) AS u
+        WHERE t.id = ANY(ARRAY[u.id]) AND t.token = u.token AND t.disabled_at IS NULL
+          AND (u.since IS NULL OR t.registered_at < to_timestamp(u.since))
+        RETURNING 'push_type_token'::text, t.id, herald.token_hint(t.token), t.disabled_reason
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
         SELECT u.app_id, u.scope, u.problem, at, at
@@ -2320,7 +2468,9 @@ BEGIN
     )
     SELECT * FROM disabled
     UNION ALL
-    SELECT * FROM ended_tokens;
+    SELECT * FROM ended_tokens
+    UNION ALL
+    SELECT * FROM ended_push_tokens;
 END;
 $$;
 
@@ -2574,8 +2724,15 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
             (SELECT string_agg(format('%L: %s', k.token_kind, k.description), ', ' ORDER BY k.token_kind)
-             FROM herald.token_kinds k),
+             FROM herald.token_kinds k WHERE k.token_kind NOT IN (SELECT p.token_kind FROM herald.push_types p)),
             quote_literal(kind) USING ERRCODE = 'check_violation';
+    END IF;
+    -- A device's own token takes its notifications; a widget, VoIP, location or Push to Talk
+    -- token goes beside it.
+    IF EXISTS (SELECT FROM herald.push_types p WHERE p.token_kind = kind) THEN
+        RAISE EXCEPTION 'herald.register_device: % is a token for % pushes, not the device''s own: register the device with its notification token, and this one beside it (docs/producers.md, "Widgets, VoIP, location and Push to Talk")',
+            kind, (SELECT quote_literal(p.push_type) FROM herald.push_types p WHERE p.token_kind = kind)
+            USING ERRCODE = 'check_violation';
     END IF;
     IF platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
@@ -2637,6 +2794,81 @@ BEGIN
                                             OR existing.user_ref IS DISTINCT FROM register_device.user_ref
                                        THEN now() ELSE existing.registration_started_at END
     WHERE d.id = existing.id;
+    status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
+END;
+$$;
+
+
+--
+-- Name: register_push_type_token(text, text, text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.register_push_type_token(app text, device text, push_type text, token text, OUT token_row_id bigint, OUT status text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    caller constant text := 'herald.register_push_type_token';
+    type_row herald.push_types;
+    kind_row herald.token_kinds;
+    dev herald.devices;
+    existing herald.push_type_tokens;
+    hex text := lower(token);
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = register_push_type_token.push_type;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
+            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
+             FROM herald.push_types p),
+            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
+    END IF;
+    SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = type_row.token_kind;
+    IF token IS NULL OR token !~ kind_row.shape OR octet_length(token) > 8192 THEN
+        RAISE EXCEPTION '%: % is %, not % characters like %', caller, kind_row.description,
+            kind_row.shape_description, coalesce(length(token), 0), quote_literal(left(token, 8) || '…')
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- One registration at a time per device: two would both find no token.
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
+            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF dev.platform <> ALL(kind_row.platforms) THEN
+        RAISE EXCEPTION '%: % pushes are for %, and device % is %', caller, push_type,
+            array_to_string(kind_row.platforms, ', '), quote_literal(device), dev.platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF dev.disabled_at IS NOT NULL THEN
+        RAISE EXCEPTION '%: device % is disabled (%): register it again with herald.register_device first', caller,
+            quote_literal(device), dev.disabled_reason USING ERRCODE = 'check_violation';
+    END IF;
+    -- A token is one device's: held by another device of the app, it is disabled there.
+    UPDATE herald.push_type_tokens t
+    SET disabled_at = now(), disabled_cause = 'token_moved',
+        disabled_reason = format('its token was registered again by device %s', device)
+    WHERE t.token = hex AND t.token_kind = type_row.token_kind AND t.device_id <> dev.id AND t.disabled_at IS NULL
+      AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
+    INSERT INTO herald.push_type_tokens AS t (device_id, token_kind, token)
+    VALUES (dev.id, type_row.token_kind, hex)
+    ON CONFLICT (device_id, token_kind) DO NOTHING
+    RETURNING t.id INTO token_row_id;
+    IF FOUND THEN
+        status := 'registered';
+        RETURN;
+    END IF;
+    SELECT * INTO existing FROM herald.push_type_tokens t
+    WHERE t.device_id = dev.id AND t.token_kind = type_row.token_kind FOR UPDATE;
+    token_row_id := existing.id;
+    IF existing.token = hex AND (existing.disabled_at IS NULL OR existing.disabled_cause = 'token_invalid') THEN
+        -- The token held, or the one APNs declared dead: registering it again does not make it live.
+        status := CASE WHEN existing.disabled_at IS NULL THEN 'unchanged' ELSE 'token_invalid' END;
+        RETURN;
+    END IF;
+    UPDATE herald.push_type_tokens t
+    SET token = hex, registered_at = now(), disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+    WHERE t.id = existing.id;
     status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
 END;
 $$;
@@ -2788,6 +3020,48 @@ BEGIN
         -- herald.claim_idempotency_key skipped it: the key was used.
         SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
         WHERE k.app_id = app AND k.idempotency_key = send.idempotency_key;
+    END IF;
+    RETURN notification_id;
+END;
+$$;
+
+
+--
+-- Name: send_push(text, text, text, text[], jsonb, text, interval, timestamp with time zone, text, timestamp with time zone, boolean); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.send_push(app text, push_type text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], data jsonb DEFAULT NULL::jsonb, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, idempotency_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, dry_run boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    caller constant text := 'herald.send_push';
+    type_row herald.push_types;
+    notification_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = send_push.push_type;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
+            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
+             FROM herald.push_types p),
+            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
+    END IF;
+    IF priority = 'normal' AND NOT type_row.may_be_normal THEN
+        RAISE EXCEPTION '%: % pushes go at once (priority high): leave priority out', caller, push_type
+            USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO herald.notifications AS n (app_id, push_type, idempotency_key, user_ref, device_ids, data, priority,
+                                           ttl, expires_at, send_at, dry_run)
+    VALUES (app, send_push.push_type, send_push.idempotency_key, send_push.user_ref, send_push.device_ids,
+            send_push.data, send_push.priority, send_push.ttl, send_push.expires_at, send_push.send_at,
+            coalesce(send_push.dry_run, false))
+    RETURNING n.id INTO notification_id;
+    IF notification_id IS NULL THEN
+        -- herald.claim_idempotency_key skipped it: the key was used.
+        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
+        WHERE k.app_id = app AND k.idempotency_key = send_push.idempotency_key;
     END IF;
     RETURN notification_id;
 END;
@@ -2979,6 +3253,26 @@ BEGIN
     UPDATE herald.devices d
     SET disabled_at = coalesce(d.disabled_at, now()), disabled_cause = 'logout', disabled_reason = reason
     WHERE d.app_id = app AND d.device_id = device;
+    RETURN FOUND;
+END;
+$$;
+
+
+--
+-- Name: unregister_push_type_token(text, text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.unregister_push_type_token(app text, device text, push_type text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.unregister_push_type_token');
+    UPDATE herald.push_type_tokens t
+    SET disabled_at = now(), disabled_cause = 'unregistered', disabled_reason = 'the app unregistered it'
+    FROM herald.devices d, herald.push_types p
+    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND p.token_kind = t.token_kind
+      AND p.push_type = unregister_push_type_token.push_type AND t.disabled_at IS NULL;
     RETURN FOUND;
 END;
 $$;
@@ -3337,6 +3631,7 @@ CREATE TABLE herald.deliveries_rotating (
     provider_unique_id text,
     kept boolean DEFAULT false NOT NULL,
     activity_token_id bigint,
+    push_type_token_id bigint,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
@@ -3370,6 +3665,7 @@ CREATE TABLE herald.deliveries_kept (
     provider_unique_id text,
     kept boolean DEFAULT false NOT NULL,
     activity_token_id bigint,
+    push_type_token_id bigint,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
     CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
@@ -3663,6 +3959,7 @@ CREATE TABLE herald.notifications_rotating (
     activity_event_at timestamp with time zone,
     activity_channel text,
     broadcast_channel_id bigint,
+    push_type text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -3736,6 +4033,7 @@ CREATE TABLE herald.notifications_kept (
     activity_event_at timestamp with time zone,
     activity_channel text,
     broadcast_channel_id bigint,
+    push_type text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
@@ -3806,6 +4104,63 @@ CREATE TABLE herald.producer_apps (
 CREATE TABLE herald.providers (
     provider text NOT NULL,
     settings regclass
+);
+
+
+--
+-- Name: push_type_tokens; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.push_type_tokens (
+    id bigint NOT NULL,
+    device_id bigint NOT NULL,
+    token_kind text NOT NULL,
+    token text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    disabled_at timestamp with time zone,
+    disabled_cause text,
+    disabled_reason text,
+    CONSTRAINT push_type_tokens_check CHECK ((((disabled_at IS NULL) = (disabled_cause IS NULL)) AND ((disabled_at IS NULL) = (disabled_reason IS NULL)))),
+    CONSTRAINT push_type_tokens_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'unregistered'::text, 'token_moved'::text]))),
+    CONSTRAINT push_type_tokens_token_check CHECK (((token ~ '^([0-9a-f]{2}){32,}$'::text) AND (octet_length(token) <= 8192)))
+);
+
+
+--
+-- Name: TABLE push_type_tokens; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.push_type_tokens IS 'each device''s tokens for APNs'' widgets, VoIP, location and Push to Talk pushes (herald.register_push_type_token)';
+
+
+--
+-- Name: push_type_tokens_id_seq; Type: SEQUENCE; Schema: herald; Owner: -
+--
+
+ALTER TABLE herald.push_type_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME herald.push_type_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: push_types; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.push_types (
+    push_type text NOT NULL,
+    description text NOT NULL,
+    payload_kind text NOT NULL,
+    token_kind text NOT NULL,
+    max_payload_bytes integer NOT NULL,
+    takes_data boolean NOT NULL,
+    may_be_normal boolean NOT NULL,
+    default_ttl interval,
+    max_ttl interval NOT NULL
 );
 
 
@@ -4248,7 +4603,7 @@ ALTER TABLE ONLY herald.deliveries_kept
 --
 
 ALTER TABLE herald.deliveries
-    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text, 'broadcast'::text, 'harmony_alert'::text, 'harmony_background'::text]))) NOT VALID;
+    ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text, 'broadcast'::text, 'harmony_alert'::text, 'harmony_background'::text, 'ios_widgets'::text, 'ios_voip'::text, 'ios_location'::text, 'ios_pushtotalk'::text]))) NOT VALID;
 
 
 --
@@ -4445,6 +4800,46 @@ ALTER TABLE ONLY herald.producer_apps
 
 ALTER TABLE ONLY herald.providers
     ADD CONSTRAINT providers_pkey PRIMARY KEY (provider);
+
+
+--
+-- Name: push_type_tokens push_type_tokens_device_id_token_kind_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_type_tokens
+    ADD CONSTRAINT push_type_tokens_device_id_token_kind_key UNIQUE (device_id, token_kind);
+
+
+--
+-- Name: push_type_tokens push_type_tokens_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_type_tokens
+    ADD CONSTRAINT push_type_tokens_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: push_types push_types_payload_kind_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_types
+    ADD CONSTRAINT push_types_payload_kind_key UNIQUE (payload_kind);
+
+
+--
+-- Name: push_types push_types_pkey; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_types
+    ADD CONSTRAINT push_types_pkey PRIMARY KEY (push_type);
+
+
+--
+-- Name: push_types push_types_token_kind_key; Type: CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_types
+    ADD CONSTRAINT push_types_token_kind_key UNIQUE (token_kind);
 
 
 --
@@ -4776,6 +5171,13 @@ CREATE INDEX notifications_rotating_app_id_idempotency_key_idx ON ONLY herald.no
 --
 
 CREATE INDEX notifications_rotating_id_idx ON ONLY herald.notifications_rotating USING btree (id) WHERE (state = 'received'::text);
+
+
+--
+-- Name: push_type_tokens_token; Type: INDEX; Schema: herald; Owner: -
+--
+
+CREATE INDEX push_type_tokens_token ON herald.push_type_tokens USING btree (token) WHERE (disabled_at IS NULL);
 
 
 --
@@ -5165,6 +5567,30 @@ ALTER TABLE ONLY herald.platforms
 
 ALTER TABLE ONLY herald.producer_apps
     ADD CONSTRAINT producer_apps_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+
+--
+-- Name: push_type_tokens push_type_tokens_device_id_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_type_tokens
+    ADD CONSTRAINT push_type_tokens_device_id_fkey FOREIGN KEY (device_id) REFERENCES herald.devices(id) ON DELETE CASCADE;
+
+
+--
+-- Name: push_type_tokens push_type_tokens_token_kind_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_type_tokens
+    ADD CONSTRAINT push_type_tokens_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.push_types(token_kind);
+
+
+--
+-- Name: push_types push_types_token_kind_fkey; Type: FK CONSTRAINT; Schema: herald; Owner: -
+--
+
+ALTER TABLE ONLY herald.push_types
+    ADD CONSTRAINT push_types_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind);
 
 
 --
@@ -5894,6 +6320,14 @@ GRANT ALL ON FUNCTION herald.ingest_next(batch integer, at timestamp with time z
 
 
 --
+-- Name: FUNCTION ingest_push_types(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT deliveries integer); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.ingest_push_types(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT deliveries integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.ingest_push_types(ids bigint[], at timestamp with time zone, OUT accepted integer, OUT rejected integer, OUT expired integer, OUT no_devices integer, OUT deliveries integer) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION is_p256_point(point bytea); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -6038,11 +6472,11 @@ GRANT ALL ON FUNCTION herald.reconcile(report_ids bigint[], at timestamp with ti
 
 
 --
--- Name: FUNCTION record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]); Type: ACL; Schema: herald; Owner: -
+-- Name: FUNCTION record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[], ended_push_type_tokens herald.dead_token[]); Type: ACL; Schema: herald; Owner: -
 --
 
-REVOKE ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[]) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[], ended_push_type_tokens herald.dead_token[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamp with time zone, dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[], ended_push_type_tokens herald.dead_token[]) TO herald_daemon;
 
 
 --
@@ -6089,6 +6523,15 @@ GRANT ALL ON FUNCTION herald.register_device(app text, device text, platform tex
 
 
 --
+-- Name: FUNCTION register_push_type_token(app text, device text, push_type text, token text, OUT token_row_id bigint, OUT status text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.register_push_type_token(app text, device text, push_type text, token text, OUT token_row_id bigint, OUT status text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.register_push_type_token(app text, device text, push_type text, token text, OUT token_row_id bigint, OUT status text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.register_push_type_token(app text, device text, push_type text, token text, OUT token_row_id bigint, OUT status text) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION report_delivery(reference text, kind text, device text, OUT accepted boolean, OUT outcome text, OUT message text); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -6112,6 +6555,15 @@ GRANT ALL ON FUNCTION herald.retire_generation(older_than interval, OUT generati
 REVOKE ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_producer;
 GRANT ALL ON FUNCTION herald.send(app text, user_ref text, device_ids text[], topic text, title text, body text, data jsonb, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, idempotency_key text, priority text, ttl interval, expires_at timestamp with time zone, collapse_key text, send_at timestamp with time zone, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION send_push(app text, push_type text, user_ref text, device_ids text[], data jsonb, priority text, ttl interval, expires_at timestamp with time zone, idempotency_key text, send_at timestamp with time zone, dry_run boolean); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.send_push(app text, push_type text, user_ref text, device_ids text[], data jsonb, priority text, ttl interval, expires_at timestamp with time zone, idempotency_key text, send_at timestamp with time zone, dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.send_push(app text, push_type text, user_ref text, device_ids text[], data jsonb, priority text, ttl interval, expires_at timestamp with time zone, idempotency_key text, send_at timestamp with time zone, dry_run boolean) TO herald_producer;
+GRANT ALL ON FUNCTION herald.send_push(app text, push_type text, user_ref text, device_ids text[], data jsonb, priority text, ttl interval, expires_at timestamp with time zone, idempotency_key text, send_at timestamp with time zone, dry_run boolean) TO herald_daemon;
 
 
 --
@@ -6161,6 +6613,15 @@ GRANT ALL ON FUNCTION herald.unregister_activity_token(app text, device text, ac
 REVOKE ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) TO herald_producer;
 GRANT ALL ON FUNCTION herald.unregister_device(app text, device text, reason text) TO herald_daemon;
+
+
+--
+-- Name: FUNCTION unregister_push_type_token(app text, device text, push_type text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.unregister_push_type_token(app text, device text, push_type text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.unregister_push_type_token(app text, device text, push_type text) TO herald_producer;
+GRANT ALL ON FUNCTION herald.unregister_push_type_token(app text, device text, push_type text) TO herald_daemon;
 
 
 --
@@ -6477,6 +6938,77 @@ GRANT SELECT,INSERT,DELETE ON TABLE herald.producer_apps TO herald_operator;
 
 GRANT SELECT ON TABLE herald.providers TO herald_operator;
 GRANT SELECT ON TABLE herald.providers TO herald_daemon;
+
+
+--
+-- Name: TABLE push_type_tokens; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.push_type_tokens TO herald_daemon;
+
+
+--
+-- Name: COLUMN push_type_tokens.id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(id) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.device_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(device_id) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.token_kind; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(token_kind) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.registered_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(registered_at) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.disabled_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(disabled_at) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.disabled_cause; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(disabled_cause) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.disabled_reason; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(disabled_reason) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: SEQUENCE push_type_tokens_id_seq; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE herald.push_type_tokens_id_seq TO herald_daemon;
+
+
+--
+-- Name: TABLE push_types; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.push_types TO herald_operator;
+GRANT SELECT ON TABLE herald.push_types TO herald_daemon;
 
 
 --

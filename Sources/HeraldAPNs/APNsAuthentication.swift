@@ -113,6 +113,7 @@ public struct APNsReason: RawRepresentable, Hashable, Sendable, ExpressibleByStr
     public static let badTopic: Self = "BadTopic"
     public static let missingTopic: Self = "MissingTopic"
     public static let topicDisallowed: Self = "TopicDisallowed"
+    public static let invalidPushType: Self = "InvalidPushType"
     public static let topicMismatch: Self = "TopicMismatch"
     public static let channelNotRegistered: Self = "ChannelNotRegistered"
     public static let badChannelID: Self = "BadChannelId"

@@ -122,6 +122,13 @@ public struct APNsClient: Sendable {
             // A broadcast to a channel APNs does not know as this app's: that send fails, and the
             // channel (the caller marks it failed), never the app.
             return .permanentFailure(reason: described)
+        case (400, let refusal)
+        where [.badTopic, .topicDisallowed, .invalidPushType].contains(refusal) && notification.pushType.isAppExtra:
+            // The key or certificate does not cover this push type's topic (a certificate without
+            // VoIP services, an app without the location entitlement): those pushes fail, and
+            // the app's alerts go on.
+            return .permanentFailure(
+                reason: "\(described): the app's APNs key or certificate does not cover \(notification.topic)")
         case (403, _), (400, .badTopic), (400, .missingTopic), (400, .topicDisallowed):
             // ExpiredProviderToken (refreshed by the caller first), InvalidProviderToken,
             // BadCertificate, BadCertificateEnvironment, TopicDisallowed, MissingProviderToken…

@@ -45,10 +45,29 @@ public struct ReceivedBroadcast: Sendable {
 /// token (an ES256 JWT with a known `kid`, its team as `iss`, no older than an hour) or the
 /// client certificate the front verified, then the headers against the payload (push type,
 /// priority 5 and `content-available` only for background pushes, topic, expiration,
-/// collapse id, apns-id), the 4096-byte limit and the token's form; records what it accepted
-/// and answers 200 with `apns-id` and `apns-unique-id`, or Apple's error, or the one injected
-/// for the token.
+/// collapse id, apns-id), the 4096-byte limit (5120 for VoIP) and the token's form; records
+/// what it accepted and answers 200 with `apns-id` and `apns-unique-id`, or Apple's error, or
+/// the one injected for the token.
+///
+/// Each push type but alert and background has a topic of its own (``topicSuffixes``), and a
+/// token is good for its own push type's topic only: a token bound to a push type
+/// (``bindToken(_:pushType:)``: a VoIP, widget, location or Push to Talk token) is refused
+/// elsewhere with DeviceTokenNotForTopic, as is a device's own token (any token not bound) on
+/// those four types' topics. Where Apple gives a rule as advice, it is held as a rule, so that
+/// a test sees Herald break it: VoIP and Push to Talk pushes expire at once (0, or within a
+/// minute), widget pushes carry exactly `{"aps":{"content-changed":true}}`, and none of the
+/// four has a collapse id.
 actor APNsService {
+    /// `apns-topic` is the bundle id and this suffix, by push type.
+    static let topicSuffixes: [String: String] = [
+        "alert": "", "background": "", "liveactivity": LiveActivityRules.topicSuffix,
+        "widgets": ".push-type.widgets", "voip": ".voip", "location": ".location-query", "pushtotalk": ".voip-ptt",
+    ]
+    /// The push types whose tokens the app gets from their own frameworks.
+    static let tokenBoundTypes: Set<String> = ["widgets", "voip", "location", "pushtotalk"]
+    /// Push types APNs takes over token-based connections only.
+    static let providerTokenOnly: Set<String> = ["liveactivity", "location", "widgets"]
+
     struct Key {
         var teamID: String
         var publicKey: CryptoKey
@@ -65,6 +84,8 @@ actor APNsService {
 
     private var keys: [String: Key] = [:]
     private var certificateTopics: Set<String> = []
+    /// Tokens an app got for one push type (a VoIP token…), by token.
+    private var tokenTypes: [String: String] = [:]
     private var behaviours: [String: (behaviour: EmulatorBehaviour, remaining: Int?)] = [:]
     private(set) var received: [ReceivedAPNsNotification] = []
     private(set) var requests = 0
@@ -91,6 +112,15 @@ actor APNsService {
 
     func allowCertificate(topic: String) { certificateTopics.insert(topic) }
 
+    /// Makes `token` a token of `pushType` (widgets, voip, location or pushtotalk), as the
+    /// framework that gave it would: good for that push type's topic only.
+    /// False for another push type.
+    func bindToken(_ token: String, pushType: String) -> Bool {
+        guard Self.tokenBoundTypes.contains(pushType) else { return false }
+        tokenTypes[token.lowercased()] = pushType
+        return true
+    }
+
     func setBehaviour(_ behaviour: EmulatorBehaviour?, token: String, times: Int?) {
         behaviours[token] = behaviour.map { ($0, times) }
     }
@@ -114,9 +144,11 @@ actor APNsService {
             guard let topic = headers["apns-topic"], certificateTopics.contains(topic) else {
                 return Answer(status: 400, reason: headers["apns-topic"] == nil ? "MissingTopic" : "TopicDisallowed")
             }
-            // Live Activity pushes go over token-based connections only (Apple does not say
-            // which reason it gives a certificate).
-            if headers["apns-push-type"] == "liveactivity" { return Answer(status: 400, reason: "InvalidPushType") }
+            // Live Activity, location and widget pushes go over token-based connections only
+            // (Apple does not say which reason it gives a certificate).
+            if Self.providerTokenOnly.contains(headers["apns-push-type"] ?? "") {
+                return Answer(status: 400, reason: "InvalidPushType")
+            }
             authentication = "certificate"
         }
         var delay: Duration?
@@ -280,10 +312,10 @@ actor APNsService {
             return Answer(status: 403, reason: "ExpiredProviderToken")
         }
         guard let topic else { return Answer(status: 400, reason: "MissingTopic") }
-        let bundleID =
-            topic.hasSuffix(LiveActivityRules.topicSuffix)
-            ? String(topic.dropLast(LiveActivityRules.topicSuffix.count)) : topic
-        guard key.topics.contains(bundleID) else { return Answer(status: 400, reason: "TopicDisallowed") }
+        let suffix = Self.topicSuffixes.values.filter { !$0.isEmpty && topic.hasSuffix($0) }.max { $0.count < $1.count }
+        guard key.topics.contains(String(topic.dropLast(suffix?.count ?? 0))) else {
+            return Answer(status: 400, reason: "TopicDisallowed")
+        }
         return nil
     }
 
@@ -291,10 +323,16 @@ actor APNsService {
         guard token.count >= 64, token.count % 2 == 0, token.allSatisfy(\.isHexDigit) else {
             return Answer(status: 400, reason: "BadDeviceToken")
         }
-        guard body.count <= 4096 else { return Answer(status: 413, reason: "PayloadTooLarge") }
-        guard let payload = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
-            let aps = payload["aps"] as? [String: Any]
-        else { return Answer(status: 400, reason: "PayloadEmpty") }
+        let pushType = headers["apns-push-type"] ?? ""
+        guard let suffix = Self.topicSuffixes[pushType] else { return Answer(status: 400, reason: "InvalidPushType") }
+        guard body.count <= (pushType == "voip" ? 5120 : 4096) else {
+            return Answer(status: 413, reason: "PayloadTooLarge")
+        }
+        guard !body.isEmpty else { return Answer(status: 400, reason: "PayloadEmpty") }
+        guard let payload = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            return Answer(status: 400, reason: "BadRequestPayload")
+        }
+        let aps = payload["aps"] as? [String: Any] ?? [:]
         let priority = headers["apns-priority"] ?? "10"
         guard ["10", "5", "1"].contains(priority) else { return Answer(status: 400, reason: "BadPriority") }
         if let expiration = headers["apns-expiration"], Int(expiration) == nil {
@@ -306,15 +344,26 @@ actor APNsService {
         if let id = headers["apns-id"], UUID(uuidString: id) == nil {
             return Answer(status: 400, reason: "BadMessageId")
         }
-        // The push type must match the topic's suffix and the payload.
-        let liveActivityTopic = headers["apns-topic"]?.hasSuffix(LiveActivityRules.topicSuffix) == true
-        if (headers["apns-push-type"] == "liveactivity") != liveActivityTopic {
-            return Answer(status: 400, reason: liveActivityTopic ? "InvalidPushType" : "TopicDisallowed")
+        // The push type must match the topic's suffix, and the token the push type.
+        let topic = headers["apns-topic"] ?? ""
+        let topicType = Self.topicSuffixes.filter { !$0.value.isEmpty && topic.hasSuffix($0.value) }
+            .max { $0.value.count < $1.value.count }?.key
+        if suffix.isEmpty ? topicType != nil : topicType != pushType {
+            return Answer(status: 400, reason: topicType == nil ? "TopicDisallowed" : "InvalidPushType")
         }
-        if (headers["apns-push-type"] == "liveactivity") != (aps["event"] != nil) {
+        if tokenTypes[token.lowercased()] != (Self.tokenBoundTypes.contains(pushType) ? pushType : nil) {
+            return Answer(status: 400, reason: "DeviceTokenNotForTopic")
+        }
+        if Self.tokenBoundTypes.contains(pushType), headers["apns-collapse-id"] != nil {
+            return Answer(status: 400, reason: "BadCollapseId")
+        }
+        if ["alert", "background", "liveactivity", "widgets"].contains(pushType), payload["aps"] == nil {
+            return Answer(status: 400, reason: "PayloadEmpty")
+        }
+        if (pushType == "liveactivity") != (aps["event"] != nil) {
             return Answer(status: 400, reason: "InvalidPushType")
         }
-        switch headers["apns-push-type"] {
+        switch pushType {
         case "liveactivity":
             guard priority == "5" || priority == "10" else { return Answer(status: 400, reason: "BadPriority") }
             if LiveActivityRules.problem(aps) != nil { return Answer(status: 400, reason: "BadRequestPayload") }
@@ -336,6 +385,23 @@ actor APNsService {
                     return Answer(status: 400, reason: "BadRequestPayload")
                 }
             }
+        case "widgets":
+            // Apple's request: the aps dictionary says the content changed, and nothing else.
+            guard aps.count == 1, aps["content-changed"] as? Bool == true, payload.count == 1 else {
+                return Answer(status: 400, reason: "BadRequestPayload")
+            }
+            guard priority == "5" || priority == "10" else { return Answer(status: 400, reason: "BadPriority") }
+        case "voip", "pushtotalk":
+            // Apple: expiration 0 (or a few seconds), so that a late call does not ring; priority
+            // 10 (Push to Talk's service updates may go at 5).
+            guard let expiration = headers["apns-expiration"].flatMap({ Int($0) }),
+                expiration == 0 || Double(expiration) <= Date().timeIntervalSince1970 + 60
+            else { return Answer(status: 400, reason: "BadExpirationDate") }
+            guard priority == "10" || (pushType == "pushtotalk" && priority == "5") else {
+                return Answer(status: 400, reason: "BadPriority")
+            }
+        case "location":
+            guard priority == "5" || priority == "10" else { return Answer(status: 400, reason: "BadPriority") }
         default:
             return Answer(status: 400, reason: "InvalidPushType")
         }

@@ -41,7 +41,9 @@ public struct ReceivedMessage: Sendable {
 ///   ids (`{"team_id": "…", "key_id": "…", "topics": ["com.example.app"]}`) and answers its
 ///   private key as PEM, as Apple's .p8 download. Broadcasts (`POST /4/broadcasts/apps/{bundle}`)
 ///   and the channel-management API (`/1/apps/{bundle}/channels`, `/all-channels`; its own host
-///   at Apple, a path here) are APNs' too.
+///   at Apple, a path here) are APNs' too. `POST /emulator/apns-tokens` makes a token one of a
+///   push type's (`{"token": "…", "push_type": "voip"}`), as PushKit, WidgetKit, Core Location or
+///   Push to Talk gives an app its own.
 /// - `POST /v1/{client id}/messages:send` and `POST /oauth2/v3/token` are Huawei Push Kit and
 ///   Huawei's token endpoint (``HMSService``); `POST /emulator/hms-apps` registers an app's
 ///   client id and secret (`{"client_id": "…", "client_secret": "…", "urgent": false}`).
@@ -181,6 +183,13 @@ public final class Emulator: Sendable {
 
     /// Accepts client certificates the TLS front verified for pushes to `topic`.
     public func allowAPNsCertificate(topic: String) async { await apns.allowCertificate(topic: topic) }
+
+    /// Makes `token` an APNs token of `pushType` (widgets, voip, location or pushtotalk), good
+    /// for that push type's topic only; false for another push type.
+    @discardableResult
+    public func bindAPNsToken(_ token: String, pushType: String) async -> Bool {
+        await apns.bindToken(token, pushType: pushType)
+    }
 
     public var apnsReceived: [ReceivedAPNsNotification] { get async { await apns.received } }
     /// The broadcasts APNs accepted, and its channels (by bundle id, channel id: storage policy).
@@ -323,6 +332,16 @@ struct EmulatorRoutes {
             let pem = try await apns.makeKey(keyID: keyID, teamID: team, topics: Set(topics))
             return HTTPResponse(
                 statusCode: .ok, headers: [.contentType: "application/x-pem-file"], body: Data(pem.utf8))
+        }
+        await server.appendRoute("POST /emulator/apns-tokens") { request in
+            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+            guard let token = object["token"] as? String, let type = object["push_type"] as? String,
+                await apns.bindToken(token, pushType: type)
+            else {
+                return Self.json(
+                    400, #"{"error":"expected {\"token\", \"push_type\": widgets, voip, location or pushtotalk}"}"#)
+            }
+            return Self.json(200, "{}")
         }
         await server.appendRoute("GET /emulator/apns") { _ in
             let list = await apns.received.map {

@@ -66,6 +66,11 @@ public enum DeliveryLife {
             if let reason = delivery.device?.disabledReason {
                 return DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
             }
+            if let reason = delivery.device?.pushTypeTokenDisabledReason, let type = delivery.payloadKind.apnsPushType {
+                return DeliveryResult(
+                    state: .cancelled, error: "the device's \(type.rawValue) token was disabled since ingest: \(reason)"
+                )
+            }
             if let channel = delivery.channel {
                 switch channel.state {
                 case "creating":
@@ -99,7 +104,9 @@ public enum DeliveryLife {
                 return DeliveryResult(
                     state: .cancelled,
                     error: delivery.payloadKind == .topic
-                        ? "the notification has no topic" : "the device has no push token")
+                        ? "the notification has no topic"
+                        : delivery.payloadKind.apnsPushType.map { "the device has no \($0.rawValue) token any more" }
+                            ?? "the device has no push token")
             }
             if delivery.route == nil {
                 return DeliveryResult(

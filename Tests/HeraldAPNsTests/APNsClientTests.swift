@@ -139,6 +139,108 @@ import Testing
         #expect(await emulator.apnsReceived.count == 1)
     }
 
+    /// Each push type's topic is the bundle id with Apple's suffix; a header left nil (a widget
+    /// push's priority and expiration) is not sent; VoIP payloads may be 5120 bytes.
+    @Test func eachPushTypeHasApplesTopicAndOnlyItsHeaders() {
+        let suffixes: [APNsNotification.PushType: String] = [
+            .alert: "", .background: "", .liveActivity: ".push-type.liveactivity", .widgets: ".push-type.widgets",
+            .voip: ".voip", .location: ".location-query", .pushToTalk: ".voip-ptt",
+        ]
+        #expect(Set(suffixes.keys) == Set(APNsNotification.PushType.allCases))
+        for (type, suffix) in suffixes {
+            #expect(type.topic(bundleID: "com.example.shop") == "com.example.shop" + suffix)
+        }
+        #expect(APNsNotification.PushType.allCases.filter(\.isAppExtra) == [.widgets, .voip, .location, .pushToTalk])
+        var widgets = Self.notification
+        (widgets.pushType, widgets.priority, widgets.expiration, widgets.collapseID) = (.widgets, nil, nil, nil)
+        #expect(widgets.headers.map(\.name) == ["apns-topic", "apns-push-type", "apns-id"])
+        var voip = Self.notification
+        voip.pushType = .voip
+        #expect(voip.payloadLimit == 5120 && Self.notification.payloadLimit == 4096)
+    }
+
+    /// A topic the key or certificate does not cover, for a push type only some apps are set up
+    /// for, fails that push: the app's notifications are not held as a configuration problem.
+    @Test(arguments: ["TopicDisallowed", "BadTopic", "InvalidPushType"])
+    func aTopicTheCredentialsDoNotCoverFailsThatPushTypeNotTheApp(reason: String) {
+        var voip = Self.notification
+        (voip.pushType, voip.topic) = (.voip, "com.example.shop.voip")
+        let refusal = HTTPResponse(status: 400, headers: [], body: Array(#"{"reason":"\#(reason)"}"#.utf8))
+        guard case .permanentFailure(let why) = APNsClient.classify(refusal, sent: voip, now: Date()) else {
+            Issue.record("\(reason) to a VoIP push")
+            return
+        }
+        #expect(why.hasSuffix("does not cover com.example.shop.voip"), "\(why)")
+        if reason != "InvalidPushType" {
+            guard case .configurationError = APNsClient.classify(refusal, sent: Self.notification, now: Date()) else {
+                Issue.record("\(reason) to an alert")
+                return
+            }
+        }
+    }
+
+    /// The emulator's APNs holds each push type to its token and Apple's rules for it, so that a
+    /// test sees Herald break one: a device's own token is not for VoIP, a VoIP token not for
+    /// alerts; a widget push is only "content changed"; VoIP goes with expiration 0 and no
+    /// collapse id.
+    @Test func theStandInHoldsEachPushTypeToItsTokenAndRules() async throws {
+        let emulator = try await Emulator.start()
+        let front = try await NginxStandIn.start(upstream: emulator.port)
+        let keyFile = path("AuthKey.p8")
+        try Data(
+            try await emulator.makeAPNsKey(teamID: "TEAM123456", keyID: "KEY1234567", topics: ["com.example.shop"]).utf8
+        ).write(to: URL(fileURLWithPath: keyFile))
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = front.caBundle
+        let client = APNsClient(
+            authentication: .token(
+                try APNsProviderTokens.load(file: keyFile, teamID: "TEAM123456", keyID: "KEY1234567")),
+            environment: .development, baseURL: front.baseURL, http: HTTPClient(configuration: configuration))
+        let voipToken = String(repeating: "cd", count: 32)
+        await emulator.bindAPNsToken(voipToken, pushType: "voip")
+        func push(
+            _ type: APNsNotification.PushType, token: String, priority: Int? = 10,
+            expiration: Date? = .init(timeIntervalSince1970: 0),
+            collapseID: String? = nil, payload: String = #"{"call":"1"}"#
+        ) -> APNsNotification {
+            APNsNotification(
+                deviceToken: token, topic: type.topic(bundleID: "com.example.shop"), pushType: type, priority: priority,
+                expiration: expiration, collapseID: collapseID, payload: Array(payload.utf8))
+        }
+        let alertToken = Self.notification.deviceToken
+        let cases: [(APNsNotification, String?)] = [
+            (push(.voip, token: voipToken), nil),
+            (push(.voip, token: alertToken), "DeviceTokenNotForTopic"),
+            (push(.alert, token: voipToken, payload: #"{"aps":{"alert":"Hi"}}"#), "DeviceTokenNotForTopic"),
+            (push(.voip, token: voipToken, expiration: Date().addingTimeInterval(3600)), "BadExpirationDate"),
+            (push(.voip, token: voipToken, collapseID: "c"), "BadCollapseId"),
+            (push(.voip, token: voipToken, priority: 5), "BadPriority"),
+            (
+                push(
+                    .widgets, token: voipToken, priority: nil, expiration: nil,
+                    payload: #"{"aps":{"content-changed":true}}"#), "DeviceTokenNotForTopic"
+            ),
+        ]
+        let answers = await client.answers(cases.map(\.0))
+        for ((notification, expected), answer) in zip(cases, answers) {
+            #expect(
+                answer.reason?.rawValue == expected,
+                "\(notification.pushType) to \(notification.deviceToken.prefix(4)): \(answer.outcome)")
+        }
+        let widgetsToken = String(repeating: "ef", count: 32)
+        await emulator.bindAPNsToken(widgetsToken, pushType: "widgets")
+        let widgets = await client.answers([
+            push(
+                .widgets, token: widgetsToken, priority: nil, expiration: nil,
+                payload: #"{"aps":{"content-changed":true}}"#),
+            push(
+                .widgets, token: widgetsToken, priority: nil, expiration: nil,
+                payload: #"{"aps":{"content-changed":true},"extra":"1"}"#),
+        ])
+        #expect(widgets.map(\.reason?.rawValue) == [nil, "BadRequestPayload"])
+        #expect(await emulator.apnsReceived.count == 2)
+    }
+
     @Test(arguments: ["pem", "p12"])
     func aCertificatesExpiryIsRead(format: String) async throws {
         let made = try await runProgram(

@@ -40,7 +40,7 @@ import Testing
                 "apps", "broadcast_channels",
                 "config_scopes", "deliveries", "delivery_reports", "devices", "fcm_quotas", "generations",
                 "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",
-                "providers",
+                "providers", "push_type_tokens", "push_types",
                 "redrives", "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations",
                 "secrets", "token_kinds", "wakeups",
             ])

@@ -57,6 +57,26 @@ import Testing
         }
     }
 
+    /// `herald.push_types` and Swift agree on each of APNs' other push types: its payload kind
+    /// sends that push type (``OutgoingDelivery/PayloadKind/apnsPushType``), and APNs' route
+    /// takes its token kind for it.
+    @Test func thePushTypesAreTheOnesAPNsSends() async throws {
+        let db = try await TestDatabase.create().connect()
+        let rows = try await db.query("SELECT push_type, payload_kind, token_kind FROM herald.push_types").map {
+            (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self), try $0.decode(2, as: String.self))
+        }
+        #expect(
+            Set(rows.map(\.1))
+                == Set(OutgoingDelivery.PayloadKind.allCases.filter { $0.apnsPushType != nil }.map(\.rawValue)))
+        for (pushType, payloadKind, tokenKind) in rows {
+            #expect(OutgoingDelivery.PayloadKind(rawValue: payloadKind)?.apnsPushType?.rawValue == pushType)
+            #expect(APNsRoute.pushType(ofTokenKind: tokenKind)?.rawValue == pushType)
+            #expect(APNsRoute.accepts(.token(kind: tokenKind, "ab")))
+        }
+        #expect(APNsRoute.pushType(ofTokenKind: "apns_device_token") == nil)
+        #expect(APNsRoute.pushType(ofTokenKind: "apns_liveactivity_token") == nil)
+    }
+
     /// The schema makes work for workers by kind: `notify_worker` wakes the kind named in its
     /// argument, and a trigger or function that inserts `herald.jobs` rows names their kind.
     /// Those are exactly the ``WorkerKind``s that have a queue.

@@ -119,7 +119,7 @@ GRANT SELECT ON herald.route_rules TO herald_operator, herald_daemon;
 -- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
 -- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
 -- as they grow (PlanningTests).
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text)
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text, push_type_token_id bigint, push_type_token_disabled text)
     LANGUAGE plpgsql
     SET enable_sort TO 'off' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off'
@@ -159,7 +159,7 @@ BEGIN
         FROM picked
         WHERE d.id = ANY(ARRAY[picked.id])  -- a probe by key, never a join (docs/architecture.md)
         RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
-                  d.activity_token_id
+                  d.activity_token_id, d.push_type_token_id
     ), taken AS (
         SELECT * FROM claimed
         UNION ALL
@@ -167,13 +167,17 @@ BEGIN
         -- first attempt: a claim after their lease ran out counts a second, even this daemon's)
         -- and half their lease is left, as a claim's would be: one nearer its end is left to run
         -- out and be claimed anew, so that no other claim can take it while it is sent.
-        SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id
+        SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id,
+               d.push_type_token_id
         FROM herald.deliveries d
         WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1
           AND d.run_at > at + lease / 2
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
-           c.device_id, dev.push_token, dev.token_kind,
+           -- A push of another type (herald.send_push) goes to the device's token of that type.
+           c.device_id,
+           CASE WHEN c.push_type_token_id IS NULL THEN dev.push_token ELSE pt.token END,
+           CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
            n.app_id, n.app_version, r.route, p.failed_at,
@@ -195,7 +199,8 @@ BEGIN
            n.activity_content_state::text, n.activity_stale_at, n.activity_dismiss_at, n.activity_event_at,
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
            n.activity_channel, ch.channel_id, ch.state, ch.stores_latest,
-           herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad)
+           herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad),
+           c.push_type_token_id, pt.disabled_reason
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
@@ -210,10 +215,14 @@ BEGIN
         WHERE n.id = c.notification_id OFFSET 0) n
     LEFT JOIN LATERAL (SELECT dev.* FROM herald.devices dev WHERE dev.id = c.device_id OFFSET 0) dev ON true
     LEFT JOIN LATERAL (SELECT t.* FROM herald.activity_tokens t WHERE t.id = c.activity_token_id OFFSET 0) t ON true
+    LEFT JOIN LATERAL (SELECT pt.* FROM herald.push_type_tokens pt WHERE pt.id = c.push_type_token_id OFFSET 0) pt
+        ON true
     LEFT JOIN LATERAL (SELECT ch.* FROM herald.broadcast_channels ch WHERE ch.id = n.broadcast_channel_id OFFSET 0) ch
         ON true
     LEFT JOIN LATERAL (SELECT r.* FROM rules r
-                       WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
+                       WHERE r.payload_kind = c.payload_kind
+                         AND r.token_kind IS NOT DISTINCT FROM
+                             CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END
                        OFFSET 0) r ON true
     LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
                        WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true
@@ -235,14 +244,16 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- `dead_devices` are soft-disabled at `at` (now); one that registered a new token since is left
 -- alone, as is one that registered its token after the token's `since`, when known.
 -- `ended_activity_tokens` end as token_invalid at `at` (an ended activity's token too; one the
--- app replaced or dismissed keeps that reason).
+-- app replaced or dismissed keeps that reason). `ended_push_type_tokens` are disabled as
+-- token_invalid, with the same guards as devices' (the device itself stays enabled); the
+-- previous release's daemons leave them out.
 --
 -- `problems`: each configuration's problem, or NULL when it works again. A problem found again
 -- is confirmed at `at`, so the next probe waits a minute from this one; `since` changes only when
 -- the problem does.
 --
--- Returns each device it disabled and each Live Activity token it ended (`ended` is `device` or
--- `activity_token`), with its token as logs may show it (herald.token_hint) and the reason: what
+-- Returns each device it disabled and each token it ended (`ended` is `device`, `activity_token`
+-- or `push_type_token`), with its token as logs may show it (herald.token_hint) and the reason: what
 -- the daemon logs is what was done.
 --
 -- Planned once per session, generically, for the reason herald.claim_sends is, and kept to
@@ -251,7 +262,8 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- no statistics that index looks tiny, and a plan reading it end to end for every id took up to
 -- 0.5 s after each generation opened, in the soak).
 CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
-    dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[])
+    dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[],
+    ended_push_type_tokens herald.dead_token[] DEFAULT '{}')
 RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
@@ -296,6 +308,13 @@ BEGIN
         FROM unnest(ended_activity_tokens) AS u
         WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
         RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
+    ), ended_push_tokens AS (
+        UPDATE herald.push_type_tokens AS t
+        SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
+        FROM unnest(ended_push_type_tokens) AS u
+        WHERE t.id = ANY(ARRAY[u.id]) AND t.token = u.token AND t.disabled_at IS NULL
+          AND (u.since IS NULL OR t.registered_at < to_timestamp(u.since))
+        RETURNING 'push_type_token'::text, t.id, herald.token_hint(t.token), t.disabled_reason
     ), found AS (
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
         SELECT u.app_id, u.scope, u.problem, at, at
@@ -311,11 +330,13 @@ BEGIN
     )
     SELECT * FROM disabled
     UNION ALL
-    SELECT * FROM ended_tokens;
+    SELECT * FROM ended_tokens
+    UNION ALL
+    SELECT * FROM ended_push_tokens;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) TO herald_daemon;
 
 -- The previous release's herald.record_sends, twenty arrays in parallel, for its daemons still
 -- running during an upgrade: it records through the function above. Dropped with herald.apps'

@@ -283,12 +283,130 @@ $$;
 REVOKE ALL ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest_activity_events(bigint[],timestamp with time zone) TO herald_daemon;
 
+-- Ingests the batch's pushes of APNs' other types (herald.send_push), one at a time: they are
+-- few beside the notifications. Each is checked against its type's rules (herald.push_types)
+-- and goes to the push type tokens of the user's enabled devices (or the devices named), one
+-- delivery each, all straight to APNs, so the app needs its APNs setup.
+CREATE OR REPLACE FUNCTION herald.ingest_push_types(ids bigint[], at timestamptz,
+    OUT accepted int, OUT rejected int, OUT expired int, OUT no_devices int, OUT deliveries int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n herald.notifications;
+    app herald.apps;
+    type_row herald.push_types;
+    data_problem text;
+    converted jsonb;
+    run_at timestamptz;
+    expires timestamptz;
+    why text;
+    verdict text;
+    made int;
+BEGIN
+    accepted := 0; rejected := 0; expired := 0; no_devices := 0; deliveries := 0;
+    FOR n IN SELECT * FROM herald.notifications x
+             WHERE x.id = ANY(ids) AND x.state = 'received' AND x.push_type IS NOT NULL ORDER BY x.id
+    LOOP
+        SELECT * INTO app FROM herald.apps a WHERE a.app_id = n.app_id;
+        SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = n.push_type;
+        -- As the notifications' ingest converts and checks data; it goes at the payload's top
+        -- level, beside Herald's keys (which win), so `aps` is APNs'.
+        SELECT CASE WHEN jsonb_typeof(n.data) = 'object'
+                    THEN coalesce(jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) IN ('number', 'boolean')
+                                                               THEN to_jsonb(e.value #>> '{}') ELSE e.value END),
+                                  '{}') END,
+               (array_agg(CASE WHEN jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') THEN
+                                   format('data value for key %s is a JSON %s; data values must be strings (numbers and booleans are converted)',
+                                          quote_literal(e.key), jsonb_typeof(e.value))
+                               ELSE 'data key ''aps'' is APNs'' own; rename it' END)
+                FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') OR e.key = 'aps'))[1]
+        INTO converted, data_problem
+        FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END) AS e;
+        run_at := greatest(at, coalesce(n.send_at, at));
+        expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, type_row.default_ttl, app.default_ttl));
+        why := CASE
+            WHEN app.app_id IS NULL THEN
+                format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
+            WHEN type_row.push_type IS NULL THEN
+                format('push_type %s is not one of herald.push_types', quote_literal(n.push_type))
+            WHEN NOT EXISTS (SELECT FROM herald.app_apns s WHERE s.app_id = n.app_id AND s.bundle_id IS NOT NULL
+                             AND (s.key_file IS NOT NULL OR s.certificate_file IS NOT NULL)) THEN
+                format('app %s has no APNs setup: %s pushes go straight to APNs with the app''s bundle id and APNs key or certificate (herald.app_apns)',
+                       quote_literal(n.app_id), n.push_type)
+            WHEN NOT isfinite(n.expires_at) OR NOT isfinite(n.send_at) THEN
+                format('%s must be a finite time', CASE WHEN NOT isfinite(n.expires_at) THEN 'expires_at' ELSE 'send_at' END)
+            WHEN n.send_at > at + herald.max_schedule() THEN
+                format('send_at %s is more than %s ahead; schedule it nearer', n.send_at, herald.max_schedule())
+            WHEN n.device_ids IS NOT NULL AND cardinality(n.device_ids) = 0 THEN
+                'device_ids is empty: name at least one device'
+            WHEN n.priority = 'normal' AND NOT type_row.may_be_normal THEN
+                format('%s pushes go at once (priority high), not normal', n.push_type)
+            WHEN NOT type_row.takes_data AND n.data IS NOT NULL AND n.data <> '{}' THEN
+                format('%s pushes carry no data: %s only learns that something changed', n.push_type, type_row.description)
+            WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
+                format('data must be a JSON object of strings, not a JSON %s', jsonb_typeof(n.data))
+            WHEN data_problem IS NOT NULL THEN data_problem
+            WHEN expires > run_at + type_row.max_ttl THEN
+                format('a %s push may be tried for %s at most (ttl or expires_at): %s', n.push_type, type_row.max_ttl,
+                       CASE WHEN n.push_type IN ('voip', 'pushtotalk') THEN 'a late one must not ring or play'
+                            ELSE 'APNs keeps nothing longer' END)
+            WHEN octet_length(converted::text) + 200 > type_row.max_payload_bytes THEN
+                format('payload is about %s bytes once encoded, %s over APNs'' %s-byte limit for %s pushes; shorten the data',
+                       octet_length(converted::text) + 200, octet_length(converted::text) + 200 - type_row.max_payload_bytes,
+                       type_row.max_payload_bytes, n.push_type)
+        END;
+        made := 0;
+        IF why IS NOT NULL THEN
+            verdict := 'rejected';
+        ELSIF expires <= run_at THEN
+            verdict := 'expired';
+            why := format('expired at %s, before it could be sent', expires);
+        ELSE
+            WITH created AS (
+                INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, push_type_token_id, run_at)
+                SELECT n.id, d.id, type_row.payload_kind, t.id, run_at
+                FROM herald.devices d
+                JOIN herald.push_type_tokens t ON t.device_id = d.id
+                WHERE d.app_id = n.app_id AND d.disabled_at IS NULL
+                  AND (d.user_ref = n.user_ref OR d.device_id = ANY(n.device_ids))
+                  AND t.token_kind = type_row.token_kind AND t.disabled_at IS NULL
+                ORDER BY d.id
+                RETURNING 1
+            )
+            SELECT count(*) INTO made FROM created;
+            verdict := CASE WHEN made > 0 THEN 'accepted' ELSE 'no_devices' END;
+            why := CASE WHEN made = 0 THEN
+                          format('no enabled device of %s has a %s token registered',
+                                 coalesce('user ' || quote_literal(n.user_ref), 'the devices named'), n.push_type)
+                      END;
+        END IF;
+        -- A rejected push keeps what the producer wrote; the others get the defaults.
+        UPDATE herald.notifications x
+        SET state = verdict, reason = why, ingested_at = at,
+            priority = CASE WHEN verdict = 'rejected' THEN x.priority ELSE coalesce(x.priority, 'high') END,
+            expires_at = CASE WHEN verdict = 'rejected' THEN x.expires_at ELSE expires END,
+            ttl = CASE WHEN verdict = 'rejected' THEN x.ttl END,
+            data = CASE WHEN verdict = 'rejected' THEN x.data ELSE converted END
+        WHERE x.id = n.id;
+        CASE verdict
+            WHEN 'accepted' THEN accepted := accepted + 1;
+            WHEN 'rejected' THEN rejected := rejected + 1;
+            WHEN 'expired' THEN expired := expired + 1;
+            ELSE no_devices := no_devices + 1;
+        END CASE;
+        deliveries := deliveries + made;
+    END LOOP;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.ingest_push_types(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_push_types(bigint[],timestamp with time zone) TO herald_daemon;
+
 -- Ingests a batch of notifications the caller has locked (herald.ingest, herald.ingest_next):
 -- rejects bad ones with their reason (range and character checks on what the producer gave,
 -- naming the field), fills in the app's defaults, expires what is already past its expiry, and
 -- creates one delivery per enabled device (or one for a topic), queued in place (run_at) at
 -- send_at or now. Only notifications still 'received' are touched, so running it twice changes
--- nothing. `with_activities` says whether any of them is a Live Activity event.
+-- nothing. `with_activities` says whether any of them is a Live Activity event or a push of
+-- another type (herald.send_push).
 --
 -- Leased at birth: given `lease_to`, the first `reserve` deliveries due now are created leased
 -- to it until `at + lease_for`, as a claim would lease them (their first attempt), and
@@ -327,9 +445,14 @@ DECLARE
     payload_kinds text[];
     silent_payload_kinds text[];
 BEGIN
-    -- Live Activity events first: the statement below takes what is still 'received'.
+    -- Live Activity events and other push types first: the statement below takes what is still
+    -- 'received'.
     IF with_activities THEN
-        SELECT * INTO activities FROM herald.ingest_activity_events(ids, at);
+        SELECT e.accepted + p.accepted AS accepted, e.rejected + p.rejected AS rejected,
+               e.expired + p.expired AS expired, e.no_devices + p.no_devices AS no_devices, e.superseded,
+               e.deliveries + p.deliveries AS deliveries
+        INTO activities
+        FROM herald.ingest_activity_events(ids, at) e, herald.ingest_push_types(ids, at) p;
     ELSE
         SELECT 0 AS accepted, 0 AS rejected, 0 AS expired, 0 AS no_devices, 0 AS superseded, 0 AS deliveries
         INTO activities;
@@ -565,7 +688,7 @@ DECLARE
     with_activities boolean;
 BEGIN
     SELECT bool_or(locked.activity) INTO with_activities
-    FROM (SELECT n.activity_event IS NOT NULL AS activity FROM herald.notifications n
+    FROM (SELECT n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity FROM herald.notifications n
           WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
     RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
 END;
@@ -592,7 +715,8 @@ DECLARE
     with_activities boolean;
 BEGIN
     SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
-    FROM (SELECT n.id, n.activity_event IS NOT NULL AS activity FROM herald.notifications n WHERE n.state = 'received'
+    FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
+          FROM herald.notifications n WHERE n.state = 'received'
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];

@@ -249,8 +249,15 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',
             (SELECT string_agg(format('%L: %s', k.token_kind, k.description), ', ' ORDER BY k.token_kind)
-             FROM herald.token_kinds k),
+             FROM herald.token_kinds k WHERE k.token_kind NOT IN (SELECT p.token_kind FROM herald.push_types p)),
             quote_literal(kind) USING ERRCODE = 'check_violation';
+    END IF;
+    -- A device's own token takes its notifications; a widget, VoIP, location or Push to Talk
+    -- token goes beside it.
+    IF EXISTS (SELECT FROM herald.push_types p WHERE p.token_kind = kind) THEN
+        RAISE EXCEPTION 'herald.register_device: % is a token for % pushes, not the device''s own: register the device with its notification token, and this one beside it (docs/producers.md, "Widgets, VoIP, location and Push to Talk")',
+            kind, (SELECT quote_literal(p.push_type) FROM herald.push_types p WHERE p.token_kind = kind)
+            USING ERRCODE = 'check_violation';
     END IF;
     IF platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION 'herald.register_device: a token of kind % cannot belong to a device of platform %', kind, platform
@@ -336,6 +343,107 @@ $$;
 REVOKE ALL ON FUNCTION herald.unregister_device(text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_daemon;
+
+-- APNs' other push types (docs/producers.md#widgets-voip-location-and-push-to-talk):
+-- WidgetKit's push updates, PushKit's VoIP calls, location queries and Push to Talk, each to a
+-- token the app gets from that framework and registers through its backend, beside the device
+-- (herald.push_types lists the types). A new token replaces the device's previous one of its type.
+-- Returns the token's row id and what happened, as herald.register_device says it:
+-- 'registered', 'unchanged' (the token already held), 're-enabled' (the type's token had been
+-- unregistered, moved or declared dead), or 'token_invalid' (the very token APNs declared dead:
+-- it stays disabled). A token held by another device of the app moves here. Only for an app the
+-- session acts for.
+CREATE OR REPLACE FUNCTION herald.register_push_type_token(app text, device text, push_type text, token text,
+    OUT token_row_id bigint, OUT status text) RETURNS record
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    caller constant text := 'herald.register_push_type_token';
+    type_row herald.push_types;
+    kind_row herald.token_kinds;
+    dev herald.devices;
+    existing herald.push_type_tokens;
+    hex text := lower(token);
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = register_push_type_token.push_type;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
+            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
+             FROM herald.push_types p),
+            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
+    END IF;
+    SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = type_row.token_kind;
+    IF token IS NULL OR token !~ kind_row.shape OR octet_length(token) > 8192 THEN
+        RAISE EXCEPTION '%: % is %, not % characters like %', caller, kind_row.description,
+            kind_row.shape_description, coalesce(length(token), 0), quote_literal(left(token, 8) || '…')
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- One registration at a time per device: two would both find no token.
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
+            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF dev.platform <> ALL(kind_row.platforms) THEN
+        RAISE EXCEPTION '%: % pushes are for %, and device % is %', caller, push_type,
+            array_to_string(kind_row.platforms, ', '), quote_literal(device), dev.platform
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF dev.disabled_at IS NOT NULL THEN
+        RAISE EXCEPTION '%: device % is disabled (%): register it again with herald.register_device first', caller,
+            quote_literal(device), dev.disabled_reason USING ERRCODE = 'check_violation';
+    END IF;
+    -- A token is one device's: held by another device of the app, it is disabled there.
+    UPDATE herald.push_type_tokens t
+    SET disabled_at = now(), disabled_cause = 'token_moved',
+        disabled_reason = format('its token was registered again by device %s', device)
+    WHERE t.token = hex AND t.token_kind = type_row.token_kind AND t.device_id <> dev.id AND t.disabled_at IS NULL
+      AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
+    INSERT INTO herald.push_type_tokens AS t (device_id, token_kind, token)
+    VALUES (dev.id, type_row.token_kind, hex)
+    ON CONFLICT (device_id, token_kind) DO NOTHING
+    RETURNING t.id INTO token_row_id;
+    IF FOUND THEN
+        status := 'registered';
+        RETURN;
+    END IF;
+    SELECT * INTO existing FROM herald.push_type_tokens t
+    WHERE t.device_id = dev.id AND t.token_kind = type_row.token_kind FOR UPDATE;
+    token_row_id := existing.id;
+    IF existing.token = hex AND (existing.disabled_at IS NULL OR existing.disabled_cause = 'token_invalid') THEN
+        -- The token held, or the one APNs declared dead: registering it again does not make it live.
+        status := CASE WHEN existing.disabled_at IS NULL THEN 'unchanged' ELSE 'token_invalid' END;
+        RETURN;
+    END IF;
+    UPDATE herald.push_type_tokens t
+    SET token = hex, registered_at = now(), disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+    WHERE t.id = existing.id;
+    status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.register_push_type_token(text,text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.register_push_type_token(text,text,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.register_push_type_token(text,text,text,text) TO herald_daemon;
+
+-- The app says the device's token of a push type is no longer good (PushKit invalidated it, the
+-- user left the Push to Talk channel, the widgets were removed): it is disabled, and nothing of
+-- that type goes to the device until it registers one. Returns whether a token was disabled.
+-- Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.unregister_push_type_token(app text, device text, push_type text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.unregister_push_type_token');
+    UPDATE herald.push_type_tokens t
+    SET disabled_at = now(), disabled_cause = 'unregistered', disabled_reason = 'the app unregistered it'
+    FROM herald.devices d, herald.push_types p
+    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND p.token_kind = t.token_kind
+      AND p.push_type = unregister_push_type_token.push_type AND t.disabled_at IS NULL;
+    RETURN FOUND;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.unregister_push_type_token(text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.unregister_push_type_token(text,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.unregister_push_type_token(text,text,text) TO herald_daemon;
 
 -- Live Activities (docs/producers.md#live-activities). The app registers its tokens through its
 -- backend: an iPhone's push-to-start token for an ActivityAttributes type (ActivityKit's
@@ -734,3 +842,53 @@ $$;
 REVOKE ALL ON FUNCTION herald.broadcast_activity(text,text,jsonb,text,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.broadcast_activity(text,text,jsonb,text,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.broadcast_activity(text,text,jsonb,text,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) TO herald_daemon;
+
+-- Sends a push of one of herald.push_types to a user's devices (or the devices named) that
+-- registered a token of that type: `data` (an object of strings; numbers and booleans are
+-- converted) at the payload's top level, beside herald_notification_id, for the app's handler
+-- (PushKit's dictionaryPayload, the location extension's payload); a widget push carries none.
+-- `priority` 'normal' only for location (a periodic query); the others go at once. Without ttl
+-- or expires_at, a call is tried for 30 seconds and a talk burst for 10 (at most 2 minutes and
+-- 1), the rest for the app's default_ttl. Ingest checks the rest, as for herald.send. Returns
+-- the notification's id; with an idempotency key already used by this app, the first one's, and
+-- nothing more is sent. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.send_push(app text, push_type text, user_ref text DEFAULT NULL,
+    device_ids text[] DEFAULT NULL, data jsonb DEFAULT NULL, priority text DEFAULT NULL, ttl interval DEFAULT NULL,
+    expires_at timestamptz DEFAULT NULL, idempotency_key text DEFAULT NULL, send_at timestamptz DEFAULT NULL,
+    dry_run boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    caller constant text := 'herald.send_push';
+    type_row herald.push_types;
+    notification_id bigint;
+BEGIN
+    PERFORM herald.check_acts_for(app, caller);
+    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = send_push.push_type;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
+            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
+             FROM herald.push_types p),
+            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
+    END IF;
+    IF priority = 'normal' AND NOT type_row.may_be_normal THEN
+        RAISE EXCEPTION '%: % pushes go at once (priority high): leave priority out', caller, push_type
+            USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO herald.notifications AS n (app_id, push_type, idempotency_key, user_ref, device_ids, data, priority,
+                                           ttl, expires_at, send_at, dry_run)
+    VALUES (app, send_push.push_type, send_push.idempotency_key, send_push.user_ref, send_push.device_ids,
+            send_push.data, send_push.priority, send_push.ttl, send_push.expires_at, send_push.send_at,
+            coalesce(send_push.dry_run, false))
+    RETURNING n.id INTO notification_id;
+    IF notification_id IS NULL THEN
+        -- herald.claim_idempotency_key skipped it: the key was used.
+        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
+        WHERE k.app_id = app AND k.idempotency_key = send_push.idempotency_key;
+    END IF;
+    RETURN notification_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_daemon;

@@ -302,9 +302,16 @@ LANGUAGE sql AS $$
         WHERE id IN (SELECT t.id FROM herald.activity_tokens t WHERE t.ended_at < now() - older_than
                      ORDER BY t.id LIMIT batch)
         RETURNING 1
+    ), push_type_tokens AS (
+        -- Disabled ones after the retention: what became of their sends stays with the deliveries.
+        DELETE FROM herald.push_type_tokens
+        WHERE id IN (SELECT t.id FROM herald.push_type_tokens t WHERE t.disabled_at < now() - older_than
+                     ORDER BY t.id LIMIT batch)
+        RETURNING 1
     )
     SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups),
-                    (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens))::int
+                    (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens),
+                    (SELECT count(*) FROM push_type_tokens))::int
 $$;
 REVOKE ALL ON FUNCTION herald.prune_records(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune_records(interval,integer) TO herald_daemon;

@@ -55,8 +55,9 @@ LANGUAGE sql AS $$
               CROSS JOIN LATERAL (SELECT n.app_id FROM herald.notifications n
                                   WHERE n.id = d.notification_id OFFSET 0) AS n
               LEFT JOIN herald.devices dev ON dev.id = d.device_id
+              LEFT JOIN herald.push_types pt ON pt.payload_kind = d.payload_kind
               JOIN herald.route_rules r ON r.payload_kind = d.payload_kind
-                                       AND r.token_kind IS NOT DISTINCT FROM dev.token_kind
+                                       AND r.token_kind IS NOT DISTINCT FROM coalesce(pt.token_kind, dev.token_kind)
               WHERE d.state = 'queued' AND n.app_id = p.app_id AND p.scope = ANY(r.scopes))
         RETURNING 1
     )

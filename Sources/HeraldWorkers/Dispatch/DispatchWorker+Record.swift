@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldPostgres
 import HeraldQueue
+import Logging
 import Metrics
 
 extension DispatchWorker {
@@ -24,30 +25,31 @@ extension DispatchWorker {
             Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
         countFinished(kind: kind, finished)
-        let (disabled, endedActivityTokens) = Self.deadTokens(results, deliveries, providers: providers)
+        let dead = Self.deadTokens(results, deliveries, providers: providers)
         let recording = ContinuousClock.now
         var ended: [Ended] = []
         _ = await recordWithinLease(until: leaseEnds, logger: context.logger, items: results.count) {
-            ended = try await record(
-                results, disabled: disabled, endedActivityTokens: endedActivityTokens, problems: problems, now: now)
+            ended = try await record(results, dead: dead, problems: problems, now: now)
         }
         recordTimer.finished(since: recording, rows: results.count, logger: context.logger)
         for token in ended {
+            let message: Logger.Message =
+                switch token.kind {
+                case "device": "disabled a device whose push token its provider rejected"
+                case "push_type_token": "disabled a device's widget, VoIP, location or Push to Talk token APNs rejected"
+                default: "ended a Live Activity token its provider rejected"
+                }
             context.logger.notice(
-                token.device
-                    ? "disabled a device whose push token its provider rejected"
-                    : "ended a Live Activity token its provider rejected",
-                metadata: [
-                    token.device ? "device" : "activity_token": "\(token.id)", "token": "\(token.hint)",
-                    "reason": "\(token.reason)",
-                ])
+                message,
+                metadata: [token.kind: "\(token.id)", "token": "\(token.hint)", "reason": "\(token.reason)"])
         }
     }
 
-    /// A device the record disabled, or a Live Activity token it ended, as logs show it: its
-    /// token's hint (`herald.token_hint`), never the token.
+    /// A device the record disabled, or a token it ended, as logs show it: its token's hint
+    /// (`herald.token_hint`), never the token.
     struct Ended {
-        var device: Bool
+        /// `device`, `activity_token` or `push_type_token`.
+        var kind: String
         var id: Int64
         var hint: String
         var reason: String
@@ -127,17 +129,20 @@ extension DispatchWorker {
         }
     }
 
-    /// The tokens its provider declared dead: devices' push tokens, and (`activity`) Live
-    /// Activity tokens APNs refused, which end alone: the device's own token may well be alive.
+    /// The tokens their provider declared dead: devices' push tokens; Live Activity tokens and
+    /// push type tokens APNs refused, which end alone: the device's own token may well be alive.
     /// Through FCM, a dead token is the device's registration token, as for any send.
+    struct DeadTokens {
+        var devices: [DeadToken] = []
+        var activityTokens: [DeadToken] = []
+        var pushTypeTokens: [DeadToken] = []
+    }
+
     static func deadTokens(
         _ results: [Int64: DeliveryResult], _ deliveries: [Int64: OutgoingDelivery],
         providers: [String: any ProviderRoute.Type]
-    ) -> (
-        devices: [DeadToken], activity: [DeadToken]
-    ) {
-        var devices: [DeadToken] = []
-        var activity: [DeadToken] = []
+    ) -> DeadTokens {
+        var dead = DeadTokens()
         for (id, result) in results {
             guard result.state == .tokenInvalid, let delivery = deliveries[id], let route = delivery.route else {
                 continue
@@ -146,32 +151,37 @@ extension DispatchWorker {
             let reason = "\(provider?.displayName ?? route.provider): \(result.error ?? "token invalid")"
             if let live = delivery.liveActivity, provider?.sendsToActivityTokens == true {
                 if let row = live.tokenRowID, let token = live.token {
-                    activity.append(DeadToken(id: row, token: token, reason: reason))
+                    dead.activityTokens.append(DeadToken(id: row, token: token, reason: reason))
+                }
+            } else if let row = delivery.device?.pushTypeTokenRowID {
+                if let token = delivery.target?.deviceToken {
+                    dead.pushTypeTokens.append(
+                        DeadToken(id: row, token: token, reason: reason, since: result.invalidSince))
                 }
             } else if let device = delivery.device?.rowID, let token = delivery.target?.deviceToken {
-                devices.append(DeadToken(id: device, token: token, reason: reason, since: result.invalidSince))
+                dead.devices.append(DeadToken(id: device, token: token, reason: reason, since: result.invalidSince))
             }
         }
-        return (devices, activity)
+        return dead
     }
 
     /// Records the outcomes and releases the leases, in one statement (``SQL/record``); returns
-    /// the devices it disabled and the Live Activity tokens it ended.
+    /// the devices it disabled and the tokens it ended.
     @discardableResult
     func record(
-        _ results: [Int64: DeliveryResult], disabled: [DeadToken], endedActivityTokens: [DeadToken] = [],
-        problems: [ProblemKey: String?], now: Date
+        _ results: [Int64: DeliveryResult], dead: DeadTokens = DeadTokens(), problems: [ProblemKey: String?], now: Date
     ) async throws -> [Ended] {
         let rows = try await context.connection.query(
             SQL.record,
             [
-                results.map { SendOutcome(id: $0.key, result: $0.value, now: now) }, context.workerID, now, disabled,
-                endedActivityTokens, problems.map { ConfigProblem(key: $0.key, problem: $0.value) },
+                results.map { SendOutcome(id: $0.key, result: $0.value, now: now) }, context.workerID, now,
+                dead.devices, dead.activityTokens, problems.map { ConfigProblem(key: $0.key, problem: $0.value) },
+                dead.pushTypeTokens,
             ])
         // Written already: a row that cannot be read is logged less well, never recorded twice.
         return rows.map { row in
             Ended(
-                device: (try? row.decode("ended", as: String.self)) == "device",
+                kind: (try? row.decode("ended", as: String.self)) ?? "device",
                 id: (try? row.decode("id", as: Int64.self)) ?? 0,
                 hint: (try? row.decode("token_hint", as: String.self)) ?? "",
                 reason: (try? row.decode("reason", as: String.self)) ?? "")

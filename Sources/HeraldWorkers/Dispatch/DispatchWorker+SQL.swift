@@ -9,13 +9,14 @@ extension DispatchWorker {
         static let appSetups = "SELECT * FROM herald.app_setups($1)"
 
         /// Records a batch's outcomes in one statement, so in one transaction: the deliveries,
-        /// with their leases released; devices and Live Activity tokens whose provider declared
-        /// them dead; and the configuration problems found or cleared (`herald.record_sends`, in
-        /// `migrations/functions/dispatch.sql`, which says what each parameter is).
+        /// with their leases released; devices, Live Activity tokens and push type tokens whose
+        /// provider declared them dead; and the configuration problems found or cleared
+        /// (`herald.record_sends`, in `migrations/functions/dispatch.sql`, which says what each
+        /// parameter is).
         static let record = """
             SELECT ended, id, token_hint, reason
             FROM herald.record_sends($1::herald.send_outcome[], $2::text, $3::timestamptz, $4::herald.dead_token[],
-                                     $5::herald.dead_token[], $6::herald.config_problem[])
+                                     $5::herald.dead_token[], $6::herald.config_problem[], $7::herald.dead_token[])
             """
 
         /// Extends, to $3 (now) + $4 seconds, the leases worker $2 still holds on deliveries $1

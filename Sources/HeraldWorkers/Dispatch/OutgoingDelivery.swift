@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 
 /// What became of a delivery (`herald.deliveries.state`); a test checks these against the
@@ -42,6 +43,13 @@ public struct OutgoingDelivery: Sendable {
         /// A Live Activity update or end to every activity subscribed to a broadcast channel
         /// (iOS 18), straight to APNs.
         case broadcast
+        /// APNs' other push types (`herald.push_types`), each to the device's token of that type
+        /// (``Device/pushTypeTokenRowID``), straight to APNs: a WidgetKit push update, a PushKit
+        /// VoIP call, a location query, a Push to Talk burst.
+        case iosWidgets = "ios_widgets"
+        case iosVoIP = "ios_voip"
+        case iosLocation = "ios_location"
+        case iosPushToTalk = "ios_pushtotalk"
     }
 
     /// What the producer asked to send (`herald.notifications`), as every provider reads it.
@@ -96,6 +104,12 @@ public struct OutgoingDelivery: Sendable {
         /// What the app reports the delivery with (`herald.delivery_reference`, which the claim
         /// makes and `herald.report_delivery` opens).
         public var reportReference: String
+        /// For a push of another type (``PayloadKind/apnsPushType``): the row of
+        /// `herald.push_type_tokens` the target's token is. APNs refusing it disables that
+        /// token, never the device.
+        public var pushTypeTokenRowID: Int64? = nil
+        /// Why that token is disabled, when it is.
+        public var pushTypeTokenDisabledReason: String? = nil
     }
 
     /// A Live Activity event and the token it goes to (`herald.activity_tokens`): a push-to-start
@@ -225,6 +239,20 @@ public struct OutgoingDelivery: Sendable {
 }
 
 extension OutgoingDelivery.PayloadKind {
-    /// Sent to the device's own token (not a Live Activity's, a channel or a topic).
-    var isDeviceToken: Bool { self != .liveActivity && self != .broadcast && self != .topic }
+    /// Sent to the device's own token (not a Live Activity's, a channel, a topic or a push
+    /// type's token).
+    var isDeviceToken: Bool {
+        self != .liveActivity && self != .broadcast && self != .topic && apnsPushType == nil
+    }
+
+    /// The APNs push type of a push sent with `herald.send_push`.
+    var apnsPushType: APNsNotification.PushType? {
+        switch self {
+        case .iosWidgets: .widgets
+        case .iosVoIP: .voip
+        case .iosLocation: .location
+        case .iosPushToTalk: .pushToTalk
+        default: nil
+        }
+    }
 }

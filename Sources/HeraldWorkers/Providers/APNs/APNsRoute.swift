@@ -14,13 +14,30 @@ struct APNsRoute: ProviderRoute {
     static let scopes: [ConfigurationScope] = [.apns]
     static let sendsToActivityTokens = true
 
-    /// An APNs device token (a Live Activity's own token rides on it), or a broadcast channel.
+    /// An APNs device token (a Live Activity's own token rides on it), a broadcast channel, or
+    /// a device's token for another push type.
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
         switch target {
         case .apnsDeviceToken, .channel: true
-        case .registrationToken, .installationID, .topic, .subscription, .token: false
+        case .token(let kind, _): pushType(ofTokenKind: kind) != nil
+        case .registrationToken, .installationID, .topic, .subscription: false
         }
     }
+
+    /// The push type a token of this kind is for: `apns_voip_token` is a VoIP token
+    /// (`herald.push_types`).
+    static func pushType(ofTokenKind kind: String) -> APNsNotification.PushType? {
+        guard kind.hasPrefix("apns_"), kind.hasSuffix("_token") else { return nil }
+        return APNsNotification.PushType(rawValue: String(kind.dropFirst(5).dropLast(6)))
+            .flatMap { $0.isAppExtra ? $0 : nil }
+    }
+
+    /// What APNs takes over token-based connections only: Live Activities, location queries
+    /// ("supports only token-based authentication") and widget pushes (set up with tokens in
+    /// Apple's steps); over a certificate they fail, and the app's alerts go on.
+    static let needsProviderToken: [OutgoingDelivery.PayloadKind: String] = [
+        .liveActivity: "Live Activities", .iosLocation: "location pushes", .iosWidgets: "widget pushes",
+    ]
 
     /// The app's row of `herald.app_apns`.
     struct Setup: Equatable, Sendable, Decodable {
@@ -101,14 +118,14 @@ struct APNsRoute: ProviderRoute {
         }
         var live = batch.filter { !$0.notification.dryRun }
         if case .certificate = client.authentication {
-            // APNs takes Live Activity pushes over token-based connections only.
-            let refusal = PushOutcome.permanentFailure(
-                reason: "Live Activities need token-based authentication: give app \(batch[0].appID) an APNs key"
-                    + " (key_file, team_id, key_id in herald.app_apns); APNs refuses them over a certificate")
-            events += live.filter { $0.payloadKind == .liveActivity }.map {
-                ($0, .sent(refusal, dryRun: false, at: now))
+            for (index, delivery) in live.enumerated().reversed() {
+                guard let what = Self.needsProviderToken[delivery.payloadKind] else { continue }
+                let refusal = PushOutcome.permanentFailure(
+                    reason: "\(what) need token-based authentication: give app \(delivery.appID) an APNs key"
+                        + " (key_file, team_id, key_id in herald.app_apns); APNs refuses them over a certificate")
+                events.append((delivery, .sent(refusal, dryRun: false, at: now)))
+                live.remove(at: index)
             }
-            live.removeAll { $0.payloadKind == .liveActivity }
         }
         if !live.isEmpty {
             let answers = await client.answers(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) })
@@ -164,6 +181,9 @@ extension PayloadBuilder {
     /// The notification for an iOS device whose token is an APNs device token, for the app's
     /// bundle id (`topic`).
     public func apnsNotification(for delivery: OutgoingDelivery, topic: String, now: Date) -> APNsNotification {
+        if let type = delivery.payloadKind.apnsPushType {
+            return pushTypeNotification(delivery, type, bundleID: topic)
+        }
         let push = applePush(delivery, now: now)
         if case .channel(let channelID) = delivery.target {
             // A channel that stores no message takes only an expiration of 0 (BadExpirationDate).
@@ -177,5 +197,40 @@ extension PayloadBuilder {
             topic: push.pushType.topic(bundleID: topic), pushType: push.pushType,
             priority: push.priority, expiration: push.expiration, collapseID: push.collapseID,
             payload: push.payload.encodedBytes)
+    }
+
+    /// A push of another type (`herald.send_push`), with the headers and payload Apple gives
+    /// for it, and no collapse id (none of them is shown to the user):
+    /// - widgets: `{"aps":{"content-changed":true}}` alone, with no priority or expiration, as
+    ///   in Apple's sample request; WidgetKit reloads the timelines within its budget;
+    /// - VoIP and Push to Talk: priority 10 and expiration 0 (tried once by APNs, never stored:
+    ///   a late call must not ring); Herald's own expiry, 30 and 10 seconds by default, bounds its
+    ///   retries;
+    /// - location: priority 10, or 5 for a periodic query (`normal`), stored until it expires;
+    /// - all but widgets: the producer's data and Herald's keys at the top level, with no `aps`,
+    ///   as PushKit's `dictionaryPayload` and the location extension read them.
+    func pushTypeNotification(_ delivery: OutgoingDelivery, _ type: APNsNotification.PushType, bundleID: String)
+        -> APNsNotification
+    {
+        let notification = delivery.notification
+        let token = delivery.target?.deviceToken ?? ""
+        let topic = type.topic(bundleID: bundleID)
+        let payload: JSONValue = .object(
+            merged(notification.data, heraldKeys(delivery)).map { ($0.0, .string($0.1)) })
+        let once = Date(timeIntervalSince1970: 0)
+        switch type {
+        case .widgets:
+            return APNsNotification(
+                deviceToken: token, topic: topic, pushType: type, priority: nil, expiration: nil,
+                payload: JSONValue.object([("aps", .object([("content-changed", .bool(true))]))]).encodedBytes)
+        case .location:
+            return APNsNotification(
+                deviceToken: token, topic: topic, pushType: type, priority: notification.priority == "normal" ? 5 : 10,
+                expiration: notification.expiresAt, payload: payload.encodedBytes)
+        default:
+            return APNsNotification(
+                deviceToken: token, topic: topic, pushType: type, priority: 10, expiration: once,
+                payload: payload.encodedBytes)
+        }
     }
 }

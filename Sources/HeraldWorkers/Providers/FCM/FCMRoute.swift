@@ -114,8 +114,11 @@ extension PayloadBuilder {
         let notification = delivery.notification
         let ttl = Self.ttl(delivery, now: now)
         switch delivery.payloadKind {
-        // A broadcast never goes through FCM (its route is APNs').
-        case .iosAlert, .iosBackground, .iosWakeup, .liveActivity, .broadcast: return iosThroughFCM(delivery, now: now)
+        // A broadcast, a widget, VoIP, location or Push to Talk push never goes through FCM (its
+        // route is APNs').
+        case .iosAlert, .iosBackground, .iosWakeup, .liveActivity, .broadcast, .iosWidgets, .iosVoIP, .iosLocation,
+            .iosPushToTalk:
+            return iosThroughFCM(delivery, now: now)
         case .topic:
             return FCMMessage(
                 target: fcmTarget(delivery),
