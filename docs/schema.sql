@@ -3871,6 +3871,32 @@ ALTER TABLE herald.live_activities ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
 
 
 --
+-- Name: push_type_tokens; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.push_type_tokens (
+    id bigint NOT NULL,
+    device_id bigint NOT NULL,
+    token_kind text NOT NULL,
+    token text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    disabled_at timestamp with time zone,
+    disabled_cause text,
+    disabled_reason text,
+    CONSTRAINT push_type_tokens_check CHECK ((((disabled_at IS NULL) = (disabled_cause IS NULL)) AND ((disabled_at IS NULL) = (disabled_reason IS NULL)))),
+    CONSTRAINT push_type_tokens_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'unregistered'::text, 'token_moved'::text]))),
+    CONSTRAINT push_type_tokens_token_check CHECK (((token ~ '^([0-9a-f]{2}){32,}$'::text) AND (octet_length(token) <= 8192)))
+);
+
+
+--
+-- Name: TABLE push_type_tokens; Type: COMMENT; Schema: herald; Owner: -
+--
+
+COMMENT ON TABLE herald.push_type_tokens IS 'each device''s tokens for APNs'' widgets, VoIP, location and Push to Talk pushes (herald.register_push_type_token)';
+
+
+--
 -- Name: notification_journey; Type: VIEW; Schema: herald; Owner: -
 --
 
@@ -3887,7 +3913,11 @@ CREATE VIEW herald.notification_journey AS
     d.id AS delivery_id,
     dev.device_id,
     dev.platform,
-    herald.token_hint(dev.push_token) AS token_hint,
+    herald.token_hint(
+        CASE
+            WHEN (d.push_type_token_id IS NULL) THEN dev.push_token
+            ELSE pt.token
+        END) AS token_hint,
     d.payload_kind,
     d.state AS delivery_state,
     d.attempts,
@@ -3904,9 +3934,10 @@ CREATE VIEW herald.notification_journey AS
             ELSE NULL::timestamp with time zone
         END AS next_attempt_at,
     d.dead_at
-   FROM ((herald.notifications n
+   FROM (((herald.notifications n
      LEFT JOIN herald.deliveries d ON ((d.notification_id = n.id)))
-     LEFT JOIN herald.devices dev ON ((dev.id = d.device_id)));
+     LEFT JOIN herald.devices dev ON ((dev.id = d.device_id)))
+     LEFT JOIN herald.push_type_tokens pt ON ((pt.id = d.push_type_token_id)));
 
 
 --
@@ -4105,32 +4136,6 @@ CREATE TABLE herald.providers (
     provider text NOT NULL,
     settings regclass
 );
-
-
---
--- Name: push_type_tokens; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.push_type_tokens (
-    id bigint NOT NULL,
-    device_id bigint NOT NULL,
-    token_kind text NOT NULL,
-    token text NOT NULL,
-    registered_at timestamp with time zone DEFAULT now() NOT NULL,
-    disabled_at timestamp with time zone,
-    disabled_cause text,
-    disabled_reason text,
-    CONSTRAINT push_type_tokens_check CHECK ((((disabled_at IS NULL) = (disabled_cause IS NULL)) AND ((disabled_at IS NULL) = (disabled_reason IS NULL)))),
-    CONSTRAINT push_type_tokens_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'unregistered'::text, 'token_moved'::text]))),
-    CONSTRAINT push_type_tokens_token_check CHECK (((token ~ '^([0-9a-f]{2}){32,}$'::text) AND (octet_length(token) <= 8192)))
-);
-
-
---
--- Name: TABLE push_type_tokens; Type: COMMENT; Schema: herald; Owner: -
---
-
-COMMENT ON TABLE herald.push_type_tokens IS 'each device''s tokens for APNs'' widgets, VoIP, location and Push to Talk pushes (herald.register_push_type_token)';
 
 
 --
@@ -6880,6 +6885,62 @@ GRANT SELECT,USAGE ON SEQUENCE herald.live_activities_id_seq TO herald_daemon;
 
 
 --
+-- Name: TABLE push_type_tokens; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.push_type_tokens TO herald_daemon;
+
+
+--
+-- Name: COLUMN push_type_tokens.id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(id) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.device_id; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(device_id) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.token_kind; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(token_kind) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.registered_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(registered_at) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.disabled_at; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(disabled_at) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.disabled_cause; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(disabled_cause) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
+-- Name: COLUMN push_type_tokens.disabled_reason; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT(disabled_reason) ON TABLE herald.push_type_tokens TO herald_operator;
+
+
+--
 -- Name: TABLE notification_journey; Type: ACL; Schema: herald; Owner: -
 --
 
@@ -6938,62 +6999,6 @@ GRANT SELECT,INSERT,DELETE ON TABLE herald.producer_apps TO herald_operator;
 
 GRANT SELECT ON TABLE herald.providers TO herald_operator;
 GRANT SELECT ON TABLE herald.providers TO herald_daemon;
-
-
---
--- Name: TABLE push_type_tokens; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE herald.push_type_tokens TO herald_daemon;
-
-
---
--- Name: COLUMN push_type_tokens.id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(id) ON TABLE herald.push_type_tokens TO herald_operator;
-
-
---
--- Name: COLUMN push_type_tokens.device_id; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(device_id) ON TABLE herald.push_type_tokens TO herald_operator;
-
-
---
--- Name: COLUMN push_type_tokens.token_kind; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(token_kind) ON TABLE herald.push_type_tokens TO herald_operator;
-
-
---
--- Name: COLUMN push_type_tokens.registered_at; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(registered_at) ON TABLE herald.push_type_tokens TO herald_operator;
-
-
---
--- Name: COLUMN push_type_tokens.disabled_at; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(disabled_at) ON TABLE herald.push_type_tokens TO herald_operator;
-
-
---
--- Name: COLUMN push_type_tokens.disabled_cause; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(disabled_cause) ON TABLE herald.push_type_tokens TO herald_operator;
-
-
---
--- Name: COLUMN push_type_tokens.disabled_reason; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT(disabled_reason) ON TABLE herald.push_type_tokens TO herald_operator;
 
 
 --

@@ -23,6 +23,25 @@ ON CONFLICT (app_id) DO UPDATE SET key_file = excluded.key_file;
 UPDATE herald.apps SET ios_transport = 'apns' WHERE app_id = 'demo-shop';
 SELECT * FROM herald.register_device('demo-shop', 'alice-iphone', 'ios',
                                      'a11ce0000000000000000000000000000000000000000000000000000000f00d', 'alice');
+-- Alice's iPhone also takes calls through the app (PushKit), has a widget that updates by push
+-- (WidgetKit, iOS 26), shares her location with her courier (a Location Push Service
+-- Extension) and talks on a Push to Talk channel: each framework's token is registered beside
+-- the device, and each push goes to it straight from APNs.
+SELECT * FROM herald.register_push_type_token('demo-shop', 'alice-iphone', 'voip',
+                                              'ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11');
+SELECT * FROM herald.register_push_type_token('demo-shop', 'alice-iphone', 'widgets',
+                                              '3d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e');
+SELECT * FROM herald.register_push_type_token('demo-shop', 'alice-iphone', 'location',
+                                              '10ca7e0010ca7e0010ca7e0010ca7e0010ca7e0010ca7e0010ca7e0010ca7e00');
+SELECT * FROM herald.register_push_type_token('demo-shop', 'alice-iphone', 'pushtotalk',
+                                              '7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c');
+SELECT herald.send_push('demo-shop', 'voip', user_ref => 'alice', data => '{"call_id": "c-7", "caller": "Support"}',
+                        idempotency_key => 'call-c-7');
+SELECT herald.send_push('demo-shop', 'widgets', user_ref => 'alice', idempotency_key => 'order-42-widget');
+SELECT herald.send_push('demo-shop', 'location', user_ref => 'alice', priority => 'normal', ttl => '10 minutes',
+                        data => '{"query": "courier-eta"}', idempotency_key => 'order-42-where');
+SELECT herald.send_push('demo-shop', 'pushtotalk', user_ref => 'alice', data => '{"speaker": "Courier"}',
+                        idempotency_key => 'order-42-talk');
 -- A broadcast channel for a match (iOS 18): the channels worker makes it at APNs, and one
 -- request reaches every Live Activity subscribed to it (the broadcast waits for the channel).
 SELECT herald.create_channel('demo-shop', 'match-7');

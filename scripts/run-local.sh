@@ -69,6 +69,15 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
     -d '{"team_id": "DEMOTEAM01", "key_id": "DEMOKEY001", "topics": ["com.example.demoshop"]}' \
     >.herald-local/apns-key.p8
   chmod 600 .herald-local/apns-key.p8
+  # Alice's iPhone's VoIP, widget, location and Push to Talk tokens, as those frameworks gave
+  # them to the app (scripts/demo.sql): APNs takes each for its own push type's topic only.
+  for token in "voip ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11ca11" \
+    "widgets 3d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e7d6e" \
+    "location 10ca7e0010ca7e0010ca7e0010ca7e0010ca7e0010ca7e0010ca7e0010ca7e00" \
+    "pushtotalk 7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c7a1c"; do
+    set -- $token
+    curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/apns-tokens" -d "{\"push_type\": \"$1\", \"token\": \"$2\"}" >/dev/null
+  done
   [ -f .herald-local/vapid.pem ] || "$herald" vapid-key .herald-local/vapid.pem >/dev/null
   vapid_public=$("$herald" vapid-key --show .herald-local/vapid.pem)
   # What the web app's `pushManager.subscribe({applicationServerKey})` would hand its server.
@@ -126,7 +135,7 @@ psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 "${demo_browser[@]}" -q -f script
   psql "$HERALD_DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/demo-activity.sql >/dev/null
   sleep 2
   echo "==> what became of the demo notifications, and of each delivery:"
-  psql "$HERALD_DATABASE_URL" -c "SELECT id, coalesce(user_ref, topic, 'activity ' || activity_id) AS target, state, reason
+  psql "$HERALD_DATABASE_URL" -c "SELECT id, coalesce(push_type || ' push to ', '') || coalesce(user_ref, topic, 'activity ' || activity_id) AS target, state, reason
     FROM herald.notifications n ORDER BY id"
   psql "$HERALD_DATABASE_URL" -c "SELECT d.notification_id, coalesce(dev.device_id, '(topic)') AS device,
       d.payload_kind, d.state, d.provider_message_id

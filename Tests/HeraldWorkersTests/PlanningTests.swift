@@ -75,7 +75,7 @@ import Testing
             DispatchWorker.SQL.record,
             [
                 sent, "w", Date(), [DispatchWorker.DeadToken](), [DispatchWorker.DeadToken](),
-                [DispatchWorker.ConfigProblem](),
+                [DispatchWorker.ConfigProblem](), [DispatchWorker.DeadToken](),
             ])
     }
 

@@ -49,7 +49,9 @@ SELECT n.id AS notification_id, n.app_id, n.idempotency_key,
        coalesce('user ' || n.user_ref, 'devices ' || array_to_string(n.device_ids, ','), 'topic ' || n.topic,
                 'activity ' || n.activity_id) AS target,
        n.state AS notification_state, n.reason AS notification_reason, n.created_at, n.ingested_at, n.expires_at,
-       d.id AS delivery_id, dev.device_id, dev.platform, herald.token_hint(dev.push_token) AS token_hint,
+       -- The token the delivery went to: the device's own, or its token of a push type.
+       d.id AS delivery_id, dev.device_id, dev.platform,
+       herald.token_hint(CASE WHEN d.push_type_token_id IS NULL THEN dev.push_token ELSE pt.token END) AS token_hint,
        d.payload_kind, d.state AS delivery_state, d.attempts, d.last_error, d.provider_message_id,
        d.sent_at, d.delivered_at, d.finished_at,
        dev.disabled_cause AS device_disabled_cause, dev.disabled_at AS device_disabled_at,
@@ -57,7 +59,8 @@ SELECT n.id AS notification_id, n.app_id, n.idempotency_key,
        CASE WHEN d.state = 'queued' THEN d.run_at END AS next_attempt_at, d.dead_at
 FROM herald.notifications n
 LEFT JOIN herald.deliveries d ON d.notification_id = n.id
-LEFT JOIN herald.devices dev ON dev.id = d.device_id;
+LEFT JOIN herald.devices dev ON dev.id = d.device_id
+LEFT JOIN herald.push_type_tokens pt ON pt.id = d.push_type_token_id;
 REVOKE ALL ON herald.notification_journey FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.notification_journey TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.notification_journey TO herald_daemon;
