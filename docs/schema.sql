@@ -2308,6 +2308,45 @@ $$;
 
 
 --
+-- Name: push_types; Type: TABLE; Schema: herald; Owner: -
+--
+
+CREATE TABLE herald.push_types (
+    push_type text NOT NULL,
+    description text NOT NULL,
+    payload_kind text NOT NULL,
+    token_kind text NOT NULL,
+    max_payload_bytes integer NOT NULL,
+    takes_data boolean NOT NULL,
+    may_be_normal boolean NOT NULL,
+    default_ttl interval,
+    max_ttl interval NOT NULL
+);
+
+
+--
+-- Name: push_type_named(text, text); Type: FUNCTION; Schema: herald; Owner: -
+--
+
+CREATE FUNCTION herald.push_type_named(name text, caller text) RETURNS herald.push_types
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    type_row herald.push_types;
+BEGIN
+    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
+            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
+             FROM herald.push_types p),
+            coalesce(quote_literal(name), 'NULL') USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN type_row;
+END;
+$$;
+
+
+--
 -- Name: reconcile(bigint[], timestamp with time zone, interval, interval, interval); Type: FUNCTION; Schema: herald; Owner: -
 --
 
@@ -2816,13 +2855,7 @@ DECLARE
     hex text := lower(token);
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
-    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = register_push_type_token.push_type;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
-            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
-             FROM herald.push_types p),
-            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
-    END IF;
+    type_row := herald.push_type_named(push_type, caller);
     SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = type_row.token_kind;
     IF token IS NULL OR token !~ kind_row.shape OR octet_length(token) > 8192 THEN
         RAISE EXCEPTION '%: % is %, not % characters like %', caller, kind_row.description,
@@ -3041,13 +3074,7 @@ DECLARE
     notification_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
-    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = send_push.push_type;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
-            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
-             FROM herald.push_types p),
-            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
-    END IF;
+    type_row := herald.push_type_named(push_type, caller);
     IF priority = 'normal' AND NOT type_row.may_be_normal THEN
         RAISE EXCEPTION '%: % pushes go at once (priority high): leave priority out', caller, push_type
             USING ERRCODE = 'check_violation';
@@ -4149,23 +4176,6 @@ ALTER TABLE herald.push_type_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDEN
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
-);
-
-
---
--- Name: push_types; Type: TABLE; Schema: herald; Owner: -
---
-
-CREATE TABLE herald.push_types (
-    push_type text NOT NULL,
-    description text NOT NULL,
-    payload_kind text NOT NULL,
-    token_kind text NOT NULL,
-    max_payload_bytes integer NOT NULL,
-    takes_data boolean NOT NULL,
-    may_be_normal boolean NOT NULL,
-    default_ttl interval,
-    max_ttl interval NOT NULL
 );
 
 
@@ -6469,6 +6479,22 @@ GRANT ALL ON FUNCTION herald.prune_records(older_than interval, batch integer) T
 
 
 --
+-- Name: TABLE push_types; Type: ACL; Schema: herald; Owner: -
+--
+
+GRANT SELECT ON TABLE herald.push_types TO herald_operator;
+GRANT SELECT ON TABLE herald.push_types TO herald_daemon;
+
+
+--
+-- Name: FUNCTION push_type_named(name text, caller text); Type: ACL; Schema: herald; Owner: -
+--
+
+REVOKE ALL ON FUNCTION herald.push_type_named(name text, caller text) FROM PUBLIC;
+GRANT ALL ON FUNCTION herald.push_type_named(name text, caller text) TO herald_daemon;
+
+
+--
 -- Name: FUNCTION reconcile(report_ids bigint[], at timestamp with time zone, quiet interval, grace interval, fetch_window interval); Type: ACL; Schema: herald; Owner: -
 --
 
@@ -7006,14 +7032,6 @@ GRANT SELECT ON TABLE herald.providers TO herald_daemon;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE herald.push_type_tokens_id_seq TO herald_daemon;
-
-
---
--- Name: TABLE push_types; Type: ACL; Schema: herald; Owner: -
---
-
-GRANT SELECT ON TABLE herald.push_types TO herald_operator;
-GRANT SELECT ON TABLE herald.push_types TO herald_daemon;
 
 
 --

@@ -104,9 +104,9 @@ import Testing
         }
     }
 
-    /// A collapse id is the producer's: one with CR and LF must not become a second header
-    /// (`apns-topic: evil`), nor hold the app, nor be retried. It fails alone; the rest is sent.
-    @Test func aCollapseIDWithCRLFFailsAloneAndNeverReachesAPNs() async throws {
+    /// The emulator's APNs behind nginx (TLS, HTTP/2), and a client with a key it trusts for
+    /// com.example.shop; the front lives as long as the caller keeps it.
+    func clientOfTheStandIn() async throws -> (client: APNsClient, emulator: Emulator, front: NginxStandIn) {
         let emulator = try await Emulator.start()
         let front = try await NginxStandIn.start(upstream: emulator.port)
         let keyFile = path("AuthKey.p8")
@@ -119,6 +119,14 @@ import Testing
             authentication: .token(
                 try APNsProviderTokens.load(file: keyFile, teamID: "TEAM123456", keyID: "KEY1234567")),
             environment: .development, baseURL: front.baseURL, http: HTTPClient(configuration: configuration))
+        return (client, emulator, front)
+    }
+
+    /// A collapse id is the producer's: one with CR and LF must not become a second header
+    /// (`apns-topic: evil`), nor hold the app, nor be retried. It fails alone; the rest is sent.
+    @Test func aCollapseIDWithCRLFFailsAloneAndNeverReachesAPNs() async throws {
+        let (client, emulator, front) = try await clientOfTheStandIn()
+        defer { withExtendedLifetime(front) {} }
         var injected = Self.notification
         injected.id = UUID()
         injected.collapseID = "x\r\napns-topic: evil"
@@ -184,18 +192,8 @@ import Testing
     /// alerts; a widget push is only "content changed"; VoIP goes with expiration 0 and no
     /// collapse id.
     @Test func theStandInHoldsEachPushTypeToItsTokenAndRules() async throws {
-        let emulator = try await Emulator.start()
-        let front = try await NginxStandIn.start(upstream: emulator.port)
-        let keyFile = path("AuthKey.p8")
-        try Data(
-            try await emulator.makeAPNsKey(teamID: "TEAM123456", keyID: "KEY1234567", topics: ["com.example.shop"]).utf8
-        ).write(to: URL(fileURLWithPath: keyFile))
-        var configuration = HTTPClient.Configuration()
-        configuration.caBundle = front.caBundle
-        let client = APNsClient(
-            authentication: .token(
-                try APNsProviderTokens.load(file: keyFile, teamID: "TEAM123456", keyID: "KEY1234567")),
-            environment: .development, baseURL: front.baseURL, http: HTTPClient(configuration: configuration))
+        let (client, emulator, front) = try await clientOfTheStandIn()
+        defer { withExtendedLifetime(front) {} }
         let voipToken = String(repeating: "cd", count: 32)
         await emulator.bindAPNsToken(voipToken, pushType: "voip")
         func push(

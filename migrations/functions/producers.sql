@@ -344,6 +344,25 @@ REVOKE ALL ON FUNCTION herald.unregister_device(text,text,text) FROM PUBLIC, her
 GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.unregister_device(text,text,text) TO herald_daemon;
 
+-- The row of herald.push_types named `name`, for `caller`; an error that lists them otherwise.
+CREATE OR REPLACE FUNCTION herald.push_type_named(name text, caller text) RETURNS herald.push_types
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    type_row herald.push_types;
+BEGIN
+    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
+            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
+             FROM herald.push_types p),
+            coalesce(quote_literal(name), 'NULL') USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN type_row;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.push_type_named(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.push_type_named(text,text) TO herald_daemon;
+
 -- APNs' other push types (docs/producers.md#widgets-voip-location-and-push-to-talk):
 -- WidgetKit's push updates, PushKit's VoIP calls, location queries and Push to Talk, each to a
 -- token the app gets from that framework and registers through its backend, beside the device
@@ -365,13 +384,7 @@ DECLARE
     hex text := lower(token);
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
-    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = register_push_type_token.push_type;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
-            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
-             FROM herald.push_types p),
-            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
-    END IF;
+    type_row := herald.push_type_named(push_type, caller);
     SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = type_row.token_kind;
     IF token IS NULL OR token !~ kind_row.shape OR octet_length(token) > 8192 THEN
         RAISE EXCEPTION '%: % is %, not % characters like %', caller, kind_row.description,
@@ -864,13 +877,7 @@ DECLARE
     notification_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, caller);
-    SELECT * INTO type_row FROM herald.push_types p WHERE p.push_type = send_push.push_type;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: push_type must be one of herald.push_types (%), not %', caller,
-            (SELECT string_agg(format('%L: %s', p.push_type, p.description), ', ' ORDER BY p.push_type)
-             FROM herald.push_types p),
-            coalesce(quote_literal(push_type), 'NULL') USING ERRCODE = 'check_violation';
-    END IF;
+    type_row := herald.push_type_named(push_type, caller);
     IF priority = 'normal' AND NOT type_row.may_be_normal THEN
         RAISE EXCEPTION '%: % pushes go at once (priority high): leave priority out', caller, push_type
             USING ERRCODE = 'check_violation';
