@@ -2,30 +2,59 @@ import Foundation
 import HeraldTestSupport
 import Testing
 
-/// `docs/schema.sql` is the schema the migrations and function files add up to, as `pg_dump`
-/// prints it, so a reader sees the live definition of each table, view and function in one
-/// place. It is checked here against a freshly migrated database; to rewrite it after changing
-/// a migration or a function file, run this test with `HERALD_WRITE_SCHEMA=1`.
+/// `docs/schema/` is the schema the migrations and function files add up to, one file per table
+/// (``SchemaReference``), so a reader sees each table as it is, with the notes that explain it.
+/// It is checked here against a freshly migrated database; to rewrite it after changing a
+/// migration or a function file, run this test with `HERALD_WRITE_SCHEMA=1`.
 @Suite struct SchemaSnapshotTests {
-    static let snapshot = packageRoot.appendingPathComponent("docs/schema.sql")
+    static let directory = packageRoot.appendingPathComponent("docs/schema")
 
     @Test func docsSchemaIsTheMigratedSchema() async throws {
         let database = try await TestDatabase.create()
-        let dumped = try await Self.dump(database.name)
+        let rendered = try await SchemaReference.render(try await database.connect())
+        let manager = FileManager.default
         if ProcessInfo.processInfo.environment["HERALD_WRITE_SCHEMA"] == "1" {
-            try dumped.write(to: Self.snapshot, atomically: true, encoding: .utf8)
+            try? manager.removeItem(at: Self.directory)
+            try manager.createDirectory(at: Self.directory, withIntermediateDirectories: true)
+            for (name, text) in rendered {
+                try text.write(to: Self.directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+            }
         }
-        let committed = try String(contentsOf: Self.snapshot, encoding: .utf8)
-        let difference = Self.firstDifference(committed, dumped)
+        let committed = Set((try? manager.contentsOfDirectory(atPath: Self.directory.path)) ?? [])
         #expect(
-            difference == nil,
-            "docs/schema.sql differs from the migrated schema at \(difference ?? ""); run the test with HERALD_WRITE_SCHEMA=1"
-        )
+            committed == Set(rendered.keys),
+            "docs/schema/ has other files than the schema's tables; run the test with HERALD_WRITE_SCHEMA=1")
+        for (name, text) in rendered.sorted(by: { $0.key < $1.key }) {
+            let written = (try? String(contentsOf: Self.directory.appendingPathComponent(name), encoding: .utf8)) ?? ""
+            let difference = Self.firstDifference(written, text)
+            #expect(
+                difference == nil,
+                "docs/schema/\(name) differs from the migrated schema at \(difference ?? ""); run the test with HERALD_WRITE_SCHEMA=1"
+            )
+        }
+    }
+
+    /// Every table of the `herald` schema, and every column, says what it holds (`COMMENT ON`),
+    /// so that `\d+` explains it to an operator.
+    @Test func everyTableAndColumnSaysWhatItHolds() async throws {
+        let db = try await TestDatabase.create().connect()
+        let silent = try await db.query(
+            """
+            SELECT c.relname || coalesce('.' || a.attname, '') FROM pg_class c
+            JOIN pg_namespace s ON s.oid = c.relnamespace
+            LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                                    AND coalesce(col_description(c.oid, a.attnum), '') = ''
+            WHERE s.nspname = 'herald' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+              AND (a.attname IS NOT NULL OR coalesce(obj_description(c.oid, 'pg_class'), '') = '')
+            ORDER BY 1
+            """
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(silent.isEmpty, "\(silent.count) without a COMMENT ON: \(silent.prefix(20).joined(separator: ", "))")
     }
 
     /// The schema as pg_dump prints it, without the generations' partitions, or the lines that
     /// name versions or carry a random key (`\restrict`), so the same schema always gives the
-    /// same text.
+    /// same text: two databases' dumps are compared whole (``MigratorTests``).
     static func dump(_ database: String) async throws -> String {
         let bundled = "/usr/lib/postgresql/15/bin/pg_dump"
         // The generations' partitions come and go (migrations 020 and 022): the parents say what
@@ -38,14 +67,16 @@ import Testing
                 database,
             ])
         guard status == 0 else { throw SnapshotError("pg_dump exited \(status): \(output)") }
-        let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+        return output.split(separator: "\n", omittingEmptySubsequences: false)
             .filter { line in
                 !line.hasPrefix("-- Dumped ") && !line.hasPrefix("\\restrict") && !line.hasPrefix("\\unrestrict")
             }
-        return "-- The schema after every migration and function file in migrations/, as pg_dump prints it.\n"
-            + "-- Generated by SchemaSnapshotTests (HERALD_WRITE_SCHEMA=1); read it, never apply or edit it.\n"
-            + "-- The partitions of each generation (notifications_g<N>, deliveries_g<N>, delivery_reports_g<N>) are left out.\n"
-            + lines.joined(separator: "\n")
+            .joined(separator: "\n")
+    }
+
+    struct SnapshotError: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
     }
 
     static func firstDifference(_ a: String, _ b: String) -> String? {
@@ -57,10 +88,5 @@ import Testing
             if l != r { return "line \(index + 1): \"\(l)\" vs \"\(r)\"" }
         }
         return nil
-    }
-
-    struct SnapshotError: Error, CustomStringConvertible {
-        let description: String
-        init(_ description: String) { self.description = description }
     }
 }
