@@ -91,8 +91,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON herald.push_type_tokens TO herald_daemon
 GRANT SELECT (id, device_id, token_kind, registered_at, disabled_at, disabled_cause, disabled_reason)
     ON herald.push_type_tokens TO herald_operator;
 
--- The claim returns each delivery's push type token; herald.record_sends takes the ones APNs
--- refused as a seventh argument, which the previous release's daemons leave out (its default).
+-- The claim returns each delivery's push type token. (herald.record_sends takes the ones APNs
+-- refused as a seventh argument, beside its six-argument form, which the previous release's
+-- daemons call.)
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
-DROP FUNCTION IF EXISTS herald.record_sends(herald.send_outcome[], text, timestamp with time zone,
-    herald.dead_token[], herald.dead_token[], herald.config_problem[]);

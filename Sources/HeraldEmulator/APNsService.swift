@@ -63,6 +63,10 @@ actor APNsService {
         "alert": "", "background": "", "liveactivity": LiveActivityRules.topicSuffix,
         "widgets": ".push-type.widgets", "voip": ".voip", "location": ".location-query", "pushtotalk": ".voip-ptt",
     ]
+    /// The push type whose topic suffix `topic` has (no suffix ends another); nil for a bundle id.
+    static func pushType(ofTopic topic: String) -> String? {
+        topicSuffixes.first { !$0.value.isEmpty && topic.hasSuffix($0.value) }?.key
+    }
     /// The push types whose tokens the app gets from their own frameworks.
     static let tokenBoundTypes: Set<String> = ["widgets", "voip", "location", "pushtotalk"]
     /// Push types APNs takes over token-based connections only.
@@ -312,8 +316,8 @@ actor APNsService {
             return Answer(status: 403, reason: "ExpiredProviderToken")
         }
         guard let topic else { return Answer(status: 400, reason: "MissingTopic") }
-        let suffix = Self.topicSuffixes.values.filter { !$0.isEmpty && topic.hasSuffix($0) }.max { $0.count < $1.count }
-        guard key.topics.contains(String(topic.dropLast(suffix?.count ?? 0))) else {
+        let suffix = Self.topicSuffixes[Self.pushType(ofTopic: topic) ?? ""] ?? ""
+        guard key.topics.contains(String(topic.dropLast(suffix.count))) else {
             return Answer(status: 400, reason: "TopicDisallowed")
         }
         return nil
@@ -346,8 +350,7 @@ actor APNsService {
         }
         // The push type must match the topic's suffix, and the token the push type.
         let topic = headers["apns-topic"] ?? ""
-        let topicType = Self.topicSuffixes.filter { !$0.value.isEmpty && topic.hasSuffix($0.value) }
-            .max { $0.value.count < $1.value.count }?.key
+        let topicType = Self.pushType(ofTopic: topic)
         if suffix.isEmpty ? topicType != nil : topicType != pushType {
             return Answer(status: 400, reason: topicType == nil ? "TopicDisallowed" : "InvalidPushType")
         }

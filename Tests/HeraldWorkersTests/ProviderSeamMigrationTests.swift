@@ -116,7 +116,8 @@ import Testing
                 == [nil, "false"])
     }
 
-    /// During an upgrade, the previous release's daemons still record through the old signature.
+    /// During an upgrade, older releases' daemons still record through their signatures: the
+    /// twenty arrays, through the six-argument form (without push type tokens), through today's.
     @Test func thePreviousReleasesRecordStillRecords() async throws {
         let db = try await TestDatabase.create().connect()
         try await db.execute(

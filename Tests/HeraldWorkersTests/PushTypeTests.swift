@@ -163,6 +163,40 @@ import Testing
         #expect(renewed == "re-enabled")
     }
 
+    /// BadDeviceToken for every token of a batch is the app's environment, not its tokens: a
+    /// configuration problem, and no token is disabled. One an operator finds disabled wrongly,
+    /// `herald.enable_device` enables again with its device.
+    @Test func aWrongEnvironmentIsTheAppsProblemNotItsPushTypeTokens() async throws {
+        let f = try await WorkerFixture.make(apns: true)
+        for device in ["iphone", "ipad"] {
+            try await f.registerIPhone(device)
+            let voip = try await Self.registerToken(f, "voip", device: device)
+            await f.emulator.setBehaviour(.invalidToken, forToken: voip)
+        }
+        _ = try await f.db.query("SELECT herald.send_push('shop', 'voip', user_ref => 'alice')")
+        try await f.ingest()
+        try await f.dispatch()
+        let scopes = try await f.db.query("SELECT scope FROM herald.app_problems").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(scopes == ["apns"])
+        #expect(try await f.db.query("SELECT 1 FROM herald.push_type_tokens WHERE disabled_at IS NOT NULL").isEmpty)
+
+        try await f.db.execute(
+            """
+            UPDATE herald.push_type_tokens SET disabled_at = now(), disabled_cause = 'token_invalid',
+                                               disabled_reason = 'APNs: APNs answered 400 BadDeviceToken'
+            """)
+        #expect(try await f.db.query("SELECT herald.enable_device('shop', 'iphone')")[0].decode(0, as: Bool.self))
+        let disabled = try await f.db.query(
+            """
+            SELECT d.device_id FROM herald.push_type_tokens t JOIN herald.devices d ON d.id = t.device_id
+            WHERE t.disabled_at IS NOT NULL
+            """
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(disabled == ["ipad"])
+    }
+
     @Test func aTokenRegisteredAfterThe410IsLeftAlone() async throws {
         let f = try await WorkerFixture.make(apns: true)
         try await f.registerIPhone("iphone")
@@ -254,12 +288,25 @@ import Testing
         try await f.ingest()
         try await f.dispatch()
         #expect(try await f.delivery(of: "iphone").state == "queued")
+        let requests = await f.emulator.apnsRequests
         try await Task.sleep(for: .milliseconds(1100))
         try await f.db.execute("UPDATE herald.deliveries SET run_at = now() WHERE state = 'queued'")
         try await f.dispatch()
         let delivery = try await f.delivery(of: "iphone")
         #expect(delivery.state == "expired", "\(delivery)")
-        #expect(await f.emulator.apnsReceived.isEmpty)
+        #expect(await f.emulator.apnsRequests == requests, "not sent again once past its expiry")
+
+        // A scheduled call's ttl counts from its send_at, as a notification's does.
+        _ = try await f.db.query(
+            "SELECT herald.send_push('shop', 'voip', user_ref => 'alice', send_at => now() + interval '10 minutes')")
+        try await f.ingest()
+        let scheduled = try await f.db.query(
+            """
+            SELECT state, extract(epoch FROM expires_at - send_at)::int FROM herald.notifications
+            WHERE send_at IS NOT NULL
+            """)[0]
+        #expect(try scheduled.decode(0, as: String.self) == "accepted")
+        #expect(try scheduled.decode(1, as: Int.self) == 30)
     }
 
     // MARK: The producer's side
@@ -296,6 +343,10 @@ import Testing
         (
             "SELECT herald.register_device('shop', 'iphone-2', 'ios', repeat('ab', 32), 'alice', 'apns_voip_token')",
             "apns_voip_token is a token for 'voip' pushes, not the device's own"
+        ),
+        (
+            "SELECT herald.register_push_type_token('shop', 'iphone', 'voip', upper('\(WorkerFixture.apnsToken("iphone"))'))",
+            "that is device 'iphone''s own notification token; a voip token is a PushKit VoIP token"
         ),
     ])
     func callsSayWhatIsWrong(call: String, expected: String) async throws {

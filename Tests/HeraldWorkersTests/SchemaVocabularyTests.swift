@@ -74,7 +74,7 @@ import Testing
             #expect(APNsRoute.accepts(.token(kind: tokenKind, "ab")))
         }
         #expect(APNsRoute.pushType(ofTokenKind: "apns_device_token") == nil)
-        #expect(APNsRoute.pushType(ofTokenKind: "apns_liveactivity_token") == nil)
+        #expect(!APNsRoute.accepts(.token(kind: "hms_token", "ab")))
     }
 
     /// The schema makes work for workers by kind: `notify_worker` wakes the kind named in its

@@ -174,10 +174,7 @@ BEGIN
           AND d.run_at > at + lease / 2
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
-           -- A push of another type (herald.send_push) goes to the device's token of that type.
-           c.device_id,
-           CASE WHEN c.push_type_token_id IS NULL THEN dev.push_token ELSE pt.token END,
-           CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END,
+           c.device_id, target.token, target.kind,
            CASE WHEN dev.disabled_at IS NOT NULL THEN coalesce(dev.disabled_reason, 'disabled') END,
            dev.web_p256dh, dev.web_auth,
            n.app_id, n.app_version, r.route, p.failed_at,
@@ -217,12 +214,15 @@ BEGIN
     LEFT JOIN LATERAL (SELECT t.* FROM herald.activity_tokens t WHERE t.id = c.activity_token_id OFFSET 0) t ON true
     LEFT JOIN LATERAL (SELECT pt.* FROM herald.push_type_tokens pt WHERE pt.id = c.push_type_token_id OFFSET 0) pt
         ON true
+    -- What it is sent to: the device's own token, or for a push of another type (herald.send_push)
+    -- the device's token of that type.
+    CROSS JOIN LATERAL (SELECT CASE WHEN c.push_type_token_id IS NULL THEN dev.push_token ELSE pt.token END AS token,
+                               CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END AS kind
+                       ) target
     LEFT JOIN LATERAL (SELECT ch.* FROM herald.broadcast_channels ch WHERE ch.id = n.broadcast_channel_id OFFSET 0) ch
         ON true
     LEFT JOIN LATERAL (SELECT r.* FROM rules r
-                       WHERE r.payload_kind = c.payload_kind
-                         AND r.token_kind IS NOT DISTINCT FROM
-                             CASE WHEN c.push_type_token_id IS NULL THEN dev.token_kind ELSE pt.token_kind END
+                       WHERE r.payload_kind = c.payload_kind AND r.token_kind IS NOT DISTINCT FROM target.kind
                        OFFSET 0) r ON true
     LEFT JOIN LATERAL (SELECT max(p.failed_at) AS failed_at FROM problems p
                        WHERE p.app_id = n.app_id AND p.scope = ANY(r.scopes)) p ON true
@@ -245,8 +245,7 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- alone, as is one that registered its token after the token's `since`, when known.
 -- `ended_activity_tokens` end as token_invalid at `at` (an ended activity's token too; one the
 -- app replaced or dismissed keeps that reason). `ended_push_type_tokens` are disabled as
--- token_invalid, with the same guards as devices' (the device itself stays enabled); the
--- previous release's daemons leave them out.
+-- token_invalid, with the same guards as devices' (the device itself stays enabled).
 --
 -- `problems`: each configuration's problem, or NULL when it works again. A problem found again
 -- is confirmed at `at`, so the next probe waits a minute from this one; `since` changes only when
@@ -263,7 +262,7 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- 0.5 s after each generation opened, in the soak).
 CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
     dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[],
-    ended_push_type_tokens herald.dead_token[] DEFAULT '{}')
+    ended_push_type_tokens herald.dead_token[])
 RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
@@ -338,7 +337,18 @@ $$;
 REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) TO herald_daemon;
 
--- The previous release's herald.record_sends, twenty arrays in parallel, for its daemons still
+-- The previous release's herald.record_sends, without push type tokens (it sends none), for
+-- its daemons still running during an upgrade: it records through the function above.
+CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
+    dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[])
+RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
+LANGUAGE sql AS $$
+    SELECT * FROM herald.record_sends(outcomes, worker, at, dead_devices, ended_activity_tokens, problems, '{}');
+$$;
+REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) TO herald_daemon;
+
+-- The release before that's herald.record_sends, twenty arrays in parallel, for its daemons still
 -- running during an upgrade: it records through the function above. Dropped with herald.apps'
 -- old columns.
 CREATE OR REPLACE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[],

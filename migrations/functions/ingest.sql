@@ -322,7 +322,10 @@ BEGIN
         INTO converted, data_problem
         FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END) AS e;
         run_at := greatest(at, coalesce(n.send_at, at));
-        expires := coalesce(n.expires_at, least(n.created_at, at) + coalesce(n.ttl, type_row.default_ttl, app.default_ttl));
+        -- As for notifications: a ttl counts from when it is to be sent (a scheduled one's send_at).
+        expires := coalesce(n.expires_at,
+                            greatest(least(n.created_at, at), least(coalesce(n.send_at, '-infinity'), at + herald.max_schedule()))
+                            + coalesce(n.ttl, type_row.default_ttl, app.default_ttl));
         why := CASE
             WHEN app.app_id IS NULL THEN
                 format('unknown app %s: add it to herald.apps, or fix app_id', quote_literal(n.app_id))
@@ -338,8 +341,6 @@ BEGIN
                 format('send_at %s is more than %s ahead; schedule it nearer', n.send_at, herald.max_schedule())
             WHEN n.device_ids IS NOT NULL AND cardinality(n.device_ids) = 0 THEN
                 'device_ids is empty: name at least one device'
-            WHEN n.priority = 'normal' AND NOT type_row.may_be_normal THEN
-                format('%s pushes go at once (priority high), not normal', n.push_type)
             WHEN NOT type_row.takes_data AND n.data IS NOT NULL AND n.data <> '{}' THEN
                 format('%s pushes carry no data: %s only learns that something changed', n.push_type, type_row.description)
             WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
@@ -349,9 +350,10 @@ BEGIN
                 format('a %s push may be tried for %s at most (ttl or expires_at): %s', n.push_type, type_row.max_ttl,
                        CASE WHEN n.push_type IN ('voip', 'pushtotalk') THEN 'a late one must not ring or play'
                             ELSE 'APNs keeps nothing longer' END)
-            WHEN octet_length(converted::text) + 200 > type_row.max_payload_bytes THEN
+            -- Herald's keys (herald_notification_id, herald_report and its URL) take about 300.
+            WHEN octet_length(converted::text) + 300 > type_row.max_payload_bytes THEN
                 format('payload is about %s bytes once encoded, %s over APNs'' %s-byte limit for %s pushes; shorten the data',
-                       octet_length(converted::text) + 200, octet_length(converted::text) + 200 - type_row.max_payload_bytes,
+                       octet_length(converted::text) + 300, octet_length(converted::text) + 300 - type_row.max_payload_bytes,
                        type_row.max_payload_bytes, n.push_type)
         END;
         made := 0;

@@ -268,11 +268,16 @@ GRANT EXECUTE ON FUNCTION herald.redrive(bigint[],text,timestamp with time zone,
 GRANT EXECUTE ON FUNCTION herald.redrive(bigint[],text,timestamp with time zone,text,bigint[]) TO herald_operator;
 
 -- An operator enables a disabled device again, for example after a misconfiguration disabled
--- it wrongly. Refused for a device without a token (it moved away): it must register again.
+-- it wrongly, with the widget, VoIP, location and Push to Talk tokens its provider declared
+-- dead. Refused for a device without a token (it moved away): it must register again.
 CREATE OR REPLACE FUNCTION herald.enable_device(app text, device text)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    UPDATE herald.push_type_tokens t
+    SET disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+    FROM herald.devices d
+    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND t.disabled_cause = 'token_invalid';
     UPDATE herald.devices
     SET disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
     WHERE app_id = app AND device_id = device AND push_token IS NOT NULL;

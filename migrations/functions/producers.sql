@@ -406,6 +406,10 @@ BEGIN
         RAISE EXCEPTION '%: device % is disabled (%): register it again with herald.register_device first', caller,
             quote_literal(device), dev.disabled_reason USING ERRCODE = 'check_violation';
     END IF;
+    IF hex = dev.push_token THEN
+        RAISE EXCEPTION '%: that is device %''s own notification token; a % token is %', caller, quote_literal(device),
+            push_type, kind_row.description USING ERRCODE = 'check_violation';
+    END IF;
     -- A token is one device's: held by another device of the app, it is disabled there.
     UPDATE herald.push_type_tokens t
     SET disabled_at = now(), disabled_cause = 'token_moved',

@@ -7,7 +7,7 @@ import Metrics
 
 extension DispatchWorker {
     /// Counts the outcomes and records them with their leases released
-    /// (``record(_:disabled:problems:now:)``), keeping them while the database is away until the
+    /// (``record(_:dead:problems:now:)``), keeping them while the database is away until the
     /// lease ends.
     func recordOutcomes(
         _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],

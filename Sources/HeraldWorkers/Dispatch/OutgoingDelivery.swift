@@ -239,11 +239,9 @@ public struct OutgoingDelivery: Sendable {
 }
 
 extension OutgoingDelivery.PayloadKind {
-    /// Sent to the device's own token (not a Live Activity's, a channel, a topic or a push
-    /// type's token).
-    var isDeviceToken: Bool {
-        self != .liveActivity && self != .broadcast && self != .topic && apnsPushType == nil
-    }
+    /// Sent to a token the app registered for its device: its own, or one of its push type
+    /// tokens (not a Live Activity's, a channel or a topic).
+    var isAppToken: Bool { self != .liveActivity && self != .broadcast && self != .topic }
 
     /// The APNs push type of a push sent with `herald.send_push`.
     var apnsPushType: APNsNotification.PushType? {

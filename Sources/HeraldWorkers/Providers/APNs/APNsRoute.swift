@@ -118,18 +118,19 @@ struct APNsRoute: ProviderRoute {
         }
         var live = batch.filter { !$0.notification.dryRun }
         if case .certificate = client.authentication {
-            for (index, delivery) in live.enumerated().reversed() {
-                guard let what = Self.needsProviderToken[delivery.payloadKind] else { continue }
-                let refusal = PushOutcome.permanentFailure(
-                    reason: "\(what) need token-based authentication: give app \(delivery.appID) an APNs key"
-                        + " (key_file, team_id, key_id in herald.app_apns); APNs refuses them over a certificate")
-                events.append((delivery, .sent(refusal, dryRun: false, at: now)))
-                live.remove(at: index)
+            events += live.compactMap { delivery in
+                Self.needsProviderToken[delivery.payloadKind].map { what in
+                    let refusal = PushOutcome.permanentFailure(
+                        reason: "\(what) need token-based authentication: give app \(delivery.appID) an APNs key"
+                            + " (key_file, team_id, key_id in herald.app_apns); APNs refuses them over a certificate")
+                    return (delivery, .sent(refusal, dryRun: false, at: now))
+                }
             }
+            live.removeAll { Self.needsProviderToken[$0.payloadKind] != nil }
         }
         if !live.isEmpty {
             let answers = await client.answers(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) })
-            let outcomes = Self.suspectingEnvironment(answers, deviceTokens: live.map { $0.payloadKind.isDeviceToken })
+            let outcomes = Self.suspectingEnvironment(answers, appTokens: live.map(\.payloadKind.isAppToken))
             let at = context.clock.now()
             events += zip(live, outcomes).map { ($0, .sent($1, dryRun: false, at: at)) }
             await Self.failUnknownChannels(zip(live, answers), context)
@@ -161,19 +162,20 @@ struct APNsRoute: ProviderRoute {
     }
 
     /// BadDeviceToken is also APNs' answer to a token of the other environment (a development
-    /// build's token sent to production). When every send of a batch to a device token
-    /// (`deviceTokens`) got it, the app's environment is the likelier fault than all its devices
-    /// at once: a configuration problem, and no device is disabled. Live Activity tokens are left
-    /// out: any app registers them, and stale ones must not hold back the app's sends.
-    static func suspectingEnvironment(_ answers: [APNsClient.Answer], deviceTokens: [Bool]) -> [PushOutcome] {
+    /// build's token sent to production). When every send of a batch to a token the app itself
+    /// registered (`appTokens`: a device's, or its VoIP, widget, location or Push to Talk token)
+    /// got it, the app's environment is the likelier fault than all its devices at once: a
+    /// configuration problem, and no token is disabled. Live Activity tokens are left out: any
+    /// app registers them, and stale ones must not hold back the app's sends.
+    static func suspectingEnvironment(_ answers: [APNsClient.Answer], appTokens: [Bool]) -> [PushOutcome] {
         let outcomes = answers.map(\.outcome)
-        let judged = zip(answers, deviceTokens).filter(\.1).map(\.0)
+        let judged = zip(answers, appTokens).filter(\.1).map(\.0)
         let refused = judged.filter { $0.reason == .badDeviceToken }
         guard refused.count >= 2, refused.count == judged.count else { return outcomes }
         let reason =
             "APNs answered BadDeviceToken to every device of the batch: is herald.app_apns.environment right"
             + " (a development build's tokens need 'development')?"
-        return zip(outcomes, deviceTokens).map { $1 ? .configurationError(reason: reason, scope: .apns) : $0 }
+        return zip(outcomes, appTokens).map { $1 ? .configurationError(reason: reason, scope: .apns) : $0 }
     }
 }
 
