@@ -22,6 +22,9 @@ bash scripts/check-package.sh "$package"
 echo "==> fuzzing the C that reads outside bytes, 20 s a target"
 bash scripts/fuzz.sh 20
 
+echo "==> the suites that drive the C, under AddressSanitizer and UndefinedBehaviorSanitizer"
+bash scripts/sanitize.sh
+
 echo "==> building"
 swift build --build-tests
 echo "==> testing"
