@@ -119,11 +119,22 @@ GRANT SELECT ON herald.route_rules TO herald_operator, herald_daemon;
 -- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
 -- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
 -- as they grow (PlanningTests).
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamp with time zone, batch integer, worker text, lease interval, held bigint[] DEFAULT '{}') RETURNS TABLE(delivery_id bigint, notification_id bigint, payload_kind text, attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text, device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text, config_error_at timestamp with time zone, topic text, title text, body text, data text, image_url text, sound text, badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text, expires_at timestamp with time zone, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text, ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text, android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint, activity_token_ended text, superseded_by bigint, activity_id text, activity_event text, activity_attributes_type text, activity_attributes text, activity_content_state text, activity_stale_at timestamp with time zone, activity_dismiss_at timestamp with time zone, activity_event_at timestamp with time zone, activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text, push_type_token_id bigint, push_type_token_disabled text)
-    LANGUAGE plpgsql
-    SET enable_sort TO 'off' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
-    SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, worker text, lease interval,
+    held bigint[] DEFAULT '{}') RETURNS TABLE (delivery_id bigint, notification_id bigint, payload_kind text,
+    attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text,
+    device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text,
+    config_error_at timestamptz, topic text, title text, body text, data text, image_url text, sound text,
+    badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text,
+    expires_at timestamptz, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text,
+    ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text,
+    android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint,
+    activity_token_ended text, superseded_by bigint, activity_id text, activity_event text,
+    activity_attributes_type text, activity_attributes text, activity_content_state text,
+    activity_stale_at timestamptz, activity_dismiss_at timestamptz, activity_event_at timestamptz,
+    activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text,
+    push_type_token_id bigint, push_type_token_disabled text)
+LANGUAGE plpgsql SET enable_sort = off SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 BEGIN
     -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
     -- CPU over the partitioned tables whatever it finds, and at a steady rate many claims find
@@ -382,9 +393,11 @@ GRANT EXECUTE ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],floa
 -- statement is made at each call, over the tables herald.providers names then. The columns
 -- between app_version and provider_settings are herald.apps' old ones, for the previous
 -- release's daemons during an upgrade; they go with those columns.
-CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE(app_id text, app_version text, fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[], web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text, apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
-    LANGUAGE plpgsql STABLE
-    AS $$
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE (app_id text, app_version text,
+    fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[],
+    web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text,
+    apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
     settings text;
 BEGIN

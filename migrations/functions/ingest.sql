@@ -433,11 +433,11 @@ GRANT EXECUTE ON FUNCTION herald.ingest_push_types(bigint[],timestamp with time 
 -- JIT is off in these functions (and the claim's, the record's and the reconcile's): with
 -- sequential scans off, a read of a few rows that has no index to take (herald.platforms, read
 -- whole) is estimated so costly that PostgreSQL compiled it, 50 ms an ingest of one.
-CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamp with time zone, lease_to text, lease_for interval, reserve integer) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
-    LANGUAGE plpgsql
-    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
-    SET enable_sort = on
-    AS $$
+CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamptz, lease_to text,
+    lease_for interval, reserve integer) RETURNS TABLE (accepted integer, rejected integer, expired integer,
+    no_devices integer, superseded integer, deliveries integer, leased bigint[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET jit = off SET enable_sort = on AS $$
 DECLARE
     activities record;
     first_id bigint;
@@ -682,10 +682,11 @@ GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with t
 
 -- Ingests the notifications `ids` (herald.ingest_locked). Callers lock nothing themselves: this
 -- takes those still 'received' in id order, so concurrent ingesters cannot deadlock.
-CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamp with time zone DEFAULT now(), lease_to text DEFAULT NULL, lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE(accepted integer, rejected integer, expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
-    LANGUAGE plpgsql
-    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
-    AS $$
+CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
+    lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE (accepted integer, rejected integer,
+    expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
     with_activities boolean;
 BEGIN
@@ -707,11 +708,10 @@ GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,i
 -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
 -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends).
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
-                                              lease_for interval DEFAULT NULL, reserve int DEFAULT 0)
-RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int, leased bigint[])
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
-SET enable_sort = off AS $$
+    lease_for interval DEFAULT NULL, reserve int DEFAULT 0) RETURNS TABLE (accepted int, rejected int, expired int,
+    no_devices int, superseded int, deliveries int, leased bigint[])
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET jit = off SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
     with_activities boolean;

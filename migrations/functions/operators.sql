@@ -210,10 +210,9 @@ GRANT INSERT, SELECT, UPDATE, DELETE ON herald.recent_wakeups TO herald_daemon;
 --   SELECT herald.redrive(job_ids => '{101,102}');
 --   SELECT herald.redrive(delivery_ids => '{5001}');
 --   SELECT herald.redrive(kind => 'dispatch', since => now() - interval '1 hour', note => 'FCM outage');
-CREATE OR REPLACE FUNCTION herald.redrive(job_ids bigint[] DEFAULT NULL::bigint[], kind text DEFAULT NULL::text, since timestamp with time zone DEFAULT NULL::timestamp with time zone, note text DEFAULT NULL::text, delivery_ids bigint[] DEFAULT NULL::bigint[]) RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.redrive(job_ids bigint[] DEFAULT NULL, kind text DEFAULT NULL,
+    since timestamptz DEFAULT NULL, note text DEFAULT NULL, delivery_ids bigint[] DEFAULT NULL) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     revived_jobs bigint[] := '{}';
     revived_deliveries bigint[] := '{}';

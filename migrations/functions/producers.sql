@@ -111,11 +111,9 @@ GRANT EXECUTE ON FUNCTION herald.is_p256_point(bytea) TO herald_daemon;
 
 -- A Web Push subscription as JSON (a browser's, or a UnifiedPush distributor's endpoint and
 -- keys): its endpoint and keys; p256dh must be on the curve.
-CREATE OR REPLACE FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea, OUT auth bytea)
-    RETURNS record
-    LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.web_subscription(subscription text, OUT endpoint text, OUT p256dh bytea,
+    OUT auth bytea) RETURNS record
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     parsed jsonb;
     hint constant text := 'this push_token is the browser''s PushSubscription as JSON (or a UnifiedPush '
@@ -156,10 +154,17 @@ GRANT EXECUTE ON FUNCTION herald.web_subscription(text) TO herald_daemon;
 -- Send a notification. Returns its id; with an idempotency key already used by this app,
 -- returns the first notification's id and sends nothing more. Keys that start with herald- are
 -- Herald's own. Only for an app the session acts for.
-CREATE OR REPLACE FUNCTION herald.send(app text, user_ref text DEFAULT NULL::text, device_ids text[] DEFAULT NULL::text[], topic text DEFAULT NULL::text, title text DEFAULT NULL::text, body text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb, image_url text DEFAULT NULL::text, sound text DEFAULT NULL::text, badge integer DEFAULT NULL::integer, android_channel_id text DEFAULT NULL::text, ios_category text DEFAULT NULL::text, ios_thread_id text DEFAULT NULL::text, deep_link text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, silent boolean DEFAULT false, dry_run boolean DEFAULT false, ios_interruption_level text DEFAULT NULL::text, ios_relevance_score double precision DEFAULT NULL::double precision, ios_filter_criteria text DEFAULT NULL::text, ios_target_content_id text DEFAULT NULL::text, android_direct_boot_ok boolean DEFAULT NULL::boolean, android_proxy text DEFAULT NULL::text) RETURNS bigint
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.send(app text, user_ref text DEFAULT NULL, device_ids text[] DEFAULT NULL,
+    topic text DEFAULT NULL, title text DEFAULT NULL, body text DEFAULT NULL, data jsonb DEFAULT NULL,
+    image_url text DEFAULT NULL, sound text DEFAULT NULL, badge integer DEFAULT NULL,
+    android_channel_id text DEFAULT NULL, ios_category text DEFAULT NULL, ios_thread_id text DEFAULT NULL,
+    deep_link text DEFAULT NULL, idempotency_key text DEFAULT NULL, priority text DEFAULT NULL,
+    ttl interval DEFAULT NULL, expires_at timestamptz DEFAULT NULL, collapse_key text DEFAULT NULL,
+    send_at timestamptz DEFAULT NULL, silent boolean DEFAULT false, dry_run boolean DEFAULT false,
+    ios_interruption_level text DEFAULT NULL, ios_relevance_score double precision DEFAULT NULL,
+    ios_filter_criteria text DEFAULT NULL, ios_target_content_id text DEFAULT NULL,
+    android_direct_boot_ok boolean DEFAULT NULL, android_proxy text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     notification_id bigint;
@@ -200,10 +205,10 @@ GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text
 -- token_kind is said, or decided by the platform and the app ('web' devices take a browser's
 -- subscription, whose endpoint must follow the app's policy and whose p256dh must be on the
 -- curve). Only for an app the session acts for.
-CREATE OR REPLACE FUNCTION herald.register_device(app text, device text, platform text, push_token text, user_ref text DEFAULT NULL::text, token_kind text DEFAULT NULL::text, OUT device_row_id bigint, OUT status text) RETURNS record
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+CREATE OR REPLACE FUNCTION herald.register_device(app text, device text, platform text, push_token text,
+    user_ref text DEFAULT NULL, token_kind text DEFAULT NULL, OUT device_row_id bigint, OUT status text)
+    RETURNS record
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     existing herald.devices;
     -- What the device row keeps: the token, or for a browser its endpoint and keys.
@@ -321,17 +326,16 @@ BEGIN
     WHERE d.id = existing.id;
     status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
 END;
-$_$;
+$$;
 REVOKE ALL ON FUNCTION herald.register_device(text,text,text,text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_producer;
 
 -- Log a device out: it is disabled, with the reason, until it registers again.
 -- Returns false when the device is unknown. Only for an app the session acts for.
-CREATE OR REPLACE FUNCTION herald.unregister_device(app text, device text, reason text DEFAULT 'logged out'::text) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.unregister_device(app text, device text, reason text DEFAULT 'logged out')
+    RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.unregister_device');
     UPDATE herald.devices d
@@ -632,10 +636,10 @@ GRANT EXECUTE ON FUNCTION herald.activity_sends(text,text) TO herald_daemon;
 -- event_at more than 12 hours ago is refused too: a Live Activity lasts 8 hours, and 4 more
 -- on the Lock Screen, so no device could take it (and 4713 BC made a huge negative
 -- aps.timestamp).
-CREATE OR REPLACE FUNCTION herald.activity_event(app text, caller text, event text, activity text, channel text, user_ref text,
-    device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text, body text, sound text,
-    stale_at timestamptz, dismiss_at timestamptz, relevance_score double precision, urgent boolean, ttl interval,
-    expires_at timestamptz, idempotency_key text, event_at timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION herald.activity_event(app text, caller text, event text, activity text, channel text,
+    user_ref text, device_ids text[], attributes_type text, attributes jsonb, content_state jsonb, title text,
+    body text, sound text, stale_at timestamptz, dismiss_at timestamptz, relevance_score double precision,
+    urgent boolean, ttl interval, expires_at timestamptz, idempotency_key text, event_at timestamptz) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE

@@ -51,10 +51,9 @@ GRANT EXECUTE ON FUNCTION herald.fetch_window() TO herald_producer;
 --   wrong_device       the reference belongs to another device
 --   invalid_kind       kind is not delivered, seen or opened
 --   SELECT * FROM herald.report_delivery('q1w2…', 'delivered', 'phone-1');
-CREATE OR REPLACE FUNCTION herald.report_delivery(reference text, kind text DEFAULT 'delivered'::text, device text DEFAULT NULL::text, OUT accepted boolean, OUT outcome text, OUT message text) RETURNS record
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.report_delivery(reference text, kind text DEFAULT 'delivered',
+    device text DEFAULT NULL, OUT accepted boolean, OUT outcome text, OUT message text) RETURNS record
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     opened record;
     owner herald.devices;
@@ -127,10 +126,11 @@ GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_daemo
 -- logout, nor once the device is registered for another user. It reads only what was sent
 -- to that registration. `since` defaults to herald.fetch_window() ago.
 --   SELECT * FROM herald.pending_notifications('q1w2…');
-CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text, since timestamp with time zone DEFAULT (now() - herald.fetch_window()), max_count integer DEFAULT 20, device text DEFAULT NULL::text) RETURNS TABLE(notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text, sent_at timestamp with time zone)
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+CREATE OR REPLACE FUNCTION herald.pending_notifications(reference text,
+    since timestamptz DEFAULT (now() - herald.fetch_window()), max_count integer DEFAULT 20, device text DEFAULT NULL) RETURNS TABLE (
+    notification_id bigint, report_reference text, title text, body text, data jsonb, image_url text, deep_link text,
+    sent_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     opened record;
     owner herald.devices;

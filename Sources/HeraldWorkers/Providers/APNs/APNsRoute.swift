@@ -24,13 +24,14 @@ struct APNsRoute: ProviderRoute {
         }
     }
 
-    /// The push type a token of this kind is for: `apns_voip_token` is a VoIP token
-    /// (`herald.push_types`).
-    static func pushType(ofTokenKind kind: String) -> APNsNotification.PushType? {
-        guard kind.hasPrefix("apns_"), kind.hasSuffix("_token") else { return nil }
-        return APNsNotification.PushType(rawValue: String(kind.dropFirst(5).dropLast(6)))
-            .flatMap { $0.isAppExtra ? $0 : nil }
-    }
+    /// The push type a token of this kind is for, by `herald.push_types`' token kinds
+    /// (`SchemaVocabularyTests` holds the two to each other).
+    static func pushType(ofTokenKind kind: String) -> APNsNotification.PushType? { pushTypeTokenKinds[kind] }
+
+    static let pushTypeTokenKinds: [String: APNsNotification.PushType] = [
+        "apns_widgets_token": .widgets, "apns_voip_token": .voip, "apns_location_token": .location,
+        "apns_pushtotalk_token": .pushToTalk,
+    ]
 
     /// What APNs takes over token-based connections only: Live Activities, location queries
     /// ("supports only token-based authentication") and widget pushes (set up with tokens in
