@@ -151,6 +151,14 @@ $$;
 REVOKE ALL ON FUNCTION herald.web_subscription(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.web_subscription(text) TO herald_daemon;
 
+-- The notification an app's idempotency key was first used for (herald.idempotency_keys).
+CREATE OR REPLACE FUNCTION herald.notification_of_key(app text, key text) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT k.notification_id FROM herald.idempotency_keys k WHERE k.app_id = app AND k.idempotency_key = key;
+$$;
+REVOKE ALL ON FUNCTION herald.notification_of_key(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.notification_of_key(text,text) TO herald_daemon;
+
 -- Send a notification. Returns its id; with an idempotency key already used by this app,
 -- returns the first notification's id and sends nothing more. Keys that start with herald- are
 -- Herald's own. Only for an app the session acts for.
@@ -183,12 +191,8 @@ BEGIN
         send.ios_relevance_score, send.ios_filter_criteria, send.ios_target_content_id, send.android_direct_boot_ok,
         send.android_proxy)
     RETURNING n.id INTO notification_id;
-    IF notification_id IS NULL THEN
-        -- herald.claim_idempotency_key skipped it: the key was used.
-        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
-        WHERE k.app_id = app AND k.idempotency_key = send.idempotency_key;
-    END IF;
-    RETURN notification_id;
+    -- Without a row, herald.claim_idempotency_key skipped it: the key was used.
+    RETURN coalesce(notification_id, herald.notification_of_key(app, send.idempotency_key));
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -697,11 +701,8 @@ BEGIN
         activity_event.attributes_type, activity_event.attributes, content_state, activity_event.stale_at,
         activity_event.dismiss_at, coalesce(dated, called_at))
     RETURNING n.id INTO notification_id;
-    IF notification_id IS NULL THEN
-        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
-        WHERE k.app_id = app AND k.idempotency_key = activity_event.idempotency_key;
-    END IF;
-    RETURN notification_id;
+    -- Without a row, herald.claim_idempotency_key skipped it: the key was used.
+    RETURN coalesce(notification_id, herald.notification_of_key(app, activity_event.idempotency_key));
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.activity_event(text,text,text,text,text,text,text[],text,jsonb,jsonb,text,text,text,timestamp with time zone,timestamp with time zone,double precision,boolean,interval,timestamp with time zone,text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -896,12 +897,8 @@ BEGIN
             send_push.data, send_push.priority, send_push.ttl, send_push.expires_at, send_push.send_at,
             coalesce(send_push.dry_run, false))
     RETURNING n.id INTO notification_id;
-    IF notification_id IS NULL THEN
-        -- herald.claim_idempotency_key skipped it: the key was used.
-        SELECT k.notification_id INTO notification_id FROM herald.idempotency_keys k
-        WHERE k.app_id = app AND k.idempotency_key = send_push.idempotency_key;
-    END IF;
-    RETURN notification_id;
+    -- Without a row, herald.claim_idempotency_key skipped it: the key was used.
+    RETURN coalesce(notification_id, herald.notification_of_key(app, send_push.idempotency_key));
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
