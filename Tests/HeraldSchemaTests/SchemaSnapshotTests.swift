@@ -35,16 +35,16 @@ import Testing
     }
 
     /// Every table of the `herald` schema, and every column, says what it holds (`COMMENT ON`),
-    /// so that `\d+` explains it to an operator.
+    /// so that `\d+` explains it to an operator; every view says what it shows.
     @Test func everyTableAndColumnSaysWhatItHolds() async throws {
         let db = try await TestDatabase.create().connect()
         let silent = try await db.query(
             """
             SELECT c.relname || coalesce('.' || a.attname, '') FROM pg_class c
             JOIN pg_namespace s ON s.oid = c.relnamespace
-            LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+            LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind <> 'v'
                                     AND coalesce(col_description(c.oid, a.attnum), '') = ''
-            WHERE s.nspname = 'herald' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+            WHERE s.nspname = 'herald' AND c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition
               AND (a.attname IS NOT NULL OR coalesce(obj_description(c.oid, 'pg_class'), '') = '')
             ORDER BY 1
             """

@@ -72,6 +72,8 @@ SELECT a.app_id, coalesce(w.hosts, herald.default_web_push_hosts()) AS hosts,
 FROM herald.apps a LEFT JOIN herald.app_webpush w ON w.app_id = a.app_id;
 REVOKE ALL ON herald.web_push_endpoint_policy FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.web_push_endpoint_policy TO herald_operator, herald_daemon;
+COMMENT ON VIEW herald.web_push_endpoint_policy IS
+    'Which hosts each app''s browser subscriptions may name, and whether private addresses may be reached: its herald.app_webpush row, or else the browsers'' push services';
 
 -- Where an operator changes a kind's endpoint policy (its `column`), as errors name it: a
 -- browser's policy is a view over herald.app_webpush.
@@ -151,6 +153,8 @@ SELECT w.app_id, w.vapid_key_file, w.vapid_subject, coalesce(w.hosts, herald.def
 FROM herald.app_webpush w;
 REVOKE ALL ON herald.app_webpush_settings FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.app_webpush_settings TO herald_operator, herald_daemon;
+COMMENT ON VIEW herald.app_webpush_settings IS
+    'What the daemons read of an app''s Web Push settings: its herald.app_webpush row, with Herald''s default hosts when it names none';
 
 -- For one release, herald.apps keeps the columns that held the built-in providers' settings
 -- before they moved to herald.app_fcm, herald.app_apns and herald.app_webpush, in step with

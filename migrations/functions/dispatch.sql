@@ -85,6 +85,8 @@ FROM herald.route_targets t
 JOIN herald.routes r ON r.route = t.route;
 REVOKE ALL ON herald.route_rules FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.route_rules TO herald_operator, herald_daemon;
+COMMENT ON VIEW herald.route_rules IS
+    'The routing rule: the route a delivery takes by its payload kind and token kind, with the route''s provider and the configuration scopes it needs; every reader of the rule reads it here';
 
 -- The dispatch worker's claim: leases up to `batch` deliveries due by `at`, oldest first, to
 -- `worker` until `at + lease`, and returns each with everything needed to send it: the

@@ -42,6 +42,8 @@ GROUP BY kind;
 REVOKE ALL ON herald.queue_depth FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.queue_depth TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.queue_depth TO herald_daemon;
+COMMENT ON VIEW herald.queue_depth IS
+    'How deep each queue is: notifications waiting for ingest, deliveries waiting to be sent, and herald.jobs by kind, with how long the oldest ready one has waited';
 
 -- The journey shows when a queued delivery is next due, and when a dead one gave up.
 CREATE OR REPLACE VIEW herald.notification_journey AS
@@ -64,6 +66,8 @@ LEFT JOIN herald.push_type_tokens pt ON pt.id = d.push_type_token_id;
 REVOKE ALL ON herald.notification_journey FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.notification_journey TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.notification_journey TO herald_daemon;
+COMMENT ON VIEW herald.notification_journey IS
+    'Each notification with each of its deliveries: target, state and reason, device and token hint, attempts and errors, when a queued one is next due and when a dead one gave up';
 
 -- A Live Activity's life: each of its events (a notification), what became of it, and each send
 -- with its device, token and outcome:
@@ -84,6 +88,8 @@ LEFT JOIN herald.devices dev ON dev.id = d.device_id;
 REVOKE ALL ON herald.live_activity_sends FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.live_activity_sends TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.live_activity_sends TO herald_daemon;
+COMMENT ON VIEW herald.live_activity_sends IS
+    'A Live Activity''s life: each of its events, what became of it, and each send with its device, token and outcome';
 
 -- Disabled devices, by app and cause, with when and why:
 --   SELECT disabled_cause, count(*) FROM herald.disabled_devices WHERE app_id = 'shop' GROUP BY 1;
@@ -95,6 +101,8 @@ WHERE disabled_at IS NOT NULL;
 REVOKE ALL ON herald.disabled_devices FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.disabled_devices TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.disabled_devices TO herald_daemon;
+COMMENT ON VIEW herald.disabled_devices IS
+    'Disabled devices: their token hint, why (cause and reason) and since when';
 
 -- Dead work: jobs, and deliveries that ran out of attempts (kind 'dispatch', the delivery's id
 -- in ref; their id is NULL, since they are not jobs). herald.redrive brings back either.
@@ -109,6 +117,8 @@ WHERE dead_at IS NOT NULL;
 REVOKE ALL ON herald.dead_jobs FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.dead_jobs TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.dead_jobs TO herald_daemon;
+COMMENT ON VIEW herald.dead_jobs IS
+    'Dead work: jobs, and deliveries that ran out of attempts (kind dispatch, the delivery''s id in ref), which a redrive brings back';
 
 -- Deliveries per minute over the last hour, by what became of them.
 CREATE OR REPLACE VIEW herald.throughput AS
@@ -126,6 +136,8 @@ ORDER BY 1 DESC;
 REVOKE ALL ON herald.throughput FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.throughput TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.throughput TO herald_daemon;
+COMMENT ON VIEW herald.throughput IS
+    'Deliveries per minute over the last hour, by what became of them';
 
 -- The partitions of herald.notifications, herald.deliveries and herald.delivery_reports
 -- (migrations 020 and 022, docs/scaling.md): one row per generation (rows estimated from the
@@ -150,6 +162,8 @@ SELECT 'kept', NULL, NULL, NULL, (SELECT count(*) FROM herald.notifications_kept
        (SELECT count(*) FROM herald.delivery_reports_kept);
 REVOKE ALL ON herald.partitions FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.partitions TO herald_operator, herald_daemon;
+COMMENT ON VIEW herald.partitions IS
+    'The partitions of notifications, deliveries and reports: one row per generation (rows estimated, when it opened and closed), then the kept partitions, counted exactly';
 
 -- Configuration problems, and certificates about to expire: Apple's push certificates last a
 -- year, and an expired one fails every send, so the warning starts 30 days ahead.
@@ -176,6 +190,8 @@ WHERE a.certificate_file IS NOT NULL AND a.certificate_expires_at < now() + inte
 REVOKE ALL ON herald.app_problems FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.app_problems TO herald_daemon;
 GRANT SELECT ON herald.app_problems TO herald_operator;
+COMMENT ON VIEW herald.app_problems IS
+    'Each app''s failing configurations, and APNs push certificates that expire within 30 days';
 
 -- Accounts a provider refused for their quota: every daemon waits until paused_until, and
 -- herald status says so. FCM answers 429 for a project over its quota (herald.fcm_quotas,
@@ -189,6 +205,8 @@ FROM herald.fcm_quotas q
 WHERE q.paused_until > now();
 REVOKE ALL ON herald.quota_pauses FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.quota_pauses TO herald_operator, herald_daemon;
+COMMENT ON VIEW herald.quota_pauses IS
+    'Accounts a provider paused for their quota (FCM''s 429): every daemon waits until paused_until';
 
 -- For operators: wake-ups, with the device and what they were for.
 --   SELECT * FROM herald.recent_wakeups WHERE app_id = 'shop' ORDER BY created_at DESC LIMIT 20;
@@ -201,6 +219,8 @@ LEFT JOIN herald.deliveries d ON d.notification_id = w.notification_id;
 REVOKE ALL ON herald.recent_wakeups FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.recent_wakeups TO herald_operator;
 GRANT INSERT, SELECT, UPDATE, DELETE ON herald.recent_wakeups TO herald_daemon;
+COMMENT ON VIEW herald.recent_wakeups IS
+    'Wake-ups, with the device and what they were for';
 
 -- Brings dead work back, with its attempts reset, and records the redrive:
 --   * jobs by id (job_ids), or every dead job of a kind that died since a time;
