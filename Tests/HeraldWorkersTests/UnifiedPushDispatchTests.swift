@@ -65,6 +65,25 @@ import Testing
         #expect(try opened.decode(0, as: Int64?.self) != nil)
     }
 
+    /// A distributor takes Web Push, whose 4096 bytes of ciphertext hold 3993 of the document:
+    /// a notification larger than that fails at ingest for the UnifiedPush phone alone, with the
+    /// reason, and goes to the user's phone through FCM.
+    @Test func aPayloadTooLargeForWebPushFailsOnlyTheUnifiedPushPhone() async throws {
+        let f = try await WorkerFixture.make(webPush: true)
+        try await unifiedPushApp(f)
+        try await registerPhone(f, "fairphone")
+        try await f.register("pixel", "android")
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'Long', body => repeat('x', 3860))")
+        try await f.ingest()
+        let phone = try await f.delivery(of: "fairphone")
+        #expect(phone.state == "failed")
+        #expect(phone.error?.contains("over Web Push's 3993 bytes of plaintext") == true, "\(phone)")
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        #expect(await f.emulator.webPushRequests == 0)
+    }
+
     /// An app takes no UnifiedPush endpoint until it has a policy, and then only on the hosts it
     /// lists; metadata and private addresses stay refused unless it allows them.
     @Test func registrationFollowsTheAppsDistributorPolicy() async throws {

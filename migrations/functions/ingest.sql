@@ -476,7 +476,8 @@ BEGIN
                         + coalesce(n.ttl, a.default_ttl)) AS expires_at,
                greatest(at, coalesce(n.send_at, at)) AS run_at,
                entries.data,
-               -- A web device cannot take a payload this large; the others can.
+               -- A device sent through Web Push (a browser, a UnifiedPush phone) cannot take a payload
+               -- this large; the others can.
                CASE WHEN size.bytes + 24 > size.web_limit_bytes THEN
                         format('payload is about %s bytes, %s over Web Push''s %s bytes of plaintext; shorten the title, body or data',
                                size.bytes + 24, size.bytes + 24 - size.web_limit_bytes, size.web_limit_bytes)
@@ -589,24 +590,26 @@ BEGIN
     ), live AS (
         SELECT * FROM normalized WHERE problem IS NULL AND expires_at > run_at
     ), targets AS (
+        -- A device whose token is a subscription (a browser's, a UnifiedPush distributor's: it has
+        -- the keys) is sent through Web Push, which a payload too large for it cannot take.
         SELECT l.id AS notification_id, d.id AS device_id, d.platform, l.silent, l.run_at,
-               CASE WHEN d.platform = 'web' THEN l.web_problem END AS web_problem
+               CASE WHEN d.subscription THEN l.web_problem END AS web_problem
         FROM live l
-        CROSS JOIN LATERAL (SELECT d.id, d.platform FROM herald.devices d
+        CROSS JOIN LATERAL (SELECT d.id, d.platform, d.web_p256dh IS NOT NULL AS subscription FROM herald.devices d
                             WHERE d.app_id = l.app_id AND d.user_ref = l.user_ref AND d.disabled_at IS NULL OFFSET 0) d
         WHERE l.user_ref IS NOT NULL
         UNION ALL
-        SELECT l.id, d.id, d.platform, l.silent, l.run_at, CASE WHEN d.platform = 'web' THEN l.web_problem END
+        SELECT l.id, d.id, d.platform, l.silent, l.run_at, CASE WHEN d.subscription THEN l.web_problem END
         FROM live l
         CROSS JOIN LATERAL (SELECT DISTINCT unnest(l.device_ids) AS device_id) AS wanted
-        CROSS JOIN LATERAL (SELECT d.id, d.platform FROM herald.devices d
+        CROSS JOIN LATERAL (SELECT d.id, d.platform, d.web_p256dh IS NOT NULL AS subscription FROM herald.devices d
                             WHERE d.app_id = l.app_id AND d.device_id = wanted.device_id AND d.disabled_at IS NULL
                             OFFSET 0) d
         WHERE l.device_ids IS NOT NULL
         UNION ALL
         SELECT l.id, NULL, NULL, l.silent, l.run_at, NULL FROM live l WHERE l.topic IS NOT NULL
     ), created AS (
-        -- Each delivery is queued in place, due at send_at or now; one for a browser that
+        -- Each delivery is queued in place, due at send_at or now; one sent through Web Push that
         -- cannot take the payload fails here, with the reason.
         -- The first `reserve` of those due now are leased at birth to `lease_to` for `lease_for`
         -- (their first attempt, as a claim would make it), when the caller asks.
