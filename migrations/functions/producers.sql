@@ -371,6 +371,25 @@ $$;
 REVOKE ALL ON FUNCTION herald.push_type_named(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.push_type_named(text,text) TO herald_daemon;
 
+-- The device a token is registered beside (for `caller`: herald.register_push_type_token,
+-- herald.register_activity_token), locked, so that one registration at a time reads its tokens
+-- (two for the same kind would both find none); an error when the app has no such device.
+CREATE OR REPLACE FUNCTION herald.device_to_register_on(app text, device text, caller text) RETURNS herald.devices
+LANGUAGE plpgsql AS $$
+DECLARE
+    dev herald.devices;
+BEGIN
+    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
+            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN dev;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.device_to_register_on(text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_to_register_on(text,text,text) TO herald_daemon;
+
 -- APNs' other push types (docs/producers.md#widgets-voip-location-and-push-to-talk):
 -- WidgetKit's push updates, PushKit's VoIP calls, location queries and Push to Talk, each to a
 -- token the app gets from that framework and registers through its backend, beside the device
@@ -399,12 +418,7 @@ BEGIN
             kind_row.shape_description, coalesce(length(token), 0), quote_literal(left(token, 8) || '…')
             USING ERRCODE = 'check_violation';
     END IF;
-    -- One registration at a time per device: two would both find no token.
-    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
-            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
-    END IF;
+    dev := herald.device_to_register_on(app, device, caller);
     IF dev.platform <> ALL(kind_row.platforms) THEN
         RAISE EXCEPTION '%: % pushes are for %, and device % is %', caller, push_type,
             array_to_string(kind_row.platforms, ', '), quote_literal(device), dev.platform
@@ -506,12 +520,7 @@ BEGIN
         RAISE EXCEPTION '%: activity must be 1 to 256 bytes without control characters', caller
             USING ERRCODE = 'check_violation';
     END IF;
-    -- One registration at a time per device: two for the same type would both find no token.
-    SELECT * INTO dev FROM herald.devices d WHERE d.app_id = app AND d.device_id = device FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: unknown device % of app %: register it with herald.register_device first', caller,
-            quote_literal(device), quote_literal(app) USING ERRCODE = 'foreign_key_violation';
-    END IF;
+    dev := herald.device_to_register_on(app, device, caller);
     IF dev.platform <> 'ios' THEN
         RAISE EXCEPTION '%: Live Activities are iOS''s, and device % is %', caller, quote_literal(device), dev.platform
             USING ERRCODE = 'check_violation';
