@@ -220,6 +220,16 @@ public final class Emulator: Sendable {
     public func revokeAccessTokens() async { await state.revokeAccessTokens() }
 
     public var received: [ReceivedMessage] { get async { await state.messages } }
+
+    /// Models FCM's store for the app instance of `token` (``FCMDevice``): it goes offline or
+    /// comes back online, and gets then what FCM kept for it.
+    public func setFCMDevice(_ token: String, online: Bool) async { await state.setDevice(token, online: online) }
+
+    /// FCM judges the app instance of `token` inactive: its messages are dropped until it connects.
+    public func makeFCMDeviceInactive(_ token: String) async { await state.makeDeviceInactive(token) }
+
+    /// What the modelled app instance of `token` received and was told; nil if it is not modelled.
+    public func fcmDevice(_ token: String) async -> FCMDevice? { await state.devices[token] }
     /// The access tokens it has issued and not revoked (for tests that check they never leak).
     public var issuedAccessTokens: [String] { get async { await state.issuedAccessTokens } }
     public var tokenRequests: Int { get async { await state.tokenRequests } }

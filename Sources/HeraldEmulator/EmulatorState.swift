@@ -30,6 +30,8 @@ actor EmulatorState {
     private var projectSends: [String: (second: Int, count: Int)] = [:]
     private(set) var quotaRefusals: [String: [Date]] = [:]
     private(set) var tokenRequests = 0
+    /// The app instances whose store FCM models (``FCMDevice``), by token.
+    private(set) var devices: [String: FCMDevice] = [:]
     private(set) var sendRequests = 0
 
     func register(email: String, project: String, keyID: String, publicKey: CryptoKey) {
@@ -48,6 +50,14 @@ actor EmulatorState {
 
     func setProjectQuota(_ project: String, perSecond: Int?, retryAfter: Int?) {
         projectQuotas[project] = perSecond.map { ($0, retryAfter) }
+    }
+
+    func setDevice(_ token: String, online: Bool) {
+        devices[token, default: FCMDevice()].setOnline(online, now: Date())
+    }
+
+    func makeDeviceInactive(_ token: String) {
+        devices[token, default: FCMDevice()].makeInactive()
     }
 
     func revokeAccessTokens() { accessTokens.removeAll() }
@@ -178,10 +188,10 @@ actor EmulatorState {
         let messageJSON = String(
             decoding: try! JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]), as: UTF8.self)
         let validateOnly = (object["validate_only"] ?? object["validateOnly"]) as? Bool ?? false
-        messages.append(
-            ReceivedMessage(
-                projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name,
-                at: Date()))
+        let received = ReceivedMessage(
+            projectID: project, target: target, json: messageJSON, validateOnly: validateOnly, name: name, at: Date())
+        messages.append(received)
+        if !validateOnly, devices[target] != nil { devices[target]?.accept(received, now: received.at) }
         return Answer(status: 200, json: #"{"name":"\#(name)"}"#, delay: delay)
     }
 

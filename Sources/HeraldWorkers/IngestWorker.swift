@@ -22,13 +22,16 @@ public struct IngestWorker: BatchWorker {
     public init(context: WorkerContext) { self.context = context }
 
     enum SQL {
-        /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them.
+        /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them; a device
+        /// whose store at its provider is full gets a catch-up message at most every $6 seconds.
         static let ingestNext = """
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
-            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5)
+            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6))
             """
-        static let ingest =
-            "SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased FROM herald.ingest($1::bigint[], $2)"
+        static let ingest = """
+            SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
+            FROM herald.ingest($1::bigint[], $2, catch_up_every => make_interval(secs => $3))
+            """
         /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.
         static let waiting = "SELECT id FROM herald.notifications WHERE state = 'received' ORDER BY id LIMIT $1"
         static let rejectUnprocessable = """
@@ -42,7 +45,11 @@ public struct IngestWorker: BatchWorker {
             let started = ContinuousClock.now
             let reserved = context.births?.reserve(upTo: limit) ?? 0
             let counts = try await ingest(
-                SQL.ingestNext, [limit, context.clock.now(), context.workerID, context.lease.seconds, reserved],
+                SQL.ingestNext,
+                [
+                    limit, context.clock.now(), context.workerID, context.lease.seconds, reserved,
+                    context.reconcile.quietPeriod.seconds,
+                ],
                 reserved: reserved, leasedAt: started)
             claimTimer.finished(since: started, rows: counts, logger: context.logger)
             return counts
@@ -56,7 +63,8 @@ public struct IngestWorker: BatchWorker {
             let ids = try await context.connection.query(SQL.waiting, [limit]).map { try $0.decode(0, as: Int64.self) }
             for id in ids {
                 do {
-                    _ = try await ingest(SQL.ingest, [[id], context.clock.now()])
+                    _ = try await ingest(
+                        SQL.ingest, [[id], context.clock.now(), context.reconcile.quietPeriod.seconds])
                 } catch let error as PostgresError where error.kind == .server && !error.isTransient {
                     try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
                     context.logger.error(

@@ -214,7 +214,7 @@ import Testing
             SELECT 'shop', 'user-' || g, 'now' FROM generate_series(1, \(users)) g
             """)
         let (ingest, leased) = try await reading("ingest") { session in
-            try session.query(IngestWorker.SQL.ingestNext, [users, Date(), "w", 60.0, users / 2])[0].decode(
+            try session.query(IngestWorker.SQL.ingestNext, [users, Date(), "w", 60.0, users / 2, 1800.0])[0].decode(
                 6, as: [Int64].self)
         }
         let (claim, claimed) = try await reading("claim") { session in

@@ -402,6 +402,132 @@ $$;
 REVOKE ALL ON FUNCTION herald.ingest_push_types(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest_push_types(bigint[],timestamp with time zone) TO herald_daemon;
 
+-- The store a device's provider keeps for it while it is offline, by its token's kind: how many
+-- of its unreported messages Herald lets the provider hold (herald.routes.device_store_capacity)
+-- and the provider as operators read it. No row: no bounded store.
+CREATE OR REPLACE FUNCTION herald.device_store(token_kind text, OUT capacity integer, OUT provider text)
+RETURNS SETOF record
+LANGUAGE sql STABLE AS $$
+    SELECT r.device_store_capacity, r.description
+    FROM herald.route_targets t JOIN herald.routes r USING (route)
+    WHERE t.token_kind = device_store.token_kind AND r.device_store_capacity IS NOT NULL
+    ORDER BY r.device_store_capacity LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION herald.device_store(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_store(text) TO herald_daemon;
+
+-- Takes the lock under which a device's store at its provider is counted and filled
+-- (herald.fill_device_stores, herald.reconcile's release), for each of `devices`, until the
+-- transaction ends. In the order of the locks' keys, so two callers cannot deadlock; a key is
+-- shared by the devices whose ids hash alike, which only makes them wait for each other.
+CREATE OR REPLACE FUNCTION herald.lock_device_stores(devices bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    key integer;
+BEGIN
+    FOR key IN SELECT DISTINCT hashint8(d) FROM unnest(devices) AS d ORDER BY 1 LOOP
+        -- 1146 ('HD', Herald's devices) keeps these locks apart from any other advisory lock.
+        PERFORM pg_advisory_xact_lock(1146, key);
+    END LOOP;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.lock_device_stores(bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.lock_device_stores(bigint[]) TO herald_daemon;
+
+-- Keeps each device's store at its provider within its route's capacity
+-- (herald.routes.device_store_capacity), after ingest counted the deliveries `stored` in their
+-- devices' stores (FCM keeps at most 100 messages for an offline phone, and past that drops
+-- them all). Under each device's lock (herald.lock_device_stores), held to the commit, a
+-- statement of its own counts what the store holds: every delivery counted there, queued or
+-- sent and unreported, that has not expired, this batch's and every other ingester's. So no
+-- two batches can fill the same room. What is over the capacity waits in Herald, the newest of
+-- this batch first: held, due at its expiry (when the claim ends it expired), with the reason
+-- in last_error. A report from the device releases it (herald.reconcile); a fetch marks it
+-- delivered.
+--
+-- A device that has deliveries held gets one catch-up message, Android's wake-up: a silent,
+-- collapsible data message (payload kind android_wakeup, collapse key herald_catch_up) that
+-- makes the app fetch what it missed. At most one per device per `catch_up_every` (the
+-- reconcile worker's wake-up interval, HERALD_WAKEUP_INTERVAL), across all daemons (the
+-- exclusion constraint on herald.wakeups), and each expires by the end of its interval, so FCM
+-- never holds two. NULL: none is sent (a previous release's daemon).
+--
+-- Returns how many deliveries it held.
+CREATE OR REPLACE FUNCTION herald.fill_device_stores(stored bigint[], at timestamptz, catch_up_every interval)
+RETURNS integer
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET jit = off AS $$
+DECLARE
+    devices bigint[];
+    held integer;
+    full_device record;
+    wakeup_id bigint;
+    new_notification bigint;
+BEGIN
+    SELECT array_agg(DISTINCT d.device_id) INTO devices FROM herald.deliveries d WHERE d.id = ANY(stored);
+    PERFORM herald.lock_device_stores(devices);
+    WITH filled AS (
+        SELECT dev.id AS device_id, count(s.id) - max(cap.capacity) AS excess, max(cap.capacity) AS capacity,
+               max(cap.provider) AS provider
+        FROM herald.devices dev
+        CROSS JOIN LATERAL herald.device_store(dev.token_kind) cap
+        CROSS JOIN LATERAL (SELECT s.id FROM herald.deliveries s
+                            WHERE s.device_id = dev.id AND s.state IN ('queued', 'sent') AND s.stored_until > at
+                            OFFSET 0) s
+        WHERE dev.id = ANY(devices)
+        GROUP BY dev.id
+        HAVING count(s.id) > max(cap.capacity)
+    ), newest AS (
+        SELECT d.id, f.excess, f.capacity, f.provider,
+               row_number() OVER (PARTITION BY d.device_id ORDER BY d.id DESC) AS rank
+        FROM filled f
+        CROSS JOIN LATERAL (SELECT d.id, d.device_id FROM herald.deliveries d
+                            WHERE d.id = ANY(stored) AND d.device_id = f.device_id OFFSET 0) d
+    )
+    UPDATE herald.deliveries d
+    SET held_since = at, run_at = d.stored_until, stored_until = NULL, locked_by = NULL, attempts = 0,
+        last_error = format('held: %s''s store for this device holds %s messages the app has not reported, the most Herald lets it hold; sent once the app reports, or marked delivered when it fetches them',
+                            n.provider, n.capacity)
+    FROM newest n
+    WHERE d.id = ANY(ARRAY[n.id]) AND n.rank <= n.excess AND d.state = 'queued';
+    GET DIAGNOSTICS held = ROW_COUNT;
+    IF held = 0 OR catch_up_every IS NULL THEN
+        RETURN held;
+    END IF;
+
+    FOR full_device IN
+        SELECT dev.id, dev.app_id, dev.device_id, count(*) AS waiting
+        FROM herald.devices dev
+        CROSS JOIN LATERAL (SELECT h.id FROM herald.deliveries h
+                            WHERE h.device_id = dev.id AND h.state = 'queued' AND h.held_since IS NOT NULL OFFSET 0) h
+        WHERE dev.id = ANY(devices)
+        GROUP BY dev.id
+        ORDER BY dev.id
+    LOOP
+        INSERT INTO herald.wakeups (device_id, missed, created_at, quiet_until)
+        VALUES (full_device.id, full_device.waiting, at, at + catch_up_every)
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO wakeup_id;
+        CONTINUE WHEN wakeup_id IS NULL;
+        INSERT INTO herald.notifications (app_id, device_ids, silent, priority, expires_at, collapse_key, origin,
+                                          state, reason, ingested_at, idempotency_key)
+        VALUES (full_device.app_id, ARRAY[full_device.device_id], true, 'normal', at + catch_up_every,
+                'herald_catch_up', 'wakeup', 'accepted',
+                format('catch-up: %s notifications held while the device''s store at the provider is full',
+                       full_device.waiting),
+                at, 'herald-wakeup-' || wakeup_id)
+        RETURNING id INTO new_notification;
+        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at)
+        VALUES (new_notification, full_device.id, 'android_wakeup', at);
+        UPDATE herald.wakeups SET notification_id = new_notification WHERE id = wakeup_id;
+        UPDATE herald.devices SET last_wakeup_at = at WHERE id = full_device.id;
+    END LOOP;
+    RETURN held;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.fill_device_stores(bigint[],timestamp with time zone,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.fill_device_stores(bigint[],timestamp with time zone,interval) TO herald_daemon;
+
 -- Ingests a batch of notifications the caller has locked (herald.ingest, herald.ingest_next):
 -- rejects bad ones with their reason (range and character checks on what the producer gave,
 -- naming the field), fills in the app's defaults, expires what is already past its expiry, and
@@ -435,7 +561,7 @@ GRANT EXECUTE ON FUNCTION herald.ingest_push_types(bigint[],timestamp with time 
 -- whole) is estimated so costly that PostgreSQL compiled it, 50 ms an ingest of one.
 CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamptz, lease_to text,
     lease_for interval, reserve integer) RETURNS TABLE (accepted integer, rejected integer, expired integer,
-    no_devices integer, superseded integer, deliveries integer, leased bigint[])
+    no_devices integer, superseded integer, deliveries integer, leased bigint[], stored bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
 SET enable_mergejoin = off SET jit = off SET enable_sort = on AS $$
 DECLARE
@@ -446,6 +572,8 @@ DECLARE
     platform_names text[];
     payload_kinds text[];
     silent_payload_kinds text[];
+    -- The payload and token kinds whose route keeps a bounded store per device, as 'kind/token'.
+    stored_kinds text[];
 BEGIN
     -- Live Activity events and other push types first: the statement below takes what is still
     -- 'received'.
@@ -462,10 +590,12 @@ BEGIN
     SELECT min(i), max(i) INTO first_id, last_id FROM unnest(ids) AS i;
     SELECT array_agg(p.platform), array_agg(p.payload_kind), array_agg(p.silent_payload_kind)
     INTO platform_names, payload_kinds, silent_payload_kinds FROM herald.platforms p;
+    SELECT array_agg(r.payload_kind || '/' || r.token_kind) INTO stored_kinds
+    FROM herald.route_targets r JOIN herald.routes USING (route) WHERE routes.device_store_capacity IS NOT NULL;
 
     RETURN QUERY
     WITH normalized AS MATERIALIZED (
-        SELECT n.id, n.kept, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent,
+        SELECT n.id, n.kept, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent, n.collapse_key,
                -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
                -- from when the notification is to be sent (a scheduled one's send_at).
                coalesce(n.priority, a.default_priority) AS priority,
@@ -592,33 +722,50 @@ BEGIN
     ), targets AS (
         -- A device whose token is a subscription (a browser's, a UnifiedPush distributor's: it has
         -- the keys) is sent through Web Push, which a payload too large for it cannot take.
-        SELECT l.id AS notification_id, d.id AS device_id, d.platform, l.silent, l.run_at,
-               CASE WHEN d.subscription THEN l.web_problem END AS web_problem
-        FROM live l
-        CROSS JOIN LATERAL (SELECT d.id, d.platform, d.web_p256dh IS NOT NULL AS subscription FROM herald.devices d
-                            WHERE d.app_id = l.app_id AND d.user_ref = l.user_ref AND d.disabled_at IS NULL OFFSET 0) d
-        WHERE l.user_ref IS NOT NULL
-        UNION ALL
-        SELECT l.id, d.id, d.platform, l.silent, l.run_at, CASE WHEN d.subscription THEN l.web_problem END
-        FROM live l
-        CROSS JOIN LATERAL (SELECT DISTINCT unnest(l.device_ids) AS device_id) AS wanted
-        CROSS JOIN LATERAL (SELECT d.id, d.platform, d.web_p256dh IS NOT NULL AS subscription FROM herald.devices d
-                            WHERE d.app_id = l.app_id AND d.device_id = wanted.device_id AND d.disabled_at IS NULL
-                            OFFSET 0) d
-        WHERE l.device_ids IS NOT NULL
-        UNION ALL
-        SELECT l.id, NULL, NULL, l.silent, l.run_at, NULL FROM live l WHERE l.topic IS NOT NULL
+        -- `stored_until`: a non-collapsible delivery to a device that reports, on a route with a
+        -- bounded store per device, counts in that store until it expires (herald.fill_device_stores).
+        SELECT t.*,
+               CASE WHEN t.reports AND t.collapse_key IS NULL AND t.kind || '/' || t.token_kind = ANY(stored_kinds)
+                    THEN t.expires_at END AS stored_until
+        FROM (
+            SELECT t.*, CASE WHEN t.platform IS NULL THEN 'topic'
+                             WHEN t.silent THEN silent_payload_kinds[array_position(platform_names, t.platform)]
+                             ELSE payload_kinds[array_position(platform_names, t.platform)] END AS kind
+            FROM (
+                SELECT l.id AS notification_id, d.id AS device_id, d.platform, d.token_kind, d.reports, l.silent,
+                       l.run_at, l.expires_at, l.collapse_key, CASE WHEN d.subscription THEN l.web_problem END AS web_problem
+                FROM live l
+                CROSS JOIN LATERAL (SELECT d.id, d.platform, d.token_kind, d.web_p256dh IS NOT NULL AS subscription,
+                                           d.last_reported_at >= d.registration_started_at AS reports
+                                    FROM herald.devices d
+                                    WHERE d.app_id = l.app_id AND d.user_ref = l.user_ref AND d.disabled_at IS NULL
+                                    OFFSET 0) d
+                WHERE l.user_ref IS NOT NULL
+                UNION ALL
+                SELECT l.id, d.id, d.platform, d.token_kind, d.reports, l.silent, l.run_at, l.expires_at,
+                       l.collapse_key, CASE WHEN d.subscription THEN l.web_problem END
+                FROM live l
+                CROSS JOIN LATERAL (SELECT DISTINCT unnest(l.device_ids) AS device_id) AS wanted
+                CROSS JOIN LATERAL (SELECT d.id, d.platform, d.token_kind, d.web_p256dh IS NOT NULL AS subscription,
+                                           d.last_reported_at >= d.registration_started_at AS reports
+                                    FROM herald.devices d
+                                    WHERE d.app_id = l.app_id AND d.device_id = wanted.device_id
+                                      AND d.disabled_at IS NULL
+                                    OFFSET 0) d
+                WHERE l.device_ids IS NOT NULL
+                UNION ALL
+                SELECT l.id, NULL, NULL, NULL, NULL, l.silent, l.run_at, l.expires_at, l.collapse_key, NULL
+                FROM live l WHERE l.topic IS NOT NULL
+            ) AS t
+        ) AS t
     ), created AS (
         -- Each delivery is queued in place, due at send_at or now; one sent through Web Push that
         -- cannot take the payload fails here, with the reason.
         -- The first `reserve` of those due now are leased at birth to `lease_to` for `lease_for`
         -- (their first attempt, as a claim would make it), when the caller asks.
         INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at, state, last_error, error_history,
-                                       finished_at, locked_by, attempts)
-        SELECT t.notification_id, t.device_id,
-               CASE WHEN t.platform IS NULL THEN 'topic'
-                    WHEN t.silent THEN silent_payload_kinds[array_position(platform_names, t.platform)]
-                    ELSE payload_kinds[array_position(platform_names, t.platform)] END,
+                                       finished_at, locked_by, attempts, stored_until)
+        SELECT t.notification_id, t.device_id, t.kind,
                CASE WHEN t.leased THEN at + lease_for ELSE t.run_at END,
                CASE WHEN t.web_problem IS NULL THEN 'queued' ELSE 'failed' END,
                t.web_problem,
@@ -626,14 +773,15 @@ BEGIN
                     ELSE ARRAY[format('%s %s', to_char(at, 'YYYY-MM-DD HH24:MI:SS'), t.web_problem)] END,
                CASE WHEN t.web_problem IS NOT NULL THEN at END,
                CASE WHEN t.leased THEN lease_to END,
-               CASE WHEN t.leased THEN 1 ELSE 0 END
+               CASE WHEN t.leased THEN 1 ELSE 0 END,
+               CASE WHEN t.web_problem IS NULL THEN t.stored_until END
         FROM (SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.notification_id, t.device_id) <= reserve
                           AS leased
               FROM (SELECT t.*, lease_to IS NOT NULL AND lease_for IS NOT NULL AND t.web_problem IS NULL AND t.run_at <= at AS due
                     FROM targets t) AS t) AS t
         -- In notification order, so a later notification's deliveries have larger ids.
         ORDER BY t.notification_id, t.device_id
-        RETURNING id, notification_id, locked_by
+        RETURNING id, notification_id, locked_by, stored_until
     ), verdicts AS MATERIALIZED (
         -- The planner cannot know how many rows these CTEs hold, and a join or IN against
         -- `created` was planned as a rescan per row, quadratic in the batch; an array searched
@@ -676,48 +824,62 @@ BEGIN
            count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
            activities.superseded,
            (SELECT count(*) FROM created)::int + activities.deliveries,
-           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id)
+           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id),
+           ARRAY(SELECT c.id FROM created c WHERE c.stored_until IS NOT NULL ORDER BY c.id)
     FROM written w;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer) TO herald_daemon;
 
--- Ingests the notifications `ids` (herald.ingest_locked). Callers lock nothing themselves: this
--- takes those still 'received' in id order, so concurrent ingesters cannot deadlock.
+-- Ingests the notifications `ids` (herald.ingest_locked), then keeps the stores of the devices
+-- it counted deliveries for within their capacity (herald.fill_device_stores, with
+-- `catch_up_every`). Callers lock nothing themselves: this takes those still 'received' in id
+-- order, so concurrent ingesters cannot deadlock.
 CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
-    lease_for interval DEFAULT NULL, reserve integer DEFAULT 0) RETURNS TABLE (accepted integer, rejected integer,
-    expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
+    lease_for interval DEFAULT NULL, reserve integer DEFAULT 0, catch_up_every interval DEFAULT NULL)
+RETURNS TABLE (accepted integer, rejected integer, expired integer, no_devices integer, superseded integer,
+               deliveries integer, leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
 SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
     with_activities boolean;
+    result record;
 BEGIN
     SELECT bool_or(locked.activity) INTO with_activities
     FROM (SELECT n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity FROM herald.notifications n
           WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
-    RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
+    SELECT * INTO result
+    FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
+    IF cardinality(result.stored) > 0 THEN
+        PERFORM herald.fill_device_stores(result.stored, at, catch_up_every);
+    END IF;
+    RETURN QUERY SELECT result.accepted, result.rejected, result.expired, result.no_devices, result.superseded,
+                        result.deliveries, result.leased;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
 
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
 -- first, skipping those another ingester holds, and ingests them, leasing up to `reserve` of
--- the deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to how many it took;
+-- the deliveries due now to `lease_to` (herald.ingest_locked) and keeping the devices' stores
+-- within their capacity (herald.fill_device_stores). The counts add up to how many it took;
 -- fewer than `batch` means none was left.
 --
 -- The pick walks each partition's notifications_received in id order (a Merge Append) and
 -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
 -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends).
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
-    lease_for interval DEFAULT NULL, reserve int DEFAULT 0) RETURNS TABLE (accepted int, rejected int, expired int,
-    no_devices int, superseded int, deliveries int, leased bigint[])
+    lease_for interval DEFAULT NULL, reserve int DEFAULT 0, catch_up_every interval DEFAULT NULL)
+RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int,
+               leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
 SET enable_mergejoin = off SET jit = off SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
     with_activities boolean;
+    result record;
 BEGIN
     SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
     FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
@@ -725,10 +887,15 @@ BEGIN
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
-    ELSE
-        RETURN QUERY SELECT * FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve);
+        RETURN;
     END IF;
+    SELECT * INTO result FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve);
+    IF cardinality(result.stored) > 0 THEN
+        PERFORM herald.fill_device_stores(result.stored, at, catch_up_every);
+    END IF;
+    RETURN QUERY SELECT result.accepted, result.rejected, result.expired, result.no_devices, result.superseded,
+                        result.deliveries, result.leased;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) TO herald_daemon;

@@ -119,6 +119,30 @@ REVOKE ALL ON FUNCTION herald.report_delivery(text,text,text) FROM PUBLIC, heral
 GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.report_delivery(text,text,text) TO herald_daemon;
 
+-- What `device` missed since `since`, in its current registration: each notification sent to
+-- it and not reported (a report on its way counts as made), and each held for room in its
+-- store at the provider (herald.fill_device_stores), with the reference to report it by. Alerts
+-- and data messages only: silent ones, wake-ups and other push types are not shown later.
+CREATE OR REPLACE FUNCTION herald.missed_deliveries(device herald.devices, since timestamptz)
+RETURNS TABLE (cursor bigint, notification_id bigint, report_reference text, title text, body text, data jsonb,
+               image_url text, deep_link text, created_at timestamptz, sent_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT d.id, n.id, herald.delivery_reference(d.id, d.device_id), n.title, n.body, n.data, n.image_url,
+           n.deep_link, d.created_at, d.sent_at
+    FROM (SELECT d.* FROM herald.deliveries d
+          WHERE d.device_id = device.id AND d.state = 'sent' AND d.sent_at >= since
+          UNION ALL
+          SELECT d.* FROM herald.deliveries d
+          WHERE d.device_id = device.id AND d.state = 'queued' AND d.held_since IS NOT NULL
+            AND d.created_at >= since) d
+    JOIN herald.notifications n ON n.id = d.notification_id
+    WHERE d.payload_kind IN ('ios_alert', 'android_data', 'harmony_alert', 'web') AND NOT n.silent
+      AND d.created_at >= device.registration_started_at
+      AND NOT EXISTS (SELECT FROM herald.delivery_reports r WHERE r.delivery_id = d.id)
+$$;
+REVOKE ALL ON FUNCTION herald.missed_deliveries(herald.devices,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.missed_deliveries(herald.devices,timestamp with time zone) TO herald_daemon;
+
 -- What a woken app missed: the notifications sent to the reference's device and never
 -- reported, newest first, each with its own reference so the app can report it once shown.
 -- Any reference the device received (the wake-up's own, for one) identifies it, for as long
@@ -160,20 +184,61 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN QUERY
-    SELECT n.id, herald.delivery_reference(d.id, d.device_id), n.title, n.body, n.data, n.image_url, n.deep_link,
-           d.sent_at
-    FROM herald.deliveries d
-    JOIN herald.notifications n ON n.id = d.notification_id
-    WHERE d.device_id = opened.device_id AND d.state = 'sent'
-      AND d.payload_kind IN ('ios_alert', 'android_data', 'harmony_alert') AND NOT n.silent
-      AND d.sent_at >= coalesce(since, '-infinity') AND d.created_at >= owner.registration_started_at
-    ORDER BY d.sent_at DESC, d.id DESC
+    SELECT m.notification_id, m.report_reference, m.title, m.body, m.data, m.image_url, m.deep_link, m.sent_at
+    FROM herald.missed_deliveries(owner, coalesce(since, '-infinity')) m
+    ORDER BY coalesce(m.sent_at, m.created_at) DESC, m.cursor DESC
     LIMIT max_count;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.pending_notifications(text,timestamp with time zone,integer,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.pending_notifications(text,timestamp with time zone,integer,text) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.pending_notifications(text,timestamp with time zone,integer,text) TO herald_daemon;
+
+-- What a device missed, for the app's backend to hand to its app, which may have nothing to ask
+-- with: FCM told it only that messages were deleted, or it received nothing. The backend has
+-- authenticated its user and knows the device. Returns the notifications sent to the device's
+-- current registration within herald.fetch_window() that the app has not reported, and those
+-- held for it while its store at FCM was full, oldest first, `max_count` (1 to 100) a page.
+-- Pass the last row's `cursor` as `after` for the next page: that call first marks every row up
+-- to it fetched (delivered, never sent or returned again), so a page whose answer was lost comes
+-- back, and the call after the last page marks it and returns nothing.
+--   SELECT * FROM herald.missed_notifications('shop', 'phone-1');
+--   SELECT * FROM herald.missed_notifications('shop', 'phone-1', after => 4294967307);
+CREATE OR REPLACE FUNCTION herald.missed_notifications(app text, device text, after bigint DEFAULT NULL,
+    max_count integer DEFAULT 100) RETURNS TABLE (cursor bigint, notification_id bigint, report_reference text,
+    title text, body text, data jsonb, image_url text, deep_link text, created_at timestamptz, sent_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    owner herald.devices;
+    since timestamptz := now() - herald.fetch_window();
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.missed_notifications');
+    IF max_count IS NULL OR max_count < 1 OR max_count > 100 THEN
+        RAISE EXCEPTION 'herald.missed_notifications: max_count must be from 1 to 100, not %', max_count
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT dev.* INTO owner FROM herald.devices dev WHERE dev.app_id = app AND dev.device_id = device;
+    IF owner.id IS NULL THEN
+        RAISE EXCEPTION 'herald.missed_notifications: app % has no device %', quote_literal(app), quote_literal(device)
+            USING ERRCODE = 'no_data_found', HINT = 'pass the device id the app registered with herald.register_device';
+    END IF;
+    IF after IS NOT NULL THEN
+        UPDATE herald.deliveries d
+        SET state = 'delivered', delivered_at = coalesce(d.delivered_at, now()), fetched_at = now(),
+            finished_at = coalesce(d.finished_at, now()), run_at = NULL, locked_by = NULL, held_since = NULL,
+            last_error = NULL
+        FROM (SELECT m.cursor FROM herald.missed_deliveries(owner, since) m WHERE m.cursor <= after) m
+        WHERE d.id = ANY(ARRAY[m.cursor]) AND d.state IN ('sent', 'queued');
+    END IF;
+    RETURN QUERY
+    SELECT m.* FROM herald.missed_deliveries(owner, since) m
+    WHERE m.cursor > coalesce(after, 0)
+    ORDER BY m.cursor
+    LIMIT max_count;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.missed_notifications(text,text,bigint,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.missed_notifications(text,text,bigint,integer) TO herald_producer;
 
 -- Each new report gets a reconcile job, in the reporting transaction.
 CREATE OR REPLACE FUNCTION herald.enqueue_reconcile() RETURNS trigger
@@ -189,7 +254,8 @@ GRANT EXECUTE ON FUNCTION herald.enqueue_reconcile() TO herald_daemon;
 -- Applies a batch of reports (the reconcile worker calls it; running it twice changes nothing):
 --
 -- 1. Each reported delivery becomes 'delivered' (first report wins); 'seen' and 'opened'
---    record their time too, and imply delivered.
+--    record their time too, and imply delivered. Each reporting device records when it last
+--    reported, and has what waits for room in its store at the provider released.
 -- 2. An iOS device whose report reveals earlier deliveries that were sent but never reported
 --    was offline, and APNs kept only the newest: it gets one wake-up, a background push that
 --    makes the app fetch what it missed, as a delivery queued in place. Deliveries sent within
@@ -216,6 +282,7 @@ DECLARE
     candidate record;
     wakeup_id bigint;
     new_notification bigint;
+    waiting bigint[];
 BEGIN
     WITH batch AS (
         SELECT r.delivery_id,
@@ -236,6 +303,46 @@ BEGIN
     FROM batch b
     WHERE d.id = ANY(ARRAY[b.delivery_id]);
     GET DIAGNOSTICS marked = ROW_COUNT;
+
+    -- When each device last reported: a device that reports has its deliveries counted in its
+    -- store at the provider (ingest's stored_until).
+    UPDATE herald.devices dev
+    SET last_reported_at = b.reported_at
+    FROM (SELECT r.device_id, max(r.reported_at) AS reported_at FROM herald.delivery_reports r
+          WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL GROUP BY r.device_id) b
+    WHERE dev.id = ANY(ARRAY[b.device_id]) AND dev.last_reported_at IS DISTINCT FROM greatest(dev.last_reported_at, b.reported_at);
+
+    -- A report releases what waits for room in the device's store (herald.fill_device_stores):
+    -- under the device's lock, a statement of its own counts the store again, and as many of the
+    -- held deliveries as it has room for, oldest first, are due now and counted there.
+    SELECT array_agg(DISTINCT r.device_id) INTO waiting
+    FROM herald.delivery_reports r
+    WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
+      AND EXISTS (SELECT FROM herald.deliveries h
+                  WHERE h.device_id = r.device_id AND h.state = 'queued' AND h.held_since IS NOT NULL);
+    IF waiting IS NOT NULL THEN
+        PERFORM herald.lock_device_stores(waiting);
+        WITH room AS (
+            SELECT dev.id AS device_id,
+                   cap.capacity - (SELECT count(*) FROM herald.deliveries s
+                                   WHERE s.device_id = dev.id AND s.state IN ('queued', 'sent') AND s.stored_until > at)
+                       AS room
+            FROM herald.devices dev
+            CROSS JOIN LATERAL herald.device_store(dev.token_kind) cap
+            WHERE dev.id = ANY(waiting)
+        ), released AS (
+            SELECT h.id, row_number() OVER (PARTITION BY h.device_id ORDER BY h.id) AS rank, r.room
+            FROM room r
+            CROSS JOIN LATERAL (SELECT h.id, h.device_id FROM herald.deliveries h
+                                WHERE h.device_id = r.device_id AND h.state = 'queued' AND h.held_since IS NOT NULL
+                                  AND h.run_at > at
+                                OFFSET 0) h
+        )
+        UPDATE herald.deliveries d
+        SET held_since = NULL, stored_until = d.run_at, run_at = at, last_error = NULL
+        FROM released x
+        WHERE d.id = ANY(ARRAY[x.id]) AND x.rank <= x.room AND d.state = 'queued' AND d.held_since IS NOT NULL;
+    END IF;
 
     FOR candidate IN
         SELECT dev.id AS device, dev.app_id, dev.device_id, max(r.id) AS report_id, count(DISTINCT gap.id) AS missed

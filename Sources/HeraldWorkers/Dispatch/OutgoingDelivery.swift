@@ -27,6 +27,9 @@ public enum DeliveryState: String, Sendable, CaseIterable {
 public struct OutgoingDelivery: Sendable {
     public enum PayloadKind: String, Sendable, CaseIterable {
         case androidData = "android_data"
+        /// Herald's catch-up message to an Android device whose store at FCM is full: a silent,
+        /// collapsible data message that makes the app fetch what it missed.
+        case androidWakeup = "android_wakeup"
         case iosAlert = "ios_alert"
         case iosBackground = "ios_background"
         /// Herald's own background push to an iOS device that missed notifications.

@@ -65,6 +65,7 @@ public struct PayloadBuilder: Sendable {
         if let channel = notification.android.channelID { shown.append((PayloadKeys.channelID, channel)) }
         if let sound = notification.sound { shown.append((PayloadKeys.sound, sound)) }
         if notification.silent { shown.append((PayloadKeys.silent, "1")) }
+        if delivery.payloadKind == .androidWakeup { shown.append((PayloadKeys.catchUp, "1")) }
         return merged(notification.data, shown + heraldKeys(delivery))
     }
 
@@ -199,4 +200,6 @@ public enum PayloadKeys {
     public static let sound = "sound"
     /// "1" on a silent Android data message: the app should not show it.
     public static let silent = "herald_silent"
+    /// "1" on Herald's catch-up message: fetch what was missed (`herald.missed_notifications`).
+    public static let catchUp = "herald_catch_up"
 }

@@ -130,7 +130,7 @@ extension PayloadBuilder {
                     collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK,
                     notification: notification.android.proxy.map { .object([("proxy", .string($0.uppercased()))]) }))
         // HarmonyOS's kinds never go through FCM (their route is Push Kit's).
-        case .androidData, .web, .harmonyAlert, .harmonyBackground: return android(delivery, ttl: ttl)
+        case .androidData, .androidWakeup, .web, .harmonyAlert, .harmonyBackground: return android(delivery, ttl: ttl)
         }
     }
 
