@@ -56,8 +56,9 @@ import Testing
         let now = Date()
         let android = builder.fcmMessage(for: delivery(.androidData), now: now).data.map(\.0)
         let silentAndroid = builder.fcmMessage(for: delivery(.androidData, silent: true), now: now).data.map(\.0)
+        let catchUp = builder.fcmMessage(for: delivery(.androidWakeup, silent: true), now: now).data.map(\.0)
         return [
-            "android": Set(android + silentAndroid),
+            "android": Set(android + silentAndroid + catchUp),
             "ios_alert": custom(builder.fcmMessage(for: delivery(.iosAlert), now: now)),
             "ios_wakeup": custom(builder.fcmMessage(for: delivery(.iosWakeup), now: now)),
             "browser": try document(silent: false).union(try document(silent: true)),

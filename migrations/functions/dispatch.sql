@@ -307,6 +307,17 @@ BEGIN
             dead_at = CASE WHEN o.dead THEN o.answered_at END
         FROM outcome AS o
         WHERE d.id = ANY(ARRAY[o.id]) AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker)
+        RETURNING d.device_id, d.state
+    ), touched AS (
+        -- When each device was last sent to, for its backend (herald.device_states), to the hour:
+        -- a device sent to all day costs a write an hour, not one a send. Not a device disabled
+        -- below: one statement may update a row once.
+        UPDATE herald.devices AS dev
+        SET last_sent_at = at
+        FROM (SELECT DISTINCT r.device_id FROM recorded r WHERE r.state = 'sent') AS r
+        WHERE dev.id = ANY(ARRAY[r.device_id])
+          AND (dev.last_sent_at IS NULL OR dev.last_sent_at < at - interval '1 hour')
+          AND dev.id <> ALL(ARRAY(SELECT u.id FROM unnest(dead_devices) AS u))
     ), disabled AS (
         UPDATE herald.devices AS dev
         SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason

@@ -335,6 +335,26 @@ REVOKE ALL ON FUNCTION herald.register_device(text,text,text,text,text,text) FRO
 GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_producer;
 
+-- The trigger devices_record_changes (migration 039) calls it when a device is disabled, or
+-- enabled again, whichever function did it: the change goes to herald.device_changes for the
+-- app's backend, and NOTIFY herald_device_changes, with the app's id as payload, tells those
+-- who listen (once per transaction and app: PostgreSQL folds identical notifications).
+CREATE OR REPLACE FUNCTION herald.record_device_change() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO herald.device_changes (app_id, device_id, change, reason, token_hint)
+    VALUES (NEW.app_id, NEW.device_id,
+            CASE NEW.disabled_cause WHEN 'token_invalid' THEN 'token_invalid' WHEN 'token_moved' THEN 'token_moved'
+                                    WHEN 'logout' THEN 'logged_out' WHEN 'operator' THEN 'disabled'
+                                    ELSE 'enabled' END,
+            NEW.disabled_reason, herald.token_hint(coalesce(NEW.push_token, OLD.push_token)));
+    PERFORM pg_notify('herald_device_changes', NEW.app_id);
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.record_device_change() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_device_change() TO herald_daemon;
+
 -- Log a device out: it is disabled, with the reason, until it registers again.
 -- Returns false when the device is unknown. Only for an app the session acts for.
 CREATE OR REPLACE FUNCTION herald.unregister_device(app text, device text, reason text DEFAULT 'logged out')
@@ -913,3 +933,56 @@ $$;
 REVOKE ALL ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_daemon;
+
+-- The state of an app's devices, for its backend: whether each is enabled, and if not since when
+-- and why; when it registered, when a provider last accepted a delivery to it (to the hour) and
+-- when the app last reported one; and its token as logs show one, never the token. The devices
+-- named, or the users', or all of the app's. Only for an app the session acts for.
+--   SELECT * FROM herald.device_states('shop', user_refs => '{alice}');
+CREATE OR REPLACE FUNCTION herald.device_states(app text, device_ids text[] DEFAULT NULL, user_refs text[] DEFAULT NULL)
+RETURNS TABLE (device_id text, user_ref text, platform text, enabled boolean, disabled_cause text,
+               disabled_reason text, disabled_at timestamptz, registered_at timestamptz, last_sent_at timestamptz,
+               last_reported_at timestamptz, token_hint text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.device_states');
+    RETURN QUERY
+    SELECT d.device_id, d.user_ref, d.platform, d.disabled_at IS NULL, d.disabled_cause, d.disabled_reason,
+           d.disabled_at, d.registered_at, d.last_sent_at, d.last_reported_at, herald.token_hint(d.push_token)
+    FROM herald.devices d
+    WHERE d.app_id = app
+      AND (device_states.device_ids IS NULL OR d.device_id = ANY(device_states.device_ids))
+      AND (device_states.user_refs IS NULL OR d.user_ref = ANY(device_states.user_refs))
+    ORDER BY d.device_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.device_states(text,text[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_states(text,text[],text[]) TO herald_producer;
+
+-- The feed of an app's device changes (herald.device_changes), after the cursor `after`, oldest
+-- first, `max_count` (1 to 1,000) at a time: a backend polls it, passing the last row's
+-- `cursor`, or LISTENs on herald_device_changes and reads it when told. A change is returned once
+-- every writing transaction older than it (on the whole server: transaction ids are the
+-- cluster's) has ended, so a cursor never passes one that commits late. Changes are kept for the retention (HERALD_RETENTION). Only for an app the session acts
+-- for.
+--   SELECT * FROM herald.changed_devices('shop', after => 0);
+CREATE OR REPLACE FUNCTION herald.changed_devices(app text, after bigint DEFAULT 0, max_count integer DEFAULT 100)
+RETURNS TABLE (cursor bigint, device_id text, change text, reason text, token_hint text, changed_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.changed_devices');
+    IF max_count IS NULL OR max_count < 1 OR max_count > 1000 THEN
+        RAISE EXCEPTION 'herald.changed_devices: max_count must be from 1 to 1000, not %', max_count
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT c.id, c.device_id, c.change, c.reason, c.token_hint, c.changed_at
+    FROM herald.device_changes c
+    WHERE c.app_id = app AND c.id > coalesce(after, 0) AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY c.id
+    LIMIT max_count;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.changed_devices(text,bigint,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.changed_devices(text,bigint,integer) TO herald_producer;

@@ -263,8 +263,8 @@ GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon
 -- Deletes up to `batch` rows from each table, or kept side, outside the generations that grows
 -- with the traffic, oldest first: kept delivery reports processed before now() - older_than
 -- (through delivery_reports_kept_processed), idempotency keys older than that whose notification
--- is gone (its generation retired, and it was not kept), and wake-ups whose quiet period ended
--- before it. Returns the most it deleted from one table: call it again while that is `batch`.
+-- is gone (its generation retired, and it was not kept), wake-ups whose quiet period ended
+-- before it, and device changes made before it. Returns the most it deleted from one table: call it again while that is `batch`.
 CREATE OR REPLACE FUNCTION herald.prune_records(older_than interval, batch int)
 RETURNS int
 LANGUAGE sql AS $$
@@ -308,10 +308,15 @@ LANGUAGE sql AS $$
         WHERE id IN (SELECT t.id FROM herald.push_type_tokens t WHERE t.disabled_at < now() - older_than
                      ORDER BY t.id LIMIT batch)
         RETURNING 1
+    ), changes AS (
+        DELETE FROM herald.device_changes
+        WHERE id IN (SELECT c.id FROM herald.device_changes c WHERE c.changed_at < now() - older_than
+                     ORDER BY c.changed_at LIMIT batch)
+        RETURNING 1
     )
     SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups),
                     (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens),
-                    (SELECT count(*) FROM push_type_tokens))::int
+                    (SELECT count(*) FROM push_type_tokens), (SELECT count(*) FROM changes))::int
 $$;
 REVOKE ALL ON FUNCTION herald.prune_records(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune_records(interval,integer) TO herald_daemon;
