@@ -50,6 +50,10 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /v3/{project id}/messages:send` is HarmonyOS Push Kit (``HarmonyService``);
 ///   `POST /emulator/harmony-projects` registers a project's service account
 ///   (`{"project_id": "…", "key_id": "…", "sub_account": "…", "public_key": "<PEM>"}`).
+/// - `POST /emulator/fcm-devices` models FCM's store for a token's app instance (``FCMDevice``):
+///   `{"token": "…", "online": false}` takes the phone offline, `"online": true` brings it back,
+///   `"inactive": true` makes FCM judge it inactive; it answers what the app has received and
+///   been told (`received`, `deleted_notices` for `onDeletedMessages()`) and how many wait.
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
 ///   `GET /emulator/hms` and `GET /emulator/harmony` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
@@ -400,6 +404,27 @@ struct EmulatorRoutes {
             var response = Self.json(answer.status, answer.json)
             if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
             return response
+        }
+        await server.appendRoute("POST /emulator/fcm-devices") { request in
+            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+            guard let token = object["token"] as? String else {
+                return Self.json(
+                    400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
+            }
+            if object["inactive"] as? Bool == true {
+                await state.makeDeviceInactive(token)
+            } else if let online = object["online"] as? Bool {
+                await state.setDevice(token, online: online)
+            } else {
+                return Self.json(
+                    400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
+            }
+            let device = await state.devices[token] ?? FCMDevice()
+            let received = device.received.map { $0.json }.joined(separator: ",")
+            return Self.json(
+                200,
+                "{\"online\":\(device.online),\"stored\":\(device.storedCount),\"deleted_notices\":\(device.deletedNotices),\"received\":[\(received)]}"
+            )
         }
         await server.appendRoute("GET /emulator/messages") { _ in
             let messages = await state.messages

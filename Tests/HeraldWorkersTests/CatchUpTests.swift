@@ -138,6 +138,26 @@ import Testing
         #expect(try await count(f, "d.state = 'sent' AND d.payload_kind = 'android_data'") == 10)
     }
 
+    @Test func whatIsStillHeldAtItsExpiryEndsExpired() async throws {
+        let f = try await reportingPhone()
+        await f.emulator.setFCMDevice(Self.token, online: false)
+        try await send(f, titles: (1...80).map { "Order \($0)" })
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', device_ids => ARRAY['pixel'], title => 'Flash sale', ttl => interval '2 seconds')"
+        )
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await count(f, "d.held_since IS NOT NULL AND d.state = 'queued'") == 1)
+        try await Task.sleep(for: .seconds(2.5))
+        try await f.dispatch()
+        let held = try await f.db.query(
+            "SELECT state, last_error FROM herald.deliveries WHERE held_since IS NOT NULL OR state = 'expired'")
+        #expect(held.count == 1)
+        #expect(try held.first?.decode(0, as: String.self) == "expired")
+        #expect(try held.first?.decode(1, as: String.self).hasPrefix("expired at") == true)
+        #expect(await f.emulator.received.filter { $0.target == Self.token }.count == 1 + 80 + 1)
+    }
+
     @Test func anAppThatNeverReportsIsNotCountedAndFCMDropsItsOverflow() async throws {
         let f = try await WorkerFixture.make()
         try await f.register("pixel", "android")
