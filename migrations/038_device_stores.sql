@@ -7,8 +7,10 @@
 -- fetch (herald.missed_notifications) marks it delivered. migrations/functions/ingest.sql and
 -- reconcile.sql hold the rules.
 --
--- The two new indexes read each partition of deliveries once, at this upgrade; they hold only
--- the deliveries counted or held, a small share. The new columns have no default.
+-- The new index reads each partition of deliveries once, at this upgrade, while writes to
+-- deliveries wait (a pause of the daemons' sends and records, as long as the build: plan the
+-- upgrade for a quiet moment on a large database); it holds only the deliveries counted or held,
+-- a small share. The new columns have no default.
 
 ALTER TABLE herald.routes ADD COLUMN device_store_capacity int CHECK (device_store_capacity > 0);
 UPDATE herald.routes SET device_store_capacity = 80 WHERE route = 'fcm';
@@ -19,8 +21,9 @@ ALTER TABLE herald.deliveries
     ADD COLUMN stored_until timestamptz,
     ADD COLUMN held_since timestamptz,
     ADD COLUMN fetched_at timestamptz;
--- A device's deliveries counted in its store or held beside it, for the count and the release.
-CREATE INDEX deliveries_in_device_store ON herald.deliveries (device_id, id)
+-- A device's deliveries counted in its store (sent since it last reported, or not sent yet) or
+-- held beside it (not sent), for the count, the release and the fetch.
+CREATE INDEX deliveries_in_device_store ON herald.deliveries (device_id, sent_at)
     WHERE state IN ('queued', 'sent') AND (stored_until IS NOT NULL OR held_since IS NOT NULL);
 
 ALTER TABLE herald.deliveries DROP CONSTRAINT deliveries_payload_kind_check;
@@ -31,8 +34,6 @@ ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_payload_kind_check
 INSERT INTO herald.route_targets (payload_kind, token_kind, route)
 VALUES ('android_wakeup', 'registration_token', 'fcm'), ('android_wakeup', 'installation_id', 'fcm');
 
--- herald.ingest_locked also returns the deliveries it counted in a device's store.
-DROP FUNCTION IF EXISTS herald.ingest_locked(bigint[], boolean, timestamp with time zone, text, interval, integer);
 
 COMMENT ON COLUMN herald.routes.device_store_capacity IS
     'For a provider that keeps a bounded number of messages per offline device and drops them all past it: how many of one device''s unreported messages Herald lets it hold at once (80 for FCM, whose limit is 100; the margin is for messages the app''s own servers send, and sends repeated after a lost answer). Past it the device''s notifications are held (herald.deliveries.held_since). NULL: no such limit.';
@@ -43,7 +44,7 @@ COMMENT ON COLUMN herald.deliveries.stored_until IS
 COMMENT ON COLUMN herald.deliveries.held_since IS
     'When it began waiting because its device''s store at the provider was full; while held, run_at is its expiry. A report from the device releases it (herald.reconcile), a fetch marks it delivered (herald.missed_notifications). NULL: not held.';
 COMMENT ON COLUMN herald.deliveries.fetched_at IS
-    'When the app fetched it (herald.missed_notifications) instead of, or as well as, receiving it from the provider; it is delivered then. NULL: not fetched.';
+    'When the app''s backend first fetched it for the app (herald.missed_notifications); once the app asks past it, it is delivered. A held delivery fetched is not released to be sent. NULL: not fetched.';
 COMMENT ON COLUMN herald.deliveries.payload_kind IS
     'What is sent, set from the platform or push type: android_data, android_wakeup, ios_alert, ios_background, ios_wakeup, topic, web, live_activity, broadcast, harmony_alert, harmony_background, ios_widgets, ios_voip, ios_location or ios_pushtotalk. With the token''s kind it picks the route (herald.route_rules).';
 COMMENT ON COLUMN herald.deliveries.state IS
@@ -66,8 +67,3 @@ COMMENT ON COLUMN herald.wakeups.notification_id IS
     'The silent notification (origin wakeup) made for it, with one ios_wakeup or android_wakeup delivery; set in the same transaction.';
 COMMENT ON COLUMN herald.wakeups.created_at IS
     'When the wake-up was decided: the start of the device''s quiet period.';
-
--- herald.ingest and herald.ingest_next take the catch-up interval as a sixth argument, which a
--- previous release's daemon leaves out (its batches send no catch-up message).
-DROP FUNCTION IF EXISTS herald.ingest(bigint[], timestamp with time zone, text, interval, integer);
-DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer);

@@ -12,11 +12,12 @@ CREATE TABLE herald.device_changes (
     reason     text,
     token_hint text,
     changed_at timestamptz NOT NULL DEFAULT now(),
-    -- The writing transaction: the feed returns a change only once every transaction that began
-    -- before it has ended, so a reader's cursor never passes a change still to commit.
+    -- The writing transaction: the feed returns changes in the order of their transactions, and
+    -- a change only once every older transaction has ended, so a cursor never passes a change
+    -- still to commit.
     xid        xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
-CREATE INDEX device_changes_by_app ON herald.device_changes (app_id, id);
+CREATE INDEX device_changes_feed ON herald.device_changes (app_id, xid, id);
 CREATE INDEX device_changes_changed ON herald.device_changes (changed_at);
 REVOKE ALL ON herald.device_changes FROM PUBLIC;
 GRANT SELECT, INSERT, DELETE ON herald.device_changes TO herald_daemon;
@@ -47,7 +48,7 @@ CREATE TRIGGER devices_record_changes AFTER UPDATE OF disabled_at, disabled_caus
 
 COMMENT ON TABLE herald.device_changes IS
     'One row per change of a device''s state that its backend may act on, written by a trigger on herald.devices: a producer reads its apps'' with herald.changed_devices. Pruned by herald.prune_records after the retention.';
-COMMENT ON COLUMN herald.device_changes.id IS 'The change''s id: the feed''s cursor, in the order changes were made.';
+COMMENT ON COLUMN herald.device_changes.id IS 'The change''s id, in the order changes were made; with xid, the feed''s cursor.';
 COMMENT ON COLUMN herald.device_changes.app_id IS 'The device''s app (herald.apps).';
 COMMENT ON COLUMN herald.device_changes.device_id IS 'The producer''s id for the device (herald.devices.device_id).';
 COMMENT ON COLUMN herald.device_changes.change IS
@@ -56,6 +57,6 @@ COMMENT ON COLUMN herald.device_changes.reason IS 'Why, in words: the provider''
 COMMENT ON COLUMN herald.device_changes.token_hint IS 'The token it had, as logs show one (herald.token_hint), never the token.';
 COMMENT ON COLUMN herald.device_changes.changed_at IS 'When the change was made.';
 COMMENT ON COLUMN herald.device_changes.xid IS
-    'The transaction that made it: herald.changed_devices returns it only once every transaction older than it has ended, so no cursor passes a change that commits late.';
+    'The transaction that made it: herald.changed_devices returns changes in the order of their transactions, each once every older transaction has ended, so no cursor passes a change that commits late.';
 COMMENT ON COLUMN herald.devices.last_sent_at IS
     'When a provider last accepted a delivery to the device, to the hour (herald.record_sends writes it at most once an hour per device). NULL: never, since this column came (migration 039).';

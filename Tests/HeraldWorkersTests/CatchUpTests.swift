@@ -206,8 +206,12 @@ import Testing
         let f = try await reportingPhone()
         let producer = try await f.producer()
         try await f.db.query("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('other', 'other-prod')")
-        await #expect(throws: PostgresError.self) {
-            try await producer.query("SELECT * FROM herald.missed_notifications('other', 'pixel')")
+        _ = try await f.db.query("SELECT herald.register_device('other', 'pixel', 'android', 'token-other')")
+        do {
+            _ = try await producer.query("SELECT * FROM herald.missed_notifications('other', 'pixel')")
+            Issue.record("another app's device was fetched for")
+        } catch let error as PostgresError {
+            #expect("\(error)".contains("may not act for app 'other'"))
         }
         do {
             _ = try await producer.query("SELECT * FROM herald.missed_notifications('shop', 'tablet')")
@@ -232,5 +236,40 @@ import Testing
         let last = try again[1].decode(0, as: Int64.self)
         #expect(try await producer.query(page, [last]).isEmpty)
         #expect(try await producer.query(page, [Int64?.none]).isEmpty, "fetched once, never again")
+
+        // A device that logged out fetches nothing, not even its user's.
+        _ = try await producer.query("SELECT herald.unregister_device('shop', 'pixel')")
+        do {
+            _ = try await producer.query(page, [Int64?.none])
+            Issue.record("a device that logged out was fetched for")
+        } catch let error as PostgresError {
+            #expect("\(error)".contains("device 'pixel' logged out"))
+        }
+    }
+
+    /// What the app fetched is not sent as well: a report from the device releases only what it
+    /// has not fetched, and asking past the page marks the page delivered.
+    @Test func aFetchedNotificationIsNotReleasedToBeSent() async throws {
+        let f = try await reportingPhone()
+        let producer = try await f.producer()
+        await f.emulator.setFCMDevice(Self.token, online: false)
+        try await send(f, titles: (1...85).map { "Order \($0)" })
+        #expect(try await count(f, "d.held_since IS NOT NULL AND d.state = 'queued'") == 5)
+        let page = try await producer.query("SELECT cursor, title FROM herald.missed_notifications('shop', 'pixel')")
+        #expect(page.count == 85, "80 sent and unreported, 5 held")
+
+        await f.emulator.setFCMDevice(Self.token, online: true)
+        let handed = try #require(await f.emulator.fcmDevice(Self.token)).received.dropFirst()
+            .filter { Self.data($0)["herald_catch_up"] == nil }
+        try await report(f, Array(handed))
+        try await f.reconcile()
+        try await f.dispatch()
+        #expect(try await count(f, "d.held_since IS NOT NULL AND d.state = 'queued'") == 5, "fetched: not released")
+        let last = try #require(try page.last?.decode(0, as: Int64.self))
+        #expect(
+            try await producer.query("SELECT * FROM herald.missed_notifications('shop', 'pixel', $1)", [last]).isEmpty)
+        #expect(try await count(f, "d.state = 'queued'") == 0)
+        #expect(try await count(f, "d.fetched_at IS NOT NULL AND d.state = 'delivered'") == 85)
+        #expect(await f.emulator.received.filter { $0.target == Self.token }.count == 1 + 80 + 1)
     }
 }

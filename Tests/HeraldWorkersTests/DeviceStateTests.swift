@@ -13,10 +13,15 @@ import Testing
 @Suite struct DeviceStateTests {
     typealias Change = (change: String, device: String, reason: String?, hint: String?)
 
-    func changes(_ producer: PostgresConnection, after: Int64 = 0) async throws -> [Change] {
+    func changes(_ producer: PostgresConnection, after: String? = nil) async throws -> [Change] {
         try await producer.query(
             "SELECT change, device_id, reason, token_hint FROM herald.changed_devices('shop', $1)", [after]
         ).map { (try $0.decode(0), try $0.decode(1), try $0.decode(2), try $0.decode(3)) }
+    }
+
+    func lastCursor(_ producer: PostgresConnection, after: String? = nil) async throws -> String? {
+        try await producer.query("SELECT cursor FROM herald.changed_devices('shop', $1)", [after]).last?.decode(
+            0, as: String.self)
     }
 
     @Test func aBackendSeesWhatBecameOfItsDevicesWithoutTheirTokens() async throws {
@@ -56,8 +61,8 @@ import Testing
         #expect(inbox.withLock { $0 }.allSatisfy { $0.payload == "shop" })
 
         // Page by page: past the last cursor, nothing.
-        let cursors = try await producer.query("SELECT cursor FROM herald.changed_devices('shop', 0, 2)").map {
-            try $0.decode(0, as: Int64.self)
+        let cursors = try await producer.query("SELECT cursor FROM herald.changed_devices('shop', NULL, 2)").map {
+            try $0.decode(0, as: String.self)
         }
         #expect(cursors.count == 2)
         #expect(try await changes(producer, after: cursors[1]).map(\.change) == ["logged_out", "enabled"])
@@ -91,11 +96,12 @@ import Testing
     }
 
     /// A change whose transaction commits after a later one's is not passed by the cursor: the
-    /// feed holds both back until the earlier transaction ends.
+    /// feed holds a change back while an older transaction runs, and orders changes by their
+    /// transactions, not by when each row was made.
     @Test func aCursorNeverPassesAChangeThatCommitsLate() async throws {
         let f = try await WorkerFixture.make()
         let producer = try await f.producer()
-        for device in ["a", "b"] { try await f.register(device, "android") }
+        for device in ["a", "b", "c", "d"] { try await f.register(device, "android") }
         let slow = try await f.database.connect()
         try await slow.execute("BEGIN; SELECT herald.unregister_device('shop', 'a');")
         _ = try await f.db.query("SELECT herald.unregister_device('shop', 'b')")
@@ -103,5 +109,24 @@ import Testing
         try await slow.execute("COMMIT")
         // Once every older transaction of the cluster has ended (other tests' too, here).
         #expect(await eventually(timeout: .seconds(20)) { (try? await changes(producer).map(\.device)) == ["a", "b"] })
+        let seen = try await lastCursor(producer)
+
+        // An older transaction (its id taken first) writes its change after a younger one wrote
+        // its own: the younger one's row is made first, yet comes after in the feed.
+        let older = try await f.database.connect()
+        let younger = try await f.database.connect()
+        try await older.execute("BEGIN; SELECT pg_current_xact_id();")
+        try await younger.execute("BEGIN; SELECT herald.unregister_device('shop', 'c');")
+        try await older.execute("SELECT herald.unregister_device('shop', 'd'); COMMIT;")
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                (try? await changes(producer, after: seen).map(\.device)) == ["d"]
+            })
+        let afterD = try await lastCursor(producer, after: seen)
+        try await younger.execute("COMMIT")
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                (try? await changes(producer, after: afterD).map(\.device)) == ["c"]
+            })
     }
 }

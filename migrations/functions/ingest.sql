@@ -4,6 +4,16 @@
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
 
+-- Signatures this file changed (migrations/038_device_stores.sql): herald.ingest_locked now also
+-- returns the deliveries it counted in a device's store, and herald.ingest and
+-- herald.ingest_next take the catch-up interval as a sixth argument, which a previous release's
+-- daemon leaves out (its batches send no catch-up message). Dropped here, in the transaction
+-- that makes the new ones, rather than in the numbered migration: between the two a previous
+-- release's daemon would find no ingest function, and reject what it ingests.
+DROP FUNCTION IF EXISTS herald.ingest_locked(bigint[], boolean, timestamp with time zone, text, interval, integer);
+DROP FUNCTION IF EXISTS herald.ingest(bigint[], timestamp with time zone, text, interval, integer);
+DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer);
+
 -- FCM refuses these data keys.
 CREATE OR REPLACE FUNCTION herald.is_reserved_data_key(key text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$
@@ -416,16 +426,35 @@ $$;
 REVOKE ALL ON FUNCTION herald.device_store(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.device_store(text) TO herald_daemon;
 
--- Takes the lock under which a device's store at its provider is counted and filled
--- (herald.fill_device_stores, herald.reconcile's release), for each of `devices`, until the
--- transaction ends. In the order of the locks' keys, so two callers cannot deadlock; a key is
--- shared by the devices whose ids hash alike, which only makes them wait for each other.
+-- How many of `device`'s messages its provider holds for it, as Herald counts them: the
+-- deliveries counted in its store (stored_until) that are queued, or sent and not reported, and
+-- have not expired. Not those sent before the device last reported (`last_reported_at`): the
+-- device was online then, and the provider handed it what it held, whether or not the app
+-- reported each (an app may not report its silent messages, say).
+CREATE OR REPLACE FUNCTION herald.stored_messages(device bigint, last_reported_at timestamptz, at timestamptz)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT (SELECT count(*) FROM herald.deliveries s
+            WHERE s.device_id = device AND s.state IN ('queued', 'sent') AND s.sent_at IS NULL AND s.stored_until > at)
+         + (SELECT count(*) FROM herald.deliveries s
+            WHERE s.device_id = device AND s.state IN ('queued', 'sent')
+              AND s.sent_at > coalesce(last_reported_at, '-infinity') AND s.stored_until > at)
+$$;
+REVOKE ALL ON FUNCTION herald.stored_messages(bigint,timestamp with time zone,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.stored_messages(bigint,timestamp with time zone,timestamp with time zone) TO herald_daemon;
+
+-- Takes the locks under which devices' stores at their providers are counted, filled, released
+-- and fetched from (herald.fill_device_stores, the release in herald.reconcile,
+-- herald.missed_notifications), for `devices`, until the transaction ends. One of 64 locks by a
+-- hash of the device's id, so a batch of any size takes 64 at most (the server's lock table is
+-- shared by every session), taken in order, so two callers cannot deadlock; devices that share
+-- a lock only wait for each other.
 CREATE OR REPLACE FUNCTION herald.lock_device_stores(devices bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     key integer;
 BEGIN
-    FOR key IN SELECT DISTINCT hashint8(d) FROM unnest(devices) AS d ORDER BY 1 LOOP
+    FOR key IN SELECT DISTINCT hashint8(d) & 63 FROM unnest(devices) AS d ORDER BY 1 LOOP
         -- 1146 ('HD', Herald's devices) keeps these locks apart from any other advisory lock.
         PERFORM pg_advisory_xact_lock(1146, key);
     END LOOP;
@@ -438,9 +467,8 @@ GRANT EXECUTE ON FUNCTION herald.lock_device_stores(bigint[]) TO herald_daemon;
 -- (herald.routes.device_store_capacity), after ingest counted the deliveries `stored` in their
 -- devices' stores (FCM keeps at most 100 messages for an offline phone, and past that drops
 -- them all). Under each device's lock (herald.lock_device_stores), held to the commit, a
--- statement of its own counts what the store holds: every delivery counted there, queued or
--- sent and unreported, that has not expired, this batch's and every other ingester's. So no
--- two batches can fill the same room. What is over the capacity waits in Herald, the newest of
+-- statement of its own counts what the store holds (herald.stored_messages), this batch's and
+-- every other ingester's deliveries: so no two batches can fill the same room. What is over the capacity waits in Herald, the newest of
 -- this batch first: held, due at its expiry (when the claim ends it expired), with the reason
 -- in last_error. A report from the device releases it (herald.reconcile); a fetch marks it
 -- delivered.
@@ -467,16 +495,11 @@ BEGIN
     SELECT array_agg(DISTINCT d.device_id) INTO devices FROM herald.deliveries d WHERE d.id = ANY(stored);
     PERFORM herald.lock_device_stores(devices);
     WITH filled AS (
-        SELECT dev.id AS device_id, count(s.id) - max(cap.capacity) AS excess, max(cap.capacity) AS capacity,
-               max(cap.provider) AS provider
+        SELECT dev.id AS device_id, store.messages - cap.capacity AS excess, cap.capacity, cap.provider
         FROM herald.devices dev
         CROSS JOIN LATERAL herald.device_store(dev.token_kind) cap
-        CROSS JOIN LATERAL (SELECT s.id FROM herald.deliveries s
-                            WHERE s.device_id = dev.id AND s.state IN ('queued', 'sent') AND s.stored_until > at
-                            OFFSET 0) s
-        WHERE dev.id = ANY(devices)
-        GROUP BY dev.id
-        HAVING count(s.id) > max(cap.capacity)
+        CROSS JOIN LATERAL (SELECT herald.stored_messages(dev.id, dev.last_reported_at, at) AS messages OFFSET 0) store
+        WHERE dev.id = ANY(devices) AND store.messages > cap.capacity
     ), newest AS (
         SELECT d.id, f.excess, f.capacity, f.provider,
                row_number() OVER (PARTITION BY d.device_id ORDER BY d.id DESC) AS rank

@@ -222,6 +222,24 @@ GRANT INSERT, SELECT, UPDATE, DELETE ON herald.recent_wakeups TO herald_daemon;
 COMMENT ON VIEW herald.recent_wakeups IS
     'Wake-ups, with the device and what they were for';
 
+-- Devices whose store at their provider is full, and what Herald holds for them meanwhile (FCM
+-- keeps at most 100 messages for an offline phone and drops them all past that): how many,
+-- since when, until when the last may wait, when the device last reported, and why. A report
+-- from the device sends them as the store has room; the app's fetch marks them delivered; at
+-- its expiry each ends expired.
+--   SELECT * FROM herald.held_deliveries WHERE app_id = 'shop' ORDER BY held DESC;
+CREATE OR REPLACE VIEW herald.held_deliveries AS
+SELECT dev.app_id, dev.device_id, dev.platform, count(*) AS held, min(d.held_since) AS held_since,
+       max(d.run_at) AS last_expires_at, dev.last_reported_at, min(d.last_error) AS reason
+FROM herald.deliveries d
+JOIN herald.devices dev ON dev.id = d.device_id
+WHERE d.state = 'queued' AND d.held_since IS NOT NULL
+GROUP BY dev.id;
+REVOKE ALL ON herald.held_deliveries FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.held_deliveries TO herald_operator;
+COMMENT ON VIEW herald.held_deliveries IS
+    'Devices whose store at their provider is full, with how many deliveries Herald holds for them, since when and why';
+
 -- Brings dead work back, with its attempts reset, and records the redrive:
 --   * jobs by id (job_ids), or every dead job of a kind that died since a time;
 --   * dead deliveries by id (delivery_ids), or with kind => 'dispatch' every one that died

@@ -960,29 +960,42 @@ $$;
 REVOKE ALL ON FUNCTION herald.device_states(text,text[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.device_states(text,text[],text[]) TO herald_producer;
 
--- The feed of an app's device changes (herald.device_changes), after the cursor `after`, oldest
--- first, `max_count` (1 to 1,000) at a time: a backend polls it, passing the last row's
--- `cursor`, or LISTENs on herald_device_changes and reads it when told. A change is returned once
--- every writing transaction older than it (on the whole server: transaction ids are the
--- cluster's) has ended, so a cursor never passes one that commits late. Changes are kept for the retention (HERALD_RETENTION). Only for an app the session acts
--- for.
---   SELECT * FROM herald.changed_devices('shop', after => 0);
-CREATE OR REPLACE FUNCTION herald.changed_devices(app text, after bigint DEFAULT 0, max_count integer DEFAULT 100)
-RETURNS TABLE (cursor bigint, device_id text, change text, reason text, token_hint text, changed_at timestamptz)
+-- The feed of an app's device changes (herald.device_changes), after the cursor `after` (NULL:
+-- from the oldest kept), `max_count` (1 to 1,000) at a time: a backend polls it, passing the
+-- last row's `cursor`, or LISTENs on herald_device_changes and reads it when told. A change is
+-- returned once every writing transaction older than its own has ended (on the whole server:
+-- transaction ids are the cluster's), in the order of their transactions, so a cursor never
+-- passes one that commits late. Changes are kept for the retention (HERALD_RETENTION). Only for
+-- an app the session acts for.
+--   SELECT * FROM herald.changed_devices('shop');
+--   SELECT * FROM herald.changed_devices('shop', after => '812345.17');
+CREATE OR REPLACE FUNCTION herald.changed_devices(app text, after text DEFAULT NULL, max_count integer DEFAULT 100)
+RETURNS TABLE (cursor text, device_id text, change text, reason text, token_hint text, changed_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    after_xid xid8 := '0';
+    after_id bigint := 0;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.changed_devices');
     IF max_count IS NULL OR max_count < 1 OR max_count > 1000 THEN
         RAISE EXCEPTION 'herald.changed_devices: max_count must be from 1 to 1000, not %', max_count
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF after IS NOT NULL THEN
+        IF after !~ '^[0-9]{1,20}[.][0-9]{1,19}$' THEN
+            RAISE EXCEPTION 'herald.changed_devices: % is not a cursor: pass a cursor this function returned, or NULL',
+                quote_literal(left(after, 40)) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        after_xid := split_part(after, '.', 1)::xid8;
+        after_id := split_part(after, '.', 2)::bigint;
+    END IF;
     RETURN QUERY
-    SELECT c.id, c.device_id, c.change, c.reason, c.token_hint, c.changed_at
+    SELECT c.xid || '.' || c.id, c.device_id, c.change, c.reason, c.token_hint, c.changed_at
     FROM herald.device_changes c
-    WHERE c.app_id = app AND c.id > coalesce(after, 0) AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY c.id
+    WHERE c.app_id = app AND (c.xid, c.id) > (after_xid, after_id) AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY c.xid, c.id
     LIMIT max_count;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.changed_devices(text,bigint,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.changed_devices(text,bigint,integer) TO herald_producer;
+REVOKE ALL ON FUNCTION herald.changed_devices(text,text,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.changed_devices(text,text,integer) TO herald_producer;

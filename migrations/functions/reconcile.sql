@@ -133,11 +133,13 @@ LANGUAGE sql STABLE AS $$
           WHERE d.device_id = device.id AND d.state = 'sent' AND d.sent_at >= since
           UNION ALL
           SELECT d.* FROM herald.deliveries d
-          WHERE d.device_id = device.id AND d.state = 'queued' AND d.held_since IS NOT NULL
+          WHERE d.device_id = device.id AND d.state = 'queued' AND d.sent_at IS NULL AND d.held_since IS NOT NULL
             AND d.created_at >= since) d
     JOIN herald.notifications n ON n.id = d.notification_id
     WHERE d.payload_kind IN ('ios_alert', 'android_data', 'harmony_alert', 'web') AND NOT n.silent
       AND d.created_at >= device.registration_started_at
+      -- One held until a later send_at is not missed yet.
+      AND (d.state = 'sent' OR coalesce(n.send_at, '-infinity') <= now())
       AND NOT EXISTS (SELECT FROM herald.delivery_reports r WHERE r.delivery_id = d.id)
 $$;
 REVOKE ALL ON FUNCTION herald.missed_deliveries(herald.devices,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -198,10 +200,13 @@ GRANT EXECUTE ON FUNCTION herald.pending_notifications(text,timestamp with time 
 -- with: FCM told it only that messages were deleted, or it received nothing. The backend has
 -- authenticated its user and knows the device. Returns the notifications sent to the device's
 -- current registration within herald.fetch_window() that the app has not reported, and those
--- held for it while its store at FCM was full, oldest first, `max_count` (1 to 100) a page.
--- Pass the last row's `cursor` as `after` for the next page: that call first marks every row up
--- to it fetched (delivered, never sent or returned again), so a page whose answer was lost comes
--- back, and the call after the last page marks it and returns nothing.
+-- held for it while its store at FCM was full, oldest first, `max_count` (1 to 100) a page, and
+-- notes each as fetched. Pass the last row's `cursor` as `after` for the next page: that call
+-- first marks the rows returned before, up to the cursor, delivered, so they are never sent or
+-- returned again; a page whose answer was lost comes back, and the call after the last page
+-- marks it and returns nothing. A fetched row still held is not released to be sent meanwhile
+-- (the device's lock keeps the two apart); one the provider already holds may still arrive.
+-- A device that logged out fetches nothing until it registers again.
 --   SELECT * FROM herald.missed_notifications('shop', 'phone-1');
 --   SELECT * FROM herald.missed_notifications('shop', 'phone-1', after => 4294967307);
 CREATE OR REPLACE FUNCTION herald.missed_notifications(app text, device text, after bigint DEFAULT NULL,
@@ -222,19 +227,30 @@ BEGIN
         RAISE EXCEPTION 'herald.missed_notifications: app % has no device %', quote_literal(app), quote_literal(device)
             USING ERRCODE = 'no_data_found', HINT = 'pass the device id the app registered with herald.register_device';
     END IF;
+    IF owner.disabled_cause = 'logout' THEN
+        RAISE EXCEPTION 'herald.missed_notifications: device % logged out: it fetches nothing until it registers again',
+            quote_literal(device) USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM herald.lock_device_stores(ARRAY[owner.id]);
     IF after IS NOT NULL THEN
         UPDATE herald.deliveries d
-        SET state = 'delivered', delivered_at = coalesce(d.delivered_at, now()), fetched_at = now(),
-            finished_at = coalesce(d.finished_at, now()), run_at = NULL, locked_by = NULL, held_since = NULL,
-            last_error = NULL
+        SET state = 'delivered', delivered_at = coalesce(d.delivered_at, now()),
+            finished_at = coalesce(d.finished_at, now()), run_at = NULL, locked_by = NULL, last_error = NULL
         FROM (SELECT m.cursor FROM herald.missed_deliveries(owner, since) m WHERE m.cursor <= after) m
-        WHERE d.id = ANY(ARRAY[m.cursor]) AND d.state IN ('sent', 'queued');
+        WHERE d.id = ANY(ARRAY[m.cursor]) AND d.fetched_at IS NOT NULL AND d.state IN ('sent', 'queued');
     END IF;
     RETURN QUERY
-    SELECT m.* FROM herald.missed_deliveries(owner, since) m
-    WHERE m.cursor > coalesce(after, 0)
-    ORDER BY m.cursor
-    LIMIT max_count;
+    WITH page AS (
+        SELECT m.* FROM herald.missed_deliveries(owner, since) m
+        WHERE m.cursor > coalesce(after, 0)
+        ORDER BY m.cursor
+        LIMIT max_count
+    ), noted AS (
+        UPDATE herald.deliveries d SET fetched_at = now()
+        FROM page p
+        WHERE d.id = ANY(ARRAY[p.cursor]) AND d.fetched_at IS NULL
+    )
+    SELECT p.* FROM page p ORDER BY p.cursor;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.missed_notifications(text,text,bigint,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -284,6 +300,18 @@ DECLARE
     new_notification bigint;
     waiting bigint[];
 BEGIN
+    -- The reporting devices that have deliveries held for room in their store at the provider
+    -- (herald.fill_device_stores): locked first, before any of their rows, as ingest locks them.
+    SELECT array_agg(DISTINCT r.device_id) INTO waiting
+    FROM herald.delivery_reports r
+    WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
+      AND EXISTS (SELECT FROM herald.deliveries h
+                  WHERE h.device_id = r.device_id AND h.state = 'queued' AND h.held_since IS NOT NULL
+                    AND h.sent_at IS NULL);
+    IF waiting IS NOT NULL THEN
+        PERFORM herald.lock_device_stores(waiting);
+    END IF;
+
     WITH batch AS (
         SELECT r.delivery_id,
                min(r.reported_at) AS delivered_at,
@@ -299,34 +327,36 @@ BEGIN
         seen_at = coalesce(d.seen_at, b.seen_at),
         opened_at = coalesce(d.opened_at, b.opened_at),
         finished_at = coalesce(d.finished_at, at),
+        -- One the app reported while it was held (its reference came from a fetch) waits no more.
+        last_error = CASE WHEN d.state = 'queued' AND d.held_since IS NOT NULL THEN NULL ELSE d.last_error END,
         run_at = NULL, locked_by = NULL, dead_at = NULL
     FROM batch b
     WHERE d.id = ANY(ARRAY[b.delivery_id]);
     GET DIAGNOSTICS marked = ROW_COUNT;
 
-    -- When each device last reported: a device that reports has its deliveries counted in its
-    -- store at the provider (ingest's stored_until).
+    -- When each device last reported, to the minute: a device that reports has its deliveries
+    -- counted in its store at the provider (ingest's stored_until), from the time it last
+    -- reported (herald.stored_messages). A row another transaction holds is left for the next
+    -- report, rather than waited for (dispatch's record writes last_sent_at in another order).
     UPDATE herald.devices dev
     SET last_reported_at = b.reported_at
     FROM (SELECT r.device_id, max(r.reported_at) AS reported_at FROM herald.delivery_reports r
           WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL GROUP BY r.device_id) b
-    WHERE dev.id = ANY(ARRAY[b.device_id]) AND dev.last_reported_at IS DISTINCT FROM greatest(dev.last_reported_at, b.reported_at);
+    WHERE dev.id = ANY(ARRAY(SELECT free.id FROM herald.devices free
+                             WHERE free.id = b.device_id
+                               AND (free.last_reported_at IS NULL OR free.last_reported_at < b.reported_at - interval '1 minute')
+                             FOR NO KEY UPDATE SKIP LOCKED));
 
-    -- A report releases what waits for room in the device's store (herald.fill_device_stores):
-    -- under the device's lock, a statement of its own counts the store again, and as many of the
-    -- held deliveries as it has room for, oldest first, are due now and counted there.
-    SELECT array_agg(DISTINCT r.device_id) INTO waiting
-    FROM herald.delivery_reports r
-    WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
-      AND EXISTS (SELECT FROM herald.deliveries h
-                  WHERE h.device_id = r.device_id AND h.state = 'queued' AND h.held_since IS NOT NULL);
+    -- A report releases what waits for room in the device's store: under the device's lock, a
+    -- statement of its own counts the store again (herald.stored_messages), and as many held
+    -- deliveries as it has room for, oldest first, are due at once (or at their send_at) and
+    -- counted there. Not one the app has fetched (herald.missed_notifications marks it delivered
+    -- when the app asks past it), nor one made for an earlier registration of the device: it
+    -- waits for its expiry.
     IF waiting IS NOT NULL THEN
-        PERFORM herald.lock_device_stores(waiting);
         WITH room AS (
-            SELECT dev.id AS device_id,
-                   cap.capacity - (SELECT count(*) FROM herald.deliveries s
-                                   WHERE s.device_id = dev.id AND s.state IN ('queued', 'sent') AND s.stored_until > at)
-                       AS room
+            SELECT dev.id AS device_id, dev.registration_started_at,
+                   cap.capacity - herald.stored_messages(dev.id, dev.last_reported_at, at) AS room
             FROM herald.devices dev
             CROSS JOIN LATERAL herald.device_store(dev.token_kind) cap
             WHERE dev.id = ANY(waiting)
@@ -334,12 +364,14 @@ BEGIN
             SELECT h.id, row_number() OVER (PARTITION BY h.device_id ORDER BY h.id) AS rank, r.room
             FROM room r
             CROSS JOIN LATERAL (SELECT h.id, h.device_id FROM herald.deliveries h
-                                WHERE h.device_id = r.device_id AND h.state = 'queued' AND h.held_since IS NOT NULL
-                                  AND h.run_at > at
+                                WHERE h.device_id = r.device_id AND h.state = 'queued' AND h.sent_at IS NULL
+                                  AND h.held_since IS NOT NULL AND h.fetched_at IS NULL AND h.run_at > at
+                                  AND h.created_at >= r.registration_started_at
                                 OFFSET 0) h
         )
         UPDATE herald.deliveries d
-        SET held_since = NULL, stored_until = d.run_at, run_at = at, last_error = NULL
+        SET held_since = NULL, stored_until = d.run_at, last_error = NULL,
+            run_at = greatest(at, (SELECT n.send_at FROM herald.notifications n WHERE n.id = d.notification_id))
         FROM released x
         WHERE d.id = ANY(ARRAY[x.id]) AND x.rank <= x.room AND d.state = 'queued' AND d.held_since IS NOT NULL;
     END IF;
