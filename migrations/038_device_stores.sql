@@ -40,7 +40,7 @@ COMMENT ON COLUMN herald.routes.device_store_capacity IS
 COMMENT ON COLUMN herald.devices.last_reported_at IS
     'When the app last reported a delivery to this device (herald.reconcile). A device that has reported since its registration began has its deliveries counted against its provider''s store (herald.routes.device_store_capacity). NULL: never.';
 COMMENT ON COLUMN herald.deliveries.stored_until IS
-    'For a delivery counted in its device''s store at the provider (herald.routes.device_store_capacity): until when the provider may keep it there, its expiry; it counts while queued or sent. NULL: not counted.';
+    'For a delivery counted in its device''s store at the provider (herald.routes.device_store_capacity): until when the provider may keep it there, its expiry. It counts while queued, or sent and unreported since the device last reported (herald.stored_messages). NULL: not counted.';
 COMMENT ON COLUMN herald.deliveries.held_since IS
     'When it began waiting because its device''s store at the provider was full; while held, run_at is its expiry. A report from the device releases it (herald.reconcile), a fetch marks it delivered (herald.missed_notifications). NULL: not held.';
 COMMENT ON COLUMN herald.deliveries.fetched_at IS

@@ -23,8 +23,6 @@ REVOKE ALL ON herald.device_changes FROM PUBLIC;
 GRANT SELECT, INSERT, DELETE ON herald.device_changes TO herald_daemon;
 GRANT SELECT ON herald.device_changes TO herald_operator;
 
-ALTER TABLE herald.devices ADD COLUMN last_sent_at timestamptz;
-
 -- Its trigger's function is functions/producers.sql's, made here first (with the file's text)
 -- since the trigger names it before that file is applied.
 CREATE OR REPLACE FUNCTION herald.record_device_change() RETURNS trigger
@@ -58,5 +56,3 @@ COMMENT ON COLUMN herald.device_changes.token_hint IS 'The token it had, as logs
 COMMENT ON COLUMN herald.device_changes.changed_at IS 'When the change was made.';
 COMMENT ON COLUMN herald.device_changes.xid IS
     'The transaction that made it: herald.changed_devices returns changes in the order of their transactions, each once every older transaction has ended, so no cursor passes a change that commits late.';
-COMMENT ON COLUMN herald.devices.last_sent_at IS
-    'When a provider last accepted a delivery to the device, to the hour (herald.record_sends writes it at most once an hour per device). NULL: never, since this column came (migration 039).';

@@ -6,8 +6,8 @@ import Foundation
 /// As Firebase documents it ("Non-collapsible and collapsible messages", `onDeletedMessages`):
 /// while the phone is offline FCM stores at most 100 non-collapsible messages for it, and past
 /// that discards every stored one; it keeps one message per collapse key, for four keys at most,
-/// with no rule for which survive (here the oldest key goes); a message whose TTL runs out is dropped, and a TTL of 0 is
-/// delivered only to a phone online now. A phone that FCM judged inactive has its messages
+/// with no rule for which survive (here the oldest key goes); a message whose TTL runs out is
+/// dropped, and a TTL of 0 is delivered only to a phone online now. A phone that FCM judged inactive has its messages
 /// dropped. A phone whose messages were dropped for either reason gets `onDeletedMessages()`
 /// when it connects again, and nothing else of them.
 public struct FCMDevice: Sendable {

@@ -307,21 +307,6 @@ BEGIN
             dead_at = CASE WHEN o.dead THEN o.answered_at END
         FROM outcome AS o
         WHERE d.id = ANY(ARRAY[o.id]) AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker)
-        RETURNING d.device_id, d.state
-    ), touched AS (
-        -- When each device was last sent to, for its backend (herald.device_states), to the hour:
-        -- a device sent to all day costs a write an hour, not one a send. A row another
-        -- transaction holds is left for a later send rather than waited for (reconcile writes
-        -- last_reported_at in another order), and so is a device disabled below: one statement
-        -- may update a row once.
-        UPDATE herald.devices AS dev
-        SET last_sent_at = at
-        WHERE dev.id = ANY(ARRAY(
-            SELECT free.id FROM herald.devices free
-            WHERE free.id = ANY(ARRAY(SELECT DISTINCT r.device_id FROM recorded r WHERE r.state = 'sent'))
-              AND (free.last_sent_at IS NULL OR free.last_sent_at < at - interval '1 hour')
-              AND free.id <> ALL(ARRAY(SELECT u.id FROM unnest(dead_devices) AS u))
-            FOR NO KEY UPDATE SKIP LOCKED))
     ), disabled AS (
         UPDATE herald.devices AS dev
         SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason

@@ -443,21 +443,17 @@ $$;
 REVOKE ALL ON FUNCTION herald.stored_messages(bigint,timestamp with time zone,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.stored_messages(bigint,timestamp with time zone,timestamp with time zone) TO herald_daemon;
 
--- Takes the locks under which devices' stores at their providers are counted, filled, released
--- and fetched from (herald.fill_device_stores, the release in herald.reconcile,
--- herald.missed_notifications), for `devices`, until the transaction ends. One of 64 locks by a
--- hash of the device's id, so a batch of any size takes 64 at most (the server's lock table is
--- shared by every session), taken in order, so two callers cannot deadlock; devices that share
--- a lock only wait for each other.
+-- Locks `devices`' rows, under which their stores at their providers are counted, filled,
+-- released and fetched from (herald.fill_device_stores, the release in herald.reconcile,
+-- herald.missed_notifications), until the transaction ends: a statement begun after it sees
+-- every delivery another holder of the lock made. In the order of their ids, so two callers
+-- cannot deadlock. Row locks live in the rows, not in the server's shared lock table, which a
+-- batch of hundreds of devices would fill; FOR NO KEY UPDATE leaves the foreign keys' checks
+-- free.
 CREATE OR REPLACE FUNCTION herald.lock_device_stores(devices bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE
-    key integer;
 BEGIN
-    FOR key IN SELECT DISTINCT hashint8(d) & 63 FROM unnest(devices) AS d ORDER BY 1 LOOP
-        -- 1146 ('HD', Herald's devices) keeps these locks apart from any other advisory lock.
-        PERFORM pg_advisory_xact_lock(1146, key);
-    END LOOP;
+    PERFORM 1 FROM herald.devices d WHERE d.id = ANY(devices) ORDER BY d.id FOR NO KEY UPDATE;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.lock_device_stores(bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -468,10 +464,10 @@ GRANT EXECUTE ON FUNCTION herald.lock_device_stores(bigint[]) TO herald_daemon;
 -- devices' stores (FCM keeps at most 100 messages for an offline phone, and past that drops
 -- them all). Under each device's lock (herald.lock_device_stores), held to the commit, a
 -- statement of its own counts what the store holds (herald.stored_messages), this batch's and
--- every other ingester's deliveries: so no two batches can fill the same room. What is over the capacity waits in Herald, the newest of
--- this batch first: held, due at its expiry (when the claim ends it expired), with the reason
--- in last_error. A report from the device releases it (herald.reconcile); a fetch marks it
--- delivered.
+-- every other ingester's deliveries: so no two batches can fill the same room. What is over
+-- the capacity waits in Herald, the newest of this batch first: held, due at its expiry (when
+-- the claim ends it expired), with the reason in last_error. A report from the device releases
+-- it (herald.reconcile); a fetch marks it delivered.
 --
 -- A device that has deliveries held gets one catch-up message, Android's wake-up: a silent,
 -- collapsible data message (payload kind android_wakeup, collapse key herald_catch_up) that
@@ -522,7 +518,9 @@ BEGIN
         SELECT dev.id, dev.app_id, dev.device_id, count(*) AS waiting
         FROM herald.devices dev
         CROSS JOIN LATERAL (SELECT h.id FROM herald.deliveries h
-                            WHERE h.device_id = dev.id AND h.state = 'queued' AND h.held_since IS NOT NULL OFFSET 0) h
+                            WHERE h.device_id = dev.id AND h.state = 'queued' AND h.sent_at IS NULL
+                              AND h.held_since IS NOT NULL
+                            OFFSET 0) h
         WHERE dev.id = ANY(devices)
         GROUP BY dev.id
         ORDER BY dev.id

@@ -934,32 +934,6 @@ REVOKE ALL ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interva
 GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_daemon;
 
--- The state of an app's devices, for its backend: whether each is enabled, and if not since when
--- and why; when it registered, when a provider last accepted a delivery to it (to the hour) and
--- when the app last reported one; and its token as logs show one, never the token. The devices
--- named, or the users', or all of the app's. Only for an app the session acts for.
---   SELECT * FROM herald.device_states('shop', user_refs => '{alice}');
-CREATE OR REPLACE FUNCTION herald.device_states(app text, device_ids text[] DEFAULT NULL, user_refs text[] DEFAULT NULL)
-RETURNS TABLE (device_id text, user_ref text, platform text, enabled boolean, disabled_cause text,
-               disabled_reason text, disabled_at timestamptz, registered_at timestamptz, last_sent_at timestamptz,
-               last_reported_at timestamptz, token_hint text)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_column
-BEGIN
-    PERFORM herald.check_acts_for(app, 'herald.device_states');
-    RETURN QUERY
-    SELECT d.device_id, d.user_ref, d.platform, d.disabled_at IS NULL, d.disabled_cause, d.disabled_reason,
-           d.disabled_at, d.registered_at, d.last_sent_at, d.last_reported_at, herald.token_hint(d.push_token)
-    FROM herald.devices d
-    WHERE d.app_id = app
-      AND (device_states.device_ids IS NULL OR d.device_id = ANY(device_states.device_ids))
-      AND (device_states.user_refs IS NULL OR d.user_ref = ANY(device_states.user_refs))
-    ORDER BY d.device_id;
-END;
-$$;
-REVOKE ALL ON FUNCTION herald.device_states(text,text[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.device_states(text,text[],text[]) TO herald_producer;
-
 -- The feed of an app's device changes (herald.device_changes), after the cursor `after` (NULL:
 -- from the oldest kept), `max_count` (1 to 1,000) at a time: a backend polls it, passing the
 -- last row's `cursor`, or LISTENs on herald_device_changes and reads it when told. A change is

@@ -256,6 +256,40 @@ $$;
 REVOKE ALL ON FUNCTION herald.missed_notifications(text,text,bigint,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.missed_notifications(text,text,bigint,integer) TO herald_producer;
 
+-- The state of an app's devices, for its backend: whether each is enabled, and if not since when
+-- and why; when it registered and when the app last reported a delivery to it; how many
+-- notifications were sent to it in herald.fetch_window() that it has not reported, and when the
+-- latest of them was sent (a device sent to but silent for long is likely gone: an app that
+-- reports, uninstalled); and its token as logs show one, never the token. The devices named, or
+-- the users', or all of the app's. Only for an app the session acts for.
+--   SELECT * FROM herald.device_states('shop', user_refs => '{alice}');
+CREATE OR REPLACE FUNCTION herald.device_states(app text, device_ids text[] DEFAULT NULL, user_refs text[] DEFAULT NULL)
+RETURNS TABLE (device_id text, user_ref text, platform text, enabled boolean, disabled_cause text,
+               disabled_reason text, disabled_at timestamptz, registered_at timestamptz, last_reported_at timestamptz,
+               unreported bigint, last_unreported_at timestamptz, token_hint text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.device_states');
+    RETURN QUERY
+    SELECT d.device_id, d.user_ref, d.platform, d.disabled_at IS NULL, d.disabled_cause, d.disabled_reason,
+           d.disabled_at, d.registered_at, d.last_reported_at, u.unreported, u.last_unreported_at,
+           herald.token_hint(d.push_token)
+    FROM herald.devices d
+    -- Through the device's index of sent deliveries (deliveries_unreported).
+    CROSS JOIN LATERAL (SELECT count(*) AS unreported, max(s.sent_at) AS last_unreported_at
+                        FROM herald.deliveries s
+                        WHERE s.device_id = d.id AND s.state = 'sent' AND s.sent_at > now() - herald.fetch_window()
+                          AND s.payload_kind <> 'android_wakeup') u
+    WHERE d.app_id = app
+      AND (device_states.device_ids IS NULL OR d.device_id = ANY(device_states.device_ids))
+      AND (device_states.user_refs IS NULL OR d.user_ref = ANY(device_states.user_refs))
+    ORDER BY d.device_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.device_states(text,text[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_states(text,text[],text[]) TO herald_producer;
+
 -- Each new report gets a reconcile job, in the reporting transaction.
 CREATE OR REPLACE FUNCTION herald.enqueue_reconcile() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -337,7 +371,7 @@ BEGIN
     -- When each device last reported, to the minute: a device that reports has its deliveries
     -- counted in its store at the provider (ingest's stored_until), from the time it last
     -- reported (herald.stored_messages). A row another transaction holds is left for the next
-    -- report, rather than waited for (dispatch's record writes last_sent_at in another order).
+    -- report, rather than waited for.
     UPDATE herald.devices dev
     SET last_reported_at = b.reported_at
     FROM (SELECT r.device_id, max(r.reported_at) AS reported_at FROM herald.delivery_reports r
