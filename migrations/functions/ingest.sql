@@ -426,22 +426,31 @@ $$;
 REVOKE ALL ON FUNCTION herald.device_store(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.device_store(text) TO herald_daemon;
 
--- How many of `device`'s messages its provider holds for it, as Herald counts them: the
+-- How many of each device's messages its provider holds for it, as Herald counts them: the
 -- deliveries counted in its store (stored_until) that are queued, or sent and not reported, and
 -- have not expired. Not those sent before the device last reported (`last_reported_at`): the
 -- device was online then, and the provider handed it what it held, whether or not the app
--- reported each (an app may not report its silent messages, say).
-CREATE OR REPLACE FUNCTION herald.stored_messages(device bigint, last_reported_at timestamptz, at timestamptz)
-RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT (SELECT count(*) FROM herald.deliveries s
-            WHERE s.device_id = device AND s.state IN ('queued', 'sent') AND s.sent_at IS NULL AND s.stored_until > at)
-         + (SELECT count(*) FROM herald.deliveries s
-            WHERE s.device_id = device AND s.state IN ('queued', 'sent')
-              AND s.sent_at > coalesce(last_reported_at, '-infinity') AND s.stored_until > at)
+-- reported each (an app may not report its silent messages, say). A device with none has no row.
+--
+-- One scan of the store's index for all of `devices` (a statement's call per device cost as
+-- much again as the rest of a batch), planned once per session, generically.
+CREATE OR REPLACE FUNCTION herald.stored_messages(devices bigint[], at timestamptz)
+RETURNS TABLE (device_id bigint, messages bigint)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET jit = off AS $$
+BEGIN
+    RETURN QUERY
+    SELECT s.device_id, count(*)
+    FROM herald.deliveries s
+    WHERE s.device_id = ANY(devices) AND s.state IN ('queued', 'sent') AND s.stored_until > at
+      AND (s.sent_at IS NULL
+           OR s.sent_at > (SELECT coalesce(dev.last_reported_at, '-infinity') FROM herald.devices dev
+                           WHERE dev.id = s.device_id))
+    GROUP BY s.device_id;
+END;
 $$;
-REVOKE ALL ON FUNCTION herald.stored_messages(bigint,timestamp with time zone,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.stored_messages(bigint,timestamp with time zone,timestamp with time zone) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.stored_messages(bigint[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.stored_messages(bigint[],timestamp with time zone) TO herald_daemon;
 
 -- Locks `devices`' rows, under which their stores at their providers are counted, filled,
 -- released and fetched from (herald.fill_device_stores, the release in herald.reconcile,
@@ -491,11 +500,11 @@ BEGIN
     SELECT array_agg(DISTINCT d.device_id) INTO devices FROM herald.deliveries d WHERE d.id = ANY(stored);
     PERFORM herald.lock_device_stores(devices);
     WITH filled AS (
-        SELECT dev.id AS device_id, store.messages - cap.capacity AS excess, cap.capacity, cap.provider
-        FROM herald.devices dev
+        SELECT store.device_id, store.messages - cap.capacity AS excess, cap.capacity, cap.provider
+        FROM herald.stored_messages(devices, at) store
+        CROSS JOIN LATERAL (SELECT dev.token_kind FROM herald.devices dev WHERE dev.id = store.device_id OFFSET 0) dev
         CROSS JOIN LATERAL herald.device_store(dev.token_kind) cap
-        CROSS JOIN LATERAL (SELECT herald.stored_messages(dev.id, dev.last_reported_at, at) AS messages OFFSET 0) store
-        WHERE dev.id = ANY(devices) AND store.messages > cap.capacity
+        WHERE store.messages > cap.capacity
     ), newest AS (
         SELECT d.id, f.excess, f.capacity, f.provider,
                row_number() OVER (PARTITION BY d.device_id ORDER BY d.id DESC) AS rank

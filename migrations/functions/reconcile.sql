@@ -389,10 +389,10 @@ BEGIN
     -- waits for its expiry.
     IF waiting IS NOT NULL THEN
         WITH room AS (
-            SELECT dev.id AS device_id, dev.registration_started_at,
-                   cap.capacity - herald.stored_messages(dev.id, dev.last_reported_at, at) AS room
+            SELECT dev.id AS device_id, dev.registration_started_at, cap.capacity - coalesce(store.messages, 0) AS room
             FROM herald.devices dev
             CROSS JOIN LATERAL herald.device_store(dev.token_kind) cap
+            LEFT JOIN herald.stored_messages(waiting, at) store ON store.device_id = dev.id
             WHERE dev.id = ANY(waiting)
         ), released AS (
             SELECT h.id, row_number() OVER (PARTITION BY h.device_id ORDER BY h.id) AS rank, r.room
