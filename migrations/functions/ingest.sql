@@ -4,10 +4,9 @@
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
 
--- Signatures this file changed (migrations/038_device_stores.sql): herald.ingest_locked now also
--- returns the deliveries it counted in a device's store, and herald.ingest and
--- herald.ingest_next take the catch-up interval as a sixth argument, which a previous release's
--- daemon leaves out (its batches send no catch-up message). Dropped here, in the transaction
+-- Signatures this file changed (migrations/038_device_stores.sql): herald.ingest_locked,
+-- herald.ingest and herald.ingest_next take the catch-up interval, which a previous release's
+-- daemon leaves out of the last two (its batches send no catch-up message). Dropped here, in the transaction
 -- that makes the new ones, rather than in the numbered migration: between the two a previous
 -- release's daemon would find no ingest function, and reject what it ingests.
 DROP FUNCTION IF EXISTS herald.ingest_locked(bigint[], boolean, timestamp with time zone, text, interval, integer);
@@ -562,8 +561,9 @@ GRANT EXECUTE ON FUNCTION herald.fill_device_stores(bigint[],timestamp with time
 -- rejects bad ones with their reason (range and character checks on what the producer gave,
 -- naming the field), fills in the app's defaults, expires what is already past its expiry, and
 -- creates one delivery per enabled device (or one for a topic), queued in place (run_at) at
--- send_at or now. Only notifications still 'received' are touched, so running it twice changes
--- nothing. `with_activities` says whether any of them is a Live Activity event or a push of
+-- send_at or now, then keeps the stores of the devices it counted deliveries for within their
+-- capacity (herald.fill_device_stores, with `catch_up_every`). Only notifications still
+-- 'received' are touched, so running it twice changes nothing. `with_activities` says whether any of them is a Live Activity event or a push of
 -- another type (herald.send_push).
 --
 -- Leased at birth: given `lease_to`, the first `reserve` deliveries due now are created leased
@@ -590,8 +590,8 @@ GRANT EXECUTE ON FUNCTION herald.fill_device_stores(bigint[],timestamp with time
 -- sequential scans off, a read of a few rows that has no index to take (herald.platforms, read
 -- whole) is estimated so costly that PostgreSQL compiled it, 50 ms an ingest of one.
 CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamptz, lease_to text,
-    lease_for interval, reserve integer) RETURNS TABLE (accepted integer, rejected integer, expired integer,
-    no_devices integer, superseded integer, deliveries integer, leased bigint[], stored bigint[])
+    lease_for interval, reserve integer, catch_up_every interval) RETURNS TABLE (accepted integer, rejected integer,
+    expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
 SET enable_mergejoin = off SET jit = off SET enable_sort = on AS $$
 DECLARE
@@ -604,6 +604,8 @@ DECLARE
     silent_payload_kinds text[];
     -- The payload and token kinds whose route keeps a bounded store per device, as 'kind/token'.
     stored_kinds text[];
+    -- The counts, and the deliveries counted in a device's store.
+    result record;
 BEGIN
     -- Live Activity events and other push types first: the statement below takes what is still
     -- 'received'.
@@ -623,7 +625,6 @@ BEGIN
     SELECT array_agg(r.payload_kind || '/' || r.token_kind) INTO stored_kinds
     FROM herald.route_targets r JOIN herald.routes USING (route) WHERE routes.device_store_capacity IS NOT NULL;
 
-    RETURN QUERY
     WITH normalized AS MATERIALIZED (
         SELECT n.id, n.kept, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent, n.collapse_key,
                -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
@@ -848,24 +849,30 @@ BEGIN
         WHERE n.kept = v.kept AND n.id = ANY(ARRAY[v.id])
         RETURNING n.state
     )
-    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted,
-           count(*) FILTER (WHERE w.state = 'rejected')::int + activities.rejected,
-           count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired,
-           count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices,
-           activities.superseded,
-           (SELECT count(*) FROM created)::int + activities.deliveries,
-           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id),
-           ARRAY(SELECT c.id FROM created c WHERE c.stored_until IS NOT NULL ORDER BY c.id)
+    SELECT count(*) FILTER (WHERE w.state = 'accepted')::int + activities.accepted AS accepted,
+           count(*) FILTER (WHERE w.state = 'rejected')::int + activities.rejected AS rejected,
+           count(*) FILTER (WHERE w.state = 'expired')::int + activities.expired AS expired,
+           count(*) FILTER (WHERE w.state = 'no_devices')::int + activities.no_devices AS no_devices,
+           activities.superseded AS superseded,
+           (SELECT count(*) FROM created)::int + activities.deliveries AS deliveries,
+           ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id) AS leased,
+           ARRAY(SELECT c.id FROM created c WHERE c.stored_until IS NOT NULL ORDER BY c.id) AS stored
+    INTO result
     FROM written w;
+    -- The devices' stores, kept within their capacity in a statement of its own (it must see
+    -- every other ingester's deliveries committed).
+    IF cardinality(result.stored) > 0 THEN
+        PERFORM herald.fill_device_stores(result.stored, at, catch_up_every);
+    END IF;
+    RETURN QUERY SELECT result.accepted, result.rejected, result.expired, result.no_devices, result.superseded,
+                        result.deliveries, result.leased;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
 
--- Ingests the notifications `ids` (herald.ingest_locked), then keeps the stores of the devices
--- it counted deliveries for within their capacity (herald.fill_device_stores, with
--- `catch_up_every`). Callers lock nothing themselves: this takes those still 'received' in id
--- order, so concurrent ingesters cannot deadlock.
+-- Ingests the notifications `ids` (herald.ingest_locked). Callers lock nothing themselves: this
+-- takes those still 'received' in id order, so concurrent ingesters cannot deadlock.
 CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
     lease_for interval DEFAULT NULL, reserve integer DEFAULT 0, catch_up_every interval DEFAULT NULL)
 RETURNS TABLE (accepted integer, rejected integer, expired integer, no_devices integer, superseded integer,
@@ -874,18 +881,12 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = o
 SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
     with_activities boolean;
-    result record;
 BEGIN
     SELECT bool_or(locked.activity) INTO with_activities
     FROM (SELECT n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity FROM herald.notifications n
           WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
-    SELECT * INTO result
-    FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for, reserve);
-    IF cardinality(result.stored) > 0 THEN
-        PERFORM herald.fill_device_stores(result.stored, at, catch_up_every);
-    END IF;
-    RETURN QUERY SELECT result.accepted, result.rejected, result.expired, result.no_devices, result.superseded,
-                        result.deliveries, result.leased;
+    RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for,
+                                                    reserve, catch_up_every);
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -893,9 +894,8 @@ GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,i
 
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
 -- first, skipping those another ingester holds, and ingests them, leasing up to `reserve` of
--- the deliveries due now to `lease_to` (herald.ingest_locked) and keeping the devices' stores
--- within their capacity (herald.fill_device_stores). The counts add up to how many it took;
--- fewer than `batch` means none was left.
+-- the deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to how many it
+-- took; fewer than `batch` means none was left.
 --
 -- The pick walks each partition's notifications_received in id order (a Merge Append) and
 -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
@@ -909,7 +909,6 @@ SET enable_mergejoin = off SET jit = off SET enable_sort = off AS $$
 DECLARE
     ids bigint[];
     with_activities boolean;
-    result record;
 BEGIN
     SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
     FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
@@ -917,14 +916,10 @@ BEGIN
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
-        RETURN;
+    ELSE
+        RETURN QUERY SELECT * FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve,
+                                                        catch_up_every);
     END IF;
-    SELECT * INTO result FROM herald.ingest_locked(ids, with_activities, at, lease_to, lease_for, reserve);
-    IF cardinality(result.stored) > 0 THEN
-        PERFORM herald.fill_device_stores(result.stored, at, catch_up_every);
-    END IF;
-    RETURN QUERY SELECT result.accepted, result.rejected, result.expired, result.no_devices, result.superseded,
-                        result.deliveries, result.leased;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
