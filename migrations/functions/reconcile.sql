@@ -428,6 +428,10 @@ BEGIN
         GROUP BY dev.id, dev.app_id, dev.device_id
         ORDER BY dev.id
     LOOP
+        -- The device first, before its wake-up: a daemon that inserted a wake-up and then waited
+        -- for the device's row, held by another applying a report of the same device, would
+        -- deadlock with it as that one waited for the wake-up's fate.
+        PERFORM FROM herald.devices dev WHERE dev.id = candidate.device FOR NO KEY UPDATE;
         CONTINUE WHEN EXISTS (SELECT 1 FROM herald.deliveries d
                               WHERE d.device_id = candidate.device AND d.payload_kind = 'ios_wakeup'
                                 AND d.state = 'queued');
