@@ -12,6 +12,11 @@
 #       apns iPhones, straight to APNs (a .p8 key)
 #       web  browsers (Web Push: each message encrypted for its subscription, VAPID-signed)
 #   REPORTING=1 scripts/bench-e2e.sh             # devices whose apps report: their stores counted
+#   TRICKLE="50 500 2000" scripts/bench-e2e.sh   # no backlog: the daemon's idle CPU, then one
+#       notification a commit at each rate in turn (from PRODUCERS=4 connections), each rate's
+#       latency, CPU per notification (PostgreSQL's share apart) and context switches
+#   STATEMENTS=1 scripts/bench-e2e.sh            # after each steady rate, the statements that
+#       took PostgreSQL's time (pg_stat_statements): calls and ms per 1,000 notifications
 #   HERALD=path/to/herald scripts/bench-e2e.sh   # another build, for a before and after: it
 #                                                 # migrates the database itself
 #
@@ -34,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 chmod 755 "$work"
 mkdir -p "$work/nginx"
-start_postgres "$work/pg" -c shared_buffers=256MB
+start_postgres "$work/pg" -c shared_buffers=256MB -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all
 as_postgres "$(postgres_bin)/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres herald_bench
 export HERALD_DATABASE_URL="dbname=herald_bench"
 port=$(scripts/lib/nginx-standin.sh start "$work/nginx")
@@ -64,8 +69,104 @@ q() { "$(postgres_bin)/psql" "$HERALD_DATABASE_URL" -qtA -c "$1"; }
 # Row writes (inserts, updates, deletes) to Herald's tables so far, and the WAL position.
 writes() { q "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE schemaname = 'herald'"; }
 wal() { q "SELECT pg_current_wal_lsn() - '0/0'"; }
+if [ -n "${STATEMENTS:-}" ]; then q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null; fi
 nginx_pid=$(cat "$work/nginx/nginx.pid")
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
+
+# Context switches on the whole machine so far, and in the daemon's threads.
+machine_switches() { awk '/^ctxt / {print $2}' /proc/stat; }
+daemon_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}'; }
+
+start_daemon() {
+  # Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
+  env HERALD_FCM_ENDPOINT="$base" HERALD_APNS_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" \
+    ${BATCH:+HERALD_BATCH_SIZE=$BATCH} HERALD_FCM_RATE_LIMIT="${HERALD_FCM_RATE_LIMIT:-1000000}" \
+    HERALD_LOG_LEVEL=warning $herald run >"$work/daemon.log" 2>&1 &
+  daemon=$!
+}
+
+# steady RATE [PER_COMMIT]: the running daemon, sent RATE notifications a second for 10 s (by
+# default a commit every 10 ms; PER_COMMIT=1 is a trickle), then the latency from the producer's
+# commit to the answer, and what each notification cost at that rate: the machine's CPU, split
+# into Herald's, nginx's, the producer's and the rest (PostgreSQL's), and context switches.
+steady() {
+  local busy_before herald_before nginx_before writes_before switches_before herald_switches_before
+  busy_before=$(machine_busy)
+  herald_before=$(process_cpu "$daemon")
+  nginx_before=$(process_cpu "$nginx_worker")
+  writes_before=$(writes)
+  switches_before=$(machine_switches)
+  if [ -n "${STATEMENTS:-}" ]; then q "SELECT pg_stat_statements_reset()" >/dev/null; fi
+  herald_switches_before=$(daemon_switches "$daemon")
+  $bench latency --rate "$1" --seconds 10 --users "$users" ${2:+--per-commit "$2" --producers "${PRODUCERS:-4}"} |
+    tee "$work/latency"
+  local busy=$(($(machine_busy) - busy_before)) herald_cpu=$(($(process_cpu "$daemon") - herald_before))
+  local nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
+  local switches=$(($(machine_switches) - switches_before))
+  local herald_switches=$(($(daemon_switches "$daemon") - herald_switches_before))
+  sleep 11
+  local writes_steady=$(($(writes) - writes_before)) probes producer
+  probes=$(sed -n 's/.*(\([0-9]*\) sent).*/\1/p' "$work/latency")
+  producer=$(sed -n 's/.*own CPU was \([0-9]*\) µs.*/\1/p' "$work/latency")
+  python3 - "$probes" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" "$writes_steady" "${producer:-0}" \
+    "$switches" "$herald_switches" <<'PY'
+import sys
+n, busy, herald, nginx, tick, writes, producer, switches, herald_switches = (int(a) for a in sys.argv[1:])
+per = lambda ticks: ticks / tick / n * 1e6
+print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
+      f"nginx {per(nginx):.0f} µs, the producer {producer} µs, PostgreSQL and the rest "
+      f"{per(busy - herald - nginx) - producer:.0f} µs; {writes / n:.2f} row writes")
+print(f"  context switches per notification: {switches / n:.1f} on the machine, {herald_switches / n:.1f} in herald")
+PY
+  if [ -n "${STATEMENTS:-}" ]; then
+    echo "  statements, per 1,000 notifications (calls, ms executing, ms planning):"
+    q "SELECT format('  %8s %8s %8s  %s', round(1000.0 * calls / $probes), round((1000 * total_exec_time / $probes)::numeric),
+                     round((1000 * total_plan_time / $probes)::numeric), left(regexp_replace(query, '\s+', ' ', 'g'), 110))
+       FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 25"
+  fi
+}
+
+# idle SECONDS FLOOR: what the running daemon, with nothing to send, costs the machine a second,
+# beside FLOOR, the machine's busy ticks in as many seconds before the daemon started.
+idle() {
+  local busy_before herald_before switches_before
+  busy_before=$(machine_busy)
+  herald_before=$(process_cpu "$daemon")
+  switches_before=$(daemon_switches "$daemon")
+  sleep "$1"
+  python3 - "$1" "$(($(machine_busy) - busy_before))" "$(($(process_cpu "$daemon") - herald_before))" \
+    "$(($(daemon_switches "$daemon") - switches_before))" "$2" "$(getconf CLK_TCK)" <<'PY'
+import sys
+seconds, busy, herald, switches, floor, tick = (int(a) for a in sys.argv[1:])
+ms = lambda ticks: ticks / tick / seconds * 1000
+print(f"idle, nothing to send, for {seconds}s: the machine {ms(busy):.1f} ms of CPU a second "
+      f"({ms(floor):.1f} ms before the daemon started), herald {ms(herald):.1f} ms, "
+      f"PostgreSQL and the rest {ms(busy - herald - floor):.1f} ms over that floor; "
+      f"herald's context switches {switches / seconds:.0f} a second")
+PY
+}
+
+users=$n
+if [ -n "${TRICKLE:-}" ]; then
+  # The daemon at its defaults, on a database with devices and no notification yet, idle and
+  # then at each rate of one notification a commit.
+  $bench prepare-e2e --no-migrate --notifications 0 --devices "$n" --token-uri "$base/token" \
+    --credentials-out "$work/sa.json" >/dev/null
+  if [ -n "${REPORTING:-}" ]; then q "UPDATE herald.devices SET last_reported_at = now()" >/dev/null; fi
+  q "VACUUM ANALYZE" >/dev/null
+  floor_before=$(machine_busy)
+  sleep 20
+  floor=$(($(machine_busy) - floor_before))
+  start_daemon
+  sleep 5
+  kill -0 "$daemon" 2>/dev/null || { echo "herald exited:"; cat "$work/daemon.log"; exit 1; }
+  idle 20 "$floor"
+  for rate in $TRICKLE; do
+    echo "== trickle: $rate commits a second, one notification each"
+    steady "$rate" 1
+  done
+  exit 0
+fi
 
 for push in ${PUSH:-fcm}; do
   echo "== $push"
@@ -80,11 +181,7 @@ for push in ${PUSH:-fcm}; do
   busy_before=$(machine_busy)
   nginx_before=$(process_cpu "$nginx_worker")
   start=$(date +%s.%N)
-  # Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
-  env HERALD_FCM_ENDPOINT="$base" HERALD_APNS_ENDPOINT="$base" HERALD_CA_BUNDLE="$work/nginx/cert.pem" \
-    ${BATCH:+HERALD_BATCH_SIZE=$BATCH} HERALD_FCM_RATE_LIMIT="${HERALD_FCM_RATE_LIMIT:-1000000}" \
-    HERALD_LOG_LEVEL=warning $herald run >"$work/daemon.log" 2>&1 &
-  daemon=$!
+  start_daemon
   peak=0
   while true; do
     sleep 0.5
@@ -123,26 +220,8 @@ with open(summary, "a") as lines:
     print(f"{push:<5} {n / (end - start):>8.0f}/s  herald {per(herald):>4.0f} µs  nginx {per(nginx):>3.0f} µs  "
           f"rest {per(busy - herald - nginx):>4.0f} µs  machine {per(busy):>4.0f} µs  {sent}/{n} sent", file=lines)
 PY
-  # The same daemon, now idle: latency from the producer's commit to the answer at a steady rate,
-  # and what each notification cost at that rate (the producer's own CPU counts in the rest).
-  busy_before=$(machine_busy)
-  herald_before=$(process_cpu "$daemon")
-  nginx_before=$(process_cpu "$nginx_worker")
-  writes_before=$(writes)
-  $bench latency --rate "${RATE:-1000}" --seconds 10 --users "$n" | tee "$work/latency"
-  busy=$(($(machine_busy) - busy_before))
-  herald_cpu=$(($(process_cpu "$daemon") - herald_before))
-  nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
-  sleep 11
-  writes_steady=$(($(writes) - writes_before))
-  probes=$(sed -n 's/.*(\([0-9]*\) sent).*/\1/p' "$work/latency")
-  python3 - "$probes" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" "$writes_steady" <<'PY'
-import sys
-n, busy, herald, nginx, tick, writes = (int(a) for a in sys.argv[1:])
-per = lambda ticks: ticks / tick / n * 1e6
-print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
-      f"nginx {per(nginx):.0f} µs, the rest {per(busy - herald - nginx):.0f} µs; {writes / n:.2f} row writes")
-PY
+  # The same daemon, now idle: latency from the producer's commit to the answer at a steady rate.
+  steady "${RATE:-1000}"
   kill "$daemon" 2>/dev/null || true
   wait "$daemon" 2>/dev/null || true
   daemon=

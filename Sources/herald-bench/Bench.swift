@@ -410,6 +410,9 @@ struct PrepareEndToEnd: AsyncParsableCommand {
 
 /// Sends notifications at a steady rate while a daemon runs (after `prepare-e2e`), then prints
 /// percentiles of the time from the producer's commit to the provider's answer (`sent_at - created_at`).
+/// By default a commit every 10 ms carries a hundredth of the rate; `--per-commit 1` is a trickle,
+/// one notification a commit, as a backend commits one per business event, from `--producers`
+/// connections taking turns.
 struct LatencyBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "latency", abstract: "Commit-to-send latency at a steady rate, against a running daemon.")
@@ -418,28 +421,45 @@ struct LatencyBench: AsyncParsableCommand {
     @Option(help: "Notifications per second.") var rate = 1000
     @Option(help: "How long to send.") var seconds = 10
     @Option(help: "Users to send to (prepare-e2e made user-1 … user-N).") var users = 100_000
+    @Option(help: "Notifications per commit (default: a hundredth of the rate, a commit every 10 ms).")
+    var perCommit: Int?
+    @Option(help: "Producers, each committing on a connection of its own, in turns.") var producers = 1
 
     func run() async throws {
         let configuration = try options.load()
         let connection = try await PostgresConnection.connect(configuration.databaseURL)
         let marker = try await connection.query("SELECT coalesce(max(id), 0) FROM herald.notifications")[0]
             .decode(0, as: Int64.self)
-        // One small transaction every 10 ms: the commit is when the clock starts.
-        let perTick = max(1, rate / 100)
-        let start = ContinuousClock.now
-        var sent = 0
-        for tick in 0..<(seconds * 100) {
-            try await connection.query(
-                """
-                INSERT INTO herald.notifications (app_id, user_ref, title, body)
-                SELECT 'bench', 'user-' || (($1::int * $2::int + n) % $3::int + 1), 'Latency', 'probe'
-                FROM generate_series(1, $2::int) AS n
-                """, [tick, perTick, users])
-            sent += perTick
-            let next = start.advanced(by: .milliseconds(10 * (tick + 1)))
-            if next > ContinuousClock.now { try await Task.sleep(until: next) }
+        let perCommit = perCommit ?? max(1, rate / 100)
+        let commits = max(1, rate * seconds / perCommit)
+        let interval = Duration.seconds(seconds) / commits
+        let connections = try await (0..<max(1, producers)).asyncMap { _ in
+            try await PostgresConnection.connect(configuration.databaseURL)
         }
+        let cpuBefore = Self.processCPU()
+        // Commit k is due at start + k × interval, on connection k mod producers: the commit is
+        // when the clock starts.
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (producer, connection) in connections.enumerated() {
+                group.addTask { [users] in
+                    for commit in stride(from: producer, to: commits, by: connections.count) {
+                        let due = start.advanced(by: interval * commit)
+                        if due > ContinuousClock.now { try await Task.sleep(until: due) }
+                        try await connection.query(
+                            """
+                            INSERT INTO herald.notifications (app_id, user_ref, title, body)
+                            SELECT 'bench', 'user-' || (($1::int * $2::int + n) % $3::int + 1), 'Latency', 'probe'
+                            FROM generate_series(1, $2::int) AS n
+                            """, [commit, perCommit, users])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let sent = commits * perCommit
         let elapsed = (ContinuousClock.now - start).seconds
+        let cpuAfterSending = Self.processCPU()
         // Wait for every probe's delivery to be final.
         while try await connection.query(
             """
@@ -471,8 +491,20 @@ struct LatencyBench: AsyncParsableCommand {
                 values[3]))
         print(
             String(
+                format: "  %d notifications a commit, from %d producers, whose own CPU was %.0f µs a notification",
+                perCommit, connections.count, (cpuAfterSending - cpuBefore) / Double(sent) * 1e6))
+        print(
+            String(
                 format: "  p50 of its parts: commit to ingested %.1f ms, ingested to the provider's answer %.1f ms",
                 values[4],
                 values[5]))
+    }
+
+    /// This process's CPU time so far, user and system, in seconds.
+    static func processCPU() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let seconds = { (time: timeval) in Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 }

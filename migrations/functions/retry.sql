@@ -7,9 +7,21 @@
 -- Ends up to `batch` deliveries waiting for a retry that cannot be sent any more, at `at`,
 -- and says how many it ended, by state. Rows a claim holds are skipped; the claim checks the
 -- same (expiry, device) before it sends.
+--
+-- Planned at each call, as the pass is rare and its tables' sizes change between passes; but
+-- when no delivery waits for a retry (deliveries_retrying is empty, as at a trickle without
+-- failures, or idle) it ends before: planning the statement over the partitioned tables cost
+-- more CPU than the rest of an idle daemon's polling together. With sequential scans off, that
+-- check reads deliveries_retrying whatever the statistics say (a partition analyzed while it
+-- held a few rows was read whole: PlanningTests).
 CREATE OR REPLACE FUNCTION herald.end_hopeless_retries(at timestamptz, batch int)
 RETURNS TABLE (state text, deliveries bigint)
-LANGUAGE sql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET enable_seqscan = off AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.locked_by IS NULL AND d.attempts > 0) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
     WITH hopeless AS (
         SELECT d.id,
                CASE WHEN n.expires_at <= at THEN 'expired' ELSE 'cancelled' END AS state,
@@ -36,6 +48,7 @@ LANGUAGE sql AS $$
         RETURNING d.state
     )
     SELECT ended.state, count(*) FROM ended GROUP BY ended.state;
+END;
 $$;
 REVOKE ALL ON FUNCTION herald.end_hopeless_retries(timestamp with time zone,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.end_hopeless_retries(timestamp with time zone,integer) TO herald_daemon;
@@ -43,9 +56,16 @@ GRANT EXECUTE ON FUNCTION herald.end_hopeless_retries(timestamp with time zone,i
 -- A configuration problem nothing waits on any more is cleared, so herald.app_problems and
 -- herald status stop reporting it. While deliveries wait, a probe confirms failed_at every
 -- minute; one unconfirmed for five minutes is checked against the queued deliveries that
--- need that configuration (rare, so the scan is rare). Returns how many were cleared.
+-- need that configuration (rare, so the scan is rare, and planned only then). Returns how many
+-- were cleared.
 CREATE OR REPLACE FUNCTION herald.clear_idle_config_problems(at timestamptz) RETURNS int
-LANGUAGE sql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    how_many int;
+BEGIN
+    IF NOT EXISTS (SELECT FROM herald.app_config_problems p WHERE p.failed_at < at - interval '5 minutes') THEN
+        RETURN 0;
+    END IF;
     WITH cleared AS (
         DELETE FROM herald.app_config_problems p
         WHERE p.failed_at < at - interval '5 minutes'
@@ -61,7 +81,9 @@ LANGUAGE sql AS $$
               WHERE d.state = 'queued' AND n.app_id = p.app_id AND p.scope = ANY(r.scopes))
         RETURNING 1
     )
-    SELECT count(*)::int FROM cleared;
+    SELECT count(*)::int INTO how_many FROM cleared;
+    RETURN how_many;
+END;
 $$;
 REVOKE ALL ON FUNCTION herald.clear_idle_config_problems(timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.clear_idle_config_problems(timestamp with time zone) TO herald_daemon;
