@@ -8,8 +8,9 @@ import Synchronization
 /// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and hands their ids here;
 /// the dispatch loops take them into their next claim (`herald.claim_sends`' `held`), which
 /// reads them beside the deliveries it claims, without writing them again. That saves each of
-/// them the claim's update of its row, and the wait for the database's wake-up (the insert's
-/// NOTIFY still goes out, for other daemons).
+/// them the claim's update of its row, and the wait for the database's wake-up. Nobody else is
+/// woken for them: the NOTIFY that wakes dispatch goes out only for deliveries a claim can take
+/// now (`herald.notify_worker`'s `herald.wakes_itself`).
 ///
 /// What is reserved is bounded: ingest leases no more than ``room``, so a daemon holds only
 /// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch

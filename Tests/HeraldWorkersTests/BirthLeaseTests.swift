@@ -2,6 +2,8 @@ import Foundation
 import HeraldPostgres
 import HeraldQueue
 import HeraldTestSupport
+import Logging
+import Synchronization
 import Testing
 
 @testable import HeraldWorkers
@@ -80,6 +82,56 @@ import Testing
         #expect(sent.filter { $0.state == "sent" }.allSatisfy { $0.attempts == 1 && $0.lockedBy == nil })
         #expect(sent.first { $0.device == "laptop" }?.state == "queued")
         for device in 1...5 { #expect(await f.message(to: "token-phone-\(device)") != nil) }
+    }
+
+    /// Ingest wakes dispatch (every daemon's, through NOTIFY) only for deliveries a claim can
+    /// take now: not for those leased at birth, already on their way to its own dispatch, nor
+    /// for those scheduled later; a delivery over the room does wake it.
+    @Test func deliveriesLeasedAtBirthWakeNoDispatch() async throws {
+        let (f, context, _) = try await Self.fixture(capacity: 1)
+        try await f.register("phone-1", "android")
+        try await f.register("laptop", "android", user: "bob")
+        let wakes = Mutex<[String]>([])
+        let listener = PostgresListener(
+            conninfo: f.database.conninfo, channels: [WakeHub.channel], logger: Logger(label: "test"),
+            onNotification: { message in wakes.withLock { $0.append(message.payload) } })
+        listener.start()
+        defer { listener.stop() }
+        let marker = "marker"
+        func wakesUntilMarker() async throws -> [String] {
+            try await f.db.query("SELECT pg_notify($1, $2)", [WakeHub.channel, marker])
+            #expect(await eventually(timeout: .seconds(60)) { wakes.withLock { $0.contains(marker) } })
+            return wakes.withLock { seen in
+                defer { seen = [] }
+                return seen.filter { $0 != marker && $0 != "ingest" }
+            }
+        }
+        _ = try await wakesUntilMarker()
+
+        // One delivery, leased at birth: no wake-up for dispatch.
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
+        #expect(try await IngestWorker(context: context).runBatch(limit: 10) { false } == 1)
+        #expect(try await Self.rows(f).map(\.lockedBy) == [context.workerID])
+        #expect(try await wakesUntilMarker() == [])
+
+        // Scheduled for later: nobody is woken either.
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'bob', title => 'Later', send_at => now() + interval '1 hour')")
+        #expect(try await IngestWorker(context: context).runBatch(limit: 10) { false } == 1)
+        #expect(try await wakesUntilMarker() == [])
+
+        // The room is taken: the next delivery is queued for any claim, and dispatch is woken.
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Again')")
+        #expect(try await IngestWorker(context: context).runBatch(limit: 10) { false } == 1)
+        #expect(try await wakesUntilMarker() == ["dispatch"])
+
+        // Any other insert still wakes dispatch through the trigger.
+        try await f.db.query(
+            """
+            INSERT INTO herald.deliveries (notification_id, device_id, payload_kind)
+            SELECT notification_id, device_id, payload_kind FROM herald.deliveries ORDER BY id LIMIT 1
+            """)
+        #expect(try await wakesUntilMarker() == ["dispatch"])
     }
 
     @Test func leasesNotTakenAreGivenBackWhenDispatchStops() async throws {

@@ -625,6 +625,10 @@ BEGIN
     SELECT array_agg(r.payload_kind || '/' || r.token_kind) INTO stored_kinds
     FROM herald.route_targets r JOIN herald.routes USING (route) WHERE routes.device_store_capacity IS NOT NULL;
 
+    -- Dispatch is woken below only for deliveries a claim can take now: one leased at birth is
+    -- already on its way to this daemon's dispatch, and a wake-up for it (this daemon's own, or
+    -- every other daemon's) cost a claim that found nothing, for each ingest at a trickle.
+    PERFORM set_config('herald.wakes_itself', 'dispatch', true);
     WITH normalized AS MATERIALIZED (
         SELECT n.id, n.kept, n.app_id, n.user_ref, n.device_ids, n.topic, n.silent, n.collapse_key,
                -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
@@ -812,7 +816,8 @@ BEGIN
                     FROM targets t) AS t) AS t
         -- In notification order, so a later notification's deliveries have larger ids.
         ORDER BY t.notification_id, t.device_id
-        RETURNING id, notification_id, locked_by, stored_until
+        RETURNING id, notification_id, locked_by, stored_until,
+                  state = 'queued' AND locked_by IS NULL AND run_at <= at AS claimable
     ), verdicts AS MATERIALIZED (
         -- The planner cannot know how many rows these CTEs hold, and a join or IN against
         -- `created` was planned as a rescan per row, quadratic in the batch; an array searched
@@ -856,9 +861,14 @@ BEGIN
            activities.superseded AS superseded,
            (SELECT count(*) FROM created)::int + activities.deliveries AS deliveries,
            ARRAY(SELECT c.id FROM created c WHERE c.locked_by IS NOT NULL ORDER BY c.id) AS leased,
-           ARRAY(SELECT c.id FROM created c WHERE c.stored_until IS NOT NULL ORDER BY c.id) AS stored
+           ARRAY(SELECT c.id FROM created c WHERE c.stored_until IS NOT NULL ORDER BY c.id) AS stored,
+           EXISTS (SELECT FROM created c WHERE c.claimable) AS claimable
     INTO result
     FROM written w;
+    PERFORM set_config('herald.wakes_itself', '', true);
+    IF result.claimable THEN
+        PERFORM pg_notify('herald_jobs', 'dispatch');
+    END IF;
     -- The devices' stores, kept within their capacity in a statement of its own (it must see
     -- every other ingester's deliveries committed).
     IF cardinality(result.stored) > 0 THEN

@@ -28,10 +28,15 @@ GRANT EXECUTE ON FUNCTION herald.notify_new_jobs() TO herald_daemon;
 -- within a transaction, so a producer's transaction sends at most one however many rows it
 -- inserts. The triggers do not look at the rows (a transition table would copy every one of
 -- them): a wake-up for rows due later, or already ingested, costs a claim that finds nothing.
+-- A statement whose caller knows better names the worker in the transaction's
+-- `herald.wakes_itself` setting, and sends the wake-up itself when one is needed
+-- (herald.ingest_locked: deliveries leased at birth need none).
 CREATE OR REPLACE FUNCTION herald.notify_worker() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    PERFORM pg_notify('herald_jobs', TG_ARGV[0]);
+    IF current_setting('herald.wakes_itself', true) IS DISTINCT FROM TG_ARGV[0] THEN
+        PERFORM pg_notify('herald_jobs', TG_ARGV[0]);
+    END IF;
     RETURN NULL;
 END;
 $$;
