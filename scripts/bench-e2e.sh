@@ -76,7 +76,8 @@ nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 
 # Context switches on the whole machine so far, and in the daemon's threads.
 machine_switches() { awk '/^ctxt / {print $2}' /proc/stat; }
-daemon_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}'; }
+# (A thread that ends between two readings takes its count with it: the figure errs low.)
+daemon_switches() { awk '/ctxt_switches/ {n += $2} END {print n + 0}' /proc/"$1"/task/*/status 2>/dev/null || echo 0; }
 
 start_daemon() {
   # Every other setting at its default; BATCH=… sets HERALD_BATCH_SIZE, the claims' cap.
@@ -115,7 +116,7 @@ import sys
 n, busy, herald, nginx, tick, writes, producer, switches, herald_switches = (int(a) for a in sys.argv[1:])
 per = lambda ticks: ticks / tick / n * 1e6
 print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
-      f"nginx {per(nginx):.0f} µs, the producer {producer} µs, PostgreSQL and the rest "
+      f"nginx {per(nginx):.0f} µs, the producer {producer} µs, the rest (PostgreSQL, and the machine's own idle) "
       f"{per(busy - herald - nginx) - producer:.0f} µs; {writes / n:.2f} row writes")
 print(f"  context switches per notification: {switches / n:.1f} on the machine, {herald_switches / n:.1f} in herald")
 PY

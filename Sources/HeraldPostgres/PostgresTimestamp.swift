@@ -38,8 +38,9 @@ enum PostgresTimestamp {
         let (year, month, day) = civil(fromDays: days)
         // PostgreSQL writes 1 BC as 0001 … BC, not as year 0, and reads it back the same way.
         let beforeChrist = year <= 0
-        // Written digit by digit: String(format:) went through Foundation's formatter, a tenth
-        // of the daemon's CPU at a trickle, where every statement carries a timestamp.
+        // Written digit by digit: String(format:) goes through Foundation's formatter, a visible
+        // share of the daemon's CPU at a trickle, where every statement carries a timestamp
+        // (docs/benchmarks.md, "A trickle").
         var text: [UInt8] = []
         text.reserveCapacity(32)
         func append(_ value: Int64, digits: Int) {

@@ -491,7 +491,8 @@ struct LatencyBench: AsyncParsableCommand {
                 values[3]))
         print(
             String(
-                format: "  %d notifications a commit, from %d producer connections, whose own CPU was %.0f µs a notification",
+                format:
+                    "  %d notifications a commit, from %d producer connections, whose own CPU was %.0f µs a notification",
                 perCommit, connections.count, (cpuAfterSending - cpuBefore) / Double(sent) * 1e6))
         print(
             String(

@@ -368,10 +368,59 @@ BEGIN
     WHERE d.id = ANY(ARRAY[b.delivery_id]);
     GET DIAGNOSTICS marked = ROW_COUNT;
 
+    FOR candidate IN
+        SELECT dev.id AS device, dev.app_id, dev.device_id, max(r.id) AS report_id, count(DISTINCT gap.id) AS missed
+        FROM herald.delivery_reports r
+        CROSS JOIN LATERAL (SELECT dev.id, dev.app_id, dev.device_id FROM herald.devices dev
+                            WHERE dev.id = r.device_id AND dev.platform = 'ios' AND dev.disabled_at IS NULL
+                            OFFSET 0) dev
+        CROSS JOIN LATERAL (SELECT reported.id FROM herald.deliveries reported WHERE reported.id = r.delivery_id
+                            OFFSET 0) reported
+        -- The device's own sends within the window, through its index of sent deliveries.
+        CROSS JOIN LATERAL (SELECT gap.id FROM herald.deliveries gap
+                            WHERE gap.device_id = dev.id AND gap.state = 'sent' AND gap.payload_kind = 'ios_alert'
+                              AND gap.id < reported.id
+                              AND gap.sent_at <= at - grace AND gap.sent_at > at - fetch_window
+                            OFFSET 0) gap
+        WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
+        GROUP BY dev.id, dev.app_id, dev.device_id
+        ORDER BY dev.id
+    LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM herald.deliveries d
+                              WHERE d.device_id = candidate.device AND d.payload_kind = 'ios_wakeup'
+                                AND d.state = 'queued');
+        -- Within a quiet period already taken (the usual case), nothing more to do or to wait for.
+        CONTINUE WHEN EXISTS (SELECT 1 FROM herald.wakeups w
+                              WHERE int8range(w.device_id, w.device_id, '[]') && int8range(candidate.device, candidate.device, '[]')
+                                AND tstzrange(w.created_at, w.quiet_until) && tstzrange(at, at + quiet));
+        -- The device's row before its wake-up, in id order, and before this batch holds any other
+        -- device's row but those waiting above: a daemon that inserted a wake-up and then waited
+        -- for the device's row, held by another applying a report of the same device, would
+        -- deadlock with it as that one waited for the wake-up's fate.
+        PERFORM FROM herald.devices dev WHERE dev.id = candidate.device FOR NO KEY UPDATE;
+        INSERT INTO herald.wakeups (device_id, report_id, missed, created_at, quiet_until)
+        VALUES (candidate.device, candidate.report_id, candidate.missed, at, at + quiet)
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO wakeup_id;
+        CONTINUE WHEN wakeup_id IS NULL;
+        INSERT INTO herald.notifications (app_id, device_ids, silent, priority, expires_at, origin, state,
+                                          reason, ingested_at, idempotency_key)
+        VALUES (candidate.app_id, ARRAY[candidate.device_id], true, 'normal', at + quiet, 'wakeup', 'accepted',
+                format('wake-up: %s sent notifications were not reported', candidate.missed), at,
+                'herald-wakeup-' || wakeup_id)
+        RETURNING id INTO new_notification;
+        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at)
+        VALUES (new_notification, candidate.device, 'ios_wakeup', at);
+        UPDATE herald.wakeups SET notification_id = new_notification WHERE id = wakeup_id;
+        UPDATE herald.devices SET last_wakeup_at = at WHERE id = candidate.device;
+        woken := woken + 1;
+    END LOOP;
+
     -- When each device last reported, to the minute: a device that reports has its deliveries
     -- counted in its store at the provider (ingest's stored_until), from the time it last
     -- reported (herald.stored_messages). A row another transaction holds is left for the next
-    -- report, rather than waited for.
+    -- report, rather than waited for: these locks come after the wake-ups', which are waited for
+    -- in id order, so two batches never hold each other's devices.
     UPDATE herald.devices dev
     SET last_reported_at = b.reported_at
     FROM (SELECT r.device_id, max(r.reported_at) AS reported_at FROM herald.delivery_reports r
@@ -410,48 +459,6 @@ BEGIN
         WHERE d.id = ANY(ARRAY[x.id]) AND x.rank <= x.room AND d.state = 'queued' AND d.held_since IS NOT NULL;
     END IF;
 
-    FOR candidate IN
-        SELECT dev.id AS device, dev.app_id, dev.device_id, max(r.id) AS report_id, count(DISTINCT gap.id) AS missed
-        FROM herald.delivery_reports r
-        CROSS JOIN LATERAL (SELECT dev.id, dev.app_id, dev.device_id FROM herald.devices dev
-                            WHERE dev.id = r.device_id AND dev.platform = 'ios' AND dev.disabled_at IS NULL
-                            OFFSET 0) dev
-        CROSS JOIN LATERAL (SELECT reported.id FROM herald.deliveries reported WHERE reported.id = r.delivery_id
-                            OFFSET 0) reported
-        -- The device's own sends within the window, through its index of sent deliveries.
-        CROSS JOIN LATERAL (SELECT gap.id FROM herald.deliveries gap
-                            WHERE gap.device_id = dev.id AND gap.state = 'sent' AND gap.payload_kind = 'ios_alert'
-                              AND gap.id < reported.id
-                              AND gap.sent_at <= at - grace AND gap.sent_at > at - fetch_window
-                            OFFSET 0) gap
-        WHERE r.id = ANY(report_ids) AND r.processed_at IS NULL
-        GROUP BY dev.id, dev.app_id, dev.device_id
-        ORDER BY dev.id
-    LOOP
-        -- The device first, before its wake-up: a daemon that inserted a wake-up and then waited
-        -- for the device's row, held by another applying a report of the same device, would
-        -- deadlock with it as that one waited for the wake-up's fate.
-        PERFORM FROM herald.devices dev WHERE dev.id = candidate.device FOR NO KEY UPDATE;
-        CONTINUE WHEN EXISTS (SELECT 1 FROM herald.deliveries d
-                              WHERE d.device_id = candidate.device AND d.payload_kind = 'ios_wakeup'
-                                AND d.state = 'queued');
-        INSERT INTO herald.wakeups (device_id, report_id, missed, created_at, quiet_until)
-        VALUES (candidate.device, candidate.report_id, candidate.missed, at, at + quiet)
-        ON CONFLICT DO NOTHING
-        RETURNING id INTO wakeup_id;
-        CONTINUE WHEN wakeup_id IS NULL;
-        INSERT INTO herald.notifications (app_id, device_ids, silent, priority, expires_at, origin, state,
-                                          reason, ingested_at, idempotency_key)
-        VALUES (candidate.app_id, ARRAY[candidate.device_id], true, 'normal', at + quiet, 'wakeup', 'accepted',
-                format('wake-up: %s sent notifications were not reported', candidate.missed), at,
-                'herald-wakeup-' || wakeup_id)
-        RETURNING id INTO new_notification;
-        INSERT INTO herald.deliveries (notification_id, device_id, payload_kind, run_at)
-        VALUES (new_notification, candidate.device, 'ios_wakeup', at);
-        UPDATE herald.wakeups SET notification_id = new_notification WHERE id = wakeup_id;
-        UPDATE herald.devices SET last_wakeup_at = at WHERE id = candidate.device;
-        woken := woken + 1;
-    END LOOP;
 
     UPDATE herald.delivery_reports r
     SET processed_at = at, outcome = 'applied'
