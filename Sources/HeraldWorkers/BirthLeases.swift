@@ -144,14 +144,8 @@ public final class BirthLeases: Sendable {
 
     enum SQL {
         /// Gives back deliveries $1 that worker $2 holds as ingest leased them, not sent: due at
-        /// $3 (now), for any daemon, and the attempt their lease counted is taken back. One
-        /// claimed again after its lease ran out (a second attempt, perhaps by another loop of
-        /// this daemon, sending it now) is left alone. Rare, so planned at each call; `IS TRUE`
-        /// keeps it on the primary key (`herald.record_sends` says why).
-        static let release = """
-            UPDATE herald.deliveries SET run_at = $3::timestamptz, locked_by = NULL, attempts = 0
-            WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2 AND attempts = 1
-            """
+        /// $3 (now), for any daemon (`herald.release_births`, `migrations/functions/dispatch.sql`).
+        static let release = "SELECT herald.release_births($1::bigint[], $2::text, $3::timestamptz)"
     }
 
     /// Gives back deliveries leased at birth that will not be sent here (``SQL/release``). If the

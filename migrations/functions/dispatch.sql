@@ -386,6 +386,53 @@ $$;
 REVOKE ALL ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) TO herald_daemon;
 
+-- Extends, to `at` (now) + `lease`, the leases `worker` still holds on `deliveries` (a slow
+-- route's sends, DispatchWorker); one that ran out and was claimed by another worker is left to
+-- it. Rare, so a SQL function, planned at each call; `IS TRUE` keeps it on the primary key
+-- (herald.record_sends says why).
+CREATE OR REPLACE FUNCTION herald.extend_leases(deliveries bigint[], worker text, at timestamptz, lease interval)
+RETURNS void
+LANGUAGE sql AS $$
+    UPDATE herald.deliveries d SET run_at = at + lease
+    WHERE d.id = ANY(deliveries) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker;
+$$;
+REVOKE ALL ON FUNCTION herald.extend_leases(bigint[],text,timestamp with time zone,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.extend_leases(bigint[],text,timestamp with time zone,interval) TO herald_daemon;
+
+-- Gives back `deliveries` that `worker` holds as ingest leased them at birth, not sent (its
+-- dispatch stopped before taking them, BirthLeases): due at `at` (now), for any daemon, with the
+-- attempt their lease counted taken back. One claimed again after its lease ran out (a second
+-- attempt, perhaps by another loop of this daemon, sending it now) is left alone. Rare, so
+-- planned at each call, on the primary key as herald.extend_leases.
+CREATE OR REPLACE FUNCTION herald.release_births(deliveries bigint[], worker text, at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE herald.deliveries d SET run_at = at, locked_by = NULL, attempts = 0
+    WHERE d.id = ANY(deliveries) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1;
+$$;
+REVOKE ALL ON FUNCTION herald.release_births(bigint[],text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.release_births(bigint[],text,timestamp with time zone) TO herald_daemon;
+
+-- Records that a route of `worker` (app, route, origin or '') had its window full at `at`, with
+-- `in_flight` sends out and `postponed` deliveries put off since its last report, for herald
+-- status. Two quiet minutes end an episode: the next one starts its own `since` and count. Rows
+-- not seen for a day (a route long healthy, a worker long gone) are deleted on the way.
+CREATE OR REPLACE FUNCTION herald.record_saturation(app text, route_name text, origin_name text, worker text,
+    at timestamptz, in_flight integer, postponed integer) RETURNS void
+LANGUAGE sql AS $$
+    WITH forgotten AS (
+        DELETE FROM herald.route_saturation old WHERE old.seen_at < at - interval '1 day'
+    )
+    INSERT INTO herald.route_saturation AS s (app_id, route, origin, worker, since, seen_at, in_flight, postponed)
+    VALUES (app, route_name, origin_name, worker, at, at, in_flight, postponed)
+    ON CONFLICT (app_id, route, origin, worker) DO UPDATE
+    SET since = CASE WHEN s.seen_at < excluded.seen_at - interval '2 minutes' THEN excluded.since ELSE s.since END,
+        postponed = CASE WHEN s.seen_at < excluded.seen_at - interval '2 minutes' THEN 0 ELSE s.postponed END
+                    + excluded.postponed,
+        seen_at = excluded.seen_at, in_flight = excluded.in_flight;
+$$;
+REVOKE ALL ON FUNCTION herald.record_saturation(text,text,text,text,timestamp with time zone,integer,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_saturation(text,text,text,text,timestamp with time zone,integer,integer) TO herald_daemon;
+
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
 -- row's version (as herald.claim_sends returns it): `provider_settings` holds the app's row of
 -- each provider's settings (herald.providers.settings), by provider, without its app_id; a

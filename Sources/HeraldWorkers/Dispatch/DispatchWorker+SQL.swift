@@ -20,29 +20,14 @@ extension DispatchWorker {
             """
 
         /// Extends, to $3 (now) + $4 seconds, the leases worker $2 still holds on deliveries $1
-        /// (a lease that ran out and was claimed by another worker is left to it). Rare, so
-        /// planned at each call; `IS TRUE` keeps it on the primary key (`herald.record_sends`
-        /// says why).
-        static let extendLeases = """
-            UPDATE herald.deliveries SET run_at = $3::timestamptz + make_interval(secs => $4)
-            WHERE id = ANY($1::bigint[]) AND (state = 'queued') IS TRUE AND locked_by = $2
-            """
+        /// (`herald.extend_leases`, the same file). Rare, so planned at each call.
+        static let extendLeases =
+            "SELECT herald.extend_leases($1::bigint[], $2::text, $3::timestamptz, make_interval(secs => $4))"
 
         /// Route $1 / $2 / $3 (app, route, origin or '') of worker $4 had its window full at $5,
-        /// with $6 sends in flight and $7 deliveries postponed since the last report. Two quiet
-        /// minutes end an episode: the next one starts its own `since` and count. Rows not seen
-        /// for a day (a route long healthy, a worker long gone) are deleted on the way.
-        static let recordSaturation = """
-            WITH forgotten AS (
-                DELETE FROM herald.route_saturation WHERE seen_at < $5::timestamptz - interval '1 day'
-            )
-            INSERT INTO herald.route_saturation AS s (app_id, route, origin, worker, since, seen_at, in_flight, postponed)
-            VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
-            ON CONFLICT (app_id, route, origin, worker) DO UPDATE
-            SET since = CASE WHEN s.seen_at < excluded.seen_at - interval '2 minutes' THEN excluded.since ELSE s.since END,
-                postponed = CASE WHEN s.seen_at < excluded.seen_at - interval '2 minutes' THEN 0 ELSE s.postponed END
-                            + excluded.postponed,
-                seen_at = excluded.seen_at, in_flight = excluded.in_flight
-            """
+        /// with $6 sends in flight and $7 deliveries postponed since the last report
+        /// (`herald.record_saturation`, the same file).
+        static let recordSaturation =
+            "SELECT herald.record_saturation($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::int, $7::int)"
     }
 }
