@@ -38,35 +38,16 @@ enum PostgresTimestamp {
         let (year, month, day) = civil(fromDays: days)
         // PostgreSQL writes 1 BC as 0001 … BC, not as year 0, and reads it back the same way.
         let beforeChrist = year <= 0
-        // Written digit by digit: String(format:) goes through Foundation's formatter, a visible
-        // share of the daemon's CPU at a trickle, where every statement carries a timestamp
-        // (docs/benchmarks.md, "A trickle").
-        var text: [UInt8] = []
-        text.reserveCapacity(32)
-        func append(_ value: Int64, digits: Int) {
-            var value = value
-            var written: [UInt8] = []
-            repeat {
-                written.append(UInt8(48 + value % 10))
-                value /= 10
-            } while value > 0 || written.count < digits
-            text.append(contentsOf: written.reversed())
+        // Without String(format:): Foundation's formatter was a visible share of the daemon's
+        // CPU at a trickle, where every statement carries a timestamp (docs/benchmarks.md, "A
+        // trickle"). Every field is at least 0.
+        func padded(_ value: Int64, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
         }
-        append(beforeChrist ? 1 - year : year, digits: 4)
-        text.append(45)
-        append(month, digits: 2)
-        text.append(45)
-        append(day, digits: 2)
-        text.append(32)
-        append(secondOfDay / 3600, digits: 2)
-        text.append(58)
-        append(secondOfDay / 60 % 60, digits: 2)
-        text.append(58)
-        append(secondOfDay % 60, digits: 2)
-        text.append(46)
-        append(micros, digits: 6)
-        text.append(contentsOf: beforeChrist ? Array("+00 BC".utf8) : Array("+00".utf8))
-        return String(decoding: text, as: UTF8.self)
+        let date = "\(padded(beforeChrist ? 1 - year : year, 4))-\(padded(month, 2))-\(padded(day, 2))"
+        let time = "\(padded(secondOfDay / 3600, 2)):\(padded(secondOfDay / 60 % 60, 2)):\(padded(secondOfDay % 60, 2))"
+        return "\(date) \(time).\(padded(micros, 6))+00" + (beforeChrist ? " BC" : "")
     }
 
     /// Parses `Y…YYYY-MM-DD HH:MM:SS[.ffffff][±HH[:MM[:SS]]][ BC]`, and `infinity`/`-infinity`

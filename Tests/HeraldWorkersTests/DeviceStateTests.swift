@@ -109,7 +109,10 @@ import Testing
         try await slow.execute("COMMIT")
         // Once every older transaction of the cluster has ended (other tests' too, here: beside
         // the heavy tests, a minute and more).
-        #expect(await eventually(timeout: .seconds(120)) { (try? await changes(producer).map(\.device)) == ["a", "b"] })
+        #expect(
+            await eventually(timeout: .seconds(120)) {
+                (try? await changes(producer).map(\.device)) == ["a", "b"]
+            })
         let seen = try await lastCursor(producer)
 
         // An older transaction (its id taken first) writes its change after a younger one wrote
