@@ -90,8 +90,9 @@ typedef struct request {
     int ended;
     /// The final response's header block is complete: header fields after it are trailers.
     int answered;
-    /// Why the stream was reset by us, if it was (the response was too large).
-    const char *reset_reason;
+    /// Why the stream was reset by us, if it was (the response was too large, or broke HTTP/2's
+    /// rules), and nghttp2's word for it, if any.
+    const char *reset_reason, *reset_detail;
     buffer headers, response;
 } request;
 
@@ -173,6 +174,8 @@ typedef struct connection {
     size_t output_sent;
     int64_t last_received, waiting_since, ping_sent;
     char address[64];
+    /// Why nghttp2 ended the session, if it did (the GOAWAY it sent).
+    char protocol_error[160];
     /// On a guarded origin: the kind of the last address refused (HERALD_ADDRESS_PUBLIC: none).
     int refused_kind;
     char refused_address[INET6_ADDRSTRLEN];
@@ -420,7 +423,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     // Trailers carry nothing a push service's answer needs, and are not mixed into its headers.
     if (!r || r->answered) return 0;
     if (name_length == 7 && memcmp(name, ":status", 7) == 0) {
-        // RFC 9110: three digits, 1xx to 5xx. nghttp2 takes any number ("2000", "099").
+        // RFC 9110: three digits, 1xx to 5xx. nghttp2 refuses what is not three digits ("2000"),
+        // but takes any three ("099", "600").
         if (value_length != 3 || value[0] < '1' || value[0] > '5' || value[1] < '0' || value[1] > '9' ||
             value[2] < '0' || value[2] > '9') {
             r->reset_reason = "the response's :status is not a three-digit status code";
@@ -455,6 +459,37 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t stream_id, c
     return 0;
 }
 
+/// A frame that breaks HTTP/2's rules for its stream alone (a response's header block with a
+/// malformed :status, say): nghttp2 resets that stream, and its request fails saying why.
+static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame, int lib_error_code,
+                            void *user_data) {
+    (void)user_data;
+    request *r = frame->hd.stream_id ? nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) : NULL;
+    if (r && !r->reset_reason) {
+        r->reset_reason = "the server's response broke HTTP/2's rules";
+        r->reset_detail = nghttp2_strerror(lib_error_code);
+    }
+    return 0;
+}
+
+/// A GOAWAY of ours: nghttp2 ended the session, answering a frame that broke the protocol. Its
+/// error code and debug data (nghttp2's reason, which may quote the server's bytes: only
+/// printable ASCII is kept) are what the connection's requests fail with.
+static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    (void)session;
+    if (frame->hd.type != NGHTTP2_GOAWAY) return 0;
+    connection *c = user_data;
+    const nghttp2_goaway *goaway = &frame->goaway;
+    size_t length = (size_t)snprintf(c->protocol_error, sizeof c->protocol_error, "%s%s",
+                                     nghttp2_http2_strerror(goaway->error_code), goaway->opaque_data_len ? ": " : "");
+    for (size_t i = 0; i < goaway->opaque_data_len && length + 1 < sizeof c->protocol_error; i++) {
+        uint8_t byte = goaway->opaque_data[i];
+        c->protocol_error[length++] = byte >= 0x20 && byte < 0x7f ? (char)byte : '?';
+    }
+    c->protocol_error[length] = 0;
+    return 0;
+}
+
 static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     connection *c = user_data;
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
@@ -483,7 +518,9 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     schedule(engine, o);
     if (r->reset_reason) {
-        complete(engine, r, HERALD_H2_OTHER, r->reset_reason);
+        char message[256];
+        snprintf(message, sizeof message, r->reset_detail ? "%s (%s)" : "%s", r->reset_reason, r->reset_detail);
+        complete(engine, r, HERALD_H2_OTHER, message);
     } else if (error_code == NGHTTP2_NO_ERROR && r->status >= 200 && r->ended) {
         complete(engine, r, HERALD_H2_OK, NULL);
     } else if (error_code == NGHTTP2_REFUSED_STREAM && r->status == 0) {
@@ -508,6 +545,49 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
         complete(engine, r, HERALD_H2_CONNECTION, message);
     }
     return 0;
+}
+
+/// The callbacks and options every session of the engine's is made with.
+static int session_configure(herald_h2_engine *engine) {
+    if (nghttp2_session_callbacks_new(&engine->callbacks) != 0 || nghttp2_option_new(&engine->options) != 0) return -1;
+    nghttp2_session_callbacks_set_on_header_callback(engine->callbacks, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(engine->callbacks, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(engine->callbacks, on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(engine->callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(engine->callbacks, on_invalid_frame);
+    nghttp2_session_callbacks_set_on_frame_send_callback(engine->callbacks, on_frame_sent);
+    // Until the server's SETTINGS say otherwise, as many streams as we would open at most.
+    nghttp2_option_set_peer_max_concurrent_streams(engine->options, (uint32_t)engine->config.max_streams);
+    // What a server may make a session hold or do before nghttp2 ends it as an attack. A push
+    // service answers a request in a few hundred bytes and says little else; these are far past
+    // any honest server and still small.
+    // - Acknowledgements (of PINGs and SETTINGS) waiting to be sent: a server that floods PINGs
+    //   faster than it reads the answers. An honest one sends a PING every few seconds at most.
+    nghttp2_option_set_max_outbound_ack(engine->options, 1000);
+    // - Entries in one SETTINGS frame: RFC 9113 defines six, extensions a few more.
+    nghttp2_option_set_max_settings(engine->options, 32);
+    // - CONTINUATION frames after a HEADERS frame: the 64 KiB a response's header fields may take
+    //   (MAX_RESPONSE_HEADERS) fit in five frames of the default 16 KiB; eight leave room for a
+    //   server that writes smaller ones, and stop one that never ends its header block.
+    nghttp2_option_set_max_continuations(engine->options, 8);
+    // - The table our requests' header fields are compressed against: the server may ask for
+    //   less. 4 KiB holds the repeated ones (a 1,024-character bearer token among them).
+    nghttp2_option_set_max_deflate_dynamic_table_size(engine->options, 4096);
+    return 0;
+}
+
+/// A connection's session, with the SETTINGS it opens with.
+static int session_open(connection *c) {
+    if (nghttp2_session_client_new2(&c->session, c->engine->callbacks, c, c->engine->options) != 0) return -1;
+    // No server push. The table the server's header fields are compressed against stays at
+    // HTTP/2's default of 4 KiB: a response needs little, and a larger one would let a server
+    // make every one-byte reference to it cost more (an HPACK bomb; MAX_RESPONSE_HEADERS stops
+    // the response, whatever the table). And the limit on a response's header fields, which
+    // on_header enforces.
+    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                         {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
+                                         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_RESPONSE_HEADERS}};
+    return nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 3);
 }
 
 // TLS and sockets
@@ -536,13 +616,10 @@ static void connection_ready(connection *c) {
         connection_close(c, HERALD_H2_NOT_HTTP2, "the server does not offer HTTP/2");
         return;
     }
-    if (nghttp2_session_client_new2(&c->session, c->engine->callbacks, c, c->engine->options) != 0) {
+    if (session_open(c) != 0) {
         connection_fail_opening(c, "out of memory");
         return;
     }
-    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-                                         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_RESPONSE_HEADERS}};
-    nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2);
     c->state = READY;
     c->last_received = now_ms();
     if (watch(c, EPOLLIN) != 0) return;
@@ -837,10 +914,16 @@ static void connection_flush(connection *c) {
         c->output.length = c->output_sent = 0;
     }
     if (watch(c, EPOLLIN) != 0) return;
-    // Nothing more to say or hear (a GOAWAY was sent or received, its streams done).
-    if ((c->draining && c->streams.count == 0) ||
-        (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)))
+    // Nothing more to say or hear: the server's GOAWAY came and its streams are done, or nghttp2
+    // ended the session itself, answering a frame that broke the protocol with its own GOAWAY.
+    if (c->draining && c->streams.count == 0) {
         connection_close(c, HERALD_H2_CONNECTION, "the server ended the connection");
+    } else if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)) {
+        char message[256];
+        snprintf(message, sizeof message, "HTTP/2 error from %s: %s", c->address,
+                 c->protocol_error[0] ? c->protocol_error : "the session ended");
+        connection_close(c, HERALD_H2_CONNECTION, message);
+    }
 }
 
 static void connection_read(connection *c) {
@@ -1009,8 +1092,12 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
                 nghttp2_session_set_stream_user_data(c->session, r->stream_id, NULL);
                 nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
                 mark_dirty(c);
-                char message[128];
-                snprintf(message, sizeof message, "no answer within %ld ms", r->timeout_ms);
+                char message[192];
+                // A body the server never gave room to is the server's doing, not the network's.
+                int shut = r->body_sent < r->body_length &&
+                           nghttp2_session_get_stream_remote_window_size(c->session, r->stream_id) <= 0;
+                snprintf(message, sizeof message, "no answer within %ld ms%s", r->timeout_ms,
+                         shut ? " (the server's flow-control window left no room for the request's body)" : "");
                 complete(engine, r, HERALD_H2_TIMEOUT, message);
             }
             if (stall <= 0 || c->streams.count == 0) {
@@ -1168,11 +1255,11 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
     engine->mailbox->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event wake = {.events = EPOLLIN, .data.ptr = NULL};
     if (engine->mailbox->wake < 0 || epoll_ctl(engine->epoll, EPOLL_CTL_ADD, engine->mailbox->wake, &wake) != 0 ||
-        nghttp2_session_callbacks_new(&engine->callbacks) != 0 ||
-        nghttp2_option_new(&engine->options) != 0) {
+        session_configure(engine) != 0) {
         snprintf(error, error_size, "could not set up the event loop: %s", strerror(errno));
         if (engine->mailbox->wake >= 0) close(engine->mailbox->wake);
         if (engine->callbacks) nghttp2_session_callbacks_del(engine->callbacks);
+        if (engine->options) nghttp2_option_del(engine->options);
         SSL_CTX_free(engine->tls);
         close(engine->epoll);
         free(engine->mailbox);
@@ -1183,12 +1270,6 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
     pthread_mutex_init(&engine->mailbox->lock, NULL);
     engine->mailbox->references = 1;
     engine->mailbox->open = 1;
-    nghttp2_session_callbacks_set_on_header_callback(engine->callbacks, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(engine->callbacks, on_data);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(engine->callbacks, on_frame);
-    nghttp2_session_callbacks_set_on_stream_close_callback(engine->callbacks, on_stream_close);
-    // Until the server's SETTINGS say otherwise, as many streams as we would open at most.
-    nghttp2_option_set_peer_max_concurrent_streams(engine->options, (uint32_t)engine->config.max_streams);
     return engine;
 }
 

@@ -1,5 +1,5 @@
-// libFuzzer target: the HTTP/2 engine's response path. A client session with the engine's own
-// callbacks (on_header, on_data, on_frame, on_stream_close) has three requests in flight, and
+// libFuzzer target: the HTTP/2 engine's response path. A client session made as the engine makes
+// its own (its callbacks, limits and SETTINGS) has three requests in flight, and
 // the fuzzer's bytes are what the server sends back, frames and all. Each request ends at most
 // once; an answer counted as received has a status of 200 to 599 and stays within the engine's
 // limits. Before fuzzing, fixed exchanges check what the engine makes of a malformed :status and
@@ -58,14 +58,9 @@ static request *new_request(int index) {
 /// request still open as a closed connection would.
 static void exchange(const uint8_t *data, size_t size) {
     if (!engine.callbacks) {
-        if (nghttp2_session_callbacks_new(&engine.callbacks) || nghttp2_option_new(&engine.options)) abort();
-        nghttp2_session_callbacks_set_on_header_callback(engine.callbacks, on_header);
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(engine.callbacks, on_data);
-        nghttp2_session_callbacks_set_on_frame_recv_callback(engine.callbacks, on_frame);
-        nghttp2_session_callbacks_set_on_stream_close_callback(engine.callbacks, on_stream_close);
-        nghttp2_option_set_peer_max_concurrent_streams(engine.options, 100);
         engine.config.max_streams = 100;
         engine.completion = on_complete;
+        if (session_configure(&engine) != 0) abort();
     }
     engine.scheduled = NULL;
     engine.dirty = NULL;
@@ -77,10 +72,7 @@ static void exchange(const uint8_t *data, size_t size) {
     c.state = READY;
     memset(completed, 0, sizeof completed);
     memset(results, 0, sizeof results);
-    if (nghttp2_session_client_new2(&c.session, engine.callbacks, &c, engine.options) != 0) abort();
-    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-                                         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_RESPONSE_HEADERS}};
-    nghttp2_submit_settings(c.session, NGHTTP2_FLAG_NONE, settings, 2);
+    if (session_open(&c) != 0) abort();
     for (int i = 0; i < REQUESTS; i++) {
         engine.outstanding++;
         if (start_stream(&c, new_request(i)) != 0) abort();
