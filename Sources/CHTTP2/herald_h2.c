@@ -1,9 +1,10 @@
 // The HTTP/2 engine: see include/herald_h2.h.
 //
 // Origins (host, port, client certificate) each own a queue of waiting requests and up to
-// max_connections_per_origin connections. A connection is resolved (on a thread of its own
-// unless the host is an IP literal), connected (non-blocking), handshaken (TLS, ALPN h2) and
-// then carries up to max_streams streams. Requests wait in their own origin's queue, never
+// max_connections_per_origin connections. A connection is resolved, and its origin's client
+// certificate read, on a thread of its own (neither is needed for an IP literal without a
+// certificate), connected (non-blocking), handshaken (TLS, ALPN h2) and then carries up to
+// max_streams streams. Requests wait in their own origin's queue, never
 // behind another origin's, and go out as streams when a connection has room. The frames a pass
 // produces for a connection leave in one TLS write (what corking does for libcurl).
 #define _GNU_SOURCE
@@ -137,14 +138,29 @@ typedef struct mailbox {
     int open;
 } mailbox;
 
+/// What a connection needs before it can connect, made on a thread of its own so that the loop
+/// never waits on a disk or a name server: its host's addresses and, for an origin with a
+/// client certificate, a TLS context made from the certificate's file when the file is new or
+/// has changed (a certificate renewed in place is read again for the next connection, as
+/// libcurl reads it for each).
 typedef struct resolution {
     struct resolution *next;
     mailbox *mailbox;
     struct connection *connection;  // NULL once its connection went away
     char *host;
     char service[8];
+    int numeric;  // the host is an IP literal: nothing to look up
     struct addrinfo *addresses;
     int error;
+    // The certificate's file, password and format, the CA file, and the file's modification
+    // time when the origin's context was made (zero: not yet).
+    char *certificate, *password, *ca_file;
+    int certificate_is_p12;
+    struct timespec known_modified;
+    // What reading it gave: a new context and the file's modification time, or why not.
+    SSL_CTX *tls;
+    struct timespec modified;
+    char tls_error[512];
 } resolution;
 
 enum state { RESOLVING, CONNECTING, HANDSHAKING, READY };
@@ -185,14 +201,12 @@ typedef struct origin {
     struct origin *next;
     char *host, *authority, *certificate, *password;
     int certificate_is_p12;
-    /// The certificate file's modification time when it was read: a file renewed in place is
-    /// read again for the next connection, as libcurl reads it for each.
+    /// The certificate file's modification time when its context was made (see resolution).
     struct timespec certificate_modified;
     int port;
     /// Whether only public addresses may be connected to.
     int guarded;
-    SSL_CTX *tls;  // the engine's, or one of its own for a client certificate
-    char *tls_error;  // why the certificate could not be used
+    SSL_CTX *tls;  // the engine's, or one of its own for a client certificate (NULL until made)
     list waiting;
     connection *connections;
     int connection_count;
@@ -223,8 +237,8 @@ struct herald_h2_engine {
 };
 
 static void connection_connect(struct connection *c);
-static SSL_CTX *client_tls_context(struct herald_h2_engine *engine, const char *file, int is_p12,
-                                   const char *password, char *error, size_t error_size);
+static SSL_CTX *client_tls_context(const char *ca_file, const char *file, int is_p12, const char *password,
+                                   char *error, size_t error_size);
 
 static int64_t now_ms(void) {
     struct timespec t;
@@ -312,6 +326,15 @@ static int watch(connection *c, uint32_t events) {
     return 0;
 }
 
+/// Stops watching a connection's socket, before it is closed. Closing alone would not do: a
+/// process forked at that moment holds the socket until its exec closes it, and epoll would go
+/// on reporting it, naming a connection already freed. DEL can fail only for a descriptor not in
+/// the set, and one whose events are set is in it.
+static void unwatch(connection *c) {
+    if (c->fd >= 0 && c->events) (void)epoll_ctl(c->engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
+    c->events = 0;
+}
+
 /// Closes a connection. Its streams fail with `outcome` and `message`; for HERALD_H2_NOT_HTTP2
 /// (nothing was sent), so do all the origin's waiting requests, to be sent another way.
 static void connection_close(connection *c, herald_h2_outcome outcome, const char *message) {
@@ -333,10 +356,8 @@ static void connection_close(connection *c, herald_h2_outcome outcome, const cha
     c->session = NULL;
     if (c->ssl) SSL_free(c->ssl);
     c->ssl = NULL;
-    if (c->fd >= 0) {
-        epoll_ctl(engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
-        close(c->fd);
-    }
+    unwatch(c);
+    if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     if (c->resolution) {
         pthread_mutex_lock(&c->resolution->mailbox->lock);
@@ -658,10 +679,9 @@ static int is_ip_literal(const char *host) {
 
 /// Gives up the address being connected to and connects to the name's next one (or fails).
 static void connection_try_next_address(connection *c) {
-    epoll_ctl(c->engine->epoll, EPOLL_CTL_DEL, c->fd, NULL);
+    unwatch(c);
     close(c->fd);
     c->fd = -1;
-    c->events = 0;
     connection_connect(c);
 }
 
@@ -680,21 +700,6 @@ static void connection_connected(connection *c) {
         return;
     }
     origin *o = c->origin;
-    struct stat file;
-    if (o->certificate && stat(o->certificate, &file) == 0 &&
-        (file.st_mtim.tv_sec != o->certificate_modified.tv_sec ||
-         file.st_mtim.tv_nsec != o->certificate_modified.tv_nsec)) {
-        char error[512];
-        SSL_CTX *renewed =
-            client_tls_context(c->engine, o->certificate, o->certificate_is_p12, o->password, error, sizeof error);
-        if (!renewed) {
-            connection_fail_opening(c, error);
-            return;
-        }
-        SSL_CTX_free(o->tls);  // its connections keep their own reference
-        o->tls = renewed;
-        o->certificate_modified = file.st_mtim;
-    }
     c->ssl = SSL_new(o->tls);
     if (!c->ssl) {
         connection_fail_opening(c, "out of memory");
@@ -767,6 +772,11 @@ static void connection_connect(connection *c) {
 
 static void resolution_free(resolution *job) {
     if (job->addresses) freeaddrinfo(job->addresses);
+    if (job->tls) SSL_CTX_free(job->tls);
+    if (job->password) OPENSSL_cleanse(job->password, strlen(job->password));
+    free(job->password);
+    free(job->certificate);
+    free(job->ca_file);
     free(job->host);
     free(job);
 }
@@ -782,9 +792,19 @@ static void mailbox_release_locked(mailbox *box) {
     }
 }
 
-static void *resolve(void *argument) {
+static void *prepare(void *argument) {
     resolution *job = argument;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+    struct stat file = {0};
+    if (job->certificate &&
+        (stat(job->certificate, &file) != 0 ? job->known_modified.tv_sec == 0 && job->known_modified.tv_nsec == 0
+                                            : file.st_mtim.tv_sec != job->known_modified.tv_sec ||
+                                                  file.st_mtim.tv_nsec != job->known_modified.tv_nsec)) {
+        job->tls = client_tls_context(job->ca_file, job->certificate, job->certificate_is_p12, job->password,
+                                      job->tls_error, sizeof job->tls_error);
+        job->modified = file.st_mtim;
+    }
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = job->numeric ? AI_NUMERICHOST : AI_ADDRCONFIG};
     job->error = getaddrinfo(job->host, job->service, &hints, &job->addresses);
     mailbox *box = job->mailbox;
     pthread_mutex_lock(&box->lock);
@@ -802,8 +822,17 @@ static void *resolve(void *argument) {
 
 static void resolved(resolution *job) {
     connection *c = job->connection;
+    origin *o = c->origin;
     c->resolution = NULL;
-    if (job->error) {
+    if (job->tls) {
+        if (o->tls) SSL_CTX_free(o->tls);  // its connections keep their own reference
+        o->tls = job->tls;
+        job->tls = NULL;
+        o->certificate_modified = job->modified;
+    }
+    if (job->tls_error[0]) {
+        connection_fail_opening(c, job->tls_error);
+    } else if (job->error) {
         char message[256];
         snprintf(message, sizeof message, "could not resolve %s: %s", c->origin->host, gai_strerror(job->error));
         connection_fail_opening(c, message);
@@ -834,21 +863,29 @@ static int connection_open(herald_h2_engine *engine, origin *o) {
     snprintf(c->address, sizeof c->address, "%s", o->authority);
     char service[8];
     snprintf(service, sizeof service, "%d", o->port);
-    // An IP literal needs no lookup.
+    // An IP literal needs no lookup: without a certificate to read, it connects now.
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
     struct addrinfo *addresses = NULL;
-    if (getaddrinfo(o->host, service, &hints, &addresses) == 0) {
+    int numeric = getaddrinfo(o->host, service, &hints, &addresses) == 0;
+    if (numeric && !o->certificate) {
         c->addresses = c->next_address = addresses;
         connection_connect(c);
         return c->origin != NULL;
     }
+    if (addresses) freeaddrinfo(addresses);
     resolution *job = calloc(1, sizeof *job);
-    if (!job || !(job->host = strdup(o->host))) {
-        free(job);
+    if (!job || !(job->host = strdup(o->host)) ||
+        (o->certificate && (!(job->certificate = strdup(o->certificate)) ||
+                            (o->password && !(job->password = strdup(o->password))) ||
+                            (engine->ca_file && !(job->ca_file = strdup(engine->ca_file)))))) {
+        if (job) resolution_free(job);
         connection_fail_opening(c, "out of memory");
         return 0;
     }
     memcpy(job->service, service, sizeof service);
+    job->numeric = numeric;
+    job->certificate_is_p12 = o->certificate_is_p12;
+    if (o->tls) job->known_modified = o->certificate_modified;
     job->mailbox = engine->mailbox;
     job->connection = c;
     c->resolution = job;
@@ -859,14 +896,14 @@ static int connection_open(herald_h2_engine *engine, origin *o) {
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);
     pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attributes, 256 * 1024);
-    if (pthread_create(&thread, &attributes, resolve, job) != 0) {
+    pthread_attr_setstacksize(&attributes, 512 * 1024);  // OpenSSL's PKCS#12 parsing among the rest
+    if (pthread_create(&thread, &attributes, prepare, job) != 0) {
         pthread_mutex_lock(&engine->mailbox->lock);
         engine->mailbox->references--;
         pthread_mutex_unlock(&engine->mailbox->lock);
         c->resolution = NULL;
         resolution_free(job);
-        connection_fail_opening(c, "could not start a thread to resolve the host name");
+        connection_fail_opening(c, "could not start a thread to resolve the host name and read the certificate");
     }
     pthread_attr_destroy(&attributes);
     return c->origin != NULL;
@@ -1039,7 +1076,6 @@ static void origin_free(herald_h2_engine *engine, origin *o) {
     free(o->certificate);
     if (o->password) OPENSSL_cleanse(o->password, strlen(o->password));
     free(o->password);
-    free(o->tls_error);
     free(o);
 }
 
@@ -1194,9 +1230,9 @@ static SSL_CTX *tls_context(const char *ca_file, char *error, size_t error_size)
     return tls;
 }
 
-static SSL_CTX *client_tls_context(herald_h2_engine *engine, const char *file, int is_p12, const char *password,
+static SSL_CTX *client_tls_context(const char *ca_file, const char *file, int is_p12, const char *password,
                                    char *error, size_t error_size) {
-    SSL_CTX *tls = tls_context(engine->ca_file, error, error_size);
+    SSL_CTX *tls = tls_context(ca_file, error, error_size);
     if (!tls) return NULL;
     int ok = 0;
     if (is_p12) {
@@ -1291,18 +1327,15 @@ static origin *find_origin(herald_h2_engine *engine, const char *host, size_t ho
     o->authority = strndup(authority, authority_length);
     o->certificate = certificate ? strdup(certificate) : NULL;
     o->password = password ? strdup(password) : NULL;
+    if (!o->host || !o->authority || (certificate && !o->certificate) || (password && !o->password)) {
+        origin_free(engine, o);
+        return NULL;
+    }
     o->port = port;
     o->guarded = guarded;
     o->certificate_is_p12 = is_p12;
-    if (certificate) {
-        char error[512];
-        struct stat file;
-        if (stat(certificate, &file) == 0) o->certificate_modified = file.st_mtim;
-        o->tls = client_tls_context(engine, certificate, is_p12, password, error, sizeof error);
-        if (!o->tls) o->tls_error = strdup(error);
-    } else {
-        o->tls = engine->tls;
-    }
+    // A client certificate's context is made off the loop, before the first connection.
+    if (!certificate) o->tls = engine->tls;
     o->next = engine->origins;
     engine->origins = o;
     return o;
@@ -1390,8 +1423,8 @@ void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *met
     }
     origin *o = find_origin(engine, host, host_length, port, authority, authority_length, certificate,
                             certificate_is_p12, certificate_password, guard_addresses);
-    if (!o || o->tls_error) {
-        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = o ? o->tls_error : "out of memory"};
+    if (!o) {
+        herald_h2_result result = {.outcome = HERALD_H2_OTHER, .message = "out of memory"};
         engine->completion(context, &result);
         return;
     }

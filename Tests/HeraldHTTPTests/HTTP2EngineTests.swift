@@ -6,8 +6,8 @@ import Synchronization
 import Testing
 
 /// What the HTTP/2 engine (nghttp2 over OpenSSL) does beside libcurl's work: a server without
-/// HTTP/2, client certificates, host names checked against the certificate, a name resolved on
-/// a thread of its own. The rest of its behaviour is the client's, proven in the other suites.
+/// HTTP/2, client certificates, host names checked against the certificate, a name resolved and
+/// a certificate read on a thread of its own. The rest of its behaviour is the client's, proven in the other suites.
 @Suite struct HTTP2EngineTests {
     private let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
         "herald-h2-\(UUID().uuidString)")
@@ -142,6 +142,48 @@ import Testing
         }
         #expect(error?.message.contains("client.pem") == true, "\(error?.message ?? "")")
         #expect(try await nginx.clientVerdicts() == ["SUCCESS"])
+    }
+
+    /// A certificate file is read on a thread of its own, never on the loop that carries every
+    /// other origin's requests: a file that blocks its reader (a FIFO no one writes to, a stuck
+    /// network disk) holds up its own origin's connection until the connect timeout, and nothing
+    /// else. Before, the loop itself waited in the read.
+    @Test func aCertificateFileThatBlocksHoldsUpOnlyItsOwnOrigin() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try #require(mkfifo(path("client.pem"), 0o600) == 0)
+        let nginx = try await NginxStandIn.start()
+        var configuration = HTTPClient.Configuration()
+        configuration.caBundle = nginx.caBundle
+        configuration.threads = 1
+        configuration.connectTimeout = .seconds(1)
+        let client = HTTPClient(configuration: configuration)
+        let released = Mutex(false)
+        // Whatever happens, the reader is let go after 20 s: a loop stuck in the read would
+        // otherwise hold the test for good.
+        let releaser = Task.detached { [path = path("client.pem")] in
+            try? await Task.sleep(for: .seconds(20))
+            released.withLock { $0 = true }
+            let fd = open(path, O_WRONLY | O_NONBLOCK)
+            if fd >= 0 { close(fd) }
+        }
+        let blocked = Task {
+            [request = request(nginx.baseURL, certificate: ClientCertificate(file: path("client.pem"), format: .pem))]
+            in
+            await client.send([request])[0]
+        }
+        try await Task.sleep(for: .milliseconds(200))  // its read under way
+        let healthy = try await client.send(request(nginx.baseURL))
+        #expect(healthy.status == 200)
+        #expect(!released.withLock { $0 }, "the other origin's request waited for the certificate's read")
+        guard case .failure(let error) = await blocked.value else {
+            Issue.record("a request whose certificate never came was answered")
+            return
+        }
+        #expect(error.message.contains("timed out after 1000 ms"), "\(error.message)")
+        releaser.cancel()
+        let fd = open(path("client.pem"), O_WRONLY | O_NONBLOCK)  // lets the reading thread end
+        if fd >= 0 { close(fd) }
     }
 
     private func openssl(_ arguments: [String]) async throws {
