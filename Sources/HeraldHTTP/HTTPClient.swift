@@ -59,6 +59,9 @@ public final class HTTPClient: Sendable {
         /// libcurl gets as many loops again, started on its first request, and as many more for
         /// its requests that may not reach private addresses, with the same connection limits.
         public var threads: Int = min(2, ProcessInfo.processInfo.activeProcessorCount)
+        /// Whether https requests go through the HTTP/2 engine. False sends every request through
+        /// libcurl, as behind an egress proxy: `herald-bench http --libcurl` compares the two.
+        public var usesHTTP2Engine = true
 
         public init() {}
     }
@@ -79,6 +82,8 @@ public final class HTTPClient: Sendable {
         self.curl = curl
         if let proxy = Self.egressProxy() {
             logger.info("requests go through the egress proxy \(proxy) with libcurl")
+            http2Loops = []
+        } else if !configuration.usesHTTP2Engine {
             http2Loops = []
         } else {
             var loops: [HTTP2Loop] = []

@@ -107,7 +107,7 @@ struct PathsBench: AsyncParsableCommand {
         for round in 1...rounds {
             var line: [String] = []
             for path in paths {
-                let cpu = Self.processCPU()
+                let cpu = processCPU()
                 let started = ContinuousClock.now
                 var sent = 0
                 for start in stride(from: 0, to: count, by: batch) {
@@ -116,7 +116,7 @@ struct PathsBench: AsyncParsableCommand {
                     }
                 }
                 let seconds = (ContinuousClock.now - started) / .seconds(1)
-                let micros = (Self.processCPU() - cpu) / Double(count) * 1e6
+                let micros = (processCPU() - cpu) / Double(count) * 1e6
                 guard sent == count else { throw ValidationError("\(path.name): \(count - sent) not sent") }
                 costs[path.name, default: []].append(micros)
                 line.append(
@@ -137,13 +137,5 @@ struct PathsBench: AsyncParsableCommand {
                         : "\(path.name) \(String(format: "%.1f", median(own))) µs (FCM \(String(format: "%+.1f", difference)))"
                 }.joined(separator: ", "))
         http.shutdown()
-    }
-
-    /// This process's CPU time so far (every thread, user and system), in seconds.
-    static func processCPU() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 }
