@@ -25,7 +25,8 @@ for target in $targets; do
   out=.build/fuzz/$target
   mkdir -p "$out/corpus"
   "$clang" -g -O1 -fuse-ld=lld -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I Sources/CHTTP2/include "Tests/Fuzz/fuzz_$target.c" -o "$out/fuzz" -lnghttp2 -lssl -lcrypto -lpthread
+    -I Sources/CHTTP2/include "Tests/Fuzz/fuzz_$target.c" Sources/CHTTP2/*.c -o "$out/fuzz" \
+    -lnghttp2 -lssl -lcrypto -lpthread
   echo "==> fuzzing $target for $seconds s"
   status=0
   (cd "$out" && ./fuzz -max_total_time="$seconds" -print_final_stats=1 corpus "../../../Tests/Fuzz/corpus/$target") \

@@ -4,7 +4,7 @@
 // once; an answer counted as received has a status of 200 to 599 and stays within the engine's
 // limits. Before fuzzing, fixed exchanges check what the engine makes of a malformed :status and
 // of trailers. Built and run by scripts/fuzz.sh.
-#include "../../Sources/CHTTP2/herald_h2.c"
+#include "../../Sources/CHTTP2/h2_internal.h"
 
 #define REQUESTS 3
 
@@ -60,7 +60,7 @@ static void exchange(const uint8_t *data, size_t size) {
     if (!engine.callbacks) {
         engine.config.max_streams = 100;
         engine.completion = on_complete;
-        if (session_configure(&engine) != 0) abort();
+        if (h2_session_configure(&engine) != 0) abort();
     }
     engine.scheduled = NULL;
     engine.dirty = NULL;
@@ -72,10 +72,10 @@ static void exchange(const uint8_t *data, size_t size) {
     c.state = READY;
     memset(completed, 0, sizeof completed);
     memset(results, 0, sizeof results);
-    if (session_open(&c) != 0) abort();
+    if (h2_session_open(&c) != 0) abort();
     for (int i = 0; i < REQUESTS; i++) {
         engine.outstanding++;
-        if (start_stream(&c, new_request(i)) != 0) abort();
+        if (h2_start_stream(&c, new_request(i)) != 0) abort();
     }
     const uint8_t *out;
     while (nghttp2_session_mem_send(c.session, &out) > 0) {
@@ -87,12 +87,12 @@ static void exchange(const uint8_t *data, size_t size) {
     while (c.streams.first) {
         request *r = c.streams.first;
         list_remove(&c.streams, r);
-        complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
+        h2_complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
     }
     while (o.waiting.first) {  // refused, to be sent again
         request *r = o.waiting.first;
         list_remove(&o.waiting, r);
-        complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
+        h2_complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
     }
     for (int i = 0; i < REQUESTS; i++)
         if (completed[i] != 1) abort();

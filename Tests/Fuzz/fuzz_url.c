@@ -1,7 +1,7 @@
-// libFuzzer target: the HTTP/2 engine's URL splitting (split_url), on any bytes. What it returns
+// libFuzzer target: the HTTP/2 engine's URL splitting (h2_split_url), on any bytes. What it returns
 // must lie within the URL, name a host and a port in range, and carry no user information.
 // Built and run by scripts/fuzz.sh.
-#include "../../Sources/CHTTP2/herald_h2.c"
+#include "../../Sources/CHTTP2/h2_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *url = malloc(size + 1);
@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *host, *authority, *path;
     size_t host_length, authority_length, path_length;
     int port;
-    if (split_url(url, &host, &host_length, &port, &authority, &authority_length, &path, &path_length) == 0) {
+    if (h2_split_url(url, &host, &host_length, &port, &authority, &authority_length, &path, &path_length) == 0) {
         if (host < url || host + host_length > url + end) abort();
         if (authority < url || authority + authority_length > url + end) abort();
         if (path < url || path + path_length > url + end) abort();

@@ -1,0 +1,268 @@
+// The HTTP/2 engine's own types and functions, shared by its files (the API is herald_h2.h).
+#ifndef HERALD_H2_INTERNAL_H
+#define HERALD_H2_INTERNAL_H
+#define _GNU_SOURCE
+#include "herald_h2.h"
+#include "herald_address.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/pkcs12.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/// A request whose stream the server refused unprocessed (past a GOAWAY's last stream, or
+/// REFUSED_STREAM) is sent again, on whichever connection has room, until it has been refused
+/// this many times; then it fails as a connection error.
+#define MAX_REFUSALS 5
+/// How often requests' deadlines and connections' stalls are looked at.
+#define SWEEP_MS 20
+/// What one response may bring, at most: a push service answers in a few hundred bytes, and a
+/// server that sends more (a Web Push endpoint is anyone's) gets its stream reset.
+#define MAX_RESPONSE_HEADERS (64 * 1024)
+#define MAX_RESPONSE_BODY (1024 * 1024)
+/// Bytes read from one connection per event before the others get their turn.
+#define READ_BUDGET (1024 * 1024)
+/// After a connection could not be opened while the origin has others, the next attempt waits
+/// this long (the others carry its requests meanwhile).
+#define REOPEN_PAUSE_MS 1000
+
+typedef struct buffer {
+    uint8_t *bytes;
+    size_t length, capacity;
+} buffer;
+
+static inline int buffer_append(buffer *b, const void *bytes, size_t length) {
+    if (b->length + length > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 256;
+        while (capacity < b->length + length) capacity *= 2;
+        uint8_t *grown = realloc(b->bytes, capacity);
+        if (!grown) return -1;
+        b->bytes = grown;
+        b->capacity = capacity;
+    }
+    memcpy(b->bytes + b->length, bytes, length);
+    b->length += length;
+    return 0;
+}
+
+struct connection;
+struct origin;
+
+typedef struct request {
+    struct request *next, *previous;  // in its origin's queue, or its connection's streams
+    struct connection *connection;  // while it is a stream
+    int32_t stream_id;
+    void *context;
+    nghttp2_nv *fields;
+    size_t field_count;
+    const uint8_t *body;
+    size_t body_length, body_sent;
+    long timeout_ms;
+    int64_t deadline;
+    int refusals;
+    int status;
+    int opened_connection;
+    /// The server ended the stream (END_STREAM), so the body is whole.
+    int ended;
+    /// The final response's header block is complete: header fields after it are trailers.
+    int answered;
+    /// Why the stream was reset by us, if it was (the response was too large, or broke HTTP/2's
+    /// rules), and nghttp2's word for it, if any.
+    const char *reset_reason, *reset_detail;
+    buffer headers, response;
+} request;
+
+typedef struct list {
+    request *first, *last;
+    size_t count;
+} list;
+
+static inline void list_append(list *l, request *r) {
+    r->next = NULL;
+    r->previous = l->last;
+    if (l->last) l->last->next = r; else l->first = r;
+    l->last = r;
+    l->count++;
+}
+
+static inline void list_prepend(list *l, request *r) {
+    r->previous = NULL;
+    r->next = l->first;
+    if (l->first) l->first->previous = r; else l->last = r;
+    l->first = r;
+    l->count++;
+}
+
+static inline void list_remove(list *l, request *r) {
+    if (r->previous) r->previous->next = r->next; else l->first = r->next;
+    if (r->next) r->next->previous = r->previous; else l->last = r->previous;
+    r->next = r->previous = NULL;
+    l->count--;
+}
+
+/// Where name resolutions done on their own threads come back. Shared with those threads, and
+/// freed by whichever lets go last (the engine may be freed while a lookup still runs).
+typedef struct mailbox {
+    pthread_mutex_t lock;
+    struct resolution *done;
+    int wake;  // the engine's eventfd, closed with the mailbox
+    int references;
+    int open;
+} mailbox;
+
+/// What a connection needs before it can connect, made on a thread of its own so that the loop
+/// never waits on a disk or a name server: its host's addresses and, for an origin with a
+/// client certificate, a TLS context made from the certificate's file when the file is new or
+/// has changed (a certificate renewed in place is read again for the next connection, as
+/// libcurl reads it for each).
+typedef struct resolution {
+    struct resolution *next;
+    mailbox *mailbox;
+    struct connection *connection;  // NULL once its connection went away
+    char *host;
+    char service[8];
+    int numeric;  // the host is an IP literal: nothing to look up
+    struct addrinfo *addresses;
+    int error;
+    // The certificate's file, password and format, the CA file, and the file's modification
+    // time when the origin's context was made (zero: not yet).
+    char *certificate, *password, *ca_file;
+    int certificate_is_p12;
+    struct timespec known_modified;
+    // What reading it gave: a new context and the file's modification time, or why not.
+    SSL_CTX *tls;
+    struct timespec modified;
+    char tls_error[512];
+} resolution;
+
+enum state { RESOLVING, CONNECTING, HANDSHAKING, READY };
+
+typedef struct connection {
+    struct connection *next;  // in its origin's connections, then in the engine's dead ones
+    struct herald_h2_engine *engine;
+    struct origin *origin;  // NULL once closed
+    enum state state;
+    int fd;
+    SSL *ssl;
+    nghttp2_session *session;
+    resolution *resolution;
+    struct addrinfo *addresses, *next_address;
+    int64_t connect_deadline;
+    /// When the address being connected to is given up for the next one, if there is one (a
+    /// name with an IPv6 address whose path drops packets still reaches its IPv4 one).
+    int64_t attempt_deadline;
+    list streams;
+    /// No new streams: a GOAWAY came, or stream ids ran out.
+    int draining;
+    int opened_reported;
+    uint32_t events;  // what epoll watches for
+    int dirty;        // has frames to send
+    struct connection *next_dirty;
+    buffer output;
+    size_t output_sent;
+    int64_t last_received, waiting_since, ping_sent;
+    char address[64];
+    /// Why nghttp2 ended the session, if it did (the GOAWAY it sent).
+    char protocol_error[160];
+    /// On a guarded origin: the kind of the last address refused (HERALD_ADDRESS_PUBLIC: none).
+    int refused_kind;
+    char refused_address[INET6_ADDRSTRLEN];
+} connection;
+
+typedef struct origin {
+    struct origin *next;
+    char *host, *authority, *certificate, *password;
+    int certificate_is_p12;
+    /// The certificate file's modification time when its context was made (see resolution).
+    struct timespec certificate_modified;
+    int port;
+    /// Whether only public addresses may be connected to.
+    int guarded;
+    SSL_CTX *tls;  // the engine's, or one of its own for a client certificate (NULL until made)
+    list waiting;
+    connection *connections;
+    int connection_count;
+    int64_t reopen_after;
+    int scheduled;
+    struct origin *next_scheduled;
+} origin;
+
+struct herald_h2_engine {
+    herald_h2_config config;
+    char *ca_file;
+    herald_h2_completion completion;
+    nghttp2_session_callbacks *callbacks;
+    nghttp2_option *options;
+    int epoll;
+    mailbox *mailbox;
+    SSL_CTX *tls;
+    origin *origins;
+    origin *scheduled;
+    connection *dirty;
+    connection *dead;
+    /// Connections open or opening, for trusted and for guarded origins: each class has the
+    /// whole limit, so that connections to browsers' push services never take FCM's or APNs'.
+    int connection_count[2];
+    /// Requests submitted and not completed: while there are any, deadlines are swept.
+    size_t outstanding;
+    int64_t next_sweep;
+};
+
+static inline int64_t now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+// url.c
+int h2_split_url(const char *url, const char **host, size_t *host_length, int *port, const char **authority,
+                 size_t *authority_length, const char **path, size_t *path_length);
+int h2_fields_fit(const char *fields, size_t length, size_t count);
+int h2_is_connection_specific(const char *name, size_t length);
+// tls.c
+void h2_tls_failure(char *into, size_t size, const char *what, SSL *ssl);
+SSL_CTX *h2_tls_context(const char *ca_file, char *error, size_t error_size);
+SSL_CTX *h2_client_tls_context(const char *ca_file, const char *file, int is_p12, const char *password,
+                               char *error, size_t error_size);
+// prepare.c
+void h2_resolution_free(resolution *job);
+void h2_mailbox_release_locked(mailbox *box);
+void *h2_prepare(void *argument);
+void h2_drain_mailbox(herald_h2_engine *engine);
+// session.c
+int h2_start_stream(connection *c, request *r);
+size_t h2_stream_limit(connection *c);
+int h2_session_configure(herald_h2_engine *engine);
+int h2_session_open(connection *c);
+// connection.c
+void h2_connection_close(connection *c, herald_h2_outcome outcome, const char *message);
+void h2_connection_fail_opening(connection *c, const char *message);
+void h2_connection_try_next_address(connection *c);
+void h2_connection_prepared(resolution *job);
+int h2_connection_open(herald_h2_engine *engine, origin *o);
+void h2_connection_flush(connection *c);
+void h2_connection_event(connection *c, uint32_t events);
+// herald_h2.c
+void h2_complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message);
+void h2_fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,
+                     const connection *refusal);
+void h2_schedule(herald_h2_engine *engine, origin *o);
+void h2_mark_dirty(connection *c);
+
+#endif
