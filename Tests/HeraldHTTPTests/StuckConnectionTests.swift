@@ -118,16 +118,11 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         let sent = ContinuousClock.now
         let fresh = outcomes(await client.send(Array(repeating: request, count: 50)))
         let took = ContinuousClock.now - sent
-        // None is lost: each is answered, or ends retryable at its timeout.
-        #expect(fresh.allSatisfy { $0.isSuccessOrRetryable }, "\(fresh)")
-        // Known, and left to #43 (the HTTP client proven against hostile servers): in some runs,
-        // one or two of the 50 (two, once, even with this suite running apart) are not answered
-        // and end at their 60 s timeout while the rest are answered within seconds. Until that is
-        // found, it is recorded here rather than failing the run.
-        withKnownIssue("one fresh request sometimes waits for its timeout (#43)", isIntermittent: true) {
-            #expect(fresh.allSatisfy { $0 == .success(200) }, "\(fresh)")
-            #expect(took < .seconds(40), "took \(took)")
-        }
+        // Each is answered. (Some once waited for their timeout: the slow server's listen
+        // backlog of 5 overflowed under nginx's 50 connections at once, and the kernel dropped
+        // handshakes; scripts/lib/slow-server.py now keeps 1,024.)
+        #expect(fresh.allSatisfy { $0 == .success(200) }, "\(fresh)")
+        #expect(took < .seconds(40), "took \(took)")
 
         let stats = try await stuckRelay.stats()
         #expect(stats.connections >= 2, "no new connection was opened: \(stats)")

@@ -30,8 +30,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    # nginx opens a connection for each request it passes on (no keepalive upstream): 50 at once
+    # overflowed the default backlog of 5, and a connection whose handshake the kernel dropped
+    # waited for retransmits, sometimes past the request's timeout.
+    request_queue_size = 1024
+
+
+server = Server(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 sys.stdout.close()
 server.serve_forever()
