@@ -219,6 +219,9 @@ let package = Package(
             dependencies: [
                 "HeraldPostgres", "HeraldQueue", "HeraldSchema", "HeraldCrypto", "HeraldFCM",
                 .product(name: "FlyingFox", package: "FlyingFox"),
+                // The hostile HTTP/2 server, which writes its frames by hand over TLS.
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(
@@ -241,9 +244,6 @@ let package = Package(
             name: "HeraldHTTPTests",
             dependencies: [
                 "HeraldHTTP", "CHTTP2", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox"),
-                // The hostile HTTP/2 server, which writes its frames by hand over TLS.
-                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(

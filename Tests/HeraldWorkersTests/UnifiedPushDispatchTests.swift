@@ -37,6 +37,46 @@ import Testing
         return subscription.endpoint
     }
 
+    /// A distributor is a server anyone can run: each attack of `HostileHTTP2Server` behind a
+    /// phone's endpoint leaves that phone's delivery waiting for its retry, with the reason in
+    /// words, and the user's other phones (a healthy distributor, FCM) get theirs in the same
+    /// pass. (The window that never opens is left to `HostileServerTests`: the first request on
+    /// a connection is answered before the server's SETTINGS shut it.)
+    @Test func aHostileDistributorFailsOnlyItsOwnPhone() async throws {
+        var servers: [HostileHTTP2Server] = []
+        for attack in HostileHTTP2Server.Attack.allCases where attack != .windowNeverOpens {
+            servers.append(try await HostileHTTP2Server.start(attack))
+        }
+        let f = try await WorkerFixture.make(webPush: true, alsoTrusting: [servers[0].caBundle])
+        try await unifiedPushApp(f)
+        try await registerPhone(f, "fairphone")
+        try await f.register("pixel", "android")
+        for server in servers {
+            // A subscription's keys, at the hostile server's address.
+            let subscription = try await f.emulator.subscribe(
+                base: try #require(f.pushService).baseURL, applicationServerKey: try #require(f.vapid).publicKey)
+            let json = subscription.json.replacingOccurrences(
+                of: try #require(f.pushService).baseURL, with: server.baseURL)
+            try await f.db.query(
+                "SELECT herald.register_device('shop', $1, 'android', $2, 'alice', 'unifiedpush')",
+                [server.attack.rawValue, json])
+        }
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped')")
+        try await f.ingest()
+        try await f.dispatch()
+
+        #expect(try await f.delivery(of: "fairphone").state == "sent")
+        #expect(try await f.delivery(of: "pixel").state == "sent")
+        for server in servers {
+            let delivery = try await f.delivery(of: server.attack.rawValue)
+            #expect(delivery.state == "queued", "\(server.attack): \(delivery)")
+            #expect(
+                delivery.error?.hasPrefix("push service unreachable: ") == true && (delivery.error?.count ?? 0) > 40,
+                "\(server.attack): \(delivery)")
+        }
+        for server in servers { await server.stop() }
+    }
+
     @Test func aPhoneGetsTheAndroidDataDocumentFromItsDistributor() async throws {
         let f = try await WorkerFixture.make(webPush: true)
         try await unifiedPushApp(f)

@@ -14,7 +14,8 @@ import Testing
 /// service and APNs are reachable over TLS and HTTP/2 through nginx; with `webPush`, `shop`
 /// has a VAPID key; with `apns`, it sends iOS straight to APNs with a key of team
 /// `TEAM123456` for bundle `com.example.shop` (or, with `apnsCertificate`, that push
-/// certificate, which the front checks).
+/// certificate, which the front checks). `alsoTrusting`: CA files the HTTP client trusts besides
+/// the front's (other TLS servers').
 struct WorkerFixture {
     let emulator: Emulator
     let db: PostgresConnection
@@ -32,7 +33,7 @@ struct WorkerFixture {
 
     static func make(
         clock: any WallClock = SystemClock(), webPush: Bool = false, apns: Bool = false,
-        apnsCertificate: SecretFile? = nil, unifiedPush: Bool = true
+        apnsCertificate: SecretFile? = nil, unifiedPush: Bool = true, alsoTrusting: [String] = []
     ) async throws -> WorkerFixture {
         let emulator = try await Emulator.start()
         let account = try await emulator.makeServiceAccount(projectID: "shop-prod")
@@ -53,6 +54,15 @@ struct WorkerFixture {
         if webPush || apns || apnsCertificate != nil {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
             http.caBundle = front.caBundle
+            if !alsoTrusting.isEmpty {
+                // Each server's self-signed certificate, in one bundle.
+                let bundle = front.directory.appendingPathComponent("bundle.pem")
+                let certificates = try ([front.caBundle] + alsoTrusting).map {
+                    try String(contentsOfFile: $0, encoding: .utf8)
+                }
+                try certificates.joined().write(to: bundle, atomically: true, encoding: .utf8)
+                http.caBundle = bundle.path
+            }
             providers.apnsEndpoint = front.baseURL
             providers.apnsChannelsEndpoint = front.baseURL
             pushService = front

@@ -1,5 +1,4 @@
 import Foundation
-import HeraldTestSupport
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -8,8 +7,8 @@ import Synchronization
 /// An HTTP/2 server over TLS that breaks the protocol on purpose. It writes its frames by hand,
 /// byte by byte, so that no library stands between a malformed frame and the client: what a
 /// push service anyone can run (a Web Push endpoint, a UnifiedPush distributor) could send.
-final class HostileHTTP2Server: Sendable {
-    enum Attack: String, CaseIterable, Sendable {
+public final class HostileHTTP2Server: Sendable {
+    public enum Attack: String, CaseIterable, Sendable {
         /// A response's HEADERS followed by CONTINUATION frames without end.
         case continuationFlood
         /// One large header field added to the decoder's dynamic table, then referenced by
@@ -41,16 +40,16 @@ final class HostileHTTP2Server: Sendable {
         case garbageAfterPreface
     }
 
-    let attack: Attack
-    let port: Int
+    public let attack: Attack
+    public let port: Int
     /// The certificate to trust (it names 127.0.0.1 and localhost).
-    let caBundle: String
+    public let caBundle: String
     private let channel: any Channel
     private let accepted: ConnectionCount
 
     /// Connections accepted so far.
-    var connections: Int { accepted.value.load(ordering: .relaxed) }
-    var baseURL: String { "https://127.0.0.1:\(port)" }
+    public var connections: Int { accepted.value.load(ordering: .relaxed) }
+    public var baseURL: String { "https://127.0.0.1:\(port)" }
 
     private init(attack: Attack, port: Int, caBundle: String, channel: any Channel, accepted: ConnectionCount) {
         self.attack = attack
@@ -60,7 +59,7 @@ final class HostileHTTP2Server: Sendable {
         self.accepted = accepted
     }
 
-    static func start(_ attack: Attack) async throws -> HostileHTTP2Server {
+    public static func start(_ attack: Attack) async throws -> HostileHTTP2Server {
         let identity = try await Identity.shared()
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(identity.certificate).map { .certificate($0) },
@@ -85,7 +84,7 @@ final class HostileHTTP2Server: Sendable {
             accepted: accepted)
     }
 
-    func stop() async {
+    public func stop() async {
         try? await channel.close()
     }
 
