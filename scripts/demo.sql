@@ -82,7 +82,7 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-matepad', 'harmony', 'M
 \endif
 
 -- Alice's old phone runs without Google's services and receives through a UnifiedPush
--- distributor (run-local.sh turns HERALD_UNIFIEDPUSH on, and the emulator stands in for it).
+-- distributor (the emulator stands in for it).
 \if :{?distributor}
 INSERT INTO herald.app_unifiedpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
 VALUES ('demo-shop', :'vapid_key_file', 'mailto:push@demo-shop.example', '{127.0.0.1}', true)

@@ -87,7 +87,6 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   # emulator's push service, behind the same front, stands in for the distributor).
   distributor=$(curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/subscriptions" \
     -d "{\"base\": \"https://127.0.0.1:$push_port\", \"application_server_key\": \"$vapid_public\"}")
-  export HERALD_UNIFIEDPUSH=true
   # A Huawei app's client secret, which the emulator's Push Kit trusts for its client id.
   printf 'demo-hms-secret\n' >.herald-local/hms.secret
   chmod 600 .herald-local/hms.secret

@@ -50,9 +50,9 @@ public struct Configuration: Sendable {
     /// A stand-in's base URL for a provider, by its name (`hms=http://127.0.0.1:8089`): for the
     /// providers without a setting of their own.
     public var providerEndpoints: [String: String] = [:]
-    /// Whether it sends to UnifiedPush distributors, servers anyone can run: off until Herald's
-    /// HTTP client is proven against hostile servers.
-    public var unifiedPush = false
+    /// Whether it sends to UnifiedPush distributors, servers anyone can run (a hostile one fails
+    /// only its own phones' deliveries: `HostileServerTests`). Default on.
+    public var unifiedPush = true
     /// Sends per second per FCM project, for every daemon on the database together.
     public var fcmRateLimit: Double = FCMQuota.defaultRate
     /// Where the HTTP endpoint (reports, pending fetch, health) listens; nil: turned off.

@@ -14,9 +14,9 @@ extension ConfigurationScope {
 /// encrypted per RFC 8291, VAPID per RFC 8292) with the app's VAPID key, to the distributors its
 /// policy accepts (`herald.app_unifiedpush`).
 ///
-/// A distributor is a server anyone can run: until Herald's HTTP client is proven against
-/// hostile servers, a daemon sends through UnifiedPush only with `HERALD_UNIFIEDPUSH=true`; without
-/// it, these deliveries wait, saying so, for a daemon that has it on.
+/// A distributor is a server anyone can run: a hostile one fails only its own phones'
+/// deliveries, each with its reason. An operator may still turn UnifiedPush off
+/// (`HERALD_UNIFIEDPUSH=false`); these deliveries then wait, saying so, for a daemon that has it on.
 struct UnifiedPushRoute: ProviderRoute {
     static let name = "unifiedpush"
     static let displayName = "UnifiedPush"
