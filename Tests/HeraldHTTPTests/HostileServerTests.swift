@@ -10,8 +10,9 @@ import Testing
         var configuration = HTTPClient.Configuration()
         configuration.caBundle = caBundle
         configuration.threads = 1  // every connection on one engine thread: the harshest case
-        configuration.timeout = .seconds(3)
-        configuration.connectTimeout = .seconds(1)
+        // Generous: under the sanitizers, with the suite beside it, a handshake has taken over 1 s.
+        configuration.timeout = .seconds(8)
+        configuration.connectTimeout = .seconds(4)
         return HTTPClient(configuration: configuration)
     }
 
@@ -32,7 +33,7 @@ import Testing
         case .pingFlood, .settingsFlood: (.connection, "Flooding was detected")
         case .refusedEveryStream, .goawayLoop: (.connection, "the server refused the request 5 times")
         case .resetsForUnopenedStreams: (.connection, "PROTOCOL_ERROR: RST_STREAM: stream in idle")
-        case .handshakeNeverCompletes: (.connection, "timed out after 1000 ms")
+        case .handshakeNeverCompletes: (.connection, "timed out after 4000 ms")
         case .garbageAfterPreface: (.connection, "FRAME_SIZE_ERROR")
         case .windowNeverOpens: (.timeout, "the server's flow-control window left no room for the request's body")
         }
@@ -67,7 +68,9 @@ import Testing
         let client = client(trusting: server.caBundle)
         #expect(try await client.send(Self.request(server.baseURL)).status == 200)
         let (kind, words) = Self.expected(.windowNeverOpens)
-        for result in await client.send(Array(repeating: Self.request(server.baseURL), count: 2)) {
+        var held = Self.request(server.baseURL)
+        held.timeout = .seconds(3)
+        for result in await client.send(Array(repeating: held, count: 2)) {
             guard case .failure(let error) = result else {
                 Issue.record("answered \(result)")
                 continue
@@ -150,7 +153,11 @@ import Testing
                 percentile(calm, 0.5), percentile(calm, 0.99), percentile(attacked, 0.5), percentile(attacked, 0.99),
                 before >> 20, peak >> 20))
         // Bounded: the attacks send far more than this (an endless body, endless floods).
-        #expect(peak - before < 256 << 20, "resident memory grew by \(peak - before >> 20) MiB")
+        // AddressSanitizer holds freed memory in quarantine (256 MiB by default), so under
+        // scripts/sanitize.sh the figure is printed, not judged.
+        if ProcessInfo.processInfo.environment["ASAN_OPTIONS"] == nil {
+            #expect(peak - before < 256 << 20, "resident memory grew by \(peak - before >> 20) MiB")
+        }
         for server in servers { await server.stop() }
     }
 
