@@ -168,7 +168,7 @@ static void connection_connected(connection *c) {
         return;
     }
     origin *o = c->origin;
-    c->ssl = SSL_new(o->tls);
+    c->ssl = o->tls ? SSL_new(o->tls) : NULL;
     if (!c->ssl) {
         h2_connection_fail_opening(c, "out of memory");
         return;
@@ -244,6 +244,7 @@ void h2_connection_prepared(resolution *job) {
     connection *c = job->connection;
     origin *o = c->origin;
     c->resolution = NULL;
+    if (job->reading_for) o->reading = 0;
     if (job->tls) {
         if (o->tls) SSL_CTX_free(o->tls);  // its connections keep their own reference
         o->tls = job->tls;
@@ -287,7 +288,16 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
     struct addrinfo *addresses = NULL;
     int numeric = getaddrinfo(o->host, service, &hints, &addresses) == 0;
-    if (numeric && !o->certificate) {
+    int read_certificate = o->certificate && !o->reading;
+    if (o->certificate && !read_certificate && !o->tls) {
+        if (addresses) freeaddrinfo(addresses);
+        char message[300];
+        snprintf(message, sizeof message,
+                 "the client certificate %s is still being read (an earlier read has not come back)", o->certificate);
+        h2_connection_fail_opening(c, message);
+        return 0;
+    }
+    if (numeric && !read_certificate) {
         c->addresses = c->next_address = addresses;
         connection_connect(c);
         return c->origin != NULL;
@@ -295,7 +305,7 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
     if (addresses) freeaddrinfo(addresses);
     resolution *job = calloc(1, sizeof *job);
     if (!job || !(job->host = strdup(o->host)) ||
-        (o->certificate && (!(job->certificate = strdup(o->certificate)) ||
+        (read_certificate && (!(job->certificate = strdup(o->certificate)) ||
                             (o->password && !(job->password = strdup(o->password))) ||
                             (engine->ca_file && !(job->ca_file = strdup(engine->ca_file)))))) {
         if (job) h2_resolution_free(job);
@@ -305,7 +315,12 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
     memcpy(job->service, service, sizeof service);
     job->numeric = numeric;
     job->certificate_is_p12 = o->certificate_is_p12;
-    if (o->tls) job->known_modified = o->certificate_modified;
+    job->has_context = o->tls != NULL;
+    job->known_modified = o->certificate_modified;
+    if (read_certificate) {
+        job->reading_for = o;
+        o->reading = 1;
+    }
     job->mailbox = engine->mailbox;
     job->connection = c;
     c->resolution = job;
@@ -322,6 +337,7 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
         engine->mailbox->references--;
         pthread_mutex_unlock(&engine->mailbox->lock);
         c->resolution = NULL;
+        if (job->reading_for) o->reading = 0;
         h2_resolution_free(job);
         h2_connection_fail_opening(c, "could not start a thread to resolve the host name and read the certificate");
     }

@@ -140,11 +140,14 @@ typedef struct resolution {
     int numeric;  // the host is an IP literal: nothing to look up
     struct addrinfo *addresses;
     int error;
-    // The certificate's file, password and format, the CA file, and the file's modification
-    // time when the origin's context was made (zero: not yet).
+    // The certificate to read, if this job reads it (a copy of the origin's file, password and
+    // format, and the CA file), and the file's modification time when the origin's context was
+    // made, if it has one.
     char *certificate, *password, *ca_file;
-    int certificate_is_p12;
+    int certificate_is_p12, has_context;
     struct timespec known_modified;
+    // The origin whose certificate it reads (see origin.reading).
+    struct origin *reading_for;
     // What reading it gave: a new context and the file's modification time, or why not.
     SSL_CTX *tls;
     struct timespec modified;
@@ -195,6 +198,10 @@ typedef struct origin {
     /// Whether only public addresses may be connected to.
     int guarded;
     SSL_CTX *tls;  // the engine's, or one of its own for a client certificate (NULL until made)
+    /// A read of its certificate is out on a thread. One at a time: a file that blocks its
+    /// reader (a FIFO, a hung network mount) then holds one thread, not one per connection
+    /// attempt; and the origin is kept until the read comes back.
+    int reading;
     list waiting;
     connection *connections;
     int connection_count;

@@ -131,7 +131,7 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
     // the hosts in use, and a client certificate is read again (renewed, or readable again).
     for (origin **link = &engine->origins; *link;) {
         origin *o = *link;
-        if (!o->connections && !o->waiting.first && !o->scheduled) {
+        if (!o->connections && !o->waiting.first && !o->scheduled && !o->reading) {
             *link = o->next;
             origin_free(engine, o);
         } else {
@@ -177,7 +177,8 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
                 char message[192];
                 // A body the server never gave room to is the server's doing, not the network's.
                 int shut = r->body_sent < r->body_length &&
-                           nghttp2_session_get_stream_remote_window_size(c->session, r->stream_id) <= 0;
+                           (nghttp2_session_get_stream_remote_window_size(c->session, r->stream_id) == 0 ||
+                            nghttp2_session_get_remote_window_size(c->session) == 0);
                 snprintf(message, sizeof message, "no answer within %ld ms%s", r->timeout_ms,
                          shut ? " (the server's flow-control window left no room for the request's body)" : "");
                 h2_complete(engine, r, HERALD_H2_TIMEOUT, message);

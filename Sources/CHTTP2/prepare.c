@@ -27,10 +27,13 @@ void h2_mailbox_release_locked(mailbox *box) {
 void *h2_prepare(void *argument) {
     resolution *job = argument;
     struct stat file = {0};
+    // Read when there is no context yet, or the file changed; a file that cannot be looked at
+    // leaves the context it gave (it may be back), or fails with why it cannot be read.
     if (job->certificate &&
-        (stat(job->certificate, &file) != 0 ? job->known_modified.tv_sec == 0 && job->known_modified.tv_nsec == 0
-                                            : file.st_mtim.tv_sec != job->known_modified.tv_sec ||
-                                                  file.st_mtim.tv_nsec != job->known_modified.tv_nsec)) {
+        (!job->has_context || (stat(job->certificate, &file) == 0 &&
+                               (file.st_mtim.tv_sec != job->known_modified.tv_sec ||
+                                file.st_mtim.tv_nsec != job->known_modified.tv_nsec)))) {
+        if (!job->has_context) stat(job->certificate, &file);
         job->tls = h2_client_tls_context(job->ca_file, job->certificate, job->certificate_is_p12, job->password,
                                          job->tls_error, sizeof job->tls_error);
         job->modified = file.st_mtim;
@@ -40,7 +43,9 @@ void *h2_prepare(void *argument) {
     job->error = getaddrinfo(job->host, job->service, &hints, &job->addresses);
     mailbox *box = job->mailbox;
     pthread_mutex_lock(&box->lock);
-    if (box->open && job->connection) {
+    // Back to the loop while it runs: to its connection, or, if that went away, to let its
+    // origin read the certificate again.
+    if (box->open && (job->connection || job->reading_for)) {
         job->next = box->done;
         box->done = job;
         uint64_t one = 1;
@@ -64,6 +69,7 @@ void h2_drain_mailbox(herald_h2_engine *engine) {
         if (done->connection) {
             h2_connection_prepared(done);
         } else {
+            if (done->reading_for) done->reading_for->reading = 0;
             h2_resolution_free(done);
         }
         done = next;

@@ -103,8 +103,10 @@ static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, v
     if (frame->hd.type != NGHTTP2_GOAWAY) return 0;
     connection *c = user_data;
     const nghttp2_goaway *goaway = &frame->goaway;
-    size_t length = (size_t)snprintf(c->protocol_error, sizeof c->protocol_error, "%s%s",
-                                     nghttp2_http2_strerror(goaway->error_code), goaway->opaque_data_len ? ": " : "");
+    int written = snprintf(c->protocol_error, sizeof c->protocol_error, "%s%s",
+                           nghttp2_http2_strerror(goaway->error_code), goaway->opaque_data_len ? ": " : "");
+    size_t length = written < 0 ? 0 : (size_t)written;
+    if (length > sizeof c->protocol_error - 1) length = sizeof c->protocol_error - 1;
     for (size_t i = 0; i < goaway->opaque_data_len && length + 1 < sizeof c->protocol_error; i++) {
         uint8_t byte = goaway->opaque_data[i];
         c->protocol_error[length++] = byte >= 0x20 && byte < 0x7f ? (char)byte : '?';

@@ -127,6 +127,25 @@ public final class HostileHTTP2Server: Sendable {
     }
 }
 
+extension HostileHTTP2Server.Attack {
+    /// Words of the reason Herald's HTTP client gives a request this attack failed. A handshake
+    /// never answered ends at a timeout, whose words depend on the client's settings: empty.
+    public var reason: String {
+        switch self {
+        case .continuationFlood: "Too many CONTINUATION frames"
+        case .hpackBomb, .oversizedHeaderBlock: "the response's header fields exceed 64 KiB"
+        case .endlessData: "the response's body exceeds 1 MiB"
+        case .statusNotThreeDigits: "the server's response broke HTTP/2's rules"
+        case .pingFlood, .settingsFlood: "Flooding was detected"
+        case .refusedEveryStream, .goawayLoop: "the server refused the request 5 times"
+        case .resetsForUnopenedStreams: "PROTOCOL_ERROR: RST_STREAM: stream in idle"
+        case .handshakeNeverCompletes: ""
+        case .garbageAfterPreface: "FRAME_SIZE_ERROR"
+        case .windowNeverOpens: "the server's flow-control window left no room for the request's body"
+        }
+    }
+}
+
 /// Connections accepted, counted by the bootstrap's initializer and read by the tests.
 private final class ConnectionCount: Sendable {
     let value = Atomic<Int>(0)

@@ -145,34 +145,54 @@ import Testing
     }
 
     /// A certificate file is read on a thread of its own, never on the loop that carries every
-    /// other origin's requests: a file that blocks its reader (a FIFO no one writes to, a stuck
-    /// network disk) holds up its own origin's connection until the connect timeout, and nothing
-    /// else. Before, the loop itself waited in the read.
+    /// other origin's requests: a file that blocks its reader (a FIFO no one writes to, a hung
+    /// network mount) holds up its own origin's connection until the connect timeout, and
+    /// nothing else. And one read at a time: while it blocks, the origin's next connection fails
+    /// at once, saying so, rather than leaving another thread stuck. Before, the loop itself
+    /// waited in the read.
     @Test func aCertificateFileThatBlocksHoldsUpOnlyItsOwnOrigin() async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        try #require(mkfifo(path("client.pem"), 0o600) == 0)
+        let fifo = path("client.pem")
+        try #require(mkfifo(fifo, 0o600) == 0)
         let nginx = try await NginxStandIn.start()
         var configuration = HTTPClient.Configuration()
         configuration.caBundle = nginx.caBundle
         configuration.threads = 1
         configuration.connectTimeout = .seconds(3)
         let client = HTTPClient(configuration: configuration)
-        let released = Mutex(false)
-        // Whatever happens, the reader is let go after 20 s: a loop stuck in the read would
-        // otherwise hold the test for good.
-        let releaser = Task.detached { [path = path("client.pem")] in
-            try? await Task.sleep(for: .seconds(20))
-            released.withLock { $0 = true }
-            let fd = open(path, O_WRONLY | O_NONBLOCK)
-            if fd >= 0 { close(fd) }
-        }
-        let blocked = Task {
-            [request = request(nginx.baseURL, certificate: ClientCertificate(file: path("client.pem"), format: .pem))]
-            in
+        let certificate = ClientCertificate(file: fifo, format: .pem)
+        let blocked = Task { [request = request(nginx.baseURL, certificate: certificate)] in
             await client.send([request])[0]
         }
-        try await Task.sleep(for: .milliseconds(200))  // its read under way
+        // A FIFO's writing end opens only while a reader waits in its open; held open without a
+        // byte, it keeps the reader waiting in its read. Closing it ends the read.
+        var writer: Int32 = -1
+        for _ in 0..<1000 where writer < 0 {
+            writer = open(fifo, O_WRONLY | O_NONBLOCK)
+            if writer < 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        try #require(writer >= 0, "the certificate was never read")
+        // Closed once, by whichever comes first: a second close could take a descriptor that
+        // another test running beside this one has since been given.
+        let reading = Mutex(writer)
+        @Sendable func endRead() {
+            reading.withLock {
+                if $0 >= 0 { close($0) }
+                $0 = -1
+            }
+        }
+        defer { endRead() }
+        // Whatever happens, the read ends after 20 s: a loop stuck in it would otherwise hold
+        // the test for good.
+        let released = Mutex(false)
+        let releaser = Task.detached {
+            guard (try? await Task.sleep(for: .seconds(20))) != nil else { return }  // cancelled
+            released.withLock { $0 = true }
+            endRead()
+        }
+        defer { releaser.cancel() }
+
         let healthy = try await client.send(request(nginx.baseURL))
         #expect(healthy.status == 200)
         #expect(!released.withLock { $0 }, "the other origin's request waited for the certificate's read")
@@ -181,9 +201,10 @@ import Testing
             return
         }
         #expect(error.message.contains("timed out after 3000 ms"), "\(error.message)")
-        releaser.cancel()
-        let fd = open(path("client.pem"), O_WRONLY | O_NONBLOCK)  // lets the reading thread end
-        if fd >= 0 { close(fd) }
+        let next = await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(self.request(nginx.baseURL, certificate: certificate))
+        }
+        #expect(next?.message.contains("is still being read") == true, "\(next?.message ?? "")")
     }
 
     private func openssl(_ arguments: [String]) async throws {

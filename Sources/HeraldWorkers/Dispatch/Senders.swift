@@ -36,8 +36,7 @@ public actor Senders {
         public var endpoints: [String: String] = [:]
         /// The providers it sends through (tests add their own).
         var providers: [any ProviderRoute.Type] = Providers.compiledIn
-        /// The settings that are on among those that turn on a provider off by default
-        /// (`HERALD_UNIFIEDPUSH`).
+        /// The settings that are on among those that turn a provider on (`HERALD_UNIFIEDPUSH`).
         public var turnedOn: Set<String> = []
         /// Whether the process has run out of file descriptors (tests stand in for it).
         public var descriptorsExhausted: @Sendable () -> Bool = FileDescriptors.areExhausted

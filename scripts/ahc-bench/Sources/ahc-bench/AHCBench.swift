@@ -98,7 +98,7 @@ struct AHCBench {
         print(
             String(
                 format:
-                    "AsyncHTTPClient 1.37, %d event-loop thread(s): %d requests (%d ok, the rest failed) in %.2fs: %.0f req/s, %.1f µs CPU a request",
+                    "AsyncHTTPClient, %d event-loop thread(s): %d requests (%d ok, the rest failed) in %.2fs: %.0f req/s, %.1f µs CPU a request",
                 threads, requests, ok, seconds, Double(requests) / seconds,
                 (processCPU() - cpu) / Double(requests) * 1e6))
         try await client.shutdown()
