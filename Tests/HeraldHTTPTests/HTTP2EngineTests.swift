@@ -173,23 +173,15 @@ import Testing
             if writer < 0 { try await Task.sleep(for: .milliseconds(10)) }
         }
         try #require(writer >= 0, "the certificate was never read")
-        // Closed once, by whichever comes first: a second close could take a descriptor that
-        // another test running beside this one has since been given.
-        let reading = Mutex(writer)
-        @Sendable func endRead() {
-            reading.withLock {
-                if $0 >= 0 { close($0) }
-                $0 = -1
-            }
-        }
-        defer { endRead() }
+        let reading = OnceClosed(writer)
+        defer { reading.end() }
         // Whatever happens, the read ends after 20 s: a loop stuck in it would otherwise hold
         // the test for good.
         let released = Mutex(false)
         let releaser = Task.detached {
             guard (try? await Task.sleep(for: .seconds(20))) != nil else { return }  // cancelled
             released.withLock { $0 = true }
-            endRead()
+            reading.end()
         }
         defer { releaser.cancel() }
 
@@ -210,6 +202,21 @@ import Testing
     private func openssl(_ arguments: [String]) async throws {
         let result = try await runProgram("/usr/bin/openssl", arguments)
         try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
+    }
+}
+
+/// A descriptor closed once, by whichever of its owners comes first: a second close could take
+/// a descriptor that another test running beside this one has since been given.
+private final class OnceClosed: Sendable {
+    private let descriptor: Mutex<Int32>
+
+    init(_ descriptor: Int32) { self.descriptor = Mutex(descriptor) }
+
+    func end() {
+        descriptor.withLock {
+            if $0 >= 0 { close($0) }
+            $0 = -1
+        }
     }
 }
 
