@@ -5,8 +5,11 @@
 # engine, libcurl (as Herald drives it behind an egress proxy), and with ASYNC_HTTP_CLIENT=1
 # AsyncHTTPClient (`scripts/ahc-bench`, a package of its own; its first release build takes about
 # ten minutes here). Each prints requests a second and its process's CPU time a request.
+# BEFORE=<an earlier build's herald-bench> adds that build's engine to the turns, for a change's
+# before and after in one run.
 #   scripts/bench-http.sh
 #   ASYNC_HTTP_CLIENT=1 ROUNDS=5 scripts/bench-http.sh
+#   BEFORE=/tmp/herald-bench-before scripts/bench-http.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -27,6 +30,7 @@ if [ "${ASYNC_HTTP_CLIENT:-0}" = 1 ]; then
   swift build -c release --package-path scripts/ahc-bench >/dev/null
   clients+=(ahc)
 fi
+[ -n "${BEFORE:-}" ] && clients+=(before)
 
 run() {
   case $1 in
@@ -37,6 +41,7 @@ run() {
   libcurl) .build/release/herald-bench http --url "$url" --ca-bundle "$dir/cert.pem" --requests "$requests" \
     --batch 250 --threads 1 --libcurl ;;
   ahc) scripts/ahc-bench/.build/release/ahc-bench "$url" "$dir/cert.pem" "$requests" 1000 1 ;;
+  before) "$BEFORE" http --url "$url" --ca-bundle "$dir/cert.pem" --requests "$requests" --batch 250 --threads 1 ;;
   esac
 }
 

@@ -3,8 +3,9 @@
 # UndefinedBehaviorSanitizer (the Swift toolchain's clang carries both): the HTTP/2 engine's URL
 # splitting (fuzz_url), the address classifier that keeps subscriptions off private addresses
 # (fuzz_address), and the engine's response path, frames from a server in, nghttp2's callbacks out
-# (fuzz_response, which first checks fixed exchanges: a malformed :status, trailers). The targets
-# are in Tests/Fuzz/, each seeded from Tests/Fuzz/corpus/<target>/.
+# (fuzz_response, which first checks fixed exchanges: a malformed :status, trailers); and a
+# connection's state machine, driven through any order of events (fuzz_connection_state). The
+# targets are in Tests/Fuzz/, each seeded from Tests/Fuzz/corpus/<target>/.
 #   scripts/fuzz.sh                 # each target for 60 s
 #   scripts/fuzz.sh 600 response    # one target for 10 minutes
 # What a run finds stays in .build/fuzz/<target>/: new inputs in corpus/ (copy the interesting
@@ -20,7 +21,7 @@ fi
 clang="$(dirname "$(command -v swift)")/clang"
 seconds=${1:-60}
 shift || true
-targets=${*:-url address response}
+targets=${*:-url address response connection_state}
 for target in $targets; do
   out=.build/fuzz/$target
   mkdir -p "$out/corpus"

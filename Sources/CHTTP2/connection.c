@@ -1,24 +1,21 @@
 // Connections: resolved, connected, handshaken, then reading and writing frames; closed with
-// their streams' outcome.
+// their streams' outcome. What happens to a connection goes to its state (connection_state.c)
+// through h2_connection_on, which carries out the action the state answers.
 #include "h2_internal.h"
 
 static void connection_connect(connection *c);
+static void connection_start_tls(connection *c);
 
 /// Sets the events the loop waits for on a connection; 0 once they are watched. A connection
 /// the kernel will not watch (out of memory, or the user's fs.epoll.max_user_watches reached)
-/// would wait for nothing until its requests' timeouts, so it is closed at once instead: its
-/// requests fail as connection errors, or, while it opens, as its origin's failure to connect.
+/// would wait for nothing until its requests' timeouts, so it fails at once instead.
 static int watch(connection *c, uint32_t events) {
     if (c->fd < 0 || c->events == events) return 0;
     struct epoll_event event = {.events = events, .data.ptr = c};
     if (epoll_ctl(c->engine->epoll, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &event) != 0) {
         char message[160];
         snprintf(message, sizeof message, "could not watch the connection to %s: %s", c->address, strerror(errno));
-        if (c->state == READY) {
-            h2_connection_close(c, HERALD_H2_CONNECTION, message);
-        } else {
-            h2_connection_fail_opening(c, message);
-        }
+        h2_connection_on(c, EVENT_FAILED, message);
         return -1;
     }
     c->events = events;
@@ -39,7 +36,8 @@ static void unwatch(connection *c) {
 void h2_connection_close(connection *c, herald_h2_outcome outcome, const char *message) {
     herald_h2_engine *engine = c->engine;
     origin *o = c->origin;
-    if (!o) return;
+    if (c->state.phase == PHASE_CLOSED) return;
+    h2_connection_step(&c->state, &(connection_event){.kind = EVENT_CLOSED});
     for (connection **link = &o->connections; *link; link = &(*link)->next) {
         if (*link == c) {
             *link = c->next;
@@ -82,7 +80,7 @@ void h2_connection_close(connection *c, herald_h2_outcome outcome, const char *m
 /// no other connection is open or on its way (they would wait for nothing). If an address was
 /// refused, that is the reason (a name may resolve to a public address and a private one: then
 /// the public one was tried).
-void h2_connection_fail_opening(connection *c, const char *message) {
+static void fail_opening(connection *c, const char *message) {
     origin *o = c->origin;
     herald_h2_engine *engine = c->engine;
     h2_connection_close(c, HERALD_H2_CONNECTION, message);  // freed at the end of the pass, not now
@@ -106,11 +104,10 @@ static void connection_ready(connection *c) {
         return;
     }
     if (h2_session_open(c) != 0) {
-        h2_connection_fail_opening(c, "out of memory");
+        h2_connection_on(c, EVENT_FAILED, "out of memory");
         return;
     }
-    c->state = READY;
-    c->last_received = now_ms();
+    h2_connection_on(c, EVENT_OPENED, NULL);
     if (watch(c, EPOLLIN) != 0) return;
     h2_mark_dirty(c);
     h2_schedule(c->engine, c->origin);
@@ -135,7 +132,7 @@ static void connection_handshake(connection *c) {
         char what[128], message[384];
         snprintf(what, sizeof what, "TLS handshake with %s failed", c->address);
         h2_tls_failure(message, sizeof message, what, c->ssl);
-        h2_connection_fail_opening(c, message);
+        h2_connection_on(c, EVENT_FAILED, message);
     }
     }
 }
@@ -146,7 +143,7 @@ static int is_ip_literal(const char *host) {
 }
 
 /// Gives up the address being connected to and connects to the name's next one (or fails).
-void h2_connection_try_next_address(connection *c) {
+static void connection_next_address(connection *c) {
     unwatch(c);
     close(c->fd);
     c->fd = -1;
@@ -158,19 +155,20 @@ static void connection_connected(connection *c) {
     socklen_t length = sizeof error;
     getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &error, &length);
     if (error) {
+        // Another of the name's addresses may answer.
         char message[256];
         snprintf(message, sizeof message, "could not connect to %s: %s", c->address, strerror(error));
-        if (c->next_address) {
-            h2_connection_try_next_address(c);  // another of the name's addresses may answer
-            return;
-        }
-        h2_connection_fail_opening(c, message);
+        h2_connection_on(c, EVENT_CONNECT_FAILED, message);
         return;
     }
+    h2_connection_on(c, EVENT_CONNECTED, NULL);
+}
+
+static void connection_start_tls(connection *c) {
     origin *o = c->origin;
     c->ssl = o->tls ? SSL_new(o->tls) : NULL;
     if (!c->ssl) {
-        h2_connection_fail_opening(c, "out of memory");
+        h2_connection_on(c, EVENT_FAILED, "out of memory");
         return;
     }
     SSL_set_fd(c->ssl, c->fd);
@@ -180,10 +178,9 @@ static void connection_connected(connection *c) {
                     ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), o->host)
                     : SSL_set_tlsext_host_name(c->ssl, o->host) == 1 && SSL_set1_host(c->ssl, o->host) == 1;
     if (!named) {
-        h2_connection_fail_opening(c, "could not set the host name to verify");
+        h2_connection_on(c, EVENT_FAILED, "could not set the host name to verify");
         return;
     }
-    c->state = HANDSHAKING;
     connection_handshake(c);
 }
 
@@ -226,16 +223,14 @@ static void connection_connect(connection *c) {
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
         if (connect(fd, address->ai_addr, address->ai_addrlen) == 0 || errno == EINPROGRESS) {
             c->fd = fd;
-            c->state = CONNECTING;
-            long attempt = c->engine->config.connect_timeout_ms / 2;
-            c->attempt_deadline = now_ms() + (attempt < 2000 ? attempt : 2000);
+            h2_connection_on(c, EVENT_CONNECTING, NULL);
             watch(c, EPOLLOUT);
             return;
         }
         snprintf(message, sizeof message, "could not connect to %s: %s", c->address, strerror(errno));
         close(fd);
     }
-    h2_connection_fail_opening(c, message);
+    h2_connection_on(c, EVENT_FAILED, message);
 }
 
 /// What the connection's thread prepared came back: the origin takes a new certificate context,
@@ -252,11 +247,11 @@ void h2_connection_prepared(resolution *job) {
         o->certificate_modified = job->modified;
     }
     if (job->tls_error[0]) {
-        h2_connection_fail_opening(c, job->tls_error);
+        h2_connection_on(c, EVENT_FAILED, job->tls_error);
     } else if (job->error) {
         char message[256];
-        snprintf(message, sizeof message, "could not resolve %s: %s", c->origin->host, gai_strerror(job->error));
-        h2_connection_fail_opening(c, message);
+        snprintf(message, sizeof message, "could not resolve %s: %s", o->host, gai_strerror(job->error));
+        h2_connection_on(c, EVENT_FAILED, message);
     } else {
         c->addresses = c->next_address = job->addresses;
         job->addresses = NULL;
@@ -275,8 +270,7 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
     c->engine = engine;
     c->origin = o;
     c->fd = -1;
-    c->state = RESOLVING;
-    c->connect_deadline = now_ms() + engine->config.connect_timeout_ms;
+    c->state = h2_connection_state_new(now_ms(), engine->config.connect_timeout_ms);
     c->next = o->connections;
     o->connections = c;
     o->connection_count++;
@@ -294,13 +288,13 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
         char message[300];
         snprintf(message, sizeof message,
                  "the client certificate %s is still being read (an earlier read has not come back)", o->certificate);
-        h2_connection_fail_opening(c, message);
+        h2_connection_on(c, EVENT_FAILED, message);
         return 0;
     }
     if (numeric && !read_certificate) {
         c->addresses = c->next_address = addresses;
         connection_connect(c);
-        return c->origin != NULL;
+        return c->state.phase != PHASE_CLOSED;
     }
     if (addresses) freeaddrinfo(addresses);
     resolution *job = calloc(1, sizeof *job);
@@ -309,7 +303,7 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
                             (o->password && !(job->password = strdup(o->password))) ||
                             (engine->ca_file && !(job->ca_file = strdup(engine->ca_file)))))) {
         if (job) h2_resolution_free(job);
-        h2_connection_fail_opening(c, "out of memory");
+        h2_connection_on(c, EVENT_FAILED, "out of memory");
         return 0;
     }
     memcpy(job->service, service, sizeof service);
@@ -339,10 +333,10 @@ int h2_connection_open(herald_h2_engine *engine, origin *o) {
         c->resolution = NULL;
         if (job->reading_for) o->reading = 0;
         h2_resolution_free(job);
-        h2_connection_fail_opening(c, "could not start a thread to resolve the host name and read the certificate");
+        h2_connection_on(c, EVENT_FAILED, "could not start a thread to resolve the host name and read the certificate");
     }
     pthread_attr_destroy(&attributes);
-    return c->origin != NULL;
+    return c->state.phase != PHASE_CLOSED;
 }
 
 /// Sends what the connection's session has to send, in as few TLS writes as it allows.
@@ -354,12 +348,12 @@ void h2_connection_flush(connection *c) {
             if (n < 0) {
                 char message[128];
                 snprintf(message, sizeof message, "HTTP/2 error: %s", nghttp2_strerror((int)n));
-                h2_connection_close(c, HERALD_H2_CONNECTION, message);
+                h2_connection_on(c, EVENT_FAILED, message);
                 return;
             }
             if (n == 0) break;
             if (buffer_append(&c->output, data, (size_t)n)) {
-                h2_connection_close(c, HERALD_H2_CONNECTION, "out of memory");
+                h2_connection_on(c, EVENT_FAILED, "out of memory");
                 return;
             }
         }
@@ -381,22 +375,13 @@ void h2_connection_flush(connection *c) {
             char what[128], message[384];
             snprintf(what, sizeof what, "sending to %s failed", c->address);
             h2_tls_failure(message, sizeof message, what, NULL);
-            h2_connection_close(c, HERALD_H2_CONNECTION, message);
+            h2_connection_on(c, EVENT_FAILED, message);
             return;
         }
         c->output.length = c->output_sent = 0;
     }
     if (watch(c, EPOLLIN) != 0) return;
-    // Nothing more to say or hear: the server's GOAWAY came and its streams are done, or nghttp2
-    // ended the session itself, answering a frame that broke the protocol with its own GOAWAY.
-    if (c->draining && c->streams.count == 0) {
-        h2_connection_close(c, HERALD_H2_CONNECTION, "the server ended the connection");
-    } else if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)) {
-        char message[256];
-        snprintf(message, sizeof message, "HTTP/2 error from %s: %s", c->address,
-                 c->protocol_error[0] ? c->protocol_error : "the session ended");
-        h2_connection_close(c, HERALD_H2_CONNECTION, message);
-    }
+    h2_connection_on(c, EVENT_SENT, NULL);
 }
 
 static void connection_read(connection *c) {
@@ -410,12 +395,12 @@ static void connection_read(connection *c) {
         int n = SSL_read(c->ssl, input, sizeof input);
         if (n > 0) {
             taken += (size_t)n;
-            c->last_received = now_ms();
+            h2_connection_on(c, EVENT_RECEIVED, NULL);
             ssize_t used = nghttp2_session_mem_recv(c->session, input, (size_t)n);
             if (used < 0) {
                 char message[128];
                 snprintf(message, sizeof message, "HTTP/2 error from %s: %s", c->address, nghttp2_strerror((int)used));
-                h2_connection_close(c, HERALD_H2_CONNECTION, message);
+                h2_connection_on(c, EVENT_FAILED, message);
                 return;
             }
             continue;
@@ -429,26 +414,84 @@ static void connection_read(connection *c) {
             snprintf(what, sizeof what, "receiving from %s failed", c->address);
             h2_tls_failure(message, sizeof message, what, NULL);
         }
-        h2_connection_close(c, HERALD_H2_CONNECTION, message);
+        h2_connection_on(c, EVENT_FAILED, message);
         return;
     }
     h2_mark_dirty(c);  // acknowledgements, window updates
 }
 
 void h2_connection_event(connection *c, uint32_t events) {
-    if (!c->origin) return;
-    switch (c->state) {
-    case RESOLVING:
+    switch (c->state.phase) {
+    case PHASE_RESOLVING:
+    case PHASE_CLOSED:
         return;
-    case CONNECTING:
+    case PHASE_CONNECTING:
         connection_connected(c);
         return;
-    case HANDSHAKING:
+    case PHASE_HANDSHAKING:
         connection_handshake(c);
         return;
-    case READY:
+    case PHASE_OPEN:
+    case PHASE_DRAINING:
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connection_read(c);
-        if (c->origin && (events & EPOLLOUT)) h2_mark_dirty(c);
+        if (c->state.phase != PHASE_CLOSED && (events & EPOLLOUT)) h2_mark_dirty(c);
         return;
     }
+}
+
+connection_action h2_connection_on(connection *c, connection_event_kind kind, const char *message) {
+    herald_h2_engine *engine = c->engine;
+    connection_event event = {
+        .kind = kind,
+        .now = now_ms(),
+        .streams = c->streams.count,
+        .more_addresses = c->next_address != NULL,
+        .stall_ms = engine->config.stall_timeout_ms,
+        .session_ended = kind == EVENT_SENT && !nghttp2_session_want_read(c->session) &&
+                         !nghttp2_session_want_write(c->session),
+    };
+    connection_action action = h2_connection_step(&c->state, &event);
+    char text[256];
+    switch (action) {
+    case ACTION_NONE:
+    case ACTION_REPORT_OPENED:  // the caller's: it knows the stream
+        break;
+    case ACTION_HANDSHAKE:
+        connection_start_tls(c);
+        break;
+    case ACTION_NEXT_ADDRESS:
+        connection_next_address(c);
+        break;
+    case ACTION_PING:
+        nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, NULL);
+        h2_mark_dirty(c);
+        break;
+    case ACTION_FAIL_OPENING:
+        fail_opening(c, message);
+        break;
+    case ACTION_OPEN_TIMED_OUT:
+        snprintf(text, sizeof text, "connecting to %s timed out after %ld ms", c->address,
+                 engine->config.connect_timeout_ms);
+        fail_opening(c, text);
+        break;
+    case ACTION_CLOSE:
+        h2_connection_close(c, HERALD_H2_CONNECTION, message);
+        break;
+    case ACTION_CLOSE_ENDED:
+        h2_connection_close(c, HERALD_H2_CONNECTION, "the server ended the connection");
+        break;
+    case ACTION_CLOSE_SESSION_ENDED:
+        snprintf(text, sizeof text, "HTTP/2 error from %s: %s", c->address,
+                 c->protocol_error[0] ? c->protocol_error : "the session ended");
+        h2_connection_close(c, HERALD_H2_CONNECTION, text);
+        break;
+    case ACTION_CLOSE_STALLED:
+        snprintf(text, sizeof text,
+                 "the connection stopped answering (nothing received for %ld ms, not even an answer to a PING) and "
+                 "was closed; the request may be sent again",
+                 engine->config.stall_timeout_ms);
+        h2_connection_close(c, HERALD_H2_CONNECTION, text);
+        break;
+    }
+    return action;
 }

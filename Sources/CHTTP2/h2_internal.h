@@ -154,32 +154,93 @@ typedef struct resolution {
     char tls_error[512];
 } resolution;
 
-enum state { RESOLVING, CONNECTING, HANDSHAKING, READY };
+/// A connection's life, as one value. Events (what happened) move it on, and each returns what the
+/// connection must do next: h2_connection_step (connection_state.c) holds every transition and
+/// touches no socket, so that a fuzz target can drive it through any order of events; the
+/// connection's code (connection.c) does the I/O and carries out the actions.
+typedef enum connection_phase {
+    PHASE_RESOLVING,    // its addresses (and client certificate) are prepared on a thread
+    PHASE_CONNECTING,   // a TCP connection to one of its host's addresses is on its way
+    PHASE_HANDSHAKING,  // TLS
+    PHASE_OPEN,         // streams may start
+    PHASE_DRAINING,     // a GOAWAY came, or stream ids ran out: its streams finish, none starts
+    PHASE_CLOSED,
+} connection_phase;
+
+typedef struct connection_state {
+    connection_phase phase;
+    /// Opening: when it gives up; and, connecting, when the address tried gives way to the next
+    /// (a name with an IPv6 address whose path drops packets still reaches its IPv4 one).
+    int64_t open_deadline, attempt_deadline;
+    long attempt_ms;
+    /// Open: since when it has waited without hearing from the server (the last bytes received,
+    /// or the first stream after it was idle), and when its unanswered PING went (0: none).
+    int64_t quiet_since, pinged;
+    /// A stream has started on it (the first is reported as having opened it).
+    int carried_a_stream;
+} connection_state;
+
+typedef enum connection_event_kind {
+    EVENT_CONNECTING,        // a socket is connecting to one of the addresses
+    EVENT_CONNECTED,         // it connected
+    EVENT_CONNECT_FAILED,    // it did not (refused, unreachable)
+    EVENT_OPENED,            // TLS and HTTP/2 are up
+    EVENT_STREAM_STARTED,    // a request went out on a stream
+    EVENT_RECEIVED,          // bytes came from the server
+    EVENT_NO_MORE_STREAMS,   // a GOAWAY came, or stream ids ran out
+    EVENT_SENT,              // everything to send was sent
+    EVENT_TICK,              // the sweep: time passes
+    EVENT_FAILED,            // something broke (I/O, TLS, memory, the kernel's watch)
+    EVENT_CLOSED,            // it was closed
+} connection_event_kind;
+
+typedef struct connection_event {
+    connection_event_kind kind;
+    int64_t now;
+    /// Streams the connection carries after the event.
+    size_t streams;
+    /// EVENT_CONNECT_FAILED, EVENT_TICK: whether the name has addresses left to try.
+    int more_addresses;
+    /// EVENT_SENT: whether its HTTP/2 session has ended (nothing more to send or receive).
+    int session_ended;
+    /// EVENT_TICK: the stall limit (0: none).
+    long stall_ms;
+} connection_event;
+
+typedef enum connection_action {
+    ACTION_NONE,
+    ACTION_HANDSHAKE,         // start TLS
+    ACTION_NEXT_ADDRESS,      // give up this address, connect to the next
+    ACTION_REPORT_OPENED,     // the stream just started is the one that opened the connection
+    ACTION_PING,
+    ACTION_FAIL_OPENING,      // close it; with no other connection, its origin's waiting requests fail
+    ACTION_OPEN_TIMED_OUT,    // the same, for its opening's deadline
+    ACTION_CLOSE,             // close it; its streams fail
+    ACTION_CLOSE_ENDED,       // close it: the server ended it, and its last stream is done
+    ACTION_CLOSE_SESSION_ENDED,  // close it: its HTTP/2 session ended (nghttp2's GOAWAY)
+    ACTION_CLOSE_STALLED,     // close it: nothing heard for the stall limit, not even a PING's answer
+} connection_action;
+
+static inline int h2_phase_is_opening(connection_phase phase) { return phase < PHASE_OPEN; }
+static inline int h2_phase_is_open(connection_phase phase) { return phase == PHASE_OPEN || phase == PHASE_DRAINING; }
 
 typedef struct connection {
     struct connection *next;  // in its origin's connections, then in the engine's dead ones
     struct herald_h2_engine *engine;
     struct origin *origin;  // NULL once closed
-    enum state state;
+    connection_state state;
     int fd;
     SSL *ssl;
     nghttp2_session *session;
     resolution *resolution;
     struct addrinfo *addresses, *next_address;
-    int64_t connect_deadline;
-    /// When the address being connected to is given up for the next one, if there is one (a
-    /// name with an IPv6 address whose path drops packets still reaches its IPv4 one).
-    int64_t attempt_deadline;
     list streams;
-    /// No new streams: a GOAWAY came, or stream ids ran out.
-    int draining;
-    int opened_reported;
     uint32_t events;  // what epoll watches for
-    int dirty;        // has frames to send
+    /// In the engine's list of connections with frames to send (next_dirty links it).
+    int dirty;
     struct connection *next_dirty;
     buffer output;
     size_t output_sent;
-    int64_t last_received, waiting_since, ping_sent;
     char address[64];
     /// Why nghttp2 ended the session, if it did (the GOAWAY it sent).
     char protocol_error[160];
@@ -257,10 +318,12 @@ int h2_start_stream(connection *c, request *r);
 size_t h2_stream_limit(connection *c);
 int h2_session_configure(herald_h2_engine *engine);
 int h2_session_open(connection *c);
+// connection_state.c
+connection_state h2_connection_state_new(int64_t now, long connect_timeout_ms);
+connection_action h2_connection_step(connection_state *state, const connection_event *event);
 // connection.c
+connection_action h2_connection_on(connection *c, connection_event_kind kind, const char *message);
 void h2_connection_close(connection *c, herald_h2_outcome outcome, const char *message);
-void h2_connection_fail_opening(connection *c, const char *message);
-void h2_connection_try_next_address(connection *c);
 void h2_connection_prepared(resolution *job);
 int h2_connection_open(herald_h2_engine *engine, origin *o);
 void h2_connection_flush(connection *c);

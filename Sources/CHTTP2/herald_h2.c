@@ -72,7 +72,8 @@ void h2_mark_dirty(connection *c) {
 static int close_idle_connection(herald_h2_engine *engine, int guarded) {
     for (origin *o = engine->origins; o; o = o->next)
         for (connection *c = o->connections; c; c = c->next)
-            if (o->guarded == guarded && c->state == READY && c->streams.count == 0 && !o->waiting.first) {
+            if (o->guarded == guarded && h2_phase_is_open(c->state.phase) && c->streams.count == 0 &&
+                !o->waiting.first) {
                 h2_connection_close(c, HERALD_H2_CONNECTION, "");
                 return 1;
             }
@@ -85,9 +86,9 @@ static void origin_dispatch(herald_h2_engine *engine, origin *o) {
         connection *room = NULL;
         size_t coming = 0;
         for (connection *c = o->connections; c; c = c->next) {
-            if (c->state != READY) {
+            if (h2_phase_is_opening(c->state.phase)) {
                 coming += (size_t)engine->config.max_streams;
-            } else if (!c->draining && c->streams.count < h2_stream_limit(c)) {
+            } else if (c->state.phase == PHASE_OPEN && c->streams.count < h2_stream_limit(c)) {
                 room = c;
                 break;
             }
@@ -97,7 +98,7 @@ static void origin_dispatch(herald_h2_engine *engine, origin *o) {
             list_remove(&o->waiting, r);
             int failure = h2_start_stream(room, r);
             if (failure == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
-                room->draining = 1;
+                h2_connection_on(room, EVENT_NO_MORE_STREAMS, NULL);
                 list_prepend(&o->waiting, r);
             } else if (failure != 0) {
                 h2_complete(engine, r, HERALD_H2_OTHER, nghttp2_strerror(failure));
@@ -125,8 +126,28 @@ static void origin_free(herald_h2_engine *engine, origin *o) {
     free(o);
 }
 
+/// Resets the connection's streams whose requests' time is up.
+static void time_out_streams(herald_h2_engine *engine, connection *c, int64_t now) {
+    for (request *r = c->streams.first, *after; r; r = after) {
+        after = r->next;
+        if (now < r->deadline) continue;
+        list_remove(&c->streams, r);
+        r->connection = NULL;
+        nghttp2_session_set_stream_user_data(c->session, r->stream_id, NULL);
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
+        h2_mark_dirty(c);
+        char message[192];
+        // A body the server never gave room to is the server's doing, not the network's.
+        int shut = r->body_sent < r->body_length &&
+                   (nghttp2_session_get_stream_remote_window_size(c->session, r->stream_id) == 0 ||
+                    nghttp2_session_get_remote_window_size(c->session) == 0);
+        snprintf(message, sizeof message, "no answer within %ld ms%s", r->timeout_ms,
+                 shut ? " (the server's flow-control window left no room for the request's body)" : "");
+        h2_complete(engine, r, HERALD_H2_TIMEOUT, message);
+    }
+}
+
 static void sweep(herald_h2_engine *engine, int64_t now) {
-    long stall = engine->config.stall_timeout_ms;
     // An origin with nothing open and nothing waiting is forgotten: the list stays as short as
     // the hosts in use, and a client certificate is read again (renewed, or readable again).
     for (origin **link = &engine->origins; *link;) {
@@ -153,57 +174,8 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
         }
         for (connection *c = o->connections, *next; c; c = next) {
             next = c->next;
-            if (c->state == CONNECTING && c->next_address && now >= c->attempt_deadline) {
-                h2_connection_try_next_address(c);
-                continue;
-            }
-            if (c->state != READY) {
-                if (now >= c->connect_deadline) {
-                    char message[160];
-                    snprintf(message, sizeof message, "connecting to %s timed out after %ld ms", c->address,
-                             engine->config.connect_timeout_ms);
-                    h2_connection_fail_opening(c, message);
-                }
-                continue;
-            }
-            for (request *r = c->streams.first, *after; r; r = after) {
-                after = r->next;
-                if (now < r->deadline) continue;
-                list_remove(&c->streams, r);
-                r->connection = NULL;
-                nghttp2_session_set_stream_user_data(c->session, r->stream_id, NULL);
-                nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
-                h2_mark_dirty(c);
-                char message[192];
-                // A body the server never gave room to is the server's doing, not the network's.
-                int shut = r->body_sent < r->body_length &&
-                           (nghttp2_session_get_stream_remote_window_size(c->session, r->stream_id) == 0 ||
-                            nghttp2_session_get_remote_window_size(c->session) == 0);
-                snprintf(message, sizeof message, "no answer within %ld ms%s", r->timeout_ms,
-                         shut ? " (the server's flow-control window left no room for the request's body)" : "");
-                h2_complete(engine, r, HERALD_H2_TIMEOUT, message);
-            }
-            if (stall <= 0 || c->streams.count == 0) {
-                c->ping_sent = 0;
-                continue;
-            }
-            // Something to answer for half the stall limit and nothing received: PING. Nothing
-            // received in the other half either: the connection is given up.
-            int64_t half = stall / 2;
-            int64_t since = c->last_received > c->waiting_since ? c->last_received : c->waiting_since;
-            if (c->ping_sent && c->last_received >= c->ping_sent) c->ping_sent = 0;
-            if (!c->ping_sent && now - since >= half) {
-                nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, NULL);
-                c->ping_sent = now;
-                h2_mark_dirty(c);
-            } else if (c->ping_sent && now - c->ping_sent >= half) {
-                char message[256];
-                snprintf(message, sizeof message,
-                         "the connection stopped answering (nothing received for %ld ms, not even an answer to a "
-                         "PING) and was closed; the request may be sent again",
-                         stall);
-                h2_connection_close(c, HERALD_H2_CONNECTION, message);
-            }
+            if (h2_phase_is_open(c->state.phase)) time_out_streams(engine, c, now);
+            h2_connection_on(c, EVENT_TICK, NULL);
         }
     }
 }
@@ -221,7 +193,7 @@ static void settle(herald_h2_engine *engine) {
             connection *c = engine->dirty;
             engine->dirty = c->next_dirty;
             c->dirty = 0;
-            if (c->origin && c->state == READY) h2_connection_flush(c);
+            if (h2_phase_is_open(c->state.phase)) h2_connection_flush(c);
         }
     }
     while (engine->dead) {

@@ -22,12 +22,8 @@ int h2_start_stream(connection *c, request *r) {
     if (id < 0) return id;
     r->stream_id = id;
     r->connection = c;
-    if (c->streams.count == 0) c->waiting_since = now_ms();
     list_append(&c->streams, r);
-    if (!c->opened_reported) {
-        c->opened_reported = 1;
-        r->opened_connection = 1;
-    }
+    if (h2_connection_on(c, EVENT_STREAM_STARTED, NULL) == ACTION_REPORT_OPENED) r->opened_connection = 1;
     h2_mark_dirty(c);
     return 0;
 }
@@ -126,7 +122,7 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
         request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (r && r->status >= 200) r->answered = 1;
     }
-    if (frame->hd.type == NGHTTP2_GOAWAY) c->draining = 1;
+    if (frame->hd.type == NGHTTP2_GOAWAY) h2_connection_on(c, EVENT_NO_MORE_STREAMS, NULL);
     // A GOAWAY's refused streams, or SETTINGS with another stream limit: the queue may move.
     if (frame->hd.type == NGHTTP2_GOAWAY || frame->hd.type == NGHTTP2_SETTINGS) h2_schedule(c->engine, c->origin);
     return 0;
@@ -145,7 +141,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     if (r->reset_reason) {
         char message[256];
         snprintf(message, sizeof message, r->reset_detail ? "%s (%s)" : "%s", r->reset_reason, r->reset_detail);
-        h2_complete(engine, r, HERALD_H2_OTHER, message);
+        h2_complete(engine, r, HERALD_H2_BAD_RESPONSE, message);
     } else if (error_code == NGHTTP2_NO_ERROR && r->status >= 200 && r->ended) {
         h2_complete(engine, r, HERALD_H2_OK, NULL);
     } else if (error_code == NGHTTP2_REFUSED_STREAM && r->status == 0) {

@@ -106,7 +106,7 @@ public struct APNsChannelClient: Sendable {
             ])[0]
             let response: HTTPResponse
             switch result {
-            case .failure(let error): return .retry(after: nil, reason: "APNs unreachable: \(error.message)")
+            case .failure(let error): return .retry(after: nil, reason: error.reason(sendingTo: "APNs"))
             case .success(let answered): response = answered
             }
             if let outcome = success(response) { return outcome }

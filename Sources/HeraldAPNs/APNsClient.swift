@@ -68,10 +68,10 @@ public struct APNsClient: Sendable {
                     // A header value Herald could not send (a collapse id with CR or LF): this
                     // notification's fault alone; sending it again cannot help.
                     outcomes[index] = Answer(
-                        outcome: .permanentFailure(reason: "APNs request not sent: \(error.message)"))
+                        outcome: .permanentFailure(reason: error.reason(sendingTo: "APNs")))
                 case .failure(let error):
                     outcomes[index] = Answer(
-                        outcome: .retry(after: nil, reason: "APNs unreachable: \(error.message)"))
+                        outcome: .retry(after: nil, reason: error.reason(sendingTo: "APNs")))
                 case .success(let response):
                     let outcome = Self.classify(response, sent: notifications[index], now: now)
                     let reason = response.status == 200 ? nil : APNsRefusal(response).reason

@@ -84,9 +84,9 @@ public struct FCMClient: Sendable {
                 switch result {
                 case .failure(let error) where error.kind == .invalidRequest:
                     // Never the credentials' fault, and sending it again cannot help.
-                    outcomes[index] = .permanentFailure(reason: "FCM request not sent: \(error.message)")
+                    outcomes[index] = .permanentFailure(reason: error.reason(sendingTo: "FCM"))
                 case .failure(let error):
-                    outcomes[index] = .retry(after: nil, reason: "FCM unreachable: \(error.message)")
+                    outcomes[index] = .retry(after: nil, reason: error.reason(sendingTo: "FCM"))
                 case .success(let response):
                     let (outcome, tokenRefused) = FCMErrorClassifier.classify(response, now: now)
                     if tokenRefused && round < 2 {

@@ -249,6 +249,9 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
         /// Every address the URL's host resolved to is one the request may not reach (loopback,
         /// private, link-local, …: see ``HTTPRequest/allowPrivateAddresses``). Nothing was sent.
         case refusedAddress
+        /// The server answered with what cannot be taken: a response that breaks HTTP's rules,
+        /// or brings more than a response may (64 KiB of header fields, 1 MiB of body).
+        case badResponse
         case other
     }
 
@@ -265,6 +268,18 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         "HTTP request failed (\(kind)\(curlCode == 0 ? "" : ", curl \(curlCode)")): \(message)"
+    }
+
+    /// Why a request to `service` ("FCM", "the push service", …) got no response to judge, as a
+    /// delivery's reason: the service could not be reached, did not answer in time, or answered
+    /// with what cannot be taken.
+    public func reason(sendingTo service: String) -> String {
+        switch kind {
+        case .timeout: "\(service) did not answer in time: \(message)"
+        case .badResponse: "\(service) sent a broken response: \(message)"
+        case .invalidRequest: "\(service) request not sent: \(message)"
+        case .connection, .refusedAddress, .shutdown, .other: "\(service) unreachable: \(message)"
+        }
     }
 
     /// A request none of whose host's addresses it could connect to, some of them refused: the

@@ -185,7 +185,7 @@ public struct WebPushClient: Sendable {
                 reason: "\(error.message); \(policy.settings).private_addresses allows push services on private"
                     + " addresses")
         default:
-            return .retry(after: nil, reason: "push service unreachable: \(error.message)")
+            return .retry(after: nil, reason: error.reason(sendingTo: "push service"))
         }
     }
 

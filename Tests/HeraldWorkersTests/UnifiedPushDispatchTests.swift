@@ -71,10 +71,16 @@ import Testing
             let delivery = try await f.delivery(of: server.attack.rawValue)
             #expect(delivery.state == "queued", "\(server.attack): \(delivery)")
             // A handshake never answered ends at the request's timeout, waiting for a connection.
-            let reason = server.attack == .handshakeNeverCompletes ? "waited for a connection" : server.attack.reason
+            let (opening, reason) =
+                switch server.attack {
+                case .handshakeNeverCompletes: ("push service did not answer in time: ", "waited for a connection")
+                case .hpackBomb, .oversizedHeaderBlock, .endlessData, .statusNotThreeDigits:
+                    ("push service sent a broken response: ", server.attack.reason)
+                default: ("push service unreachable: ", server.attack.reason)
+                }
             #expect(
-                delivery.error?.hasPrefix("push service unreachable: ") == true
-                    && delivery.error?.contains(reason) == true, "\(server.attack): \(delivery)")
+                delivery.error?.hasPrefix(opening) == true && delivery.error?.contains(reason) == true,
+                "\(server.attack): \(delivery)")
         }
         for server in servers { await server.stop() }
     }

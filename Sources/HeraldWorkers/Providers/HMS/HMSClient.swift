@@ -100,9 +100,9 @@ struct HMSClient: Sendable {
             for (index, answer) in zip(pending, answers) {
                 switch answer {
                 case .failure(let error) where error.kind == .invalidRequest:
-                    outcomes[index] = .permanentFailure(reason: "Huawei Push Kit request not sent: \(error.message)")
+                    outcomes[index] = .permanentFailure(reason: error.reason(sendingTo: "Huawei Push Kit"))
                 case .failure(let error):
-                    outcomes[index] = .retry(after: nil, reason: "Huawei Push Kit unreachable: \(error.message)")
+                    outcomes[index] = .retry(after: nil, reason: error.reason(sendingTo: "Huawei Push Kit"))
                 case .success(let response):
                     let result = HMSResult(response)
                     if result.accessTokenRefused && !tokenRefreshed {

@@ -162,9 +162,9 @@ struct HarmonyClient: Sendable {
             for (index, answer) in zip(pending, answers) {
                 switch answer {
                 case .failure(let error) where error.kind == .invalidRequest:
-                    outcomes[index] = .permanentFailure(reason: "HarmonyOS Push Kit request not sent: \(error.message)")
+                    outcomes[index] = .permanentFailure(reason: error.reason(sendingTo: "HarmonyOS Push Kit"))
                 case .failure(let error):
-                    outcomes[index] = .retry(after: nil, reason: "HarmonyOS Push Kit unreachable: \(error.message)")
+                    outcomes[index] = .retry(after: nil, reason: error.reason(sendingTo: "HarmonyOS Push Kit"))
                 case .success(let response):
                     let result = HMSResult(response)
                     if result.code == HMSResult.tokenExpired && !resigned {
