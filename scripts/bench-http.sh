@@ -30,7 +30,7 @@ if [ "${ASYNC_HTTP_CLIENT:-0}" = 1 ]; then
   swift build -c release --package-path scripts/ahc-bench >/dev/null
   clients+=(ahc)
 fi
-[ -n "${BEFORE:-}" ] && clients+=(before)
+if [ -n "${BEFORE:-}" ]; then clients+=(before); fi
 
 run() {
   case $1 in

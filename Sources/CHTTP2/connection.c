@@ -1,6 +1,7 @@
 // Connections: resolved, connected, handshaken, then reading and writing frames; closed with
 // their streams' outcome. What happens to a connection goes to its state (connection_state.c)
-// through h2_connection_on, which carries out the action the state answers.
+// through h2_connection_on, which carries out the action the state answers. Callers go on using
+// the connection after the events that never close it (connection_state.c names them).
 #include "h2_internal.h"
 
 static void connection_connect(connection *c);
@@ -397,10 +398,10 @@ static void connection_read(connection *c) {
             taken += (size_t)n;
             h2_connection_on(c, EVENT_RECEIVED, NULL);
             ssize_t used = nghttp2_session_mem_recv(c->session, input, (size_t)n);
-            if (used < 0) {
+            if (used < 0) {  // the server's bytes broke HTTP/2 past what nghttp2 answers with a GOAWAY
                 char message[128];
                 snprintf(message, sizeof message, "HTTP/2 error from %s: %s", c->address, nghttp2_strerror((int)used));
-                h2_connection_on(c, EVENT_FAILED, message);
+                h2_connection_close(c, HERALD_H2_SERVER_MISBEHAVED, message);
                 return;
             }
             continue;
@@ -447,7 +448,7 @@ connection_action h2_connection_on(connection *c, connection_event_kind kind, co
         .streams = c->streams.count,
         .more_addresses = c->next_address != NULL,
         .stall_ms = engine->config.stall_timeout_ms,
-        .session_ended = kind == EVENT_SENT && !nghttp2_session_want_read(c->session) &&
+        .session_ended = kind == EVENT_SENT && c->session && !nghttp2_session_want_read(c->session) &&
                          !nghttp2_session_want_write(c->session),
     };
     connection_action action = h2_connection_step(&c->state, &event);
@@ -481,9 +482,10 @@ connection_action h2_connection_on(connection *c, connection_event_kind kind, co
         h2_connection_close(c, HERALD_H2_CONNECTION, "the server ended the connection");
         break;
     case ACTION_CLOSE_SESSION_ENDED:
+        // nghttp2's own GOAWAY ended it: the server broke HTTP/2's rules.
         snprintf(text, sizeof text, "HTTP/2 error from %s: %s", c->address,
                  c->protocol_error[0] ? c->protocol_error : "the session ended");
-        h2_connection_close(c, HERALD_H2_CONNECTION, text);
+        h2_connection_close(c, c->protocol_error[0] ? HERALD_H2_SERVER_MISBEHAVED : HERALD_H2_CONNECTION, text);
         break;
     case ACTION_CLOSE_STALLED:
         snprintf(text, sizeof text,

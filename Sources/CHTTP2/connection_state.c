@@ -2,6 +2,10 @@
 // what the connection must do next. Nothing here touches a socket or a session; connection.c
 // does the I/O and carries the actions out, and Tests/Fuzz/fuzz_connection_state.c drives these
 // transitions through any order of events, checking what must always hold.
+//
+// EVENT_CONNECTING, EVENT_OPENED, EVENT_STREAM_STARTED, EVENT_RECEIVED and EVENT_NO_MORE_STREAMS
+// never close the connection: their callers go on using it (reading into its session, or inside
+// one of nghttp2's callbacks). The fuzz target holds this.
 #include "h2_internal.h"
 
 connection_state h2_connection_state_new(int64_t now, long connect_timeout_ms) {

@@ -9,11 +9,13 @@
 // connection leave in one TLS write (what corking does for libcurl).
 //
 // This file holds the API, the origins and their queues, completions, and the loop's passes
-// (dispatching, deadlines, stalls). The rest, by concern: url.c (a request's URL and header
-// fields), tls.c (TLS contexts, client certificates), prepare.c (name resolution and
-// certificate reading on threads of their own), connection.c (a connection's life: connect,
-// handshake, read, write, close) and session.c (the nghttp2 session: callbacks, limits,
-// streams). Their shared types are in h2_internal.h.
+// (dispatching, requests' deadlines, the sweep that lets connections look at the clock). The
+// rest, by concern: url.c (a request's URL and header fields), tls.c (TLS contexts, client
+// certificates), prepare.c (name resolution and certificate reading on threads of their own),
+// connection_state.c (a connection's phases and their transitions: opening deadlines, stalls),
+// connection.c (a connection's I/O: connect, handshake, read, write, close, carrying out what
+// its state answers) and session.c (the nghttp2 session: callbacks, limits, streams). Their
+// shared types are in h2_internal.h.
 #include "h2_internal.h"
 
 /// Hands the request's result to the caller and frees it. `refusal`: the connection whose

@@ -141,7 +141,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     if (r->reset_reason) {
         char message[256];
         snprintf(message, sizeof message, r->reset_detail ? "%s (%s)" : "%s", r->reset_reason, r->reset_detail);
-        h2_complete(engine, r, HERALD_H2_BAD_RESPONSE, message);
+        h2_complete(engine, r, HERALD_H2_SERVER_MISBEHAVED, message);
     } else if (error_code == NGHTTP2_NO_ERROR && r->status >= 200 && r->ended) {
         h2_complete(engine, r, HERALD_H2_OK, NULL);
     } else if (error_code == NGHTTP2_REFUSED_STREAM && r->status == 0) {

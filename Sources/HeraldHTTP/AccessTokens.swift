@@ -116,7 +116,7 @@ public actor AccessTokens {
                     url: url, headers: [("Content-Type", "application/x-www-form-urlencoded")],
                     body: Array(form.utf8), timeout: .seconds(20)))
         } catch {
-            throw AccessTokenError.unavailable("token endpoint unreachable: \(error)")
+            throw AccessTokenError.unavailable(error.reason(sendingTo: "token endpoint"))
         }
         let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
         switch response.status {

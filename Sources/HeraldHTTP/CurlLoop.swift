@@ -444,7 +444,7 @@ final class TransferLoop: @unchecked Sendable {
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_SSL_CONNECT_ERROR, CURLE_SEND_ERROR,
             CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_PEER_FAILED_VERIFICATION:
             kind = .connection
-        case CURLE_WEIRD_SERVER_REPLY: kind = .badResponse
+        case CURLE_WEIRD_SERVER_REPLY: kind = .serverMisbehaved
         default: kind = .other
         }
         return HTTPClientError(kind: kind, curlCode: Int(code.rawValue), message: message)

@@ -140,8 +140,8 @@ private func h2Completed(_ context: UnsafeMutableRawPointer?, _ result: UnsafePo
                     kind: result.refused_kind, address: result.refused_address.map { String(cString: $0) } ?? "")))
     case HERALD_H2_SHUTDOWN:
         transfer.complete(.failure(HTTPClientError(kind: .shutdown, message: message)))
-    case HERALD_H2_BAD_RESPONSE:
-        transfer.complete(.failure(HTTPClientError(kind: .badResponse, message: message)))
+    case HERALD_H2_SERVER_MISBEHAVED:
+        transfer.complete(.failure(HTTPClientError(kind: .serverMisbehaved, message: message)))
     default:
         transfer.complete(.failure(HTTPClientError(kind: .other, message: message)))
     }

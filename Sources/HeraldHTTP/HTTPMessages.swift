@@ -249,9 +249,10 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
         /// Every address the URL's host resolved to is one the request may not reach (loopback,
         /// private, link-local, …: see ``HTTPRequest/allowPrivateAddresses``). Nothing was sent.
         case refusedAddress
-        /// The server answered with what cannot be taken: a response that breaks HTTP's rules,
-        /// or brings more than a response may (64 KiB of header fields, 1 MiB of body).
-        case badResponse
+        /// The server was reached and broke HTTP's rules (a malformed response, a flood of
+        /// frames, garbage), or sent more than a response may bring (64 KiB of header fields,
+        /// 1 MiB of body).
+        case serverMisbehaved
         case other
     }
 
@@ -270,15 +271,16 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
         "HTTP request failed (\(kind)\(curlCode == 0 ? "" : ", curl \(curlCode)")): \(message)"
     }
 
-    /// Why a request to `service` ("FCM", "the push service", …) got no response to judge, as a
-    /// delivery's reason: the service could not be reached, did not answer in time, or answered
-    /// with what cannot be taken.
+    /// Why a request to `service` ("FCM", "push service", …) got no response to judge, as a
+    /// delivery's reason: the service could not be reached, did not answer in time, or
+    /// misbehaved; or the request was never sent, or abandoned.
     public func reason(sendingTo service: String) -> String {
         switch kind {
         case .timeout: "\(service) did not answer in time: \(message)"
-        case .badResponse: "\(service) sent a broken response: \(message)"
+        case .serverMisbehaved: "\(service) misbehaved: \(message)"
         case .invalidRequest: "\(service) request not sent: \(message)"
-        case .connection, .refusedAddress, .shutdown, .other: "\(service) unreachable: \(message)"
+        case .shutdown: "\(service) request abandoned: \(message)"
+        case .connection, .refusedAddress, .other: "\(service) unreachable: \(message)"
         }
     }
 

@@ -109,10 +109,13 @@ import Testing
 
             // Nothing FCM accepted is sent again. The one exception is not the database's doing: a
             // send whose answer never came (the emulator, on a loaded machine, answered after the
-            // client's timeout) is retried, at least once by design; such a send names its
-            // unreachable FCM in the delivery's error history.
+            // client's timeout) is retried, at least once by design; such a send says in the
+            // delivery's error history that FCM did not answer in time (or was unreachable).
             let unanswered = try await after.query(
-                "SELECT count(*) FROM herald.deliveries WHERE array_to_string(error_history, ' ') LIKE '%FCM unreachable%'"
+                """
+                SELECT count(*) FROM herald.deliveries
+                WHERE array_to_string(error_history, ' ') ~ 'FCM (unreachable|did not answer in time)'
+                """
             )[0].decode(0, as: Int.self)
             let sends = try await load.checkNothingLost(after, notifications: count + later, window: unanswered)
             print(

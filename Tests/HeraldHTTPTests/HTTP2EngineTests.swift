@@ -47,7 +47,7 @@ import Testing
         let error = await #expect(throws: HTTPClientError.self) {
             _ = try await client.send(HTTPRequest(method: "GET", url: nginx.baseURL + "/big"))
         }
-        #expect(error?.kind == .badResponse)
+        #expect(error?.kind == .serverMisbehaved)
         #expect(error?.message.contains("exceeds 1 MiB") == true, "\(error?.message ?? "")")
         let next = try await client.send(request(nginx.baseURL))
         #expect(next.status == 200 && next.newConnections == 0, "the same connection")

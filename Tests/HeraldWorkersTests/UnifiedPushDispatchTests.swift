@@ -75,7 +75,7 @@ import Testing
                 switch server.attack {
                 case .handshakeNeverCompletes: ("push service did not answer in time: ", "waited for a connection")
                 case .hpackBomb, .oversizedHeaderBlock, .endlessData, .statusNotThreeDigits:
-                    ("push service sent a broken response: ", server.attack.reason)
+                    ("push service misbehaved: ", server.attack.reason)
                 default: ("push service unreachable: ", server.attack.reason)
                 }
             #expect(

@@ -36,9 +36,10 @@ typedef enum {
     /// Every address the host resolved to that could be tried is one the request may not reach
     /// (`refused_kind`, `refused_address`); nothing was sent.
     HERALD_H2_REFUSED_ADDRESS = 6,
-    /// The server's response broke HTTP/2's rules or went past what a response may bring (its
-    /// stream was reset): the server answered, with something that cannot be taken.
-    HERALD_H2_BAD_RESPONSE = 7,
+    /// The server broke HTTP/2's rules (its stream was reset, or the connection ended with
+    /// nghttp2's GOAWAY) or sent a response past what one may bring: it was reached, and
+    /// misbehaved.
+    HERALD_H2_SERVER_MISBEHAVED = 7,
 } herald_h2_outcome;
 
 typedef struct {
