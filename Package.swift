@@ -17,8 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
@@ -121,12 +121,14 @@ let package = Package(
             dependencies: ["HeraldCrypto", "HeraldCore", "HeraldHTTP"]
         ),
         // Local stand-ins for FCM v1 + OAuth and a Web Push service, for tests, the demo and app
-        // developers.
+        // developers: a plain HTTP/1.1 server on Hummingbird, as the endpoint is.
         .target(
             name: "HeraldEmulator",
             dependencies: [
                 "HeraldFCM", "HeraldWebPush", "HeraldCrypto", "HeraldCore",
-                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -218,7 +220,10 @@ let package = Package(
             name: "HeraldTestSupport",
             dependencies: [
                 "HeraldPostgres", "HeraldQueue", "HeraldSchema", "HeraldCrypto", "HeraldFCM",
-                .product(name: "FlyingFox", package: "FlyingFox"),
+                // LocalServer, a plain HTTP/1.1 server answering with a closure.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
                 // The hostile HTTP/2 server, which writes its frames by hand over TLS.
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -242,9 +247,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldHTTPTests",
-            dependencies: [
-                "HeraldHTTP", "CHTTP2", "HeraldTestSupport", .product(name: "FlyingFox", package: "FlyingFox"),
-            ]
+            dependencies: ["HeraldHTTP", "CHTTP2", "HeraldTestSupport"]
         ),
         .testTarget(
             name: "HeraldCoreTests",

@@ -1,8 +1,10 @@
-import FlyingFox
 import Foundation
+import HTTPTypes
 import HeraldCrypto
 import HeraldFCM
+import Hummingbird
 import Logging
+import NIOCore
 
 /// A message the emulator accepted.
 public struct ReceivedMessage: Sendable {
@@ -64,7 +66,6 @@ public final class Emulator: Sendable {
     private let apns: APNsService
     private let hms: HMSService
     private let harmony: HarmonyService
-    private let server: HTTPServer
     private let task: Task<Void, Never>
     public let port: UInt16
 
@@ -73,25 +74,45 @@ public final class Emulator: Sendable {
 
     /// Starts the emulator on `port` (0 picks a free one) on the loopback interface.
     public static func start(port: UInt16 = 0, host: String = "127.0.0.1") async throws -> Emulator {
-        let server = HTTPServer(address: try .inet(ip4: host, port: port), timeout: 30, logger: .disabled)
-        let emulator = EmulatorRoutes()
-        await emulator.install(on: server)
-        let task = Task { _ = try? await server.run() }
-        // Generous: with the whole suite running on two cores, a start has taken over 5 s.
-        try await server.waitUntilListening(timeout: 30)
-        guard case .ip4(_, let boundPort)? = await server.listeningAddress else {
+        let routes = EmulatorRoutes()
+        let (bound, listening) = AsyncThrowingStream.makeStream(of: Int.self)
+        let app = Application(
+            responder: routes.router(),
+            configuration: .init(address: .hostname(host, port: Int(port))),
+            onServerRunning: { channel in
+                listening.yield(channel.localAddress?.port ?? 0)
+                listening.finish()
+            },
+            logger: Logger(label: "herald-emulator", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let task = Task {
+            do {
+                try await app.run()
+                listening.finish()
+            } catch {
+                listening.finish(throwing: error)
+            }
+        }
+        // The bound port, or why the server could not start (the address in use…).
+        var boundPort: Int?
+        do {
+            for try await port in bound { boundPort = port }
+        } catch {
+            task.cancel()
+            throw error
+        }
+        guard let boundPort, let port = UInt16(exactly: boundPort), port != 0 else {
+            task.cancel()
             throw CocoaError(.featureUnsupported)
         }
         return Emulator(
-            server: server, task: task, port: boundPort, state: emulator.state, webPush: emulator.webPush,
-            apns: emulator.apns, hms: emulator.hms, harmony: emulator.harmony)
+            task: task, port: port, state: routes.state, webPush: routes.webPush, apns: routes.apns, hms: routes.hms,
+            harmony: routes.harmony)
     }
 
     private init(
-        server: HTTPServer, task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService,
-        apns: APNsService, hms: HMSService, harmony: HarmonyService
+        task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService, apns: APNsService,
+        hms: HMSService, harmony: HarmonyService
     ) {
-        self.server = server
         self.task = task
         self.port = port
         self.state = state
@@ -101,9 +122,11 @@ public final class Emulator: Sendable {
         self.harmony = harmony
     }
 
+    /// Stops the server: it no longer listens once this returns, and requests in progress are
+    /// cancelled.
     public func stop() async {
-        await server.stop(timeout: 1)
         task.cancel()
+        await task.value
     }
 
     /// Trusts `account`'s key for token requests.
@@ -250,36 +273,39 @@ struct EmulatorRoutes {
     let hms = HMSService()
     let harmony = HarmonyService()
 
-    func install(on server: HTTPServer) async {
+    /// The routes. The first that matches a request answers it: `POST /v1/projects/messages:send`
+    /// is Huawei's, for client id `projects`, before FCM's `/v1/projects/*`.
+    func router() -> EmulatorRouter {
+        var router = EmulatorRouter()
         let state = self.state
         let webPush = self.webPush
         let apns = self.apns
         let hms = self.hms
         let harmony = self.harmony
-        await server.appendRoute("POST /oauth2/v3/token") { request in
-            let (status, json) = await hms.issueToken(form: String(decoding: try await request.bodyData, as: UTF8.self))
+        router.add("POST /oauth2/v3/token") { request in
+            let (status, json) = await hms.issueToken(form: String(decoding: request.body, as: UTF8.self))
             return Self.json(status, json)
         }
-        await server.appendRoute("POST /v1/*/messages:send") { request in
+        router.add("POST /v1/*/messages:send") { request in
             let answer = await hms.send(
                 clientID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
-                authorization: request.headers[.authorization], body: try await request.bodyData)
+                authorization: request.headers["authorization"], body: request.body)
             if let delay = answer.delay { try await Task.sleep(for: delay) }
             var response = Self.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
+            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
             return response
         }
-        await server.appendRoute("POST /v3/*/messages:send") { request in
+        router.add("POST /v3/*/messages:send") { request in
             let answer = await harmony.send(
                 projectID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
-                headers: Self.headers(of: request), body: try await request.bodyData)
+                headers: request.headers, body: request.body)
             if let delay = answer.delay { try await Task.sleep(for: delay) }
             var response = Self.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
+            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
             return response
         }
-        await server.appendRoute("POST /emulator/harmony-projects") { request in
-            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+        router.add("POST /emulator/harmony-projects") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
             guard let project = object["project_id"] as? String, let keyID = object["key_id"] as? String,
                 let subAccount = object["sub_account"] as? String, let publicKey = object["public_key"] as? String,
                 (try? await harmony.registerProject(
@@ -292,63 +318,62 @@ struct EmulatorRoutes {
             }
             return Self.json(200, "{}")
         }
-        await server.appendRoute("GET /emulator/harmony") { _ in
+        router.add("GET /emulator/harmony") { _ in
             let list = await harmony.received.map {
                 "{\"project_id\":\(Self.quote($0.projectID)),\"request_id\":\(Self.quote($0.requestID)),\"push_type\":\($0.pushType),\"token\":\(Self.quote($0.token)),\"payload\":\($0.json)}"
             }
             return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
-        await server.appendRoute("POST /emulator/hms-apps") { request in
-            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+        router.add("POST /emulator/hms-apps") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
             guard let clientID = object["client_id"] as? String, let secret = object["client_secret"] as? String else {
                 return Self.json(400, #"{"error":"expected {\"client_id\": …, \"client_secret\": …}"}"#)
             }
             await hms.registerApp(clientID: clientID, secret: secret, urgent: object["urgent"] as? Bool ?? false)
             return Self.json(200, "{}")
         }
-        await server.appendRoute("GET /emulator/hms") { _ in
+        router.add("GET /emulator/hms") { _ in
             let list = await hms.received.map {
                 "{\"client_id\":\(Self.quote($0.clientID)),\"request_id\":\(Self.quote($0.requestID)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
             }
             return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
-        await server.appendRoute("POST /3/device/*") { request in
+        router.add("POST /3/device/*") { request in
             let answer = await apns.push(
-                token: String(request.path.split(separator: "/").last ?? ""), headers: Self.headers(of: request),
-                body: [UInt8](try await request.bodyData))
+                token: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
+                body: [UInt8](request.body))
             if let delay = answer.delay { try await Task.sleep(for: delay) }
             return try Self.apnsResponse(answer, document: nil)
         }
         // Broadcast channels: the management API (its own host at Apple; a path here) and sends.
         for method in ["POST", "GET", "DELETE"] {
             for resource in ["channels", "all-channels"] {
-                await server.appendRoute(HTTPRoute("\(method) /1/apps/*/\(resource)")) { request in
+                router.add("\(method) /1/apps/*/\(resource)") { request in
                     let parts = request.path.split(separator: "/")
                     let (answer, document) = await apns.manageChannels(
                         method: method, bundleID: parts.count > 2 ? String(parts[2]) : "",
-                        all: resource == "all-channels", headers: Self.headers(of: request),
-                        body: [UInt8](try await request.bodyData))
+                        all: resource == "all-channels", headers: request.headers,
+                        body: [UInt8](request.body))
                     return try Self.apnsResponse(answer, document: document)
                 }
             }
         }
-        await server.appendRoute("POST /4/broadcasts/apps/*") { request in
+        router.add("POST /4/broadcasts/apps/*") { request in
             let answer = await apns.broadcast(
-                bundleID: String(request.path.split(separator: "/").last ?? ""), headers: Self.headers(of: request),
-                body: [UInt8](try await request.bodyData))
+                bundleID: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
+                body: [UInt8](request.body))
             return try Self.apnsResponse(answer, document: nil)
         }
-        await server.appendRoute("POST /emulator/apns-keys") { request in
-            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+        router.add("POST /emulator/apns-keys") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
             guard let team = object["team_id"] as? String, let keyID = object["key_id"] as? String,
                 let topics = object["topics"] as? [String]
             else { return Self.json(400, #"{"error":"expected {\"team_id\", \"key_id\", \"topics\": [...]}"}"#) }
             let pem = try await apns.makeKey(keyID: keyID, teamID: team, topics: Set(topics))
-            return HTTPResponse(
-                statusCode: .ok, headers: [.contentType: "application/x-pem-file"], body: Data(pem.utf8))
+            return Self.response(200, contentType: "application/x-pem-file", body: Data(pem.utf8))
         }
-        await server.appendRoute("POST /emulator/apns-tokens") { request in
-            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+        router.add("POST /emulator/apns-tokens") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
             guard let token = object["token"] as? String, let type = object["push_type"] as? String,
                 await apns.bindToken(token, pushType: type)
             else {
@@ -357,27 +382,23 @@ struct EmulatorRoutes {
             }
             return Self.json(200, "{}")
         }
-        await server.appendRoute("GET /emulator/apns") { _ in
+        router.add("GET /emulator/apns") { _ in
             let list = await apns.received.map {
                 "{\"device_token\":\(Self.quote($0.deviceToken)),\"apns_id\":\(Self.quote($0.apnsID)),\"headers\":\(String(decoding: try! JSONSerialization.data(withJSONObject: $0.headers, options: [.sortedKeys]), as: UTF8.self)),\"payload\":\($0.payload)}"
             }
             return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
-        await server.appendRoute("POST /push/*") { request in
-            var headers: [String: String] = [:]
-            for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
+        router.add("POST /push/*") { request in
             let answer = await webPush.push(
-                id: String(request.path.split(separator: "/").last ?? ""), headers: headers,
-                body: [UInt8](try await request.bodyData))
+                id: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
+                body: [UInt8](request.body))
             if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = HTTPResponse(
-                statusCode: HTTPStatusCode(answer.status, phrase: answer.status < 300 ? "Created" : "Error"),
-                headers: [.contentType: "text/plain; charset=UTF-8"], body: Data(answer.text.utf8))
-            for (name, value) in answer.headers { response.headers[HTTPHeader(name)] = value }
-            return response
+            return Self.response(
+                answer.status, contentType: "text/plain; charset=UTF-8", body: Data(answer.text.utf8),
+                headers: answer.headers)
         }
-        await server.appendRoute("POST /emulator/subscriptions") { request in
-            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+        router.add("POST /emulator/subscriptions") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
             guard let base = object["base"] as? String, base.hasPrefix("https://") else {
                 return Self.json(400, #"{"error":"expected {\"base\": \"https://…\"}"}"#)
             }
@@ -385,28 +406,28 @@ struct EmulatorRoutes {
                 base: base, applicationServerKey: object["application_server_key"] as? String)
             return Self.json(200, subscription.json)
         }
-        await server.appendRoute("GET /emulator/web-pushes") { _ in
+        router.add("GET /emulator/web-pushes") { _ in
             let list = await webPush.received.map {
                 "{\"endpoint\":\(Self.quote($0.endpoint)),\"ttl\":\($0.ttl),\"urgency\":\(Self.quote($0.urgency ?? "")),\"topic\":\(Self.quote($0.topic ?? "")),\"payload\":\($0.payload)}"
             }
             return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
-        await server.appendRoute("POST /token") { request in
-            let body = String(decoding: try await request.bodyData, as: UTF8.self)
+        router.add("POST /token") { request in
+            let body = String(decoding: request.body, as: UTF8.self)
             let (status, json) = await state.issueToken(form: body)
             return Self.json(status, json)
         }
-        await server.appendRoute("POST /v1/projects/*") { request in
-            let body = try await request.bodyData
+        router.add("POST /v1/projects/*") { request in
+            let body = request.body
             let answer = await state.send(
-                path: request.path, authorization: request.headers[.authorization], body: body)
+                path: request.path, authorization: request.headers["authorization"], body: body)
             if let delay = answer.delay { try await Task.sleep(for: delay) }
             var response = Self.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[HTTPHeader("Retry-After")] = "\(retryAfter)" }
+            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
             return response
         }
-        await server.appendRoute("POST /emulator/fcm-devices") { request in
-            let object = (try? JSONSerialization.jsonObject(with: try await request.bodyData)) as? [String: Any] ?? [:]
+        router.add("POST /emulator/fcm-devices") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
             guard let token = object["token"] as? String else {
                 return Self.json(
                     400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
@@ -426,15 +447,15 @@ struct EmulatorRoutes {
                 "{\"online\":\(device.online),\"stored\":\(device.storedCount),\"deleted_notices\":\(device.deletedNotices),\"received\":[\(received)]}"
             )
         }
-        await server.appendRoute("GET /emulator/messages") { _ in
+        router.add("GET /emulator/messages") { _ in
             let messages = await state.messages
             let list = messages.map {
                 "{\"project\":\(Self.quote($0.projectID)),\"name\":\(Self.quote($0.name)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
             }
             return Self.json(200, "[" + list.joined(separator: ",") + "]")
         }
-        await server.appendRoute("POST /emulator/behaviours") { request in
-            let body = try await request.bodyData
+        router.add("POST /emulator/behaviours") { request in
+            let body = request.body
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
                 let token = object["token"] as? String
             else { return Self.json(400, #"{"error":"expected {\"token\": …, \"behaviour\": …}"}"#) }
@@ -467,33 +488,34 @@ struct EmulatorRoutes {
             }
             return Self.json(200, "{}")
         }
-    }
-
-    /// A request's headers, names lower-cased.
-    static func headers(of request: HTTPRequest) -> [String: String] {
-        var headers: [String: String] = [:]
-        for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
-        return headers
+        return router
     }
 
     /// APNs' answer: `{"reason": …}` (and a 410's `timestamp`) on an error, or `document` when
     /// there is one, with the answer's headers.
-    static func apnsResponse(_ answer: APNsService.Answer, document: Data?) throws -> HTTPResponse {
+    static func apnsResponse(_ answer: APNsService.Answer, document: Data?) throws -> Response {
         var body: [String: Any] = [:]
         if let reason = answer.reason { body["reason"] = reason }
         if let timestamp = answer.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
-        var response = HTTPResponse(
-            statusCode: HTTPStatusCode(answer.status, phrase: answer.status < 300 ? "OK" : "Error"),
-            headers: [.contentType: "application/json"],
-            body: try document ?? (body.isEmpty ? Data() : JSONSerialization.data(withJSONObject: body)))
-        for (name, value) in answer.headers { response.headers[HTTPHeader(name)] = value }
-        return response
+        return response(
+            answer.status, contentType: "application/json",
+            body: try document ?? (body.isEmpty ? Data() : JSONSerialization.data(withJSONObject: body)),
+            headers: answer.headers)
     }
 
-    static func json(_ status: Int, _ body: String) -> HTTPResponse {
-        HTTPResponse(
-            statusCode: HTTPStatusCode(status, phrase: status == 200 ? "OK" : "Error"),
-            headers: [.contentType: "application/json; charset=UTF-8"], body: Data(body.utf8))
+    static func json(_ status: Int, _ body: String) -> Response {
+        response(status, contentType: "application/json; charset=UTF-8", body: Data(body.utf8))
+    }
+
+    /// An answer with `body` and its `Content-Length`; `headers` are set after the content type,
+    /// each replacing any of its name.
+    static func response(_ status: Int, contentType: String, body: Data, headers: [(String, String)] = []) -> Response {
+        var fields: HTTPFields = [.contentType: contentType]
+        for (name, value) in headers {
+            if let name = HTTPField.Name(name) { fields[name] = value }
+        }
+        return Response(
+            status: .init(code: status), headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
     static func quote(_ text: String) -> String {

@@ -1,39 +1,123 @@
-import FlyingFox
 import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
 
-/// A FlyingFox server on a free loopback port, stopped when released.
+/// An HTTP/1.1 server (Hummingbird) on a free loopback port that answers every request with one
+/// closure; stopped when released.
 public final class LocalServer: Sendable {
-    public let server: HTTPServer
+    /// A request as the handler sees it, its body read whole (up to ``maxBodyBytes``; a longer
+    /// one is answered 413 without the handler).
+    public struct Request: Sendable {
+        public var method: String
+        /// The path, as sent, without the query.
+        public var path: String
+        public var headers: [(name: String, value: String)]
+        public var body: Data
+
+        /// The value of the header `name` (any case); of one sent more than once, the values
+        /// joined by commas.
+        public func header(_ name: String) -> String? {
+            let values = headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+            return values.isEmpty ? nil : values.joined(separator: ", ")
+        }
+    }
+
+    /// The handler's answer, sent with its `Content-Length`.
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [(name: String, value: String)]
+        public var body: Data
+
+        public init(status: Int, headers: [(name: String, value: String)] = [], body: Data = Data()) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+    }
+
+    public static let maxBodyBytes = 1 << 20
+
     public let port: UInt16
     private let task: Task<Void, Never>
 
-    /// Starts a server that answers every request with `handler`.
+    /// Starts a server that answers every request with `handler`. A handler that throws, or
+    /// answers a header name that is no HTTP token, gets 500.
     public static func start(
-        _ handler: @escaping @Sendable (HTTPRequest) async throws -> HTTPResponse
+        _ handler: @escaping @Sendable (Request) async throws -> Response
     ) async throws -> LocalServer {
-        let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
-        await server.appendRoute("*", handler: handler)
-        return try await start(server)
-    }
-
-    /// Starts `server`, which must listen on 127.0.0.1.
-    public static func start(_ server: HTTPServer) async throws -> LocalServer {
-        let task = Task { _ = try? await server.run() }
-        // Generous: with the whole suite running on two cores, a start has taken over 5 s.
-        try await server.waitUntilListening(timeout: 30)
-        guard case .ip4(_, let port)? = await server.listeningAddress else {
+        let (bound, listening) = AsyncThrowingStream.makeStream(of: Int.self)
+        let app = Application(
+            responder: CallbackResponder { (request: Hummingbird.Request, _: BasicRequestContext) in
+                try await respond(to: request, with: handler)
+            },
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in
+                listening.yield(channel.localAddress?.port ?? 0)
+                listening.finish()
+            },
+            logger: Logger(label: "local-server", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let task = Task {
+            do {
+                try await app.run()
+                listening.finish()
+            } catch {
+                listening.finish(throwing: error)
+            }
+        }
+        // The bound port, or why the server could not start.
+        var boundPort: Int?
+        do {
+            for try await port in bound { boundPort = port }
+        } catch {
+            task.cancel()
+            throw error
+        }
+        guard let boundPort, let port = UInt16(exactly: boundPort), port != 0 else {
+            task.cancel()
             throw CocoaError(.featureUnsupported)
         }
-        return LocalServer(server: server, port: port, task: task)
+        return LocalServer(port: port, task: task)
     }
 
-    private init(server: HTTPServer, port: UInt16, task: Task<Void, Never>) {
-        self.server = server
+    private static func respond(
+        to request: Hummingbird.Request, with handler: @Sendable (Request) async throws -> Response
+    ) async throws -> Hummingbird.Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maxBodyBytes)
+        } catch is NIOTooManyBytesError {
+            return Hummingbird.Response(status: .contentTooLarge)
+        }
+        let answer = try await handler(
+            Request(
+                method: request.method.rawValue, path: request.uri.path,
+                headers: request.headers.map { (name: $0.name.rawName, value: $0.value) },
+                body: Data(body.readableBytesView)))
+        var headers = HTTPFields()
+        for (name, value) in answer.headers {
+            guard let name = HTTPField.Name(name) else { throw CocoaError(.coderInvalidValue) }
+            headers.append(HTTPField(name: name, value: value))
+        }
+        return Hummingbird.Response(
+            status: .init(code: answer.status), headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+
+    private init(port: UInt16, task: Task<Void, Never>) {
         self.port = port
         self.task = task
     }
 
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// Stops the server: it no longer listens once this returns, and requests in progress are
+    /// cancelled.
+    public func stop() async {
+        task.cancel()
+        await task.value
+    }
 
     deinit { task.cancel() }
 }

@@ -1,14 +1,8 @@
-import FlyingFox
 import Foundation
 import HeraldHTTP
 import HeraldTestSupport
 import Synchronization
 import Testing
-
-// FlyingFox (the local test server) has types of the same names.
-private typealias HTTPClient = HeraldHTTP.HTTPClient
-private typealias HTTPRequest = HeraldHTTP.HTTPRequest
-private typealias HTTPResponse = HeraldHTTP.HTTPResponse
 
 @Suite struct HTTPClientTests {
     @Test func requestsAreMultiplexedAsHTTP2StreamsOverFewConnections() async throws {
@@ -104,13 +98,9 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
 
     @Test func statusHeadersAndBodyRoundTripOverHTTP1() async throws {
         let server = try await LocalServer.start { request in
-            let body = try await request.bodyData
-            return FlyingFox.HTTPResponse(
-                statusCode: .serviceUnavailable,
-                headers: [
-                    HTTPHeader("Retry-After"): "7", HTTPHeader("X-Echo-Auth"): request.headers[.authorization] ?? "",
-                ],
-                body: body)
+            LocalServer.Response(
+                status: 503, headers: [("Retry-After", "7"), ("X-Echo-Auth", request.header("authorization") ?? "")],
+                body: request.body)
         }
         let client = HTTPClient()
         let response = try await client.send(
@@ -155,7 +145,7 @@ private typealias HTTPResponse = HeraldHTTP.HTTPResponse
     @Test func slowServerTimesOut() async throws {
         let server = try await LocalServer.start { _ in
             try await Task.sleep(for: .seconds(30))
-            return FlyingFox.HTTPResponse(statusCode: .ok)
+            return LocalServer.Response(status: 200)
         }
         let client = HTTPClient()
         let started = ContinuousClock.now

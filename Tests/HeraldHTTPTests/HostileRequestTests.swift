@@ -1,15 +1,10 @@
 import CCurl
-import FlyingFox
 import Foundation
 import HeraldTestSupport
 import Synchronization
 import Testing
 
 @testable import HeraldHTTP
-
-// FlyingFox (the local test server) has types of the same names.
-private typealias HTTPClient = HeraldHTTP.HTTPClient
-private typealias HTTPRequest = HeraldHTTP.HTTPRequest
 
 /// Requests built from what producers and devices chose: unsafe ones never reach a server, and
 /// a request that may not reach private addresses is refused on the address it connects to.
@@ -71,11 +66,9 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         let server = try await LocalServer.start { request in
             if request.path == "/elsewhere" {
                 hits.add(1, ordering: .relaxed)
-                return FlyingFox.HTTPResponse(statusCode: .ok)
+                return LocalServer.Response(status: 200)
             }
-            var response = FlyingFox.HTTPResponse(statusCode: .found)
-            response.headers[HTTPHeader("Location")] = "/elsewhere"
-            return response
+            return LocalServer.Response(status: 302, headers: [("Location", "/elsewhere")])
         }
         let response = try await HTTPClient().send(HTTPRequest(url: server.url("/push/1")))
         #expect(response.status == 302)
@@ -118,7 +111,7 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         let seen = Mutex(0)
         let server = try await LocalServer.start { _ in
             seen.withLock { $0 += 1 }
-            return FlyingFox.HTTPResponse(statusCode: .ok)
+            return LocalServer.Response(status: 200)
         }
         let error = await #expect(throws: HTTPClientError.self) {
             _ = try await HTTPClient().send(HTTPRequest(url: server.url("/push/1"), allowPrivateAddresses: false))

@@ -1,13 +1,8 @@
-import FlyingFox
 import Foundation
 import HeraldHTTP
 import HeraldTestSupport
 import Synchronization
 import Testing
-
-// FlyingFox (the local test server) has types of the same names.
-private typealias HTTPClient = HeraldHTTP.HTTPClient
-private typealias HTTPRequest = HeraldHTTP.HTTPRequest
 
 /// A provider's connection that silently stops answering (its TCP path dropped, or the server
 /// stuck while its kernel still acknowledges) is given up within seconds, not request timeouts,
@@ -49,7 +44,7 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
         }
     }
 
-    private func outcomes(_ results: [Result<HeraldHTTP.HTTPResponse, HTTPClientError>]) -> [Outcome] {
+    private func outcomes(_ results: [Result<HTTPResponse, HTTPClientError>]) -> [Outcome] {
         results.map {
             switch $0 {
             case .success(let response): .success(response.status)
@@ -166,7 +161,7 @@ private typealias HTTPRequest = HeraldHTTP.HTTPRequest
     @Test func aSlowServerThatStillAnswersIsNotCutOff() async throws {
         let slow = try await LocalServer.start { _ in
             try await Task.sleep(for: .seconds(4))
-            return FlyingFox.HTTPResponse(statusCode: .ok, body: Data("late".utf8))
+            return LocalServer.Response(status: 200, body: Data("late".utf8))
         }
         let nginx = try await NginxStandIn.start(upstream: slow.port)
         var configuration = HTTPClient.Configuration()

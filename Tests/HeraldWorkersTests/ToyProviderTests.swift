@@ -1,4 +1,3 @@
-import FlyingFox
 import Foundation
 import HeraldCore
 import HeraldHTTP
@@ -102,15 +101,15 @@ struct ToyPush: ProviderRoute {
     @Test func aProviderAddedThroughTheSeamSendsEndToEnd() async throws {
         let service = ToyService()
         let server = try await LocalServer.start { request in
-            guard request.headers[.authorization] == "Bearer \(service.key.withLock { $0 })" else {
-                return FlyingFox.HTTPResponse(statusCode: .unauthorized)
+            guard request.header("authorization") == "Bearer \(service.key.withLock { $0 })" else {
+                return LocalServer.Response(status: 401)
             }
-            let body = try JSONDecoder().decode([String: String].self, from: try await request.bodyData)
+            let body = try JSONDecoder().decode([String: String].self, from: request.body)
             service.received.withLock { $0.append(body) }
             guard let token = body["token"], service.knownTokens.contains(token) else {
-                return FlyingFox.HTTPResponse(statusCode: .notFound)
+                return LocalServer.Response(status: 404)
             }
-            return FlyingFox.HTTPResponse(statusCode: .ok, body: Data(#"{"id":"toy-\#(token)"}"#.utf8))
+            return LocalServer.Response(status: 200, body: Data(#"{"id":"toy-\#(token)"}"#.utf8))
         }
         let f = try await WorkerFixture.make()
         try await f.db.execute(ToyPush.migration)
