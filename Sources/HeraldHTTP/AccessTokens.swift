@@ -110,13 +110,12 @@ public actor AccessTokens {
         async throws(AccessTokenError) -> (token: String, lifetime: TimeInterval)
     {
         let response: HTTPResponse
-        do {
-            response = try await http.send(
-                HTTPRequest(
-                    url: url, headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                    body: Array(form.utf8), timeout: .seconds(20)))
-        } catch {
-            throw AccessTokenError.unavailable(error.reason(sendingTo: "token endpoint"))
+        let request = HTTPRequest(
+            url: url, headers: [("Content-Type", "application/x-www-form-urlencoded")], body: Array(form.utf8),
+            timeout: .seconds(20))
+        switch await http.send([request])[0] {
+        case .success(let answered): response = answered
+        case .failure(let error): throw AccessTokenError.unavailable(error.reason(sendingTo: "token endpoint"))
         }
         let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
         switch response.status {

@@ -128,6 +128,16 @@ public final class HostileHTTP2Server: Sendable {
 }
 
 extension HostileHTTP2Server.Attack {
+    /// Whether the attack breaks HTTP/2's rules or a response's limits, which Herald's client
+    /// reports as the server having misbehaved; the others are within the rules (refusals,
+    /// GOAWAYs, silence, a window left shut) and fail as a connection that did not serve.
+    public var breaksTheRules: Bool {
+        switch self {
+        case .refusedEveryStream, .goawayLoop, .handshakeNeverCompletes, .windowNeverOpens: false
+        default: true
+        }
+    }
+
     /// Words of the reason Herald's HTTP client gives a request this attack failed. A handshake
     /// never answered ends at a timeout, whose words depend on the client's settings: empty.
     public var reason: String {
