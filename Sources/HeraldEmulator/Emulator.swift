@@ -66,8 +66,8 @@ public final class Emulator: Sendable {
     private let apns: APNsService
     private let hms: HMSService
     private let harmony: HarmonyService
-    private let task: Task<Void, Never>
-    public let port: UInt16
+    private let server: LoopbackServer
+    public var port: UInt16 { server.port }
 
     public var baseURL: String { "http://127.0.0.1:\(port)" }
     public var tokenURI: String { baseURL + "/token" }
@@ -75,46 +75,17 @@ public final class Emulator: Sendable {
     /// Starts the emulator on `port` (0 picks a free one) on the loopback interface.
     public static func start(port: UInt16 = 0, host: String = "127.0.0.1") async throws -> Emulator {
         let routes = EmulatorRoutes()
-        let (bound, listening) = AsyncThrowingStream.makeStream(of: Int.self)
-        let app = Application(
-            responder: routes.router(),
-            configuration: .init(address: .hostname(host, port: Int(port))),
-            onServerRunning: { channel in
-                listening.yield(channel.localAddress?.port ?? 0)
-                listening.finish()
-            },
-            logger: Logger(label: "herald-emulator", factory: { _ in SwiftLogNoOpLogHandler() }))
-        let task = Task {
-            do {
-                try await app.run()
-                listening.finish()
-            } catch {
-                listening.finish(throwing: error)
-            }
-        }
-        // The bound port, or why the server could not start (the address in use…).
-        var boundPort: Int?
-        do {
-            for try await port in bound { boundPort = port }
-        } catch {
-            task.cancel()
-            throw error
-        }
-        guard let boundPort, let port = UInt16(exactly: boundPort), port != 0 else {
-            task.cancel()
-            throw CocoaError(.featureUnsupported)
-        }
+        let server = try await LoopbackServer.start(routes.router(), host: host, port: port)
         return Emulator(
-            task: task, port: port, state: routes.state, webPush: routes.webPush, apns: routes.apns, hms: routes.hms,
+            server: server, state: routes.state, webPush: routes.webPush, apns: routes.apns, hms: routes.hms,
             harmony: routes.harmony)
     }
 
     private init(
-        task: Task<Void, Never>, port: UInt16, state: EmulatorState, webPush: WebPushService, apns: APNsService,
-        hms: HMSService, harmony: HarmonyService
+        server: LoopbackServer, state: EmulatorState, webPush: WebPushService, apns: APNsService, hms: HMSService,
+        harmony: HarmonyService
     ) {
-        self.task = task
-        self.port = port
+        self.server = server
         self.state = state
         self.webPush = webPush
         self.apns = apns
@@ -124,10 +95,7 @@ public final class Emulator: Sendable {
 
     /// Stops the server: it no longer listens once this returns, and requests in progress are
     /// cancelled.
-    public func stop() async {
-        task.cancel()
-        await task.value
-    }
+    public func stop() async { await server.stop() }
 
     /// Trusts `account`'s key for token requests.
     public func register(_ account: ServiceAccount) async throws {
@@ -262,7 +230,7 @@ public final class Emulator: Sendable {
     public var tokenRequests: Int { get async { await state.tokenRequests } }
     public var sendRequests: Int { get async { await state.sendRequests } }
 
-    deinit { task.cancel() }
+    deinit { server.task.cancel() }
 }
 
 /// The request handlers, over the emulator's state.

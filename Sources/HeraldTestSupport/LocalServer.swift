@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
+import HeraldEmulator
 import Hummingbird
-import Logging
 import NIOCore
 
 /// An HTTP/1.1 server (Hummingbird) on a free loopback port that answers every request with one
@@ -39,46 +39,19 @@ public final class LocalServer: Sendable {
 
     public static let maxBodyBytes = 1 << 20
 
-    public let port: UInt16
-    private let task: Task<Void, Never>
+    private let server: LoopbackServer
+    public var port: UInt16 { server.port }
 
     /// Starts a server that answers every request with `handler`. A handler that throws, or
     /// answers a header name that is no HTTP token, gets 500.
     public static func start(
         _ handler: @escaping @Sendable (Request) async throws -> Response
     ) async throws -> LocalServer {
-        let (bound, listening) = AsyncThrowingStream.makeStream(of: Int.self)
-        let app = Application(
-            responder: CallbackResponder { (request: Hummingbird.Request, _: BasicRequestContext) in
+        let server = try await LoopbackServer.start(
+            CallbackResponder { (request: Hummingbird.Request, _: BasicRequestContext) in
                 try await respond(to: request, with: handler)
-            },
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                listening.yield(channel.localAddress?.port ?? 0)
-                listening.finish()
-            },
-            logger: Logger(label: "local-server", factory: { _ in SwiftLogNoOpLogHandler() }))
-        let task = Task {
-            do {
-                try await app.run()
-                listening.finish()
-            } catch {
-                listening.finish(throwing: error)
-            }
-        }
-        // The bound port, or why the server could not start.
-        var boundPort: Int?
-        do {
-            for try await port in bound { boundPort = port }
-        } catch {
-            task.cancel()
-            throw error
-        }
-        guard let boundPort, let port = UInt16(exactly: boundPort), port != 0 else {
-            task.cancel()
-            throw CocoaError(.featureUnsupported)
-        }
-        return LocalServer(port: port, task: task)
+            })
+        return LocalServer(server: server)
     }
 
     private static func respond(
@@ -105,19 +78,13 @@ public final class LocalServer: Sendable {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 
-    private init(port: UInt16, task: Task<Void, Never>) {
-        self.port = port
-        self.task = task
-    }
+    private init(server: LoopbackServer) { self.server = server }
 
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// Stops the server: it no longer listens once this returns, and requests in progress are
     /// cancelled.
-    public func stop() async {
-        task.cancel()
-        await task.value
-    }
+    public func stop() async { await server.stop() }
 
-    deinit { task.cancel() }
+    deinit { server.task.cancel() }
 }

@@ -26,36 +26,13 @@ public struct ChannelWorker: JobHandler {
 
     enum SQL {
         /// The channels $1, with their app's row version (for ``AppSetups``).
-        static let channels = """
-            SELECT c.id, c.app_id, c.name, c.stores_latest, c.state, c.channel_id, a.xmin::text AS app_version
-            FROM herald.broadcast_channels c JOIN herald.apps a ON a.app_id = c.app_id
-            WHERE c.id = ANY($1::bigint[])
-            """
-        /// Channel $1 was made at APNs as $2; nothing when it was deleted meanwhile.
-        static let created = """
-            UPDATE herald.broadcast_channels SET state = 'active', channel_id = $2, reason = NULL, changed_at = now()
-            WHERE id = $1 AND state = 'creating' RETURNING id
-            """
-        /// Channel $1 is gone from APNs ($2: why, when not deleted by Herald's request).
-        static let deleted = """
-            UPDATE herald.broadcast_channels SET state = 'deleted', reason = coalesce($2, reason), changed_at = now()
-            WHERE id = $1 AND state = 'deleting'
-            """
-        /// APNs refused channel $1's request for good ($2).
-        static let failed = """
-            UPDATE herald.broadcast_channels SET state = 'failed', reason = $2, changed_at = now()
-            WHERE id = $1 AND state IN ('creating', 'deleting')
-            """
-        /// Channel $1's request will be tried again: why it failed this time ($2).
-        static let waiting = """
-            UPDATE herald.broadcast_channels SET reason = $2, changed_at = now()
-            WHERE id = $1 AND state IN ('creating', 'deleting')
-            """
-        /// APNs made channel $1 as $2 after the producer deleted it: it is to be deleted at APNs.
-        static let deleteMade = """
-            UPDATE herald.broadcast_channels SET state = 'deleting', channel_id = $2, changed_at = now()
-            WHERE id = $1 AND state = 'deleted' AND channel_id IS NULL
-            """
+        static let channels =
+            "SELECT id, app_id, name, stores_latest, state, channel_id, app_version FROM herald.channels_to_work($1)"
+        /// Records APNs' answer $2 for channel $1 (its channel id $3, or why $4), and returns the
+        /// channel's state after (`herald.record_channel_answer`, `migrations/functions/channels.sql`).
+        static let recordAnswer = "SELECT herald.record_channel_answer($1, $2, $3, $4)"
+        /// App $1's active channel with APNs id $2 fails: APNs refused a broadcast on it ($3).
+        static let failUnknownChannel = "SELECT herald.fail_unknown_channel($1, $2, $3)"
     }
 
     struct Channel: Sendable {
@@ -118,7 +95,7 @@ public struct ChannelWorker: JobHandler {
     func outcome(of job: Job, _ channel: Channel, app: AppSetup?) async -> JobOutcome {
         let outcome = await work(channel, app: app)
         guard case .retry(let reason, _) = outcome else { return outcome }
-        return await record(job.isLastAttempt ? SQL.failed : SQL.waiting, channel, reason, outcome)
+        return await record(job.isLastAttempt ? "failed" : "waiting", channel, reason, outcome)
     }
 
     /// Does what the channel's state asks, and records it.
@@ -133,9 +110,11 @@ public struct ChannelWorker: JobHandler {
             switch await client.create(storesLatest: channel.storesLatest) {
             case .created(let channelID):
                 do {
-                    if try await context.connection.query(SQL.created, [channel.id, channelID]).isEmpty {
+                    let after = try await context.connection.query(
+                        SQL.recordAnswer, [channel.id, "created", channelID, String?.none])[0].decode(
+                            0, as: String?.self)
+                    if after != "active" {
                         // Deleted while APNs made it: nobody will broadcast on it, so it goes too.
-                        try await context.connection.query(SQL.deleteMade, [channel.id, channelID])
                         var made = channel
                         made.state = "deleting"
                         made.channelID = channelID
@@ -152,18 +131,18 @@ public struct ChannelWorker: JobHandler {
             case .retry(let after, let reason):
                 return .retry(error: reason, notBefore: after)
             case .refused(let reason), .unknownChannel(let reason):
-                return await record(SQL.failed, channel, reason)
+                return await record("failed", channel, reason)
             case .deleted, .found, .listed:
                 return .retry(error: "APNs answered a create with something else")
             }
         }
-        guard let channelID = channel.channelID else { return await record(SQL.deleted, channel, nil) }
+        guard let channelID = channel.channelID else { return await record("deleted", channel, nil) }
         switch await client.delete(channelID: channelID) {
-        case .deleted: return await record(SQL.deleted, channel, nil)
+        case .deleted: return await record("deleted", channel, nil)
         case .unknownChannel(let reason):
-            return await record(SQL.deleted, channel, "APNs no longer knew it: \(reason)")
+            return await record("deleted", channel, "APNs no longer knew it: \(reason)")
         case .retry(let after, let reason): return .retry(error: reason, notBefore: after)
-        case .refused(let reason): return await record(SQL.failed, channel, reason)
+        case .refused(let reason): return await record("failed", channel, reason)
         case .created, .found, .listed: return .retry(error: "APNs answered a delete with something else")
         }
     }
@@ -186,14 +165,15 @@ public struct ChannelWorker: JobHandler {
                 baseURL: senders.configuration.apnsChannelsEndpoint, http: senders.http))
     }
 
-    /// Records the channel's new state (or why it waits), then the job's `outcome`: done once
-    /// recorded, unless said otherwise.
-    func record(_ sql: String, _ channel: Channel, _ reason: String?, _ outcome: JobOutcome = .completed) async
+    /// Records APNs' `answer` for the channel ("deleted", "failed", "waiting": see
+    /// ``SQL/recordAnswer``), then the job's `outcome`: done once recorded, unless said otherwise.
+    func record(_ answer: String, _ channel: Channel, _ reason: String?, _ outcome: JobOutcome = .completed) async
         -> JobOutcome
     {
         do {
-            try await context.connection.query(sql, [channel.id, reason.map(DispatchWorker.storable)])
-            if sql == SQL.failed {
+            try await context.connection.query(
+                SQL.recordAnswer, [channel.id, answer, String?.none, reason.map(DispatchWorker.storable)])
+            if answer == "failed" {
                 context.logger.error(
                     "a broadcast channel's request failed for good",
                     metadata: ["app": "\(channel.app)", "channel": "\(channel.name)", "reason": "\(reason ?? "")"])

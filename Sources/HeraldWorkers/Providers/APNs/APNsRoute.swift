@@ -151,10 +151,8 @@ struct APNsRoute: ProviderRoute {
             else { continue }
             do {
                 try await context.connection.query(
-                    """
-                    UPDATE herald.broadcast_channels SET state = 'failed', reason = $3, changed_at = now()
-                    WHERE app_id = $1 AND channel_id = $2 AND state = 'active'
-                    """, [delivery.appID, channelID, DispatchWorker.storable(reason)])
+                    ChannelWorker.SQL.failUnknownChannel,
+                    [delivery.appID, channelID, DispatchWorker.storable(reason)])
             } catch {
                 context.logger.warning(
                     "could not record a channel APNs does not know", metadata: ["error": "\(error)"])
