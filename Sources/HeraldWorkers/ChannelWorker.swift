@@ -110,10 +110,9 @@ public struct ChannelWorker: JobHandler {
             switch await client.create(storesLatest: channel.storesLatest) {
             case .created(let channelID):
                 do {
-                    let after = try await context.connection.query(
-                        SQL.recordAnswer, [channel.id, "created", channelID, String?.none])[0].decode(
-                            0, as: String?.self)
-                    if after != "active" {
+                    let recorded = try await context.connection.query(
+                        SQL.recordAnswer, [channel.id, "created", channelID, String?.none])
+                    if try recorded[0].decode(0, as: String?.self) != "active" {
                         // Deleted while APNs made it: nobody will broadcast on it, so it goes too.
                         var made = channel
                         made.state = "deleting"
