@@ -33,11 +33,9 @@ public struct IngestWorker: BatchWorker {
             FROM herald.ingest($1::bigint[], $2, catch_up_every => make_interval(secs => $3))
             """
         /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.
-        static let waiting = "SELECT id FROM herald.notifications WHERE state = 'received' ORDER BY id LIMIT $1"
-        static let rejectUnprocessable = """
-            UPDATE herald.notifications SET state = 'rejected', reason = $2, ingested_at = now()
-            WHERE id = $1 AND state = 'received'
-            """
+        static let waiting = "SELECT herald.notifications_waiting($1)"
+        /// Rejects notification $1, which cannot be ingested ($2: why).
+        static let rejectUnprocessable = "SELECT herald.reject_unprocessable($1, $2)"
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {

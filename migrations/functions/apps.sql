@@ -265,3 +265,13 @@ BEGIN
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.sync_apps_from_provider_settings() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
+-- Records when app `app`'s APNs certificate expires, as the dispatch worker read it from the
+-- certificate's file (`expires_at`), for herald status; nothing when it is already known.
+CREATE OR REPLACE FUNCTION herald.record_apns_certificate_expiry(app text, expires_at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE herald.app_apns a SET certificate_expires_at = expires_at
+    WHERE a.app_id = app AND a.certificate_expires_at IS DISTINCT FROM expires_at;
+$$;
+REVOKE ALL ON FUNCTION herald.record_apns_certificate_expiry(text,timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_apns_certificate_expiry(text,timestamp with time zone) TO herald_daemon;

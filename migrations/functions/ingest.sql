@@ -934,3 +934,22 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
+
+-- The next `max_count` notifications waiting to be ingested, oldest first, without locking them:
+-- the list the ingest worker takes one at a time after a batch failed.
+CREATE OR REPLACE FUNCTION herald.notifications_waiting(max_count bigint) RETURNS SETOF bigint
+LANGUAGE sql STABLE AS $$
+    SELECT n.id FROM herald.notifications n WHERE n.state = 'received' ORDER BY n.id LIMIT max_count;
+$$;
+REVOKE ALL ON FUNCTION herald.notifications_waiting(bigint) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.notifications_waiting(bigint) TO herald_daemon;
+
+-- Rejects notification `notification`, if it still waits: ingesting it alone failed with an error
+-- that trying again cannot mend (`reason`, PostgreSQL's words).
+CREATE OR REPLACE FUNCTION herald.reject_unprocessable(notification bigint, reason text) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE herald.notifications n SET state = 'rejected', reason = reject_unprocessable.reason, ingested_at = now()
+    WHERE n.id = notification AND n.state = 'received';
+$$;
+REVOKE ALL ON FUNCTION herald.reject_unprocessable(bigint,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.reject_unprocessable(bigint,text) TO herald_daemon;

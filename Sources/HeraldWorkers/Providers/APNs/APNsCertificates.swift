@@ -57,9 +57,7 @@ final class APNsCertificates: Sendable {
         }
     }
 
-    /// $1 app, $2 when its APNs certificate expires, as read from the file.
-    static let recordExpiry = """
-        UPDATE herald.app_apns SET certificate_expires_at = $2
-        WHERE app_id = $1 AND certificate_expires_at IS DISTINCT FROM $2
-        """
+    /// $1 app, $2 when its APNs certificate expires, as read from the file
+    /// (`herald.record_apns_certificate_expiry`, `migrations/functions/apps.sql`).
+    static let recordExpiry = "SELECT herald.record_apns_certificate_expiry($1, $2)"
 }
