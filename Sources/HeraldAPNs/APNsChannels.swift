@@ -106,6 +106,9 @@ public struct APNsChannelClient: Sendable {
             ])[0]
             let response: HTTPResponse
             switch result {
+            // A request that cannot be sent (a bundle id with a control character) never will be.
+            case .failure(let error) where error.kind == .invalidRequest:
+                return .refused(reason: error.reason(sendingTo: "APNs"))
             case .failure(let error): return .retry(after: nil, reason: error.reason(sendingTo: "APNs"))
             case .success(let answered): response = answered
             }

@@ -210,6 +210,15 @@ import Testing
             return
         }
         #expect(refusal.contains("403 TopicMismatch"))
+        // A request that cannot be sent is refused, not tried again.
+        let unsendable = APNsChannelClient(
+            authentication: try authentication(f), bundleID: "com.example.app\r\nx-injected: 1",
+            environment: .development, baseURL: try #require(f.pushService).baseURL, http: try http(f))
+        guard case .refused(let unsent) = await unsendable.list() else {
+            Issue.record("a request that cannot be sent is refused")
+            return
+        }
+        #expect(unsent.hasPrefix("APNs request not sent: "), "\(unsent)")
     }
 
     @Test(arguments: [
