@@ -119,7 +119,9 @@ import Testing
         #expect(waiting)
         try await dispatch.value
         let ended = try await f.delivery(of: "stuck")
-        #expect(ended.state == "queued" && ended.error?.hasPrefix("push service did not answer in time: ") == true, "\(ended)")
+        #expect(
+            ended.state == "queued" && ended.error?.hasPrefix("push service did not answer in time: ") == true,
+            "\(ended)")
         #expect(await f.emulator.webPushes.count == 1)
     }
 
