@@ -27,22 +27,45 @@ public struct FunctionFile: Sendable {
     }
 }
 
+/// `migrations/baseline/`: the schema the numbered migrations up to `version` add up to, for a
+/// new database. `tables` (the roles, types, sequences, tables with their indexes, notes, grants
+/// and first rows) applies before the function files, `afterFunctions` (triggers, policies, and
+/// the checks and generated columns that call functions) after them.
+public struct Baseline: Sendable {
+    public var version: Int
+    public var tables: String
+    public var afterFunctions: String
+
+    public init(version: Int, tables: String, afterFunctions: String) {
+        self.version = version
+        self.tables = tables
+        self.afterFunctions = afterFunctions
+    }
+}
+
 /// What one run of the migrator applied.
 public struct MigrationRun: Sendable, Equatable {
     /// The numbered migrations it applied, in order.
     public var versions: [Int] = []
     /// The function files it applied (new or changed), in order.
     public var functionFiles: [String] = []
+    /// Whether it made a new database's schema from the baseline (then `versions` are the
+    /// migrations the baseline stands for, recorded as applied).
+    public var fromBaseline = false
 
     public var isEmpty: Bool { versions.isEmpty && functionFiles.isEmpty }
 
-    public init(versions: [Int] = [], functionFiles: [String] = []) {
+    public init(versions: [Int] = [], functionFiles: [String] = [], fromBaseline: Bool = false) {
         self.versions = versions
         self.functionFiles = functionFiles
+        self.fromBaseline = fromBaseline
     }
 }
 
-/// Moves a database to the schema this binary carries: the numbered migrations it has not
+/// Moves a database to the schema this binary carries. A new database (no migration recorded)
+/// starts from the baseline when it stands for every numbered migration carried: in one
+/// transaction, its tables, the function files and what waits for them, with each migration
+/// recorded as applied. Any other database moves through the numbered migrations it has not
 /// applied, in order, each in its own transaction, recorded in `herald.schema_migrations`
 /// (created by migration 0); then, in one transaction, every function file whose text differs
 /// from the one last applied (or that was never applied), in name order, recorded with its md5
@@ -58,17 +81,27 @@ public struct Migrator: Sendable {
 
     public var migrations: [Migration]
     public var functionFiles: [FunctionFile]
+    public var baseline: Baseline?
     let logger: Logger
 
     /// `functionFiles: []` stops at the numbered migrations given (for tests that build a
-    /// database as an older herald left it: the function files hold the newest text).
+    /// database as an older herald left it: the function files hold the newest text), and
+    /// `baseline: nil` makes a new database through the numbered migrations too.
     public init(
         migrations: [Migration] = Migration.embedded, functionFiles: [FunctionFile] = FunctionFile.embedded,
-        logger: Logger = Logger(label: "herald.migrate")
+        baseline: Baseline? = Baseline.embedded, logger: Logger = Logger(label: "herald.migrate")
     ) {
         self.migrations = migrations.sorted { $0.version < $1.version }
         self.functionFiles = functionFiles.sorted { $0.name < $1.name }
+        self.baseline = baseline
         self.logger = logger
+    }
+
+    /// The baseline, when it stands for exactly the numbered migrations carried and the function
+    /// files are applied too.
+    var usableBaseline: Baseline? {
+        guard let baseline, baseline.version == migrations.last?.version, !functionFiles.isEmpty else { return nil }
+        return baseline
     }
 
     /// Applies what is missing or changed and says what it applied.
@@ -77,6 +110,7 @@ public struct Migrator: Sendable {
         let migrations = self.migrations
         let functionFiles = self.functionFiles
         let logger = self.logger
+        let usableBaseline = self.usableBaseline
         return try await connection.withSession { session in
             try session.query(SQL.lock, [Self.lockKey])
             defer { _ = try? session.query(SQL.unlock, [Self.lockKey]) }
@@ -86,6 +120,31 @@ public struct Migrator: Sendable {
             var applied: [Int: String] = [:]
             for row in try session.query(SQL.applied) {
                 applied[try row.decode(0, as: Int.self)] = try row.decode(1, as: String.self)
+            }
+            if applied.isEmpty, let baseline = usableBaseline {
+                let started = ContinuousClock.now
+                try session.transaction { session in
+                    // As a restore of pg_dump's does: a function may read a column that
+                    // after_functions.sql adds (a generated column that calls a function), so
+                    // bodies are not checked here; the tests check the same text against the
+                    // same schema made through the numbered migrations.
+                    try session.execute("SET LOCAL check_function_bodies = off")
+                    try session.execute(baseline.tables)
+                    for file in functionFiles {
+                        try session.execute(file.sql)
+                        try session.query(SQL.recordFunctionFile, [file.name, file.sql])
+                    }
+                    try session.execute(baseline.afterFunctions)
+                    for migration in migrations {
+                        try session.query(SQL.record, [migration.version, migration.name, migration.sql])
+                    }
+                }
+                let took = (ContinuousClock.now - started).formatted(.units(allowed: [.seconds, .milliseconds]))
+                logger.info(
+                    "made the schema from migrations/baseline (migrations up to \(baseline.version)) and the function files in \(took), one transaction"
+                )
+                return MigrationRun(
+                    versions: migrations.map(\.version), functionFiles: functionFiles.map(\.name), fromBaseline: true)
             }
             var run = MigrationRun()
             for migration in migrations {

@@ -1,7 +1,8 @@
 import Foundation
 
 // Writes a Swift file declaring `Migration.embedded` from the numbered SQL files of a
-// migrations directory and `FunctionFile.embedded` from those of its functions/, for the
+// migrations directory, `FunctionFile.embedded` from those of its functions/ and
+// `Baseline.embedded` from its baseline/, for the
 // EmbedMigrations build plugin: herald-embed-migrations OUTPUT MIGRATIONS_DIRECTORY
 //
 // It lists the directory itself, each time it runs: the plugin's list is made when the build is
@@ -67,4 +68,26 @@ for path in functionPaths {
     source += "        FunctionFile(name: \"\(name)\", sql: \(try literal(path))),\n"
 }
 source += "    ]\n}\n"
+
+// The baseline's first line says which migration it stands for: "-- The schema after migration 40, …".
+let tablesPath = directory.appendingPathComponent("baseline/tables.sql").path
+let afterPath = directory.appendingPathComponent("baseline/after_functions.sql").path
+let firstLine = try String(contentsOfFile: tablesPath, encoding: .utf8).prefix { $0 != "\n" }
+guard let range = firstLine.range(of: "after migration "),
+    let version = Int(firstLine[range.upperBound...].prefix { $0.isNumber })
+else {
+    FileHandle.standardError.write(Data("\(tablesPath): the first line names the migration it stands for\n".utf8))
+    exit(65)
+}
+source += """
+
+    extension Baseline {
+        /// `migrations/baseline/`, the schema after migration \(version).
+        public static let embedded = Baseline(
+            version: \(version),
+            tables: \(try literal(tablesPath)),
+            afterFunctions: \(try literal(afterPath)))
+    }
+
+    """
 try source.write(toFile: output, atomically: true, encoding: .utf8)

@@ -87,7 +87,9 @@ struct Migrate: AsyncParsableCommand {
             let connection = try await PostgresConnection.connect(configuration.databaseURL, logger: logger)
             let applied = try await Migrator(logger: logger).migrate(connection)
             if applied.isEmpty { print("schema is up to date") }
-            if !applied.versions.isEmpty {
+            if applied.fromBaseline, let last = applied.versions.last {
+                print("made a new database's schema from migrations/baseline (as after migration \(last))")
+            } else if !applied.versions.isEmpty {
                 print("applied migrations: \(applied.versions.map(String.init).joined(separator: ", "))")
             }
             if !applied.functionFiles.isEmpty {

@@ -64,7 +64,8 @@ import Testing
         #expect(
             results.filter { !$0.isEmpty } == [
                 MigrationRun(
-                    versions: Migration.embedded.map(\.version), functionFiles: FunctionFile.embedded.map(\.name))
+                    versions: Migration.embedded.map(\.version), functionFiles: FunctionFile.embedded.map(\.name),
+                    fromBaseline: true)
             ])
         let connection = try await database.connect()
         let count = try await connection.query("SELECT count(*) FROM herald.schema_migrations")[0].decode(
@@ -73,6 +74,58 @@ import Testing
         let files = try await connection.query("SELECT count(*) FROM herald.schema_functions")[0].decode(
             0, as: Int.self)
         #expect(files == FunctionFile.embedded.count)
+    }
+
+    /// A new database starts from the baseline; one migrated before it existed went through the
+    /// numbered migrations. Both have the same schema (tables, columns, indexes, constraints,
+    /// triggers, policies, grants, default privileges, notes, functions and views: pg_dump's
+    /// whole text) and the same rows, but for the report key, random in each database.
+    @Test func theBaselineAndTheNumberedMigrationsMakeTheSameDatabase() async throws {
+        let baseline = try await TestDatabase.create(migrated: false)
+        let run = try await Migrator().migrate(try await baseline.connect())
+        #expect(run == MigrationRun(
+            versions: Migration.embedded.map(\.version), functionFiles: FunctionFile.embedded.map(\.name),
+            fromBaseline: true))
+        let chain = try await SchemaSnapshotTests.migratedThroughTheNumberedMigrations()
+        let difference = SchemaSnapshotTests.firstDifference(
+            try await SchemaSnapshotTests.dump(chain.name, generations: true),
+            try await SchemaSnapshotTests.dump(baseline.name, generations: true))
+        #expect(difference == nil, "the baseline's schema differs from the migrations' at \(difference ?? "")")
+        let rows = try await Self.rows(try await chain.connect())
+        #expect(rows.count > 60)
+        #expect(try await Self.rows(try await baseline.connect()) == rows)
+        // Each database made its own key.
+        var keys: [String] = []
+        for database in [chain, baseline] {
+            keys.append(
+                try await database.connect().query(
+                    "SELECT encode(value, 'hex') FROM herald.secrets WHERE name = 'report_hmac'"
+                )[0].decode(0, as: String.self))
+        }
+        #expect(keys[0].count == 96 && keys[1].count == 96 && keys[0] != keys[1])
+        // The baseline's database moves on as a migrated one does: nothing is left to apply.
+        #expect(try await Migrator().migrate(try await baseline.connect()).isEmpty)
+        #expect(try await Migrator().pending(try await baseline.connect()).isEmpty)
+    }
+
+    /// Every row of every table of the schema, as text, but the migration records' times, the
+    /// report key, and times set when the database was made (a generation's opening) as whether
+    /// they are set.
+    static func rows(_ connection: PostgresConnection) async throws -> [String] {
+        try await connection.query(
+            """
+            SELECT c.relname || ' ' || x::text
+            FROM pg_class c CROSS JOIN LATERAL unnest(xpath('//row', query_to_xml(format(
+                       'SELECT %s FROM herald.%I', (SELECT string_agg(CASE WHEN a.atttypid = 'timestamptz'::regtype
+                                                                           THEN format('%1$I IS NOT NULL AS %1$I', a.attname)
+                                                                           ELSE quote_ident(a.attname) END, ', ')
+                                                    FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                                                      AND a.attname NOT IN ('value', 'inner_pad', 'outer_pad')),
+                       c.relname), false, false, ''))) x
+            WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'r'
+            ORDER BY 1
+            """
+        ).map { try $0.decode(0, as: String.self) }
     }
 
     /// A database an older herald migrated (the numbered migrations up to 015, before the

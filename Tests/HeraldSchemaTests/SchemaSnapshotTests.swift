@@ -1,35 +1,56 @@
 import Foundation
+import HeraldSchema
 import HeraldTestSupport
 import Testing
 
-/// `docs/schema/` is the schema the migrations and function files add up to, one file per table
-/// (``SchemaReference``), so a reader sees each table as it is, with the notes that explain it.
-/// It is checked here against a freshly migrated database; to rewrite it after changing a
-/// migration or a function file, run this test with `HERALD_WRITE_SCHEMA=1`.
+/// Two sets of files are written from a database the numbered migrations built, and checked
+/// against one here; to rewrite them after adding a migration or changing a function file, run
+/// this suite with `HERALD_WRITE_SCHEMA=1`, and read their diff:
+/// - `docs/schema/`, the schema the migrations and function files add up to, one file per table
+///   (``SchemaReference``), so a reader sees each table as it is, with the notes that explain it;
+/// - `migrations/baseline/`, the schema a new database starts from (``SchemaBaseline``).
 @Suite struct SchemaSnapshotTests {
-    static let directory = packageRoot.appendingPathComponent("docs/schema")
-
     @Test func docsSchemaIsTheMigratedSchema() async throws {
-        let database = try await TestDatabase.create()
+        let database = try await Self.migratedThroughTheNumberedMigrations()
         let rendered = try await SchemaReference.render(try await database.connect())
+        try Self.check(rendered, in: "docs/schema")
+    }
+
+    @Test func theBaselineIsTheMigratedSchema() async throws {
+        let database = try await Self.migratedThroughTheNumberedMigrations()
+        let rendered = try await SchemaBaseline.render(try await database.connect())
+        try Self.check(rendered, in: "migrations/baseline")
+    }
+
+    /// A database made the way a database migrated before the baseline existed was: every
+    /// numbered migration in turn, then the function files.
+    static func migratedThroughTheNumberedMigrations() async throws -> TestDatabase {
+        let database = try await TestDatabase.create(migrated: false)
+        try await Migrator(baseline: nil).migrate(try await database.connect())
+        return database
+    }
+
+    /// Checks (or, with `HERALD_WRITE_SCHEMA=1`, writes) the files of a directory of the package.
+    static func check(_ rendered: [String: String], in path: String) throws {
+        let directory = packageRoot.appendingPathComponent(path)
         let manager = FileManager.default
         if ProcessInfo.processInfo.environment["HERALD_WRITE_SCHEMA"] == "1" {
-            try? manager.removeItem(at: Self.directory)
-            try manager.createDirectory(at: Self.directory, withIntermediateDirectories: true)
+            try? manager.removeItem(at: directory)
+            try manager.createDirectory(at: directory, withIntermediateDirectories: true)
             for (name, text) in rendered {
-                try text.write(to: Self.directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+                try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
             }
         }
-        let committed = Set((try? manager.contentsOfDirectory(atPath: Self.directory.path)) ?? [])
+        let committed = Set((try? manager.contentsOfDirectory(atPath: directory.path)) ?? [])
         #expect(
             committed == Set(rendered.keys),
-            "docs/schema/ has other files than the schema's tables; run the test with HERALD_WRITE_SCHEMA=1")
+            "\(path)/ has other files than the ones written from the schema; run the test with HERALD_WRITE_SCHEMA=1")
         for (name, text) in rendered.sorted(by: { $0.key < $1.key }) {
-            let written = (try? String(contentsOf: Self.directory.appendingPathComponent(name), encoding: .utf8)) ?? ""
+            let written = (try? String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)) ?? ""
             let difference = Self.firstDifference(written, text)
             #expect(
                 difference == nil,
-                "docs/schema/\(name) differs from the migrated schema at \(difference ?? ""); run the test with HERALD_WRITE_SCHEMA=1"
+                "\(path)/\(name) differs from the migrated schema at \(difference ?? ""); run the test with HERALD_WRITE_SCHEMA=1"
             )
         }
     }
@@ -52,20 +73,23 @@ import Testing
         #expect(silent.isEmpty, "\(silent.count) without a COMMENT ON: \(silent.prefix(20).joined(separator: ", "))")
     }
 
-    /// The schema as pg_dump prints it, without the generations' partitions, or the lines that
-    /// name versions or carry a random key (`\restrict`), so the same schema always gives the
-    /// same text: two databases' dumps are compared whole (``MigratorTests``).
-    static func dump(_ database: String) async throws -> String {
+    /// The schema as pg_dump prints it, without the lines that name versions or carry a random
+    /// key (`\restrict`), so the same schema always gives the same text: two databases' dumps are
+    /// compared whole (``MigratorTests``). Without the generations' partitions unless asked: they
+    /// differ between databases of different ages.
+    static func dump(_ database: String, generations: Bool = false) async throws -> String {
         let bundled = "/usr/lib/postgresql/15/bin/pg_dump"
         // The generations' partitions come and go (migrations 020 and 022): the parents say what
         // they are.
         let (status, output) = try await runProgram(
             FileManager.default.isExecutableFile(atPath: bundled) ? bundled : "/usr/bin/pg_dump",
-            [
-                "--schema-only", "--no-owner", "--schema=herald", "--exclude-table=herald.notifications_g[0-9]*",
-                "--exclude-table=herald.deliveries_g[0-9]*", "--exclude-table=herald.delivery_reports_g[0-9]*",
-                database,
-            ])
+            ["--schema-only", "--no-owner", "--schema=herald"]
+                + (generations
+                    ? []
+                    : [
+                        "--exclude-table=herald.notifications_g[0-9]*", "--exclude-table=herald.deliveries_g[0-9]*",
+                        "--exclude-table=herald.delivery_reports_g[0-9]*",
+                    ]) + [database])
         guard status == 0 else { throw SnapshotError("pg_dump exited \(status): \(output)") }
         return output.split(separator: "\n", omittingEmptySubsequences: false)
             .filter { line in
