@@ -88,7 +88,7 @@ struct Migrate: AsyncParsableCommand {
             let applied = try await Migrator(logger: logger).migrate(connection)
             if applied.isEmpty { print("schema is up to date") }
             if applied.fromBaseline, let last = applied.versions.last {
-                print("made a new database's schema from migrations/baseline (as after migration \(last))")
+                print("made a new database's schema from the baseline (as after migration \(last))")
             } else if !applied.versions.isEmpty {
                 print("applied migrations: \(applied.versions.map(String.init).joined(separator: ", "))")
             }

@@ -83,13 +83,15 @@ import Testing
     @Test func theBaselineAndTheNumberedMigrationsMakeTheSameDatabase() async throws {
         let baseline = try await TestDatabase.create(migrated: false)
         let run = try await Migrator().migrate(try await baseline.connect())
-        #expect(run == MigrationRun(
-            versions: Migration.embedded.map(\.version), functionFiles: FunctionFile.embedded.map(\.name),
-            fromBaseline: true))
+        #expect(
+            run
+                == MigrationRun(
+                    versions: Migration.embedded.map(\.version), functionFiles: FunctionFile.embedded.map(\.name),
+                    fromBaseline: true))
         let chain = try await SchemaSnapshotTests.migratedThroughTheNumberedMigrations()
-        let difference = SchemaSnapshotTests.firstDifference(
-            try await SchemaSnapshotTests.dump(chain.name, generations: true),
-            try await SchemaSnapshotTests.dump(baseline.name, generations: true))
+        let difference = SchemaDump.firstDifference(
+            try await SchemaDump.dump(chain.name, generations: true),
+            try await SchemaDump.dump(baseline.name, generations: true))
         #expect(difference == nil, "the baseline's schema differs from the migrations' at \(difference ?? "")")
         let rows = try await Self.rows(try await chain.connect())
         #expect(rows.count > 60)
@@ -142,8 +144,8 @@ import Testing
         #expect(run.versions == Migration.embedded.map(\.version).filter { $0 > 15 })
         #expect(run.functionFiles == FunctionFile.embedded.map(\.name))
         let fresh = try await TestDatabase.create()
-        let difference = SchemaSnapshotTests.firstDifference(
-            try await SchemaSnapshotTests.dump(fresh.name), try await SchemaSnapshotTests.dump(old.name))
+        let difference = SchemaDump.firstDifference(
+            try await SchemaDump.dump(fresh.name), try await SchemaDump.dump(old.name))
         #expect(difference == nil, "the moved database differs from a fresh one at \(difference ?? "")")
         #expect(try await Migrator().migrate(connection).isEmpty)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldPostgres
+import HeraldTestSupport
 
 /// `migrations/baseline/`, the schema a new database starts from: what the numbered migrations
 /// add up to, written out from a database they built, as SQL a reader can follow (a table, its
@@ -190,7 +191,8 @@ enum SchemaBaseline {
         var members: [String: [Member]] = [:]
         var references: [String: Set<String>] = [:]
         for row in rows {
-            members[row[0], default: []].append(Member(name: row[1], depth: Int(row[2])!, partitioned: row[3] == "true"))
+            members[row[0], default: []].append(
+                Member(name: row[1], depth: Int(row[2])!, partitioned: row[3] == "true"))
             for target in row[4].split(separator: " ") where target != "herald.\(row[0])" {
                 references[row[0], default: []].insert(String(target.dropFirst("herald.".count)))
             }
@@ -200,7 +202,7 @@ enum SchemaBaseline {
         var remaining = members.keys.sorted()
         while !remaining.isEmpty {
             guard let next = remaining.first(where: { references[$0, default: []].isSubset(of: placed) }) else {
-                throw SchemaSnapshotTests.SnapshotError("foreign keys in a cycle: \(remaining)")
+                throw SchemaDump.Failure("foreign keys in a cycle: \(remaining)")
             }
             ordered.append(Tree(members: members[next]!))
             placed.insert(next)
@@ -291,8 +293,9 @@ enum SchemaBaseline {
                         waiting.append(column[2])
                     } else {
                         guard deferred.isEmpty else {
-                            throw SchemaSnapshotTests.SnapshotError(
-                                "herald.\(member.name): a column that calls a function is followed by one that does not")
+                            throw SchemaDump.Failure(
+                                "herald.\(member.name): a column that calls a function is followed by one that does not"
+                            )
                         }
                         lines.append(column[0])
                     }
@@ -436,7 +439,8 @@ enum SchemaBaseline {
             SELECT d.defaclacl AS items, d.defaclrole AS owner FROM pg_default_acl d
             WHERE d.defaclnamespace = 'herald'::regnamespace AND d.defaclobjtype = '\(kind)'
             """)
-        let keepsDefaults = actual.count >= defaults.count
+        let keepsDefaults =
+            actual.count >= defaults.count
             && zip(actual, defaults).allSatisfy { $0.grantee == $1.grantee && $0.privileges == $1.privileges }
         var text = ""
         if !keepsDefaults {
@@ -479,7 +483,8 @@ enum SchemaBaseline {
     static func rows(_ db: PostgresConnection) async throws -> String {
         var text = section("Rows every database starts with")
         for tree in try await trees(db) {
-            for member in tree.members where !member.partitioned && !["secrets", "schema_functions"].contains(member.name) {
+            for member in tree.members
+            where !member.partitioned && !["secrets", "schema_functions"].contains(member.name) {
                 let columns = try await strings(
                     db,
                     """
@@ -511,7 +516,7 @@ enum SchemaBaseline {
     static func reportKey(_ db: PostgresConnection) async throws -> String {
         let names = try await strings(db, "SELECT name FROM herald.secrets ORDER BY name").map { $0[0] }
         guard names == ["report_hmac"] else {
-            throw SchemaSnapshotTests.SnapshotError("herald.secrets holds \(names); the baseline makes report_hmac only")
+            throw SchemaDump.Failure("herald.secrets holds \(names); the baseline makes report_hmac only")
         }
         return """
             INSERT INTO herald.secrets (name, value)

@@ -47,7 +47,7 @@ import Testing
             "\(path)/ has other files than the ones written from the schema; run the test with HERALD_WRITE_SCHEMA=1")
         for (name, text) in rendered.sorted(by: { $0.key < $1.key }) {
             let written = (try? String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)) ?? ""
-            let difference = Self.firstDifference(written, text)
+            let difference = SchemaDump.firstDifference(written, text)
             #expect(
                 difference == nil,
                 "\(path)/\(name) differs from the migrated schema at \(difference ?? ""); run the test with HERALD_WRITE_SCHEMA=1"
@@ -71,46 +71,5 @@ import Testing
             """
         ).map { try $0.decode(0, as: String.self) }
         #expect(silent.isEmpty, "\(silent.count) without a COMMENT ON: \(silent.prefix(20).joined(separator: ", "))")
-    }
-
-    /// The schema as pg_dump prints it, without the lines that name versions or carry a random
-    /// key (`\restrict`), so the same schema always gives the same text: two databases' dumps are
-    /// compared whole (``MigratorTests``). Without the generations' partitions unless asked: they
-    /// differ between databases of different ages.
-    static func dump(_ database: String, generations: Bool = false) async throws -> String {
-        let bundled = "/usr/lib/postgresql/15/bin/pg_dump"
-        // The generations' partitions come and go (migrations 020 and 022): the parents say what
-        // they are.
-        let (status, output) = try await runProgram(
-            FileManager.default.isExecutableFile(atPath: bundled) ? bundled : "/usr/bin/pg_dump",
-            ["--schema-only", "--no-owner", "--schema=herald"]
-                + (generations
-                    ? []
-                    : [
-                        "--exclude-table=herald.notifications_g[0-9]*", "--exclude-table=herald.deliveries_g[0-9]*",
-                        "--exclude-table=herald.delivery_reports_g[0-9]*",
-                    ]) + [database])
-        guard status == 0 else { throw SnapshotError("pg_dump exited \(status): \(output)") }
-        return output.split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { line in
-                !line.hasPrefix("-- Dumped ") && !line.hasPrefix("\\restrict") && !line.hasPrefix("\\unrestrict")
-            }
-            .joined(separator: "\n")
-    }
-
-    struct SnapshotError: Error, CustomStringConvertible {
-        let description: String
-        init(_ description: String) { self.description = description }
-    }
-
-    static func firstDifference(_ a: String, _ b: String) -> String? {
-        let left = a.split(separator: "\n", omittingEmptySubsequences: false)
-        let right = b.split(separator: "\n", omittingEmptySubsequences: false)
-        for index in 0..<max(left.count, right.count) {
-            let l = index < left.count ? String(left[index]) : "(end)"
-            let r = index < right.count ? String(right[index]) : "(end)"
-            if l != r { return "line \(index + 1): \"\(l)\" vs \"\(r)\"" }
-        }
-        return nil
     }
 }
