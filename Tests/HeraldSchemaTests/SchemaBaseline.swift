@@ -491,6 +491,8 @@ enum SchemaBaseline {
                     SELECT quote_ident(a.attname),
                            CASE WHEN a.atttypid = 'timestamptz'::regtype
                                 THEN format('CASE WHEN %1$I IS NULL OR NOT isfinite(%1$I) THEN quote_nullable(%1$I) ELSE ''now()'' END', a.attname)
+                                WHEN a.atttypid IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype, 'boolean'::regtype)
+                                THEN format('coalesce(%1$I::text, ''NULL'')', a.attname)
                                 ELSE format('quote_nullable(%I)', a.attname) END,
                            (a.attidentity = 'a')::text
                     FROM pg_attribute a
@@ -532,7 +534,9 @@ enum SchemaBaseline {
             db,
             """
             SELECT pg_get_triggerdef(t.oid) || ';',
-                   coalesce(format(E'\nCOMMENT ON TRIGGER %I ON %s IS %L;', t.tgname, t.tgrelid::regclass, obj_description(t.oid, 'pg_trigger')), '')
+                   CASE WHEN obj_description(t.oid, 'pg_trigger') IS NOT NULL
+                        THEN format(E'\nCOMMENT ON TRIGGER %I ON %s IS %L;', t.tgname, t.tgrelid::regclass, obj_description(t.oid, 'pg_trigger'))
+                        ELSE '' END
             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
             WHERE c.relnamespace = 'herald'::regnamespace AND NOT t.tgisinternal AND t.tgparentid = 0
             ORDER BY c.relname, t.tgname
@@ -555,7 +559,9 @@ enum SchemaBaseline {
                           (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE r::regrole::text END, ', ') FROM unnest(p.polroles) r))
                    || coalesce(E'\n    USING (' || pg_get_expr(p.polqual, p.polrelid) || ')', '')
                    || coalesce(E'\n    WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid) || ')', '') || ';',
-                   coalesce(format(E'\nCOMMENT ON POLICY %I ON %s IS %L;', p.polname, p.polrelid::regclass, obj_description(p.oid, 'pg_policy')), '')
+                   CASE WHEN obj_description(p.oid, 'pg_policy') IS NOT NULL
+                        THEN format(E'\nCOMMENT ON POLICY %I ON %s IS %L;', p.polname, p.polrelid::regclass, obj_description(p.oid, 'pg_policy'))
+                        ELSE '' END
             FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
             WHERE c.relnamespace = 'herald'::regnamespace ORDER BY c.relname, p.polname
             """)

@@ -22,10 +22,10 @@ INSERT INTO herald.config_scopes (scope, waiting) VALUES
     ('unifiedpush', 'deliveries to Android phones through UnifiedPush distributors'),
     ('web', 'deliveries to browsers');
 INSERT INTO herald.generations (generation, first_id, end_id, opened_at, closed_at) VALUES
-    ('0', '-9223372036854775808', '4294967296', '-infinity', now()),
-    ('1', '4294967296', '8589934592', now(), NULL),
-    ('2', '8589934592', '12884901888', NULL, NULL),
-    ('3', '12884901888', '17179869184', NULL, NULL);
+    (0, -9223372036854775808, 4294967296, '-infinity', now()),
+    (1, 4294967296, 8589934592, now(), NULL),
+    (2, 8589934592, 12884901888, NULL, NULL),
+    (3, 12884901888, 17179869184, NULL, NULL);
 INSERT INTO herald.providers (provider, settings) VALUES
     ('apns', 'herald.app_apns'),
     ('fcm', 'herald.app_fcm'),
@@ -35,34 +35,34 @@ INSERT INTO herald.providers (provider, settings) VALUES
     ('webpush', 'herald.app_webpush_settings');
 INSERT INTO herald.routes (route, provider, description, scopes, device_store_capacity) VALUES
     ('apns', 'apns', 'iOS straight to APNs', '{apns}', NULL),
-    ('fcm', 'fcm', 'FCM', '{fcm}', '80'),
+    ('fcm', 'fcm', 'FCM', '{fcm}', 80),
     ('fcm_apns', 'fcm', 'iOS through FCM', '{fcm,fcm_apns}', NULL),
     ('harmony', 'harmony', 'HarmonyOS through Push Kit', '{harmony}', NULL),
     ('hms', 'hms', 'Android through Huawei Push Kit', '{hms}', NULL),
     ('unifiedpush', 'unifiedpush', 'Android through UnifiedPush', '{unifiedpush}', NULL),
     ('web', 'webpush', 'browsers (Web Push)', '{web}', NULL);
 INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape_description, lowercase, endpoint_policy) VALUES
-    ('apns_device_token', '{ios}', 'an APNs device token', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the app''s deviceToken as hex)', 'true', NULL),
-    ('apns_location_token', '{ios}', 'a location push token (CLLocationManager.startMonitoringLocationPushes)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', 'true', NULL),
-    ('apns_pushtotalk_token', '{ios}', 'a Push to Talk token (PTChannelManager''s ephemeral push token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', 'true', NULL),
-    ('apns_voip_token', '{ios}', 'a PushKit VoIP token (PKPushCredentials.token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', 'true', NULL),
-    ('apns_widgets_token', '{ios}', 'a WidgetKit push token (WidgetPushInfo.token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', 'true', NULL),
-    ('harmony_token', '{harmony}', 'a HarmonyOS Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token pushService.getToken gave the app)', 'false', NULL),
-    ('hms_token', '{android}', 'a Huawei Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token HmsInstanceId.getToken gave the app)', 'false', NULL),
-    ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)', NULL, NULL, 'false', NULL),
-    ('registration_token', '{android,ios}', 'an FCM registration token', NULL, NULL, 'false', NULL),
-    ('unifiedpush', '{android}', 'a UnifiedPush endpoint with its keys', NULL, NULL, 'false', 'herald.app_unifiedpush'),
-    ('web_subscription', '{web}', 'a browser''s push subscription', NULL, NULL, 'false', 'herald.web_push_endpoint_policy');
+    ('apns_device_token', '{ios}', 'an APNs device token', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the app''s deviceToken as hex)', true, NULL),
+    ('apns_location_token', '{ios}', 'a location push token (CLLocationManager.startMonitoringLocationPushes)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', true, NULL),
+    ('apns_pushtotalk_token', '{ios}', 'a Push to Talk token (PTChannelManager''s ephemeral push token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', true, NULL),
+    ('apns_voip_token', '{ios}', 'a PushKit VoIP token (PKPushCredentials.token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', true, NULL),
+    ('apns_widgets_token', '{ios}', 'a WidgetKit push token (WidgetPushInfo.token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', true, NULL),
+    ('harmony_token', '{harmony}', 'a HarmonyOS Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token pushService.getToken gave the app)', false, NULL),
+    ('hms_token', '{android}', 'a Huawei Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token HmsInstanceId.getToken gave the app)', false, NULL),
+    ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)', NULL, NULL, false, NULL),
+    ('registration_token', '{android,ios}', 'an FCM registration token', NULL, NULL, false, NULL),
+    ('unifiedpush', '{android}', 'a UnifiedPush endpoint with its keys', NULL, NULL, false, 'herald.app_unifiedpush'),
+    ('web_subscription', '{web}', 'a browser''s push subscription', NULL, NULL, false, 'herald.web_push_endpoint_policy');
 INSERT INTO herald.platforms (platform, description, payload_kind, silent_payload_kind, default_token_kind) VALUES
     ('android', 'an Android phone', 'android_data', 'android_data', 'registration_token'),
     ('harmony', 'a HarmonyOS NEXT phone', 'harmony_alert', 'harmony_background', 'harmony_token'),
     ('ios', 'an iPhone or iPad', 'ios_alert', 'ios_background', 'registration_token'),
     ('web', 'a browser', 'web', 'web', 'web_subscription');
 INSERT INTO herald.push_types (push_type, description, payload_kind, token_kind, max_payload_bytes, takes_data, may_be_normal, default_ttl, max_ttl) VALUES
-    ('location', 'location queries (the app''s Location Push Service Extension answers)', 'ios_location', 'apns_location_token', '4096', 'true', 'true', NULL, '28 days'),
-    ('pushtotalk', 'Push to Talk (the system wakes the app to play a channel''s audio)', 'ios_pushtotalk', 'apns_pushtotalk_token', '4096', 'true', 'false', '00:00:10', '00:01:00'),
-    ('voip', 'PushKit VoIP calls (the app reports each to CallKit)', 'ios_voip', 'apns_voip_token', '5120', 'true', 'false', '00:00:30', '00:02:00'),
-    ('widgets', 'WidgetKit push updates (the widgets reload their timelines; iOS 26)', 'ios_widgets', 'apns_widgets_token', '4096', 'false', 'false', NULL, '28 days');
+    ('location', 'location queries (the app''s Location Push Service Extension answers)', 'ios_location', 'apns_location_token', 4096, true, true, NULL, '28 days'),
+    ('pushtotalk', 'Push to Talk (the system wakes the app to play a channel''s audio)', 'ios_pushtotalk', 'apns_pushtotalk_token', 4096, true, false, '00:00:10', '00:01:00'),
+    ('voip', 'PushKit VoIP calls (the app reports each to CallKit)', 'ios_voip', 'apns_voip_token', 5120, true, false, '00:00:30', '00:02:00'),
+    ('widgets', 'WidgetKit push updates (the widgets reload their timelines; iOS 26)', 'ios_widgets', 'apns_widgets_token', 4096, false, false, NULL, '28 days');
 INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('android_data', 'hms_token', 'hms'),
     ('android_data', 'installation_id', 'fcm'),
@@ -99,31 +99,18 @@ SELECT 'report_hmac',
 -- --------
 
 CREATE TRIGGER apps_from_app_apns AFTER INSERT OR DELETE OR UPDATE ON herald.app_apns FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
-COMMENT ON TRIGGER apps_from_app_apns ON herald.app_apns IS NULL;
 CREATE TRIGGER apps_from_app_fcm AFTER INSERT OR DELETE OR UPDATE ON herald.app_fcm FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
-COMMENT ON TRIGGER apps_from_app_fcm ON herald.app_fcm IS NULL;
 CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_harmony FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
-COMMENT ON TRIGGER app_harmony_changed ON herald.app_harmony IS NULL;
 CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
-COMMENT ON TRIGGER app_hms_changed ON herald.app_hms IS NULL;
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
-COMMENT ON TRIGGER app_unifiedpush_changed ON herald.app_unifiedpush IS NULL;
 CREATE TRIGGER apps_from_app_webpush AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
-COMMENT ON TRIGGER apps_from_app_webpush ON herald.app_webpush IS NULL;
 CREATE TRIGGER provider_settings_from_apps AFTER INSERT OR UPDATE ON herald.apps FOR EACH ROW EXECUTE FUNCTION herald.sync_provider_settings_from_apps();
-COMMENT ON TRIGGER provider_settings_from_apps ON herald.apps IS NULL;
 CREATE TRIGGER deliveries_notify_dispatch AFTER INSERT ON herald.deliveries FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('dispatch');
-COMMENT ON TRIGGER deliveries_notify_dispatch ON herald.deliveries IS NULL;
 CREATE TRIGGER delivery_reports_enqueue_reconcile AFTER INSERT ON herald.delivery_reports REFERENCING NEW TABLE AS new_reports FOR EACH STATEMENT EXECUTE FUNCTION herald.enqueue_reconcile();
-COMMENT ON TRIGGER delivery_reports_enqueue_reconcile ON herald.delivery_reports IS NULL;
 CREATE TRIGGER devices_record_changes AFTER UPDATE OF disabled_at, disabled_cause ON herald.devices FOR EACH ROW WHEN ((old.disabled_cause IS DISTINCT FROM new.disabled_cause)) EXECUTE FUNCTION herald.record_device_change();
-COMMENT ON TRIGGER devices_record_changes ON herald.devices IS NULL;
 CREATE TRIGGER jobs_notify_on_insert AFTER INSERT ON herald.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_new_jobs();
-COMMENT ON TRIGGER jobs_notify_on_insert ON herald.jobs IS NULL;
 CREATE TRIGGER notifications_notify_ingest AFTER INSERT ON herald.notifications FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('ingest');
-COMMENT ON TRIGGER notifications_notify_ingest ON herald.notifications IS NULL;
 CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications_rotating FOR EACH ROW WHEN ((new.idempotency_key IS NOT NULL)) EXECUTE FUNCTION herald.claim_idempotency_key();
-COMMENT ON TRIGGER notifications_idempotency_key ON herald.notifications_rotating IS NULL;
 
 -- Row-level security policies
 -- ---------------------------
@@ -131,10 +118,7 @@ COMMENT ON TRIGGER notifications_idempotency_key ON herald.notifications_rotatin
 CREATE POLICY "as privileges allow" ON herald.notifications AS PERMISSIVE FOR ALL TO PUBLIC
     USING (true)
     WITH CHECK (true);
-COMMENT ON POLICY "as privileges allow" ON herald.notifications IS NULL;
 CREATE POLICY "only apps granted in herald.producer_apps" ON herald.notifications AS RESTRICTIVE FOR INSERT TO herald_producer
     WITH CHECK ((app_id = ANY (( SELECT herald.producer_app_ids() AS producer_app_ids)::text[])));
-COMMENT ON POLICY "only apps granted in herald.producer_apps" ON herald.notifications IS NULL;
 CREATE POLICY "producers read their apps' rows only" ON herald.notifications AS RESTRICTIVE FOR SELECT TO herald_producer
     USING ((app_id = ANY (( SELECT herald.producer_app_ids() AS producer_app_ids)::text[])));
-COMMENT ON POLICY "producers read their apps' rows only" ON herald.notifications IS NULL;
