@@ -21,6 +21,10 @@ public protocol BatchWorker: Sendable {
     /// nil: `HERALD_POLL_INTERVAL`.
     var pollInterval: Duration? { get }
 
+    /// Whether a wake-up that comes soon after the last batch waits a moment for more
+    /// (``WorkerRunner/Configuration/gather``): for work that arrives a commit at a time.
+    var gathersWakeUps: Bool { get }
+
     /// Waits for work a batch started and left running when it returned (dispatch's sends,
     /// recorded as their answers come in), once the runner has stopped claiming.
     func finish() async
@@ -28,6 +32,7 @@ public protocol BatchWorker: Sendable {
 
 extension BatchWorker {
     public var pollInterval: Duration? { nil }
+    public var gathersWakeUps: Bool { false }
     public func finish() async {}
 }
 

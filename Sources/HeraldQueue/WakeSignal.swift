@@ -8,6 +8,10 @@ public final class WakeSignal: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
         /// Whether the waiter waits for work, not out an error's pause.
         var waitsForWork = false
+        /// Whether it woke its waiting loop, which has not begun its claim yet: that claim
+        /// covers any wake-up that comes meanwhile. (A signal kept for a busy loop does not
+        /// count: its claim may be a long batch away.)
+        var claimDue = false
     }
     private let state = Mutex(State())
 
@@ -21,6 +25,7 @@ public final class WakeSignal: Sendable {
                 return nil
             }
             state.waiter = nil
+            state.claimDue = true
             return waiter
         }
         waiter?.resume()
@@ -31,6 +36,19 @@ public final class WakeSignal: Sendable {
 
     /// Whether a loop waits for work on this signal now (``wait(timeout:)``).
     var isWaitingForWork: Bool { state.withLock { $0.waiter != nil && $0.waitsForWork } }
+
+    /// Whether its loop was signalled and has not begun its claim yet: that claim covers any
+    /// wake-up that comes now, so the ``WakeHub`` wakes nobody else for it.
+    var isClaimDue: Bool { state.withLock { $0.claimDue } }
+
+    /// Says that the loop begins a claim now: what every signal so far announced is committed,
+    /// so the claim covers them, and a kept one is dropped.
+    public func claiming() {
+        state.withLock { state in
+            state.claimDue = false
+            state.pending = false
+        }
+    }
 
     /// Waits for work: returns when signalled, when `timeout` passes, or when the task is
     /// cancelled.
@@ -86,8 +104,16 @@ public final class WakeSignal: Sendable {
 /// channel, and from this process's own rescues.
 public final class WakeHub: Sendable {
     private let signals = Mutex<[String: [WakeSignal]]>([:])
+    /// Each kind's last wake-up, and how long after the one before it came.
+    private let wakes = Mutex<[String: (at: ContinuousClock.Instant, interval: Duration)]>([:])
 
     public init() {}
+
+    /// How long the last wake-up for `kind` came after the one before it (nil: fewer than two
+    /// so far): short when commits come faster than a claim's gathering lasts.
+    public func lastInterval(kind: String) -> Duration? {
+        wakes.withLock { $0[kind]?.interval }
+    }
 
     /// A new signal for one loop working `kind`.
     public func register(kind: String) -> WakeSignal {
@@ -101,9 +127,18 @@ public final class WakeHub: Sendable {
     /// (``wakeAnother(kind:)``). Waking every waiting loop had all but one of them find nothing,
     /// each claim costing the database a statement (at a steady 1,000 notifications a second,
     /// most claims were empty). When none waits for work, every loop takes the signal, and the
-    /// busy ones look again once their batch is done.
+    /// busy ones look again once their batch is done. While a loop woken has yet to claim,
+    /// nobody is woken.
     public func wake(kind: String) {
+        let now = ContinuousClock.now
+        wakes.withLock { wakes in
+            wakes[kind] = (now, wakes[kind].map { now - $0.at } ?? .seconds(Int64.max))
+        }
         let loops = signals.withLock { $0[kind] ?? [] }
+        // A loop already woken claims after this wake-up's commit: it covers it, and waking
+        // another would have one of the two find nothing (a statement for naught), or split a
+        // handful of commits that a loop gathering them would take in one claim.
+        if loops.contains(where: \.isClaimDue) { return }
         if let waiting = loops.first(where: \.isWaitingForWork) {
             waiting.signal()
         } else {

@@ -7,7 +7,8 @@ import Synchronization
 /// After a full batch it goes again at once, and brings in another loop of its kind that waits
 /// (``WakeHub/wakeAnother(kind:)``); otherwise it waits for a NOTIFY (through its
 /// ``WakeSignal``, which the ``WakeHub`` signals for one waiting loop) or the poll interval,
-/// whichever comes first. The claim size adapts to the load (``BatchSizer``), up to
+/// whichever comes first; when commits come close together, a loop may gather more work first
+/// (``Configuration/gather``). The claim size adapts to the load (``BatchSizer``), up to
 /// `batchSize`. On graceful shutdown it finishes the batch in hand and stops.
 public final class WorkerRunner: Service {
     public struct Configuration: Sendable {
@@ -15,10 +16,17 @@ public final class WorkerRunner: Service {
         public var batchSize: Int
         /// The longest wait between claims when no NOTIFY arrives.
         public var pollInterval: Duration
+        /// How long a loop whose worker gathers wake-ups (``BatchWorker/gathersWakeUps``) lets
+        /// more work arrive before it claims, when the wake-up came less than this after the one
+        /// before it (``WakeHub/lastInterval(kind:)``): commits come fast enough that one claim
+        /// then takes several, instead of a statement each. Commits further apart are claimed at
+        /// once, since waiting would gather nothing. Zero: never.
+        public var gather: Duration
 
-        public init(batchSize: Int, pollInterval: Duration) {
+        public init(batchSize: Int, pollInterval: Duration, gather: Duration = .milliseconds(1)) {
             self.batchSize = batchSize
             self.pollInterval = pollInterval
+            self.gather = gather
         }
     }
 
@@ -57,6 +65,7 @@ public final class WorkerRunner: Service {
         while !shouldStop {
             heartbeat.beat()
             let limit = sizer.limit
+            signal.claiming()
             let claimed: Int
             do {
                 claimed = try await worker.runBatch(limit: limit) { [self] in shouldStop }
@@ -74,6 +83,12 @@ public final class WorkerRunner: Service {
             } else {
                 heartbeat.idle()
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
+                if worker.gathersWakeUps, configuration.gather > .zero,
+                    let interval = hub.lastInterval(kind: worker.kind), interval < configuration.gather
+                {
+                    // More wake-ups meanwhile wake nobody: this claim covers them.
+                    try? await Task.sleep(for: configuration.gather)
+                }
             }
         }
         await worker.finish()

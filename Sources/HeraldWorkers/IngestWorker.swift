@@ -21,6 +21,9 @@ public struct IngestWorker: BatchWorker {
 
     public init(context: WorkerContext) { self.context = context }
 
+    /// Notifications arrive a producer's commit at a time.
+    public var gathersWakeUps: Bool { true }
+
     enum SQL {
         /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them; a device
         /// whose store at its provider is full gets a catch-up message at most every $6 seconds.

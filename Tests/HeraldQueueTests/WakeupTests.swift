@@ -99,14 +99,20 @@ import Testing
     }
 
     /// A NOTIFY wakes one loop that waits for work, not every one: the others would claim
-    /// nothing. (`signal()` resumes a waiter at once, so the others are read right after.)
+    /// nothing. (`signal()` resumes a waiter at once, so the others are read right after; a
+    /// loop says it begins its claim with `claiming()`, as ``WorkerRunner`` does.)
     @Test func aWakeEndsOneLoopsWaitForWork() async throws {
         let hub = WakeHub()
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             let signals = await waiting(on: hub, kind: "trickle", forWork: [true, true, true], in: &tasks)
             hub.wake(kind: "trickle")
             #expect(signals.map(\.isWaitingForWork) == [false, true, true])
+            // Until the woken loop begins its claim, that claim covers any wake-up: nobody else
+            // is woken for it.
+            hub.wake(kind: "trickle")
+            #expect(signals.map(\.isWaitingForWork) == [false, true, true])
             try await tasks.next()
+            signals[0].claiming()
             hub.wake(kind: "trickle")
             #expect(signals.map(\.isWaitingForWork) == [false, false, true])
             try await tasks.next()
@@ -122,6 +128,7 @@ import Testing
             hub.wake(kind: "mixed")
             #expect(signals.map(\.isWaiting) == [true, false])
             try await tasks.next()
+            signals[1].claiming()
             hub.wake(kind: "mixed")
             #expect(signals.map(\.isWaiting) == [false, false])
             try await tasks.next()

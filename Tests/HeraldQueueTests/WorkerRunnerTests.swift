@@ -153,4 +153,86 @@ import Testing
             tasks.cancelAll()
         }
     }
+
+    /// Takes every item waiting (up to the limit) in one batch, and records each batch's size;
+    /// its work arrives a commit at a time.
+    final class TrickleWorker: BatchWorker {
+        let kind = "trickle"
+        let waiting = Atomic<Int>(0)
+        let batches = Mutex<[Int]>([])
+        var gathersWakeUps: Bool { true }
+        func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+            let taken = min(limit, waiting.exchange(0, ordering: .sequentiallyConsistent))
+            batches.withLock { $0.append(taken) }
+            return taken
+        }
+    }
+
+    func trickle(gather: Duration) -> (TrickleWorker, WakeHub, [WorkerRunner]) {
+        let worker = TrickleWorker()
+        let hub = WakeHub()
+        let runners = (0..<2).map { _ in
+            WorkerRunner(
+                worker: worker, hub: hub,
+                configuration: .init(batchSize: 100, pollInterval: .seconds(3600), gather: gather),
+                logger: Logger(label: "test"))
+        }
+        return (worker, hub, runners)
+    }
+
+    /// A commit, as the NOTIFY of its commit wakes the loops.
+    func commit(_ worker: TrickleWorker, _ hub: WakeHub) {
+        worker.waiting.add(1, ordering: .sequentiallyConsistent)
+        hub.wake(kind: "trickle")
+    }
+
+    /// Commits that come closer together than the gathering lasts wait for one another: the
+    /// loop woken gathers, nobody else is woken meanwhile, and one claim takes three commits'
+    /// work. The first commit, with none before it, is claimed at once.
+    @Test func commitsCloseTogetherAreGatheredIntoOneClaim() async throws {
+        let (worker, hub, runners) = trickle(gather: .seconds(2))
+        let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    worker.batches.withLock { $0 } == [0, 0] && runners.allSatisfy(\.signal.isWaitingForWork)
+                })
+            commit(worker, hub)
+            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1] })
+            // 50 ms apart: without gathering, each would be claimed alone.
+            for _ in 0..<3 {
+                commit(worker, hub)
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 4 })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(worker.batches.withLock { $0 } == [0, 0, 1, 3])
+            tasks.cancelAll()
+        }
+    }
+
+    /// A commit that comes longer after the one before it than the gathering lasts is claimed
+    /// at once: a trickle slower than that pays no wait.
+    @Test func aCommitAfterAQuietSpellIsClaimedAtOnce() async throws {
+        let (worker, hub, runners) = trickle(gather: .milliseconds(300))
+        let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    worker.batches.withLock { $0 } == [0, 0] && runners.allSatisfy(\.signal.isWaitingForWork)
+                })
+            commit(worker, hub)
+            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1] })
+            try await Task.sleep(for: .milliseconds(400))
+            // Two in a row, the first after the quiet spell: the first is claimed alone, at once
+            // (gathering would have taken both).
+            commit(worker, hub)
+            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 4 })
+            commit(worker, hub)
+            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1, 1, 1] })
+            tasks.cancelAll()
+        }
+    }
 }
