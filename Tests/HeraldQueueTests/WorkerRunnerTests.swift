@@ -186,11 +186,10 @@ import Testing
         hub.wake(kind: "trickle")
     }
 
-    /// Commits that come closer together than the gathering lasts wait for one another: the
-    /// loop woken gathers, nobody else is woken meanwhile, and one claim takes three commits'
-    /// work. The first commit, with none before it, is claimed at once.
-    @Test func commitsCloseTogetherAreGatheredIntoOneClaim() async throws {
-        let (worker, hub, runners) = trickle(gather: .seconds(2))
+    /// Runs two loops gathering for `gather`; `body` starts once both have made their first
+    /// (empty) claim and a first commit, with none before it, was claimed at once.
+    func trickling(gather: Duration, _ body: (TrickleWorker, WakeHub) async throws -> Void) async throws {
+        let (worker, hub, runners) = trickle(gather: gather)
         let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -200,6 +199,16 @@ import Testing
                 })
             commit(worker, hub)
             #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1] })
+            try await body(worker, hub)
+            tasks.cancelAll()
+        }
+    }
+
+    /// Commits that come closer together than the gathering lasts wait for one another: the
+    /// loop woken gathers, nobody else is woken meanwhile, and one claim takes three commits'
+    /// work.
+    @Test func commitsCloseTogetherAreGatheredIntoOneClaim() async throws {
+        try await trickling(gather: .seconds(2)) { worker, hub in
             // 50 ms apart: without gathering, each would be claimed alone.
             for _ in 0..<3 {
                 commit(worker, hub)
@@ -208,23 +217,13 @@ import Testing
             #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 4 })
             try await Task.sleep(for: .milliseconds(300))
             #expect(worker.batches.withLock { $0 } == [0, 0, 1, 3])
-            tasks.cancelAll()
         }
     }
 
     /// A commit that comes longer after the one before it than the gathering lasts is claimed
     /// at once: a trickle slower than that pays no wait.
     @Test func aCommitAfterAQuietSpellIsClaimedAtOnce() async throws {
-        let (worker, hub, runners) = trickle(gather: .milliseconds(300))
-        let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            #expect(
-                await eventually(timeout: .seconds(60)) {
-                    worker.batches.withLock { $0 } == [0, 0] && runners.allSatisfy(\.signal.isWaitingForWork)
-                })
-            commit(worker, hub)
-            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1] })
+        try await trickling(gather: .milliseconds(300)) { worker, hub in
             try await Task.sleep(for: .milliseconds(400))
             // Two in a row, the first after the quiet spell: the first is claimed alone, at once
             // (gathering would have taken both).
@@ -232,7 +231,6 @@ import Testing
             #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 4 })
             commit(worker, hub)
             #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1, 1, 1] })
-            tasks.cancelAll()
         }
     }
 }
