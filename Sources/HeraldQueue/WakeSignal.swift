@@ -41,6 +41,12 @@ public final class WakeSignal: Sendable {
     /// wake-up that comes now, so the ``WakeHub`` wakes nobody else for it.
     var isClaimDue: Bool { state.withLock { $0.claimDue } }
 
+    /// Says that the loop will claim shortly (it gathers first), however it was woken: until
+    /// it begins, the ``WakeHub`` wakes nobody else of its kind.
+    public func claimComing() {
+        state.withLock { $0.claimDue = true }
+    }
+
     /// Says that the loop begins a claim now: what every signal so far announced is committed,
     /// so the claim covers them, and a kept one is dropped.
     public func claiming() {
@@ -105,14 +111,14 @@ public final class WakeSignal: Sendable {
 public final class WakeHub: Sendable {
     private let signals = Mutex<[String: [WakeSignal]]>([:])
     /// Each kind's last wake-up, and how long after the one before it came.
-    private let wakes = Mutex<[String: (at: ContinuousClock.Instant, interval: Duration)]>([:])
+    private let wakes = Mutex<[String: (at: ContinuousClock.Instant, interval: Duration?)]>([:])
 
     public init() {}
 
     /// How long the last wake-up for `kind` came after the one before it (nil: fewer than two
     /// so far): short when commits come faster than a claim's gathering lasts.
     public func lastInterval(kind: String) -> Duration? {
-        wakes.withLock { $0[kind]?.interval }
+        wakes.withLock { $0[kind]?.interval ?? nil }
     }
 
     /// A new signal for one loop working `kind`.
@@ -132,7 +138,7 @@ public final class WakeHub: Sendable {
     public func wake(kind: String) {
         let now = ContinuousClock.now
         wakes.withLock { wakes in
-            wakes[kind] = (now, wakes[kind].map { now - $0.at } ?? .seconds(Int64.max))
+            wakes[kind] = (now, wakes[kind].map { now - $0.at })
         }
         let loops = signals.withLock { $0[kind] ?? [] }
         // A loop already woken claims after this wake-up's commit: it covers it, and waking

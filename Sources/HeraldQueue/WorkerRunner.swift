@@ -73,6 +73,9 @@ public final class WorkerRunner: Service {
             } catch {
                 logger.error("claim failed; retrying", metadata: ["error": "\(error)"])
                 heartbeat.idle()
+                // The wake-ups this claim was to cover go to a loop that waits for work: the
+                // failure may be this loop's connection alone.
+                hub.wakeAnother(kind: worker.kind)
                 await signal.pause(errorDelay.next())
                 continue
             }
@@ -87,10 +90,14 @@ public final class WorkerRunner: Service {
                     let interval = hub.lastInterval(kind: worker.kind), interval < configuration.gather
                 {
                     // More wake-ups meanwhile wake nobody: this claim covers them.
+                    signal.claimComing()
                     try? await Task.sleep(for: configuration.gather)
                 }
             }
         }
+        // It claims no more: what it was woken for is left to the other loops' next wake-up
+        // or poll, and they are woken again from now on.
+        signal.claiming()
         await worker.finish()
         logger.debug("worker stopped")
     }

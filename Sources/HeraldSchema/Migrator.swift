@@ -28,9 +28,8 @@ public struct FunctionFile: Sendable {
 }
 
 /// `migrations/baseline/`: the schema the numbered migrations up to `version` add up to, for a
-/// new database. `tables` (the roles, types, sequences, tables with their indexes, notes, grants
-/// and first rows) applies before the function files, `afterFunctions` (triggers, policies, and
-/// the checks and generated columns that call functions) after them.
+/// new database (`migrations/README.md`, "Two paths to one schema"). `tables` applies before
+/// the function files, `afterFunctions` (what calls a function or names a view) after them.
 public struct Baseline: Sendable {
     public var version: Int
     public var tables: String

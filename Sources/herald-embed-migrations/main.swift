@@ -69,7 +69,7 @@ for path in functionPaths {
 }
 source += "    ]\n}\n"
 
-// The baseline's first line says which migration it stands for: "-- The schema after migration 40, …".
+// The baseline's first line says which migration it stands for: "-- The schema after migration N, …".
 let tablesPath = directory.appendingPathComponent("baseline/tables.sql").path
 let afterPath = directory.appendingPathComponent("baseline/after_functions.sql").path
 let firstLine = try String(contentsOfFile: tablesPath, encoding: .utf8).prefix { $0 != "\n" }

@@ -19,20 +19,16 @@ enum SchemaBaseline {
         let version = try await db.query("SELECT max(version) FROM herald.schema_migrations")[0].decode(0, as: Int.self)
         var tables = """
             -- The schema after migration \(version), for a new database: `herald migrate` applies this file,
-            -- then migrations/functions/, then after_functions.sql, in one transaction, and records the
-            -- numbered migrations up to \(version) as applied. A database migrated before goes on through the
-            -- numbered migrations instead; MigratorTests proves that both give the same schema.
-            --
-            -- Generated from a database the numbered migrations built (SchemaSnapshotTests, with
-            -- HERALD_WRITE_SCHEMA=1): a schema change is a new numbered migration, after which this file
-            -- is written again. The notes on tables and columns are their COMMENT ONs.
+            -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
+            -- one schema"). Generated from a database the numbered migrations built; never edited by
+            -- hand. The notes on tables and columns are their COMMENT ONs.
 
             """
         var after = """
             -- What needs the functions and views: the checks and generated columns that call a function,
             -- the rows every database starts with (some name a view), triggers and row-level security
-            -- policies. Applied after migrations/functions/, in the transaction that applied tables.sql,
-            -- and generated with it.
+            -- policies. Applied after migrations/functions/, in the transaction that applied tables.sql;
+            -- generated with it.
 
             """
         tables += try await roles(db)
@@ -60,6 +56,9 @@ enum SchemaBaseline {
     }
 
     static func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+
+    /// SQL for the relation of the schema that parameter $1 names.
+    static let relation = "format('herald.%I', $1::text)::regclass"
 
     static func section(_ title: String) -> String {
         "\n-- " + title + "\n" + "-- " + String(repeating: "-", count: title.count) + "\n\n"
@@ -226,7 +225,6 @@ enum SchemaBaseline {
         let root = tree.members[0]
         var text = section("herald.\(root.name)")
         var after = ""
-        let relation = "format('herald.%I', $1::text)::regclass"
         // The notes on what waits for the functions wait with it (their statements' beginnings).
         var waiting: [String] = []
         // Checks the migrations added unchecked (NOT VALID, to tables with rows): added the same
@@ -370,7 +368,6 @@ enum SchemaBaseline {
     /// A table's notes (on it, its columns, constraints and indexes) and its grants, written as
     /// they differ from the default privileges a table gets.
     static func notesAndGrants(_ name: String, _ db: PostgresConnection) async throws -> String {
-        let relation = "format('herald.%I', $1::text)::regclass"
         var text = ""
         for note in try await strings(
             db,
@@ -468,7 +465,6 @@ enum SchemaBaseline {
             FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'S' ORDER BY 1
             """)
         {
-            let relation = "format('herald.%I', $1::text)::regclass"
             let lines =
                 (sequence[1].isEmpty ? "" : sequence[1] + "\n") + (sequence[2].isEmpty ? "" : sequence[2] + "\n")
                 + (try await grants(on: "herald.\(sequence[0])", oid: relation, defaults: "S", [sequence[0]], db))

@@ -1,7 +1,7 @@
 -- What needs the functions and views: the checks and generated columns that call a function,
 -- the rows every database starts with (some name a view), triggers and row-level security
--- policies. Applied after migrations/functions/, in the transaction that applied tables.sql,
--- and generated with it.
+-- policies. Applied after migrations/functions/, in the transaction that applied tables.sql;
+-- generated with it.
 ALTER TABLE herald.apps ADD CONSTRAINT "web_push_hosts lists host names, *.domain or *" CHECK (((cardinality(web_push_hosts) = 0) OR herald.are_host_patterns(web_push_hosts)));
 ALTER TABLE herald.app_unifiedpush ADD CONSTRAINT app_unifiedpush_hosts_check CHECK (((cardinality(hosts) > 0) AND herald.are_host_patterns(hosts)));
 ALTER TABLE herald.app_webpush ADD CONSTRAINT "hosts lists host names, *.domain or *" CHECK (((cardinality(hosts) = 0) OR herald.are_host_patterns(hosts)));

@@ -1,11 +1,7 @@
 -- The schema after migration 41, for a new database: `herald migrate` applies this file,
--- then migrations/functions/, then after_functions.sql, in one transaction, and records the
--- numbered migrations up to 41 as applied. A database migrated before goes on through the
--- numbered migrations instead; MigratorTests proves that both give the same schema.
---
--- Generated from a database the numbered migrations built (SchemaSnapshotTests, with
--- HERALD_WRITE_SCHEMA=1): a schema change is a new numbered migration, after which this file
--- is written again. The notes on tables and columns are their COMMENT ONs.
+-- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
+-- one schema"). Generated from a database the numbered migrations built; never edited by
+-- hand. The notes on tables and columns are their COMMENT ONs.
 
 -- Roles, the schema's grants, and what new objects grant
 -- ------------------------------------------------------
