@@ -34,7 +34,8 @@ enum SchemaBaseline {
         tables += try await roles(db)
         tables += try await types(db)
         tables += try await sequences(db)
-        for tree in try await trees(db) {
+        let trees = try await trees(db)
+        for tree in trees {
             let (before, deferred) = try await render(tree, db)
             tables += before
             after += deferred
@@ -42,7 +43,7 @@ enum SchemaBaseline {
         // Migration 000 makes the table before anything else; what it says and who reads it.
         tables += section("herald.schema_migrations") + (try await notesAndGrants("schema_migrations", db))
         tables += try await sequenceStates(db)
-        after += try await rows(db)
+        after += try await rows(trees, db)
         after += try await reportKey(db)
         after += try await triggers(db)
         after += try await policies(db)
@@ -390,7 +391,7 @@ enum SchemaBaseline {
         {
             text += note[0] + "\n"
         }
-        text += try await grants(on: "herald.\(name)", oid: relation, defaults: "r", [name], db)
+        text += try await grants(on: name, defaults: "r", db)
         for grant in try await strings(
             db,
             """
@@ -407,14 +408,12 @@ enum SchemaBaseline {
         return text
     }
 
-    /// The `GRANT`s that give a relation the privileges it has, beyond the default privileges
-    /// of its kind (`r` tables, `S` sequences) it was made with. In the order the database keeps
+    /// The `GRANT`s that give the relation `name` the privileges it has, beyond the default
+    /// privileges of its kind (`r` tables, `S` sequences) it was made with. In the order the database keeps
     /// them (pg_dump prints them so): when that order does not start with the defaults, they
     /// are revoked and granted again in it.
-    static func grants(
-        on object: String, oid: String, defaults kind: String, _ parameters: [any PostgresEncodable],
-        _ db: PostgresConnection
-    ) async throws -> String {
+    static func grants(on name: String, defaults kind: String, _ db: PostgresConnection) async throws -> String {
+        let object = "herald.\(name)"
         func items(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws
             -> [(grantee: String, privileges: String)]
         {
@@ -430,7 +429,7 @@ enum SchemaBaseline {
             ).map { ($0[0], $0[1]) }
         }
         let actual = try await items(
-            "SELECT c.relacl AS items, c.relowner AS owner FROM pg_class c WHERE c.oid = \(oid)", parameters)
+            "SELECT c.relacl AS items, c.relowner AS owner FROM pg_class c WHERE c.oid = \(relation)", [name])
         let defaults = try await items(
             """
             SELECT d.defaclacl AS items, d.defaclrole AS owner FROM pg_default_acl d
@@ -467,7 +466,7 @@ enum SchemaBaseline {
         {
             let lines =
                 (sequence[1].isEmpty ? "" : sequence[1] + "\n") + (sequence[2].isEmpty ? "" : sequence[2] + "\n")
-                + (try await grants(on: "herald.\(sequence[0])", oid: relation, defaults: "S", [sequence[0]], db))
+                + (try await grants(on: sequence[0], defaults: "S", db))
             text += lines
         }
         return text
@@ -476,9 +475,9 @@ enum SchemaBaseline {
     /// The rows the migrations put in, in the order of the trees, as `INSERT`s: not the report
     /// key (``reportKey(_:)``), and a time (a generation's opening) as `now()`, the day the
     /// database is made.
-    static func rows(_ db: PostgresConnection) async throws -> String {
+    static func rows(_ trees: [Tree], _ db: PostgresConnection) async throws -> String {
         var text = section("Rows every database starts with")
-        for tree in try await trees(db) {
+        for tree in trees {
             for member in tree.members
             where !member.partitioned && !["secrets", "schema_functions"].contains(member.name) {
                 let columns = try await strings(
