@@ -74,6 +74,14 @@ if [ -n "${STATEMENTS:-}" ]; then q "CREATE EXTENSION IF NOT EXISTS pg_stat_stat
 nginx_pid=$(cat "$work/nginx/nginx.pid")
 nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 
+# PostgreSQL's CPU so far: the postmaster's and its live children's, with the children that
+# have exited (the postmaster reaped them, so their time is in its cutime and cstime).
+postgres_cpu() {
+  local postmaster children
+  postmaster=$(head -1 "$work/pg/data/postmaster.pid")
+  children=$(pgrep -P "$postmaster" | xargs -r -I{} awk '{print $14 + $15}' /proc/{}/stat 2>/dev/null | paste -sd+)
+  echo $(($(awk '{print $14 + $15 + $16 + $17}' "/proc/$postmaster/stat") + ${children:-0}))
+}
 # Context switches on the whole machine so far, and in the daemon's threads.
 machine_switches() { awk '/^ctxt / {print $2}' /proc/stat; }
 # (A thread that ends between two readings takes its count with it: the figure errs low.)
@@ -92,8 +100,9 @@ start_daemon() {
 # commit to the answer, and what each notification cost at that rate: the machine's CPU, split
 # into Herald's, nginx's, the producer's and the rest (PostgreSQL's), and context switches.
 steady() {
-  local busy_before herald_before nginx_before writes_before switches_before herald_switches_before
+  local busy_before herald_before nginx_before postgres_before writes_before switches_before herald_switches_before
   busy_before=$(machine_busy)
+  postgres_before=$(postgres_cpu)
   herald_before=$(process_cpu "$daemon")
   nginx_before=$(process_cpu "$nginx_worker")
   writes_before=$(writes)
@@ -104,6 +113,7 @@ steady() {
     tee "$work/latency"
   local busy=$(($(machine_busy) - busy_before)) herald_cpu=$(($(process_cpu "$daemon") - herald_before))
   local nginx_cpu=$(($(process_cpu "$nginx_worker") - nginx_before))
+  local postgres=$(($(postgres_cpu) - postgres_before))
   local switches=$(($(machine_switches) - switches_before))
   local herald_switches=$(($(daemon_switches "$daemon") - herald_switches_before))
   sleep 11
@@ -111,13 +121,13 @@ steady() {
   probes=$(sed -n 's/.*(\([0-9]*\) sent).*/\1/p' "$work/latency")
   producer=$(sed -n 's/.*own CPU was \([0-9]*\) µs.*/\1/p' "$work/latency")
   python3 - "$probes" "$busy" "$herald_cpu" "$nginx_cpu" "$(getconf CLK_TCK)" "$writes_steady" "${producer:-0}" \
-    "$switches" "$herald_switches" <<'PY'
+    "$switches" "$herald_switches" "$postgres" <<'PY'
 import sys
-n, busy, herald, nginx, tick, writes, producer, switches, herald_switches = (int(a) for a in sys.argv[1:])
+n, busy, herald, nginx, tick, writes, producer, switches, herald_switches, postgres = (int(a) for a in sys.argv[1:])
 per = lambda ticks: ticks / tick / n * 1e6
 print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
-      f"nginx {per(nginx):.0f} µs, the producer {producer} µs, the rest (PostgreSQL, and the machine's own idle) "
-      f"{per(busy - herald - nginx) - producer:.0f} µs; {writes / n:.2f} row writes")
+      f"PostgreSQL {per(postgres):.0f} µs, nginx {per(nginx):.0f} µs, the producer {producer} µs, the rest (the "
+      f"machine's own) {per(busy - herald - nginx - postgres) - producer:.0f} µs; {writes / n:.2f} row writes")
 print(f"  context switches per notification: {switches / n:.1f} on the machine, {herald_switches / n:.1f} in herald")
 PY
   if [ -n "${STATEMENTS:-}" ]; then

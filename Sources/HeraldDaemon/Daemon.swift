@@ -70,9 +70,10 @@ public struct Daemon {
         let births =
             WorkerCatalog.includes(.ingest, names: configuration.workers)
                 && WorkerCatalog.includes(.dispatch, names: configuration.workers)
-            ? BirthLeases(capacity: configuration.batchSize * configuration.concurrency) {
-                hub.wake(kind: WorkerKind.dispatch.rawValue)
-            } : nil
+            ? BirthLeases(
+                capacity: configuration.batchSize * configuration.concurrency,
+                queuePollInterval: configuration.pollInterval
+            ) { hub.wake(kind: WorkerKind.dispatch.rawValue) } : nil
         var services: [any Service] = []
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []
@@ -102,8 +103,14 @@ public struct Daemon {
 
         let listener = PostgresListener(
             conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger, link: link,
-            onNotification: { hub.wake(kind: $0.payload) },
-            onReconnect: { hub.wakeAll() })
+            onNotification: { notification in
+                if notification.payload == WorkerKind.dispatch.rawValue { births?.queueSignalled() }
+                hub.wake(kind: notification.payload)
+            },
+            onReconnect: {
+                births?.queueSignalled()
+                hub.wakeAll()
+            })
         listener.start()
         defer { listener.stop() }
         // Last, so READY=1 goes out once the schema is checked and the workers are built.

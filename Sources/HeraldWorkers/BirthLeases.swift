@@ -2,28 +2,35 @@ import HeraldPostgres
 import Logging
 import Synchronization
 
-/// Deliveries leased at birth, on their way from this daemon's ingest to its dispatch.
+/// Deliveries leased at birth, on their way from this daemon's ingest to its dispatch, each
+/// with its row ready to send.
 ///
 /// Ingest creates some of the deliveries it makes already leased to this daemon
-/// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and hands their ids here;
-/// the dispatch loops take them into their next claim (`herald.claim_sends`' `held`), which
-/// reads them beside the deliveries it claims, without writing them again. That saves each of
-/// them the claim's update of its row, and the wait for the database's wake-up. Nobody else is
-/// woken for them: the NOTIFY that wakes dispatch goes out only for deliveries a claim can take
-/// now (`herald.notify_worker`'s `herald.wakes_itself`).
+/// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and, in the same statement,
+/// reads them as a claim would (`herald.claim_sends`' `held`), then hands them here; the dispatch
+/// loops send them without a statement of their own. That saves each of them the claim's update
+/// of its row, and each commit at a trickle a claim, its round trip and the wait for the
+/// database's wake-up. Nobody else is woken for them: the NOTIFY that wakes dispatch goes out
+/// only for deliveries a claim can take now (`herald.notify_worker`'s `herald.wakes_itself`).
 ///
 /// What is reserved is bounded: ingest leases no more than ``room``, so a daemon holds only
 /// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch
-/// batch takes up to its size from here, and claims from the queue at least ``queueShare`` of
-/// its size however many wait here, so deliveries already queued (a backlog, retries,
-/// scheduled sends coming due) keep their turn. At shutdown what is still here is given back
-/// (``SQL/release``); after a crash, the leases run out and any daemon's claim takes the
-/// deliveries, as for any claim a crash left. The claim reads a delivery from here only while
-/// it is as ingest leased it and half its lease is left; one that waited longer (the database
-/// away) is left to its lease, then claimed anew.
+/// batch takes up to its size from here; it claims from the queue too (at least ``queueShare``
+/// of its size, however many wait here) when it holds none, when a NOTIFY said deliveries are
+/// queued (``queueSignalled()``), and at least once a poll interval, so that deliveries already
+/// queued (a backlog, retries, scheduled sends coming due) keep their turn. At shutdown what is
+/// still here is given back (``SQL/release``); after a crash, the leases run out and any
+/// daemon's claim takes the deliveries, as for any claim a crash left. A delivery is sent from
+/// here only while half its lease is left; one that waited longer (the dispatch loops stuck) is
+/// left to its lease, then claimed anew, so that no other claim can take it while it is sent.
 public final class BirthLeases: Sendable {
+    /// A delivery leased at birth, and its row as `herald.claim_sends` returns it.
+    struct Birth: Sendable {
+        var id: Int64
+        var row: PostgresRow
+    }
     private struct Handed {
-        var ids: [Int64]
+        var births: [Birth]
         /// When the lease was asked for (before the ingest statement went out): it ends no
         /// earlier than this plus the lease.
         var leasedAt: ContinuousClock.Instant
@@ -36,11 +43,17 @@ public final class BirthLeases: Sendable {
         /// Room promised to ingest statements still running.
         var reserved = 0
         var closed = false
+        /// A NOTIFY said deliveries are queued since the last claim from the queue began.
+        var queueSignalled = false
+        /// When the last claim from the queue began; nil before the first.
+        var lastQueueClaim: ContinuousClock.Instant?
 
         var room: Int { closed ? 0 : max(0, capacity - count - reserved) }
     }
     private let state: Mutex<State>
     private let wake: @Sendable () -> Void
+    /// The longest a batch holding births goes without claiming from the queue.
+    private let queuePollInterval: Duration
 
     /// The least share of a dispatch batch claimed from the queue, beside what comes from here
     /// (a batch is then up to this much larger than its size). Splitting a batch instead would
@@ -55,9 +68,12 @@ public final class BirthLeases: Sendable {
     /// - Parameters:
     ///   - capacity: the most deliveries to hold at once: about what the dispatch loops take
     ///     in one round of batches.
+    ///   - queuePollInterval: the longest a dispatch batch holding births goes without claiming
+    ///     from the queue too (the dispatch loops' poll interval).
     ///   - wake: wakes the dispatch loops when deliveries arrive.
-    public init(capacity: Int, wake: @escaping @Sendable () -> Void) {
+    public init(capacity: Int, queuePollInterval: Duration = .seconds(2), wake: @escaping @Sendable () -> Void) {
         state = Mutex(State(capacity: capacity))
+        self.queuePollInterval = queuePollInterval
         self.wake = wake
     }
 
@@ -78,36 +94,42 @@ public final class BirthLeases: Sendable {
     }
 
     /// Hands deliveries an ingest statement leased at birth (with `reserved` room promised to
-    /// it; none when it failed) to dispatch, and wakes it. Returns those refused because
-    /// dispatch has stopped: the caller gives them back.
-    func hand(_ ids: [Int64], reserved: Int, leasedAt: ContinuousClock.Instant) -> [Int64] {
+    /// it; none when it failed) to dispatch, and wakes it. Returns the ids of those refused
+    /// because dispatch has stopped: the caller gives them back.
+    func hand(_ births: [Birth], reserved: Int, leasedAt: ContinuousClock.Instant) -> [Int64] {
         let accepted = state.withLock { state -> Bool in
             state.reserved -= reserved
-            guard !ids.isEmpty else { return true }
+            guard !births.isEmpty else { return true }
             guard !state.closed else { return false }
-            state.handed.append(Handed(ids: ids, leasedAt: leasedAt))
-            state.count += ids.count
+            state.handed.append(Handed(births: births, leasedAt: leasedAt))
+            state.count += births.count
             return true
         }
-        guard accepted else { return ids }
-        if !ids.isEmpty { wake() }
+        guard accepted else { return births.map(\.id) }
+        if !births.isEmpty { wake() }
         return []
     }
 
     /// Takes up to `limit` deliveries, oldest first, with the earliest time their leases were
-    /// asked for. Wakes another loop if some are left.
-    func take(upTo limit: Int) -> (ids: [Int64], leasedAt: ContinuousClock.Instant?) {
+    /// asked for. Those asked for longer than `fresh` ago are dropped, left to their lease.
+    /// Wakes another loop if some are left.
+    func take(upTo limit: Int, fresh: Duration) -> (births: [Birth], leasedAt: ContinuousClock.Instant?) {
+        let now = ContinuousClock.now
         let (taken, leasedAt, left) = state.withLock { state in
-            var taken: [Int64] = []
+            var taken: [Birth] = []
             var leasedAt: ContinuousClock.Instant?
             while taken.count < limit, !state.handed.isEmpty {
+                if now - state.handed[0].leasedAt > fresh {
+                    state.count -= state.handed.removeFirst().births.count
+                    continue
+                }
                 let wanted = limit - taken.count
                 leasedAt = min(leasedAt ?? state.handed[0].leasedAt, state.handed[0].leasedAt)
-                if state.handed[0].ids.count <= wanted {
-                    taken += state.handed.removeFirst().ids
+                if state.handed[0].births.count <= wanted {
+                    taken += state.handed.removeFirst().births
                 } else {
-                    taken += state.handed[0].ids.prefix(wanted)
-                    state.handed[0].ids.removeFirst(wanted)
+                    taken += state.handed[0].births.prefix(wanted)
+                    state.handed[0].births.removeFirst(wanted)
                 }
             }
             state.count -= taken.count
@@ -117,16 +139,38 @@ public final class BirthLeases: Sendable {
         return (taken, leasedAt)
     }
 
-    /// Puts back, first in line, deliveries a claim took but could not read (the database
-    /// away): they are still leased to this daemon, and the next claim tries them again.
-    /// Returns them if dispatch has stopped meanwhile: the caller gives them back.
-    func putBack(_ ids: [Int64], leasedAt: ContinuousClock.Instant) -> [Int64] {
-        guard !ids.isEmpty else { return [] }
+    /// Puts back, first in line, deliveries a batch took but could not send (the database
+    /// away for its claim): they are still leased to this daemon, and the next batch tries them
+    /// again. Returns their ids if dispatch has stopped meanwhile: the caller gives them back.
+    func putBack(_ births: [Birth], leasedAt: ContinuousClock.Instant) -> [Int64] {
+        guard !births.isEmpty else { return [] }
         return state.withLock { state in
-            guard !state.closed else { return ids }
-            state.handed.insert(Handed(ids: ids, leasedAt: leasedAt), at: 0)
-            state.count += ids.count
+            guard !state.closed else { return births.map(\.id) }
+            state.handed.insert(Handed(births: births, leasedAt: leasedAt), at: 0)
+            state.count += births.count
             return []
+        }
+    }
+
+    /// A NOTIFY said deliveries are queued for any claim (or the connection that listens came
+    /// back, and it may have missed one): the next dispatch batch claims from the queue.
+    public func queueSignalled() {
+        state.withLock { $0.queueSignalled = true }
+    }
+
+    /// Whether a dispatch batch claims from the queue, holding births or not (`holding`); if it
+    /// does, the claim begins now.
+    func claimsQueue(holding: Bool) -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            let claims =
+                !holding || state.queueSignalled
+                || state.lastQueueClaim.map { now - $0 >= queuePollInterval } ?? true
+            if claims {
+                state.queueSignalled = false
+                state.lastQueueClaim = now
+            }
+            return claims
         }
     }
 
@@ -138,7 +182,7 @@ public final class BirthLeases: Sendable {
                 state.handed = []
                 state.count = 0
             }
-            return state.handed.flatMap(\.ids)
+            return state.handed.flatMap { $0.births.map(\.id) }
         }
     }
 

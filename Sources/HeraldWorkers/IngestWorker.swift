@@ -12,8 +12,9 @@ import Metrics
 /// The notifications are the queue: no job rows, and no lease, since a crash rolls the whole
 /// step back and leaves them `received`.
 ///
-/// When the daemon also dispatches, some of the deliveries are created leased to it and handed
-/// straight to its dispatch (``BirthLeases``), as many as there is room for.
+/// When the daemon also dispatches, some of the deliveries are created leased to it, read in
+/// the same statement as a claim reads them, and handed straight to its dispatch
+/// (``BirthLeases``), as many as there is room for.
 public struct IngestWorker: BatchWorker {
     public let kind = WorkerKind.ingest.rawValue
     let context: WorkerContext
@@ -31,6 +32,15 @@ public struct IngestWorker: BatchWorker {
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
             FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6))
             """
+        /// As ``ingestNext``, and the deliveries leased at birth read as the claim reads them
+        /// (`herald.claim_sends`' `held`, `migrations/functions/dispatch.sql`), beside the counts:
+        /// one row each, or a row of the counts alone when none was leased. The claim's
+        /// statements see what ingest made: each statement in a function takes a new snapshot.
+        static let ingestNextAndRead = """
+            SELECT i.accepted, i.rejected, i.expired, i.no_devices, i.superseded, i.deliveries, i.leased, s.*
+            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6)) i
+            LEFT JOIN LATERAL herald.claim_sends($2, 0, $3, make_interval(secs => $4), i.leased) s ON true
+            """
         static let ingest = """
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
             FROM herald.ingest($1::bigint[], $2, catch_up_every => make_interval(secs => $3))
@@ -46,7 +56,7 @@ public struct IngestWorker: BatchWorker {
             let started = ContinuousClock.now
             let reserved = context.births?.reserve(upTo: limit) ?? 0
             let counts = try await ingest(
-                SQL.ingestNext,
+                reserved > 0 ? SQL.ingestNextAndRead : SQL.ingestNext,
                 [
                     limit, context.clock.now(), context.workerID, context.lease.seconds, reserved,
                     context.reconcile.quietPeriod.seconds,
@@ -78,24 +88,29 @@ public struct IngestWorker: BatchWorker {
     }
 
     /// Runs one ingest statement and hands what it leased at birth (into `reserved` room, leases
-    /// asked for at `leasedAt`) to dispatch; returns how many notifications it ingested.
+    /// asked for at `leasedAt`), with the rows it read of them, to dispatch; returns how many
+    /// notifications it ingested.
     private func ingest(
         _ sql: String, _ parameters: [any PostgresEncodable], reserved: Int = 0,
         leasedAt: ContinuousClock.Instant = .now
     ) async throws -> Int {
         let names = ["accepted", "rejected", "expired", "no_devices", "superseded", "deliveries"]
         let counts: [Int]
-        let leased: [Int64]
+        var births: [BirthLeases.Birth] = []
         do {
-            let row = try await context.connection.query(sql, parameters)[0]
-            counts = try names.map { try row.decode($0, as: Int.self) }
-            leased = try row.decode("leased", as: [Int64].self)
+            let rows = try await context.connection.query(sql, parameters)
+            counts = try names.map { try rows[0].decode($0, as: Int.self) }
+            if reserved > 0 {
+                births = try rows.compactMap { row in
+                    try row.decode("delivery_id", as: Int64?.self).map { BirthLeases.Birth(id: $0, row: row) }
+                }
+            }
         } catch {
             _ = context.births?.hand([], reserved: reserved, leasedAt: leasedAt)  // the room is free again
             throw error
         }
-        if let births = context.births {
-            await BirthLeases.release(births.hand(leased, reserved: reserved, leasedAt: leasedAt), context: context)
+        if let handOff = context.births {
+            await BirthLeases.release(handOff.hand(births, reserved: reserved, leasedAt: leasedAt), context: context)
         }
         // Every notification taken ends in one of the first five.
         let ingested = counts.prefix(5).reduce(0, +)

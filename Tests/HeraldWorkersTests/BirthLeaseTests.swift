@@ -41,7 +41,7 @@ import Testing
         }
     }
 
-    @Test func ingestLeasesWhatDispatchWillTakeAndDispatchSendsItWithoutAClaim() async throws {
+    @Test func ingestLeasesAndReadsWhatDispatchWillTakeAndDispatchSendsItWithoutAClaim() async throws {
         let (f, context, births) = try await Self.fixture(capacity: 3)
         for device in 1...5 { try await f.register("phone-\(device)", "android") }
         try await f.register("laptop", "android", user: "bob")
@@ -204,19 +204,78 @@ import Testing
     /// Room is promised to ingest statements up to their batch, so two ingest loops running at
     /// once share it and cannot both fill the same room; a statement's hand-over settles its
     /// promise, whether it leased anything or failed.
-    @Test func theRoomIsSharedByIngestStatementsUpToTheirBatch() {
+    @Test func theRoomIsSharedByIngestStatementsUpToTheirBatch() async throws {
         let births = BirthLeases(capacity: 10) {}
+        let born = try await Self.births(1...4)
         #expect(births.reserve(upTo: 6) == 6)
         #expect(births.reserve(upTo: 6) == 4, "the second statement running at once gets the rest")
         #expect(births.reserve(upTo: 6) == 0, "a third finds none")
-        #expect(births.hand([1, 2, 3], reserved: 6, leasedAt: .now).isEmpty)
+        #expect(births.hand(Array(born[0..<3]), reserved: 6, leasedAt: .now).isEmpty)
         #expect(births.room == 3, "10, less the 3 held and the 4 still promised")
         _ = births.hand([], reserved: 4, leasedAt: .now)
         #expect(births.room == 7, "a failed statement gives its room back")
-        #expect(births.take(upTo: 2).ids == [1, 2])
+        #expect(births.take(upTo: 2, fresh: .seconds(60)).births.map(\.id) == [1, 2])
         #expect(births.room == 9)
         #expect(births.close() == [3])
         #expect(births.room == 0 && births.reserve(upTo: 6) == 0)
-        #expect(births.hand([4], reserved: 0, leasedAt: .now) == [4], "refused once dispatch has stopped")
+        #expect(births.hand([born[3]], reserved: 0, leasedAt: .now) == [4], "refused once dispatch has stopped")
+    }
+
+    /// A birth is sent only while half its lease is left, as a claim would take it: one that
+    /// waited longer is dropped, left to run out its lease and be claimed anew.
+    @Test func aBirthThatWaitedTooLongIsLeftToItsLease() async throws {
+        let births = BirthLeases(capacity: 10) {}
+        let born = try await Self.births(1...3)
+        _ = births.hand(Array(born[0..<2]), reserved: 0, leasedAt: .now - .seconds(31))
+        _ = births.hand([born[2]], reserved: 0, leasedAt: .now)
+        let taken = births.take(upTo: 10, fresh: .seconds(30))
+        #expect(taken.births.map(\.id) == [3])
+        #expect(births.room == 10, "the stale ones hold no room")
+    }
+
+    /// A batch that holds births claims from the queue too only when it is told deliveries are
+    /// queued (a NOTIFY), or when it has not claimed for a poll interval (retries and scheduled
+    /// sends come due without one): at a trickle, a commit costs no claim.
+    @Test func aBatchHoldingBirthsClaimsFromTheQueueOnlyWhenToldOrAfterAPollInterval() async throws {
+        let f = try await WorkerFixture.make()
+        let births = BirthLeases(capacity: 1, queuePollInterval: .seconds(600)) {}
+        var context = f.context
+        context.births = births
+        try await f.register("phone", "android")
+        try await f.register("laptop", "android", user: "bob")
+        let ingest = IngestWorker(context: context)
+        let dispatch = DispatchWorker(context: context)
+        #expect(try await dispatch.runBatch(limit: 4) { false } == 0, "the first batch claims, and finds nothing")
+
+        // Alice's delivery is leased at birth (the room is one), Bob's queued.
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'One')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'Two')")
+        #expect(try await ingest.runBatch(limit: 10) { false } == 2)
+        #expect(try await dispatch.runBatch(limit: 4) { false } == 1, "the birth alone")
+        await dispatch.inFlight.waitAll()
+        #expect(await f.message(to: "token-phone") != nil)
+        #expect(await f.message(to: "token-laptop") == nil)
+
+        births.queueSignalled()
+        #expect(try await dispatch.runBatch(limit: 4) { false } == 1, "told, it claims Bob's")
+        await dispatch.inFlight.waitAll()
+        #expect(await f.message(to: "token-laptop") != nil)
+
+        // A poll interval after the last claim, a batch holding births claims too.
+        let polling = BirthLeases(capacity: 1, queuePollInterval: .zero) {}
+        context.births = polling
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Three')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'Four')")
+        #expect(try await IngestWorker(context: context).runBatch(limit: 10) { false } == 2)
+        #expect(try await DispatchWorker(context: context).runBatch(limit: 4) { false } == 2)
+    }
+
+    /// Births with rows to hand over: `ids`' rows of a statement, as ingest's would be.
+    static func births(_ ids: ClosedRange<Int64>) async throws -> [BirthLeases.Birth] {
+        let connection = try await PostgresConnection.connect("dbname=postgres")
+        defer { Task { await connection.close() } }
+        let rows = try await connection.query(
+            "SELECT g AS delivery_id FROM generate_series($1::bigint, $2::bigint) g", [ids.lowerBound, ids.upperBound])
+        return zip(ids, rows).map { BirthLeases.Birth(id: $0, row: $1) }
     }
 }

@@ -99,9 +99,10 @@ COMMENT ON VIEW herald.route_rules IS
 -- by any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP LOCKED
 -- lets concurrent claimers take disjoint rows. The claim counts as an attempt.
 --
--- `held`: deliveries ingest leased at birth to `worker` (herald.ingest), which this daemon's
--- dispatch sends next. They are read beside the `batch` claimed ones, in the same shape; their
--- lease and attempt were written when they were created.
+-- `held`: deliveries ingest leased at birth to `worker` (herald.ingest), read beside the `batch`
+-- claimed ones, in the same shape; their lease and attempt were written when they were created.
+-- The ingest worker reads its births this way, with no batch, in its own statement
+-- (IngestWorker, BirthLeases), and hands them to its daemon's dispatch.
 --
 -- One statement, so the rows it reads are as new as the rows it leases: a query around the
 -- function would read with its own, older snapshot, and could see a delivery's notification
@@ -140,8 +141,10 @@ SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 BEGIN
     -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
     -- CPU over the partitioned tables whatever it finds, and at a steady rate many claims find
-    -- nothing (a NOTIFY for deliveries another daemon, or this one's births, already took).
-    IF cardinality(held) = 0 AND NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at) THEN
+    -- nothing (a NOTIFY for deliveries another daemon already took). So does an ingest that
+    -- leased nothing at birth.
+    IF cardinality(held) = 0
+       AND (batch <= 0 OR NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at)) THEN
         RETURN;
     END IF;
     -- Without the report secret no reference can be made: nothing is claimed, and the daemon

@@ -2,15 +2,18 @@ import Foundation
 import HeraldPostgres
 
 extension DispatchWorker {
-    /// Reads the deliveries `held` (leased at birth) and leases up to `limit` due ones beside them
-    /// (``SQL/claim``), with the version of each one's app (for ``AppSetups``). A row that
-    /// cannot be read (whatever it holds: a value out of Swift's range, a column out of step) is
-    /// not sent and ends `failed` with the reason; the rest of the batch goes on.
-    func claim(routes: [String: OutgoingDelivery.Route], limit: Int, held: [Int64] = [], now: Date) async throws -> (
+    /// Leases up to `limit` due deliveries (``SQL/claim``) and returns their rows.
+    func claim(limit: Int, now: Date) async throws -> [PostgresRow] {
+        Array(try await context.connection.query(SQL.claim, [now, limit, context.workerID, context.lease.seconds]))
+    }
+
+    /// Reads claimed deliveries' rows (a claim's, or those ingest read of its births), with the
+    /// version of each one's app (for ``AppSetups``). A row that cannot be read (whatever it
+    /// holds: a value out of Swift's range, a column out of step) is not sent and ends `failed`
+    /// with the reason; the rest of the batch goes on.
+    func read(_ rows: [PostgresRow], routes: [String: OutgoingDelivery.Route], now: Date) -> (
         readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], appVersions: [String: String]
     ) {
-        let rows = try await context.connection.query(
-            SQL.claim, [now, limit, context.workerID, context.lease.seconds, held])
         var readable: [OutgoingDelivery] = []
         var unreadable: [Int64: DeliveryResult] = [:]
         var waiting: [Int64: String] = [:]
@@ -18,7 +21,7 @@ extension DispatchWorker {
         readable.reserveCapacity(rows.count)
         for row in rows {
             // The primary key: a bigint, never NULL, so always readable.
-            let id: Int64 = try row.decode("delivery_id")
+            guard let id = try? row.decode("delivery_id", as: Int64.self) else { continue }
             do {
                 let delivery = try Self.delivery(from: row, routes: routes, providers: providers)
                 versions[delivery.appID] = try row.decode("app_version")

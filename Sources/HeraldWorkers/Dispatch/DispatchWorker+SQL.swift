@@ -1,9 +1,9 @@
 extension DispatchWorker {
     enum SQL {
-        /// Reads deliveries $5, leased at birth to worker $3, and leases up to $2 more, due by $1,
-        /// to it for $4 seconds; returns everything needed to send them but their
-        /// apps' setups, in one statement (`herald.claim_sends`, `migrations/functions/dispatch.sql`).
-        static let claim = "SELECT * FROM herald.claim_sends($1, $2, $3, make_interval(secs => $4), $5::bigint[])"
+        /// Leases up to $2 deliveries, due by $1, to worker $3 for $4 seconds; returns everything
+        /// needed to send them but their apps' setups, in one statement (`herald.claim_sends`,
+        /// `migrations/functions/dispatch.sql`).
+        static let claim = "SELECT * FROM herald.claim_sends($1, $2, $3, make_interval(secs => $4))"
 
         /// The setups of apps $1, with their rows' versions (`herald.app_setups`, the same file).
         static let appSetups = "SELECT * FROM herald.app_setups($1)"

@@ -55,23 +55,26 @@ public struct DispatchWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         let startedAt = ContinuousClock.now
         let now = context.clock.now()
-        // Deliveries ingest leased at birth come first, beside a share claimed from the queue.
-        let held = context.births?.take(upTo: limit) ?? (ids: [], leasedAt: nil)
+        // Deliveries ingest leased at birth come first (read already, while half their lease is
+        // left), beside a share claimed from the queue when it has some (BirthLeases).
+        let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil)
         // The leases end no earlier than this plus the lease.
         let claimedAt = min(startedAt, held.leasedAt ?? startedAt)
         let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
         do {
             let routes = try await routes.routes(connection: context.connection)
-            (claimed, unreadable, versions) = try await claim(
-                routes: routes,
-                limit: BirthLeases.fromQueue(limit: limit, held: held.ids.count), held: held.ids, now: now)
+            var rows = held.births.map(\.row)
+            if context.births?.claimsQueue(holding: !rows.isEmpty) ?? true {
+                rows += try await claim(limit: BirthLeases.fromQueue(limit: limit, held: rows.count), now: now)
+                claimTimer.finished(since: startedAt, rows: rows.count, logger: context.logger)
+            }
+            (claimed, unreadable, versions) = read(rows, routes: routes, now: now)
         } catch {
             if let births = context.births, let leasedAt = held.leasedAt {
-                await BirthLeases.release(births.putBack(held.ids, leasedAt: leasedAt), context: context)
+                await BirthLeases.release(births.putBack(held.births, leasedAt: leasedAt), context: context)
             }
             throw error
         }
-        claimTimer.finished(since: startedAt, rows: claimed.count + unreadable.count, logger: context.logger)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
         let apps: [String: AppSetup]
         do {
