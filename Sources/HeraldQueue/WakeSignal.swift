@@ -12,8 +12,13 @@ public final class WakeSignal: Sendable {
         /// covers any wake-up that comes meanwhile. (A signal kept for a busy loop does not
         /// count: its claim may be a long batch away.)
         var claimDue = false
+        /// When the waiter's wait ends unless it is signalled first.
+        var deadline: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
+    /// Ends waits at their timeout: one timer for the signal's successive waits, since each
+    /// wait's deadline is later than the one before (``LazyTimer``).
+    private let timer = LazyTimer()
 
     public init() {}
 
@@ -25,6 +30,7 @@ public final class WakeSignal: Sendable {
                 return nil
             }
             state.waiter = nil
+            state.deadline = nil
             state.claimDue = true
             return waiter
         }
@@ -74,15 +80,7 @@ public final class WakeSignal: Sendable {
         }) {
             return
         }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: timeout) }
-            group.addTask { await self.waitForSignal(forWork: forWork) }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private func waitForSignal(forWork: Bool) async {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
@@ -92,17 +90,39 @@ public final class WakeSignal: Sendable {
                     }
                     state.waiter = continuation
                     state.waitsForWork = forWork
+                    state.deadline = deadline
                     return false
                 }
-                if resumeNow { continuation.resume() }
+                if resumeNow {
+                    continuation.resume()
+                } else {
+                    timer.ensure(by: deadline) { [weak self] in self?.endWaitIfDue() }
+                }
             }
         } onCancel: {
             let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.waiter = nil }
+                defer {
+                    state.waiter = nil
+                    state.deadline = nil
+                }
                 return state.waiter
             }
             waiter?.resume()
         }
+    }
+
+    /// Ends the wait whose deadline has come; returns the deadline of one still running.
+    private func endWaitIfDue() -> ContinuousClock.Instant? {
+        let now = ContinuousClock.now
+        let (ended, next) = state.withLock { state -> (CheckedContinuation<Void, Never>?, ContinuousClock.Instant?) in
+            guard let deadline = state.deadline, let waiter = state.waiter else { return (nil, nil) }
+            guard deadline <= now else { return (nil, deadline) }
+            state.waiter = nil
+            state.deadline = nil
+            return (waiter, nil)
+        }
+        ended?.resume()
+        return next
     }
 }
 

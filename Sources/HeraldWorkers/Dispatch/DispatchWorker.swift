@@ -36,6 +36,8 @@ public struct DispatchWorker: BatchWorker {
     var windows: RouteWindows { context.senders?.routeWindows ?? ownWindows }
     private let ownWindows = RouteWindows()
     let inFlight = InFlightTasks()
+    /// The leases of this loop's sends in flight, kept while they send.
+    let leaseRenewals: LeaseRenewals
     /// The setups of the apps this loop sends for, read again when an app's row changes.
     let appSetups = AppSetups()
     /// The routes a claim names (`herald.routes`).
@@ -50,6 +52,7 @@ public struct DispatchWorker: BatchWorker {
     public init(context: WorkerContext) {
         self.context = context
         builder = PayloadBuilder(reportBaseURL: context.publicURL)
+        leaseRenewals = LeaseRenewals(context: context)
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
@@ -185,50 +188,15 @@ public struct DispatchWorker: BatchWorker {
         }
     }
 
-    /// Runs one route's send while keeping its deliveries leased: a send may take longer than
-    /// the lease (a route answering slowly, its requests queued behind a full window, a token
-    /// fetch), and a lease that ran out mid-send would let another worker claim and send them
-    /// again. At each half-life of the lease, one statement extends it for the send's
-    /// deliveries this worker still holds, for up to ``longestSend``. Returns the send's result
-    /// and when the lease held now ends (recording stops retrying then, see ``recordOutcomes``).
+    /// Runs one route's send while keeping its deliveries leased (``LeaseRenewals``). Returns the
+    /// send's result and when the lease held now ends (recording stops retrying then, see
+    /// ``recordOutcomes``).
     func keepingLeases<Result: Sendable>(
         of part: [OutgoingDelivery], claimedAt: ContinuousClock.Instant, _ send: () async -> Result
     ) async -> (Result, ContinuousClock.Instant) {
-        let lease = context.lease
-        let renewals = Task { [context] () -> ContinuousClock.Instant in
-            var heldUntil = claimedAt.advanced(by: lease)
-            let ids = part.map(\.deliveryID)
-            while heldUntil - claimedAt < Self.longestSend {
-                do {
-                    try await Task.sleep(until: heldUntil - lease / 2, clock: .continuous)
-                } catch {
-                    return heldUntil  // the send is done
-                }
-                let asked = ContinuousClock.now
-                do {
-                    try await context.connection.query(
-                        SQL.extendLeases, [ids, context.workerID, context.clock.now(), lease.seconds],
-                        planning: .eachCall)
-                    heldUntil = asked.advanced(by: lease)
-                } catch {
-                    if Task.isCancelled { return heldUntil }
-                    context.logger.warning(
-                        "could not extend the leases of a slow route's deliveries; trying again",
-                        metadata: ["error": "\(error)", "deliveries": "\(ids.count)"])
-                    try? await Task.sleep(for: .seconds(1))
-                    if Task.isCancelled { return heldUntil }
-                }
-            }
-            // A send out this long is not coming back (every request has a timeout): its leases
-            // run out, and the deliveries are claimed again, as after a crash.
-            context.logger.error(
-                "a route's send has not returned in 10 minutes; its deliveries' leases are left to run out",
-                metadata: ["deliveries": "\(ids.count)"])
-            return heldUntil
-        }
+        let token = leaseRenewals.start(part.map(\.deliveryID), claimedAt: claimedAt)
         let result = await send()
-        renewals.cancel()
-        return (result, await renewals.value)
+        return (result, leaseRenewals.end(token))
     }
 
     /// Decides every claimed delivery that is not sent (``DeliveryLife``): those that cannot or
