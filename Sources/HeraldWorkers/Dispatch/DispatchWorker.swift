@@ -38,6 +38,8 @@ public struct DispatchWorker: BatchWorker {
     let inFlight = InFlightTasks()
     /// The leases of this loop's sends in flight, kept while they send.
     let leaseRenewals: LeaseRenewals
+    /// Ends a claim's wait for its routes' answers (``RouteCollector``).
+    let collectorTimer = LazyTimer()
     /// The setups of the apps this loop sends for, read again when an app's row changes.
     let appSetups = AppSetups()
     /// The routes a claim names (`herald.routes`).
@@ -106,7 +108,7 @@ public struct DispatchWorker: BatchWorker {
         // sends still in flight from earlier claims is known slow and is not waited for at all;
         // its window bounds what it may have in flight, and what does not fit waits (postponed,
         // not an attempt).
-        let collector = RouteCollector()
+        let collector = RouteCollector(timer: collectorTimer)
         var awaited = 0
         for (key, batch) in routes {
             let admission = windows.admit(key, count: batch.count, window: limit)

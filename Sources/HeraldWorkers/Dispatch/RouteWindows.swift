@@ -1,4 +1,5 @@
 import Foundation
+import HeraldQueue
 import Logging
 import Metrics
 import Synchronization
@@ -180,9 +181,28 @@ final class RouteCollector: Sendable {
         var answered = 0
         var firstAnswer: ContinuousClock.Instant?
         var closed = false
+        /// Set once the claim collects: how many routes it waits for, since when, and its wait.
+        var awaiting: Int?
+        var started: ContinuousClock.Instant = .now
+        var waiter: CheckedContinuation<Void, Never>?
+
+        /// When the claim records without the routes still sending.
+        var deadline: ContinuousClock.Instant {
+            let longest = started + RouteCollector.longestWait
+            guard let first = firstAnswer else { return longest }
+            return min(longest, first + max(RouteCollector.shortestGrace, first - started))
+        }
+
+        func isDone(at now: ContinuousClock.Instant) -> Bool {
+            answered >= (awaiting ?? .max) || now >= deadline
+        }
     }
 
     private let state = Mutex(State())
+    /// The dispatch loop's timer for its collectors' deadlines (one collects at a time).
+    private let timer: LazyTimer
+
+    init(timer: LazyTimer) { self.timer = timer }
 
     /// Takes a route's answers into the claim's record; false once the claim has recorded
     /// without them (the route records its own).
@@ -191,7 +211,9 @@ final class RouteCollector: Sendable {
         awaited: Bool
     ) -> Bool {
         let now = ContinuousClock.now
-        return state.withLock { state in
+        var ended: CheckedContinuation<Void, Never>?
+        var grace: ContinuousClock.Instant?
+        let taken = state.withLock { state in
             guard !state.closed else { return false }
             state.results.merge(results) { first, _ in first }
             // A problem found by any route wins over another's all-clear.
@@ -204,10 +226,22 @@ final class RouteCollector: Sendable {
             }
             if awaited {
                 state.answered += 1
-                if state.firstAnswer == nil { state.firstAnswer = now }
+                let first = state.firstAnswer == nil
+                if first { state.firstAnswer = now }
+                if state.waiter != nil {
+                    if state.isDone(at: now) {
+                        ended = state.waiter
+                        state.waiter = nil
+                    } else if first {
+                        grace = state.deadline
+                    }
+                }
             }
             return true
         }
+        ended?.resume()
+        if let grace { timer.ensure(by: grace) { [weak self] in self?.endWaitIfDue() } }
+        return taken
     }
 
     /// Waits until the `awaiting` routes have answered, or the grace after the first answer
@@ -215,17 +249,20 @@ final class RouteCollector: Sendable {
     func collect(awaiting: Int) async -> (
         [Int64: DeliveryResult], [DispatchWorker.ProblemKey: String?]
     ) {
-        let started = ContinuousClock.now
-        while true {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = ContinuousClock.now
-            let done = state.withLock { state -> Bool in
-                if state.answered >= awaiting { return true }
-                if now - started >= Self.longestWait { return true }
-                guard let first = state.firstAnswer else { return false }
-                return now - first >= max(Self.shortestGrace, first - started)
+            let deadline = state.withLock { state -> ContinuousClock.Instant? in
+                state.awaiting = awaiting
+                state.started = now
+                if state.isDone(at: now) { return nil }
+                state.waiter = continuation
+                return state.deadline
             }
-            if done { break }
-            try? await Task.sleep(for: .milliseconds(1))
+            if let deadline {
+                timer.ensure(by: deadline) { [weak self] in self?.endWaitIfDue() }
+            } else {
+                continuation.resume()
+            }
         }
         return state.withLock { state in
             state.closed = true
@@ -233,6 +270,19 @@ final class RouteCollector: Sendable {
             defer { (state.results, state.problems) = ([:], [:]) }
             return (state.results, state.problems)
         }
+    }
+
+    /// Ends the claim's wait once its deadline has come; returns the deadline otherwise.
+    private func endWaitIfDue() -> ContinuousClock.Instant? {
+        let now = ContinuousClock.now
+        let (ended, next) = state.withLock { state -> (CheckedContinuation<Void, Never>?, ContinuousClock.Instant?) in
+            guard let waiter = state.waiter else { return (nil, nil) }
+            guard state.isDone(at: now) else { return (nil, state.deadline) }
+            state.waiter = nil
+            return (waiter, nil)
+        }
+        ended?.resume()
+        return next
     }
 }
 

@@ -71,9 +71,15 @@ struct FCMRoute: ProviderRoute {
                     case .send(let count):
                         let part = Array(waiting.prefix(count))
                         waiting = waiting.dropFirst(count)
-                        // The child task only calls a method: see ChannelWorker.handle (#40).
-                        group.addTask {
-                            await sendPart(part, dryRun: dryRun, builder: builder, now: now, context: context)
+                        if waiting.isEmpty {
+                            // The last grant (usually the only one) is sent by this task: a child
+                            // task for it would cost a hand-off and back.
+                            events += await sendPart(part, dryRun: dryRun, builder: builder, now: now, context: context)
+                        } else {
+                            // The child task only calls a method: see ChannelWorker.handle (#40).
+                            group.addTask {
+                                await sendPart(part, dryRun: dryRun, builder: builder, now: now, context: context)
+                            }
                         }
                     case .paused(let wait):
                         events += waiting.map { ($0, .crowdedOut(wait: wait)) }
