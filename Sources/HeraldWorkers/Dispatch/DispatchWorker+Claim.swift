@@ -20,7 +20,7 @@ extension DispatchWorker {
         var versions: [String: String] = [:]
         readable.reserveCapacity(rows.count)
         for row in rows {
-            // The primary key: a bigint, never NULL, so always readable.
+            // The primary key: a bigint, in every row handed here, so always readable.
             guard let id = try? row.decode("delivery_id", as: Int64.self) else { continue }
             do {
                 let delivery = try Self.delivery(from: row, routes: routes, providers: providers)
