@@ -21,8 +21,8 @@ import Synchronization
 /// queued (a backlog, retries, scheduled sends coming due) keep their turn. At shutdown what is
 /// still here is given back (``SQL/release``); after a crash, the leases run out and any
 /// daemon's claim takes the deliveries, as for any claim a crash left. A delivery is sent from
-/// here only while half its lease is left; one that waited longer (the dispatch loops stuck) is
-/// left to its lease, then claimed anew, so that no other claim can take it while it is sent.
+/// here only while half its lease is left, so that no other claim can take it while it is sent;
+/// one that waited longer (the dispatch loops stuck) is given back, due at once for any claim.
 public final class BirthLeases: Sendable {
     /// A delivery leased at birth, and its row as `herald.claim_sends` returns it.
     struct Birth: Sendable {
@@ -111,16 +111,21 @@ public final class BirthLeases: Sendable {
     }
 
     /// Takes up to `limit` deliveries, oldest first, with the earliest time their leases were
-    /// asked for. Those asked for longer than `fresh` ago are dropped, left to their lease.
-    /// Wakes another loop if some are left.
-    func take(upTo limit: Int, fresh: Duration) -> (births: [Birth], leasedAt: ContinuousClock.Instant?) {
+    /// asked for. Those asked for longer than `fresh` ago are not sent from here: their ids
+    /// come back as `stale`, for the caller to give back. Wakes another loop if some are left.
+    func take(upTo limit: Int, fresh: Duration) -> (
+        births: [Birth], leasedAt: ContinuousClock.Instant?, stale: [Int64]
+    ) {
         let now = ContinuousClock.now
+        var stale: [Int64] = []
         let (taken, leasedAt, left) = state.withLock { state in
             var taken: [Birth] = []
             var leasedAt: ContinuousClock.Instant?
             while taken.count < limit, !state.handed.isEmpty {
                 if now - state.handed[0].leasedAt > fresh {
-                    state.count -= state.handed.removeFirst().births.count
+                    let dropped = state.handed.removeFirst().births
+                    state.count -= dropped.count
+                    stale += dropped.map(\.id)
                     continue
                 }
                 let wanted = limit - taken.count
@@ -136,7 +141,7 @@ public final class BirthLeases: Sendable {
             return (taken, leasedAt, state.count)
         }
         if left > 0 { wake() }
-        return (taken, leasedAt)
+        return (taken, leasedAt, stale)
     }
 
     /// Puts back, first in line, deliveries a batch took but could not send (the database
@@ -159,7 +164,8 @@ public final class BirthLeases: Sendable {
     }
 
     /// Whether a dispatch batch claims from the queue, holding births or not (`holding`); if it
-    /// does, the claim begins now.
+    /// does, the claim begins now. A claim that found the queue full, or failed, calls
+    /// ``queueSignalled()`` again: the queue still has work for the next batch.
     func claimsQueue(holding: Bool) -> Bool {
         let now = ContinuousClock.now
         return state.withLock { state in

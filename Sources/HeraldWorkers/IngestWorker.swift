@@ -34,10 +34,11 @@ public struct IngestWorker: BatchWorker {
             """
         /// As ``ingestNext``, and the deliveries leased at birth read as the claim reads them
         /// (`herald.claim_sends`' `held`, `migrations/functions/dispatch.sql`), beside the counts:
-        /// one row each, or a row of the counts alone when none was leased. The claim's
-        /// statements see what ingest made: each statement in a function takes a new snapshot.
+        /// one row each, or a row of the counts alone when none was leased (not the leased ids,
+        /// which every row would repeat). The claim sees what ingest made: it is a volatile
+        /// function, so each of its statements takes a new snapshot.
         static let ingestNextAndRead = """
-            SELECT i.accepted, i.rejected, i.expired, i.no_devices, i.superseded, i.deliveries, i.leased, s.*
+            SELECT i.accepted, i.rejected, i.expired, i.no_devices, i.superseded, i.deliveries, s.*
             FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6)) i
             LEFT JOIN LATERAL herald.claim_sends($2, 0, $3, make_interval(secs => $4), i.leased) s ON true
             """

@@ -222,52 +222,67 @@ import Testing
     }
 
     /// A birth is sent only while half its lease is left, as a claim would take it: one that
-    /// waited longer is dropped, left to run out its lease and be claimed anew.
-    @Test func aBirthThatWaitedTooLongIsLeftToItsLease() async throws {
+    /// waited longer comes back to be given back.
+    @Test func aBirthThatWaitedTooLongIsNotSentFromHere() async throws {
         let births = BirthLeases(capacity: 10) {}
         let born = try await Self.births(1...3)
         _ = births.hand(Array(born[0..<2]), reserved: 0, leasedAt: .now - .seconds(31))
         _ = births.hand([born[2]], reserved: 0, leasedAt: .now)
         let taken = births.take(upTo: 10, fresh: .seconds(30))
         #expect(taken.births.map(\.id) == [3])
+        #expect(taken.stale == [1, 2])
         #expect(births.room == 10, "the stale ones hold no room")
     }
 
     /// A batch that holds births claims from the queue too only when it is told deliveries are
-    /// queued (a NOTIFY), or when it has not claimed for a poll interval (retries and scheduled
-    /// sends come due without one): at a trickle, a commit costs no claim.
-    @Test func aBatchHoldingBirthsClaimsFromTheQueueOnlyWhenToldOrAfterAPollInterval() async throws {
+    /// queued (a NOTIFY), when the claim before it came back full, or when it has not claimed for
+    /// a poll interval (retries and scheduled sends come due without a NOTIFY): at a trickle, a
+    /// commit costs no claim.
+    @Test func aBatchHoldingBirthsClaimsFromTheQueueOnlyWhenThereIsWork() async throws {
         let f = try await WorkerFixture.make()
         let births = BirthLeases(capacity: 1, queuePollInterval: .seconds(600)) {}
         var context = f.context
         context.births = births
         try await f.register("phone", "android")
-        try await f.register("laptop", "android", user: "bob")
+        for laptop in 1...4 { try await f.register("laptop-\(laptop)", "android", user: "bob") }
         let ingest = IngestWorker(context: context)
         let dispatch = DispatchWorker(context: context)
+        func send(_ user: String, _ title: String) async throws {
+            _ = try await f.db.query("SELECT herald.send('shop', user_ref => $1, title => $2)", [user, title])
+            #expect(try await ingest.runBatch(limit: 10) { false } == 1)
+        }
+        func sentToBob() async -> Int {
+            await dispatch.inFlight.waitAll()
+            var count = 0
+            for laptop in 1...4 where await f.message(to: "token-laptop-\(laptop)") != nil { count += 1 }
+            return count
+        }
         #expect(try await dispatch.runBatch(limit: 4) { false } == 0, "the first batch claims, and finds nothing")
 
-        // Alice's delivery is leased at birth (the room is one), Bob's queued.
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'One')")
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'Two')")
-        #expect(try await ingest.runBatch(limit: 10) { false } == 2)
+        // Alice's delivery is leased at birth (the room is one), Bob's four are queued.
+        try await send("alice", "One")
+        try await send("bob", "Two")
         #expect(try await dispatch.runBatch(limit: 4) { false } == 1, "the birth alone")
-        await dispatch.inFlight.waitAll()
         #expect(await f.message(to: "token-phone") != nil)
-        #expect(await f.message(to: "token-laptop") == nil)
+        #expect(await sentToBob() == 0)
 
+        // Told, a batch holding a birth claims its share of the queue: three of Bob's, a full
+        // claim, so the next batch claims again.
         births.queueSignalled()
-        #expect(try await dispatch.runBatch(limit: 4) { false } == 1, "told, it claims Bob's")
-        await dispatch.inFlight.waitAll()
-        #expect(await f.message(to: "token-laptop") != nil)
+        try await send("alice", "Three")
+        #expect(try await dispatch.runBatch(limit: 4) { false } == 4)
+        #expect(await sentToBob() == 3)
+        try await send("alice", "Four")
+        #expect(try await dispatch.runBatch(limit: 4) { false } == 2, "the birth, and Bob's last")
+        #expect(await sentToBob() == 4)
 
         // A poll interval after the last claim, a batch holding births claims too.
-        let polling = BirthLeases(capacity: 1, queuePollInterval: .zero) {}
-        context.births = polling
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Three')")
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'Four')")
-        #expect(try await IngestWorker(context: context).runBatch(limit: 10) { false } == 2)
-        #expect(try await DispatchWorker(context: context).runBatch(limit: 4) { false } == 2)
+        let polling = BirthLeases(capacity: 1, queuePollInterval: .seconds(1)) {}
+        #expect(polling.claimsQueue(holding: false), "a batch holding none claims")
+        #expect(!polling.claimsQueue(holding: true), "holding births, just after a claim")
+        try await Task.sleep(for: .milliseconds(1100))
+        #expect(polling.claimsQueue(holding: true), "holding births, a poll interval after")
+        #expect(!polling.claimsQueue(holding: true))
     }
 
     /// Births with rows to hand over: `ids`' rows of a statement, as ingest's would be.

@@ -102,7 +102,9 @@ COMMENT ON VIEW herald.route_rules IS
 -- `held`: deliveries ingest leased at birth to `worker` (herald.ingest), read beside the `batch`
 -- claimed ones, in the same shape; their lease and attempt were written when they were created.
 -- The ingest worker reads its births this way, with no batch, in its own statement
--- (IngestWorker, BirthLeases), and hands them to its daemon's dispatch.
+-- (IngestWorker, BirthLeases), and hands them to its daemon's dispatch. That it sees the rows
+-- ingest wrote in the same statement depends on this function being volatile (each statement
+-- inside it takes a new snapshot): it must not be declared stable.
 --
 -- One statement, so the rows it reads are as new as the rows it leases: a query around the
 -- function would read with its own, older snapshot, and could see a delivery's notification

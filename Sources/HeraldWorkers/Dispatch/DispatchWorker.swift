@@ -62,7 +62,12 @@ public struct DispatchWorker: BatchWorker {
         let now = context.clock.now()
         // Deliveries ingest leased at birth come first (read already, while half their lease is
         // left), beside a share claimed from the queue when it has some (BirthLeases).
-        let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil)
+        let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil, stale: [])
+        if !held.stale.isEmpty {
+            // Given back, due now: the next claim takes them (no NOTIFY says so).
+            await BirthLeases.release(held.stale, context: context)
+            context.births?.queueSignalled()
+        }
         // The leases end no earlier than this plus the lease.
         let claimedAt = min(startedAt, held.leasedAt ?? startedAt)
         let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
@@ -70,7 +75,17 @@ public struct DispatchWorker: BatchWorker {
             let routes = try await routes.routes(connection: context.connection)
             var rows = held.births.map(\.row)
             if context.births?.claimsQueue(holding: !rows.isEmpty) ?? true {
-                rows += try await claim(limit: BirthLeases.fromQueue(limit: limit, held: rows.count), now: now)
+                let asked = BirthLeases.fromQueue(limit: limit, held: rows.count)
+                let queued: [PostgresRow]
+                do {
+                    queued = try await claim(limit: asked, now: now)
+                } catch {
+                    context.births?.queueSignalled()
+                    throw error
+                }
+                // A full claim leaves more queued: the next batch claims again, births or not.
+                if queued.count >= asked { context.births?.queueSignalled() }
+                rows += queued
                 claimTimer.finished(since: startedAt, rows: rows.count, logger: context.logger)
             }
             (claimed, unreadable, versions) = read(rows, routes: routes, now: now)
