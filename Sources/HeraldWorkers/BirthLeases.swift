@@ -17,7 +17,8 @@ import Synchronization
 /// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch
 /// batch takes up to its size from here; it claims from the queue too (at least ``queueShare``
 /// of its size, however many wait here) when it holds none, when a NOTIFY said deliveries are
-/// queued (``queueSignalled()``), and at least once a poll interval, so that deliveries already
+/// queued or the last claim came back full (``queueSignalled()``), and at least once a poll
+/// interval, so that deliveries already
 /// queued (a backlog, retries, scheduled sends coming due) keep their turn. At shutdown what is
 /// still here is given back (``SQL/release``); after a crash, the leases run out and any
 /// daemon's claim takes the deliveries, as for any claim a crash left. A delivery is sent from
