@@ -29,7 +29,7 @@ public struct IngestWorker: BatchWorker {
         /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them; a device
         /// whose store at its provider is full gets a catch-up message at most every $6 seconds.
         static let ingestNext = """
-            SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
+            SELECT accepted, rejected, expired, no_devices, superseded, deliveries
             FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6))
             """
         /// As ``ingestNext``, and the deliveries leased at birth read as the claim reads them
@@ -43,7 +43,7 @@ public struct IngestWorker: BatchWorker {
             LEFT JOIN LATERAL herald.claim_sends($2, 0, $3, make_interval(secs => $4), i.leased) s ON true
             """
         static let ingest = """
-            SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
+            SELECT accepted, rejected, expired, no_devices, superseded, deliveries
             FROM herald.ingest($1::bigint[], $2, catch_up_every => make_interval(secs => $3))
             """
         /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.

@@ -129,11 +129,7 @@ import Testing
     @Test func aBacklogBringsInAnotherLoop() async throws {
         let hub = WakeHub()
         let shared = BacklogWorker.Shared()
-        let runners = (0..<2).map { loop in
-            WorkerRunner(
-                worker: BacklogWorker(loop: loop, shared: shared), hub: hub,
-                configuration: .init(batchSize: 100, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
-        }
+        let runners = loops(hub: hub) { BacklogWorker(loop: $0, shared: shared) }
         let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -171,13 +167,7 @@ import Testing
     func trickle(gather: Duration) -> (TrickleWorker, WakeHub, [WorkerRunner]) {
         let worker = TrickleWorker()
         let hub = WakeHub()
-        let runners = (0..<2).map { _ in
-            WorkerRunner(
-                worker: worker, hub: hub,
-                configuration: .init(batchSize: 100, pollInterval: .seconds(3600), gather: gather),
-                logger: Logger(label: "test"))
-        }
-        return (worker, hub, runners)
+        return (worker, hub, loops(hub: hub, gather: gather) { _ in worker })
     }
 
     /// A commit, as the NOTIFY of its commit wakes the loops.
@@ -242,9 +232,7 @@ import Testing
     @Test func aLoopThatStopsLeavesWakeUpsToTheOthers() async throws {
         let worker = TrickleWorker()
         let hub = WakeHub()
-        let stopping = WorkerRunner(
-            worker: worker, hub: hub, configuration: .init(batchSize: 100, pollInterval: .seconds(3600)),
-            logger: Logger(label: "test"))
+        let stopping = loops(1, hub: hub) { _ in worker }[0]
         let other = hub.register(kind: "trickle")
         let group = ServiceGroup(services: [stopping], logger: Logger(label: "test"))
         try await group.runUntil {
@@ -288,11 +276,7 @@ import Testing
     @Test func aWakeUpWhoseClaimFailsGoesToAnotherLoop() async throws {
         let hub = WakeHub()
         let shared = OneBrokenLoopWorker.Shared()
-        let runners = (0..<2).map { loop in
-            WorkerRunner(
-                worker: OneBrokenLoopWorker(loop: loop, shared: shared), hub: hub,
-                configuration: .init(batchSize: 100, pollInterval: .seconds(3600)), logger: Logger(label: "test"))
-        }
+        let runners = loops(hub: hub) { OneBrokenLoopWorker(loop: $0, shared: shared) }
         let group = ServiceGroup(services: runners, logger: Logger(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -303,6 +287,19 @@ import Testing
             #expect(await eventually(timeout: .seconds(60)) { shared.taken.withLock { $0[1] } == 1 })
             tasks.cancelAll()
         }
+    }
+}
+
+/// `count` loops on `hub`, each with the worker `worker(loop)`, polling once an hour (only a
+/// wake-up brings work), at most 100 a batch.
+func loops(
+    _ count: Int = 2, hub: WakeHub, gather: Duration = .milliseconds(1), _ worker: (Int) -> any BatchWorker
+) -> [WorkerRunner] {
+    (0..<count).map { loop in
+        WorkerRunner(
+            worker: worker(loop), hub: hub,
+            configuration: .init(batchSize: 100, pollInterval: .seconds(3600), gather: gather),
+            logger: Logger(label: "test"))
     }
 }
 
