@@ -327,6 +327,28 @@ import Testing
                 0, as: Int.self) == 6)
     }
 
+    /// The partial indexes ingest and the claim walk (notifications waiting, deliveries due) keep
+    /// their dead entries until a vacuum cleans them (migrations 030 and 042): every partition of
+    /// both tables is vacuumed at a hundredth of its rows dead, with its indexes, and so is each
+    /// partition a new generation makes.
+    @Test func everyPartitionOfTheQueuesIsVacuumedEarlyWithItsIndexes() async throws {
+        let database = try await TestDatabase.create()
+        let db = try await database.connect()
+        for _ in 0..<2 { try await db.query("SELECT herald.open_generation(interval '0 seconds')") }
+        let settings = try await db.query(
+            """
+            SELECT t.relid::text, coalesce(array_to_string(c.reloptions, ','), '')
+            FROM unnest(ARRAY['herald.notifications', 'herald.deliveries']::regclass[]) AS parent,
+                 pg_partition_tree(parent) AS t JOIN pg_class c ON c.oid = t.relid
+            WHERE t.isleaf ORDER BY 1
+            """
+        ).map { (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self)) }
+        #expect(settings.count >= 14, "kept and at least six generations a table: \(settings)")
+        for (partition, options) in settings {
+            #expect(options == "autovacuum_vacuum_scale_factor=0.01,vacuum_index_cleanup=on", "\(partition)")
+        }
+    }
+
     /// A lookup by id (a report's reference, an outcome recorded) reads the kept partition and the
     /// one generation its id names, however many generations there are.
     @Test func aLookupByIdReadsTwoPartitions() async throws {

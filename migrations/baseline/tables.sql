@@ -1,4 +1,4 @@
--- The schema after migration 41, for a new database: `herald migrate` applies this file,
+-- The schema after migration 42, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -774,12 +774,12 @@ CREATE TABLE herald.notifications (
     CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
 ) PARTITION BY LIST (kept);
 ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;
-CREATE TABLE herald.notifications_kept PARTITION OF herald.notifications FOR VALUES IN (true);
+CREATE TABLE herald.notifications_kept PARTITION OF herald.notifications FOR VALUES IN (true) WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 CREATE TABLE herald.notifications_rotating PARTITION OF herald.notifications FOR VALUES IN (false) PARTITION BY RANGE (id);
-CREATE TABLE herald.notifications_g0 PARTITION OF herald.notifications_rotating FOR VALUES FROM (MINVALUE) TO ('4294967296');
-CREATE TABLE herald.notifications_g1 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('4294967296') TO ('8589934592');
-CREATE TABLE herald.notifications_g2 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('8589934592') TO ('12884901888');
-CREATE TABLE herald.notifications_g3 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('12884901888') TO ('17179869184');
+CREATE TABLE herald.notifications_g0 PARTITION OF herald.notifications_rotating FOR VALUES FROM (MINVALUE) TO ('4294967296') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
+CREATE TABLE herald.notifications_g1 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('4294967296') TO ('8589934592') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
+CREATE TABLE herald.notifications_g2 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('8589934592') TO ('12884901888') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
+CREATE TABLE herald.notifications_g3 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('12884901888') TO ('17179869184') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 ALTER TABLE herald.notifications ADD CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) =
 CASE
     WHEN (activity_event = ANY (ARRAY['update'::text, 'end'::text])) THEN 0

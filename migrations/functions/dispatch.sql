@@ -106,9 +106,10 @@ COMMENT ON VIEW herald.route_rules IS
 -- ingest wrote in the same statement depends on this function being volatile (each statement
 -- inside it takes a new snapshot): it must not be declared stable.
 --
--- One statement, so the rows it reads are as new as the rows it leases: a query around the
--- function would read with its own, older snapshot, and could see a delivery's notification
--- as it was before ingest (measured: no expiry yet, in about one run in five).
+-- The rows it reads are read inside the function, after the lease, so they are as new as the
+-- rows it leases: a query around the function would read with its own, older snapshot, and
+-- could see a delivery's notification as it was before ingest (measured: no expiry yet, in
+-- about one run in five).
 --
 -- It must walk deliveries_due in order, stop after `batch` rows, and reach every other row
 -- through a primary key, whatever the planner believes: its statistics lag a sudden backlog,
@@ -140,6 +141,11 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, wor
     push_type_token_id bigint, push_type_token_disabled text)
 LANGUAGE plpgsql SET enable_sort = off SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+DECLARE
+    -- The deliveries this call leased, as the lease left them, and who held each before (NULL
+    -- for one never leased).
+    claimed herald.deliveries[];
+    abandoned text[];
 BEGIN
     -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
     -- CPU over the partitioned tables whatever it finds, and at a steady rate many claims find
@@ -154,15 +160,29 @@ BEGIN
     IF NOT EXISTS (SELECT FROM herald.secrets s WHERE s.name = 'report_hmac') THEN
         RAISE EXCEPTION 'herald.secrets has no report_hmac: run herald migrate' USING ERRCODE = 'undefined_object';
     END IF;
+    -- The lease, in a statement of its own, taken only when a batch is asked for: the
+    -- ingest worker reads its births with no batch, and starting this statement (an update
+    -- over every partition of herald.deliveries and every index of each) cost more than the
+    -- read below. The rows it leases are handed on as they are, not read again.
+    IF batch > 0 THEN
+        WITH picked AS (
+            SELECT d.id, d.locked_by AS abandoned_by
+            FROM herald.deliveries d
+            WHERE d.state = 'queued' AND d.run_at <= at
+            ORDER BY d.run_at, d.id
+            LIMIT batch
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE herald.deliveries AS d
+            SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
+            FROM picked
+            WHERE d.id = ANY(ARRAY[picked.id])  -- a probe by key, never a join (docs/architecture.md)
+            RETURNING d, picked.abandoned_by
+        )
+        SELECT array_agg(c.d), array_agg(c.abandoned_by) INTO claimed, abandoned FROM claimed c;
+    END IF;
     RETURN QUERY
-    WITH picked AS (
-        SELECT d.id, d.locked_by AS abandoned_by
-        FROM herald.deliveries d
-        WHERE d.state = 'queued' AND d.run_at <= at
-        ORDER BY d.run_at, d.id
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    ), problems AS MATERIALIZED (
+    WITH problems AS MATERIALIZED (
         -- The failing configurations and the routing rule, read once per claim (a few rows; there
         -- are usually no problems) rather than by a lookup per delivery (6 µs a delivery,
         -- measured).
@@ -171,15 +191,10 @@ BEGIN
         SELECT * FROM herald.route_rules
     ), report_key AS MATERIALIZED (
         SELECT s.inner_pad, s.outer_pad FROM herald.secrets s WHERE s.name = 'report_hmac'
-    ), claimed AS (
-        UPDATE herald.deliveries AS d
-        SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
-        FROM picked
-        WHERE d.id = ANY(ARRAY[picked.id])  -- a probe by key, never a join (docs/architecture.md)
-        RETURNING d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, picked.abandoned_by,
-                  d.activity_token_id, d.push_type_token_id
     ), taken AS (
-        SELECT * FROM claimed
+        SELECT c.id, c.notification_id, c.device_id, c.payload_kind, c.attempts, abandoned[c.ordinality] AS abandoned_by,
+               c.activity_token_id, c.push_type_token_id
+        FROM unnest(claimed) WITH ORDINALITY AS c
         UNION ALL
         -- Leased at birth: read, not written. Only while they are as ingest leased them (their
         -- first attempt: a claim after their lease ran out counts a second, even this daemon's)
@@ -250,7 +265,7 @@ $$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) TO herald_daemon;
 
--- Records a batch's outcomes (DispatchWorker.record), in one statement, so in one transaction:
+-- Records a batch's outcomes (DispatchWorker.record), in one call, so in one transaction:
 -- the deliveries, with their leases released; devices whose token or subscription the provider
 -- declared dead; Live Activity tokens APNs refused; and the configuration problems found or
 -- cleared. Each value is a composite of migrations/031_provider_seam.sql, which says what its
@@ -288,68 +303,80 @@ SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off'
 AS $$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY
+    -- A statement for each table, run only when it has something to change: a record is
+    -- usually of outcomes alone, and starting the updates of the other tables with nothing to
+    -- do (a statement's start initializes every table and index it names) was a quarter of
+    -- a record of one outcome.
     WITH outcome AS (
         SELECT o.delivery_id AS id, o.state, o.message_name, o.unique_id, o.error,
                to_timestamp(o.answered_at) AS answered_at, to_timestamp(o.due_again) AS next_run, o.given_back,
                o.dead
         FROM unnest(outcomes) AS o
-    ), recorded AS (
-        UPDATE herald.deliveries AS d
-        SET state = o.state,
-            provider_message_id = coalesce(o.message_name, d.provider_message_id),
-            provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
-            last_error = coalesce(o.error, d.last_error),
-            error_history = CASE WHEN o.error IS NULL THEN d.error_history
-                                 ELSE d.error_history
-                                      || format('%s %s', to_char(o.answered_at, 'YYYY-MM-DD HH24:MI:SS'), o.error)
-                            END,
-            attempts = d.attempts - CASE WHEN o.given_back THEN 1 ELSE 0 END,
-            sent_at = CASE WHEN o.state IN ('sent', 'validated') THEN o.answered_at ELSE d.sent_at END,
-            finished_at = CASE WHEN o.state <> 'queued' THEN o.answered_at END,
-            run_at = CASE WHEN o.state = 'queued' THEN o.next_run END,
-            locked_by = NULL,
-            dead_at = CASE WHEN o.dead THEN o.answered_at END
-        FROM outcome AS o
-        WHERE d.id = ANY(ARRAY[o.id]) AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker)
-    ), disabled AS (
-        UPDATE herald.devices AS dev
-        SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
-        FROM unnest(dead_devices) AS u
-        WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
-          AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
-        RETURNING 'device'::text, dev.id, herald.token_hint(dev.push_token), dev.disabled_reason
-    ), ended_tokens AS (
-        UPDATE herald.activity_tokens AS t
-        SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
-        FROM unnest(ended_activity_tokens) AS u
-        WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
-        RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
-    ), ended_push_tokens AS (
-        UPDATE herald.push_type_tokens AS t
-        SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
-        FROM unnest(ended_push_type_tokens) AS u
-        WHERE t.id = ANY(ARRAY[u.id]) AND t.token = u.token AND t.disabled_at IS NULL
-          AND (u.since IS NULL OR t.registered_at < to_timestamp(u.since))
-        RETURNING 'push_type_token'::text, t.id, herald.token_hint(t.token), t.disabled_reason
-    ), found AS (
+    )
+    UPDATE herald.deliveries AS d
+    SET state = o.state,
+        provider_message_id = coalesce(o.message_name, d.provider_message_id),
+        provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
+        last_error = coalesce(o.error, d.last_error),
+        error_history = CASE WHEN o.error IS NULL THEN d.error_history
+                             ELSE d.error_history
+                                  || format('%s %s', to_char(o.answered_at, 'YYYY-MM-DD HH24:MI:SS'), o.error)
+                        END,
+        attempts = d.attempts - CASE WHEN o.given_back THEN 1 ELSE 0 END,
+        sent_at = CASE WHEN o.state IN ('sent', 'validated') THEN o.answered_at ELSE d.sent_at END,
+        finished_at = CASE WHEN o.state <> 'queued' THEN o.answered_at END,
+        run_at = CASE WHEN o.state = 'queued' THEN o.next_run END,
+        locked_by = NULL,
+        dead_at = CASE WHEN o.dead THEN o.answered_at END
+    FROM outcome AS o
+    WHERE d.id = ANY(ARRAY[o.id]) AND (d.state = 'queued') IS TRUE AND (o.state <> 'queued' OR d.locked_by = worker);
+    IF cardinality(dead_devices) > 0 THEN
+        RETURN QUERY
+        WITH disabled AS (
+            UPDATE herald.devices AS dev
+            SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
+            FROM unnest(dead_devices) AS u
+            WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
+              AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
+            RETURNING 'device'::text, dev.id, herald.token_hint(dev.push_token), dev.disabled_reason
+        )
+        SELECT * FROM disabled;
+    END IF;
+    IF cardinality(ended_activity_tokens) > 0 THEN
+        RETURN QUERY
+        WITH ended_tokens AS (
+            UPDATE herald.activity_tokens AS t
+            SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
+            FROM unnest(ended_activity_tokens) AS u
+            WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
+            RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
+        )
+        SELECT * FROM ended_tokens;
+    END IF;
+    IF cardinality(ended_push_type_tokens) > 0 THEN
+        RETURN QUERY
+        WITH ended_push_tokens AS (
+            UPDATE herald.push_type_tokens AS t
+            SET disabled_at = at, disabled_cause = 'token_invalid', disabled_reason = u.reason
+            FROM unnest(ended_push_type_tokens) AS u
+            WHERE t.id = ANY(ARRAY[u.id]) AND t.token = u.token AND t.disabled_at IS NULL
+              AND (u.since IS NULL OR t.registered_at < to_timestamp(u.since))
+            RETURNING 'push_type_token'::text, t.id, herald.token_hint(t.token), t.disabled_reason
+        )
+        SELECT * FROM ended_push_tokens;
+    END IF;
+    IF cardinality(problems) > 0 THEN
         INSERT INTO herald.app_config_problems AS p (app_id, scope, problem, since, failed_at)
         SELECT u.app_id, u.scope, u.problem, at, at
         FROM unnest(problems) AS u
         WHERE u.problem IS NOT NULL
         ON CONFLICT (app_id, scope) DO UPDATE
         SET problem = excluded.problem, failed_at = excluded.failed_at,
-            since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END
-    ), cleared AS (
+            since = CASE WHEN p.problem = excluded.problem THEN p.since ELSE excluded.since END;
         DELETE FROM herald.app_config_problems AS p
         USING unnest(problems) AS u
-        WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope
-    )
-    SELECT * FROM disabled
-    UNION ALL
-    SELECT * FROM ended_tokens
-    UNION ALL
-    SELECT * FROM ended_push_tokens;
+        WHERE u.problem IS NULL AND p.app_id = u.app_id AND p.scope = u.scope;
+    END IF;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
