@@ -152,7 +152,7 @@ public struct Daemon {
             lease: configuration.lease,
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
             senders: senders, births: births, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
-            retryInterval: configuration.rescueInterval)
+            retryInterval: configuration.rescueInterval, recordWindow: DispatchWorker.recordWindow)
     }
 
     /// The longest wait between two tries to reach the database at start.

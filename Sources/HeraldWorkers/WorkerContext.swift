@@ -26,12 +26,16 @@ public struct WorkerContext: Sendable {
     public var reconcile: ReconcileWorker.Settings
     /// How often the retry worker makes a pass.
     public var retryInterval: Duration
+    /// How long dispatch holds a small batch's outcomes to record them with the next ones
+    /// (``RecordGatherer``); zero records each batch's at once. The daemon gathers them
+    /// (``DispatchWorker/recordWindow``).
+    public var recordWindow: Duration
 
     public init(
         connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
         lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
         births: BirthLeases? = nil, publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
-        retryInterval: Duration = RetryWorker.defaultInterval
+        retryInterval: Duration = RetryWorker.defaultInterval, recordWindow: Duration = .zero
     ) {
         self.connection = connection
         self.clock = clock
@@ -44,6 +48,7 @@ public struct WorkerContext: Sendable {
         self.publicURL = publicURL
         self.reconcile = reconcile
         self.retryInterval = retryInterval
+        self.recordWindow = recordWindow
     }
 
     /// `herald.jobs` on this context's connection, for workers whose work is job rows.

@@ -7,8 +7,9 @@ import Metrics
 
 extension DispatchWorker {
     /// Counts the outcomes and records them with their leases released
-    /// (``record(_:dead:problems:now:)``), keeping them while the database is away until the
-    /// lease ends.
+    /// (``record(_:dead:problems:at:)``), keeping them while the database is away until the
+    /// lease ends. A small batch's are held a moment, to be recorded with the next ones
+    /// (``RecordGatherer``), when the daemon gathers them.
     func recordOutcomes(
         _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],
         leaseEnds: ContinuousClock.Instant, now: Date
@@ -25,13 +26,40 @@ extension DispatchWorker {
             Counter(label: "herald_sends_total", dimensions: [("outcome", outcome)]).increment(by: count)
         }
         countFinished(kind: kind, finished)
-        let dead = Self.deadTokens(results, deliveries, providers: providers)
+        let outcomes = RecordGatherer.Batch(
+            outcomes: results.map { SendOutcome(id: $0.key, result: $0.value, now: now) },
+            dead: Self.deadTokens(results, deliveries, providers: providers), problems: problems,
+            leaseEnds: leaseEnds, at: now)
+        guard let gatherer = recordGatherer, outcomes.outcomes.count < RecordGatherer.full else {
+            return await write(outcomes)
+        }
+        switch gatherer.hold(outcomes) {
+        case .first:
+            gatherer.timer.ensure(by: .now.advanced(by: gatherer.window)) { [self] in
+                inFlight.start { [self] in await writeHeld() }
+                return nil
+            }
+        case .full:
+            await writeHeld()
+        case .held:
+            break
+        }
+    }
+
+    /// Records the outcomes held (``RecordGatherer``), if any.
+    func writeHeld() async {
+        if let held = recordGatherer?.take() { await write(held) }
+    }
+
+    /// Records a batch's outcomes, retrying while the database is away until its lease ends,
+    /// and logs the devices it disabled and the tokens it ended.
+    private func write(_ batch: RecordGatherer.Batch) async {
         let recording = ContinuousClock.now
         var ended: [Ended] = []
-        _ = await recordWithinLease(until: leaseEnds, logger: context.logger, items: results.count) {
-            ended = try await record(results, dead: dead, problems: problems, now: now)
+        _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: batch.outcomes.count) {
+            ended = try await record(batch.outcomes, dead: batch.dead, problems: batch.problems, at: batch.at)
         }
-        recordTimer.finished(since: recording, rows: results.count, logger: context.logger)
+        recordTimer.finished(since: recording, rows: batch.outcomes.count, logger: context.logger)
         for token in ended {
             let message: Logger.Message =
                 switch token.kind {
@@ -166,17 +194,16 @@ extension DispatchWorker {
     }
 
     /// Records the outcomes and releases the leases, in one statement (``SQL/record``); returns
-    /// the devices it disabled and the tokens it ended.
+    /// the devices it disabled and the tokens it ended. `at`: now.
     @discardableResult
     func record(
-        _ results: [Int64: DeliveryResult], dead: DeadTokens = DeadTokens(), problems: [ProblemKey: String?], now: Date
+        _ outcomes: [SendOutcome], dead: DeadTokens = DeadTokens(), problems: [ProblemKey: String?], at: Date
     ) async throws -> [Ended] {
         let rows = try await context.connection.query(
             SQL.record,
             [
-                results.map { SendOutcome(id: $0.key, result: $0.value, now: now) }, context.workerID, now,
-                dead.devices, dead.activityTokens, problems.map { ConfigProblem(key: $0.key, problem: $0.value) },
-                dead.pushTypeTokens,
+                outcomes, context.workerID, at, dead.devices, dead.activityTokens,
+                problems.map { ConfigProblem(key: $0.key, problem: $0.value) }, dead.pushTypeTokens,
             ])
         // Written already: a row that cannot be read is logged less well, never recorded twice.
         return rows.map { row in

@@ -40,6 +40,9 @@ public struct DispatchWorker: BatchWorker {
     let leaseRenewals: LeaseRenewals
     /// Ends a claim's wait for its routes' answers (``RouteCollector``).
     let collectorTimer = LazyTimer()
+    /// Small batches' outcomes held to be recorded together; nil when each is recorded at once
+    /// (``WorkerContext/recordWindow`` zero).
+    let recordGatherer: RecordGatherer?
     /// The setups of the apps this loop sends for, read again when an app's row changes.
     let appSetups = AppSetups()
     /// The routes a claim names (`herald.routes`).
@@ -55,6 +58,7 @@ public struct DispatchWorker: BatchWorker {
         self.context = context
         builder = PayloadBuilder(reportBaseURL: context.publicURL)
         leaseRenewals = LeaseRenewals(context: context)
+        recordGatherer = context.recordWindow > .zero ? RecordGatherer(window: context.recordWindow) : nil
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
@@ -171,11 +175,20 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// Waits for the routes' sends still in flight to be recorded (at shutdown, or at the end
-    /// of a test's drain), and gives back the deliveries leased at birth that no loop took.
+    /// of a test's drain), records the outcomes held without waiting out their window, and gives
+    /// back the deliveries leased at birth that no loop took.
     public func finish() async {
         if let births = context.births { await BirthLeases.release(births.close(), context: context) }
+        recordGatherer?.close()
+        await writeHeld()
         await inFlight.waitAll()
     }
+
+    /// How long the daemon's dispatch holds a small batch's outcomes for the next ones
+    /// (``RecordGatherer``): at 500 sends a second, five come in; far less than a provider's
+    /// answer takes over the internet, so it widens the window of a crash's duplicates by as
+    /// little.
+    public static let recordWindow: Duration = .milliseconds(10)
 
     /// The longest a send keeps its deliveries leased: far beyond any request's timeout
     /// (`HERALD_HTTP_TIMEOUT`) and an FCM quota's wait, so only a send that will never return
