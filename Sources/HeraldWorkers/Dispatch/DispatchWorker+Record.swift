@@ -8,8 +8,8 @@ import Metrics
 extension DispatchWorker {
     /// Counts the outcomes and records them with their leases released
     /// (``record(_:dead:problems:at:)``), keeping them while the database is away until the
-    /// lease ends. A small batch's are held a moment, to be recorded with the next ones
-    /// (``RecordGatherer``), when the daemon gathers them.
+    /// lease ends. When the daemon gathers records, a small batch's that follows another
+    /// closely is held a moment, to be recorded with the next ones (``RecordGatherer``).
     func recordOutcomes(
         _ results: [Int64: DeliveryResult], of batch: [OutgoingDelivery], problems: [ProblemKey: String?],
         leaseEnds: ContinuousClock.Instant, now: Date
@@ -34,13 +34,13 @@ extension DispatchWorker {
             return await write(outcomes)
         }
         switch gatherer.hold(outcomes) {
-        case .first:
-            gatherer.timer.ensure(by: .now.advanced(by: gatherer.window)) { [self] in
-                inFlight.start { [self] in await writeHeld() }
-                return nil
-            }
-        case .full:
+        case .recordNow:
             await writeHeld()
+        case .first(let until):
+            inFlight.start { [self] in
+                try? await Task.sleep(until: until, clock: .continuous)
+                await writeHeld()
+            }
         case .held:
             break
         }

@@ -175,8 +175,8 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// Waits for the routes' sends still in flight to be recorded (at shutdown, or at the end
-    /// of a test's drain), records the outcomes held without waiting out their window, and gives
-    /// back the deliveries leased at birth that no loop took.
+    /// of a test's drain), records the outcomes held (a window's wait at most), and gives back
+    /// the deliveries leased at birth that no loop took.
     public func finish() async {
         if let births = context.births { await BirthLeases.release(births.close(), context: context) }
         recordGatherer?.close()
@@ -184,10 +184,10 @@ public struct DispatchWorker: BatchWorker {
         await inFlight.waitAll()
     }
 
-    /// How long the daemon's dispatch holds a small batch's outcomes for the next ones
-    /// (``RecordGatherer``): at 500 sends a second, five come in; far less than a provider's
-    /// answer takes over the internet, so it widens the window of a crash's duplicates by as
-    /// little.
+    /// How long the daemon's dispatch holds a small batch's outcomes for the next ones, when
+    /// records follow each other closer than this (``RecordGatherer``): at 500 sends a second,
+    /// about five go in a record. Far less than a provider's answer takes over the internet, so
+    /// it widens the window of a crash's duplicates by as little.
     public static let recordWindow: Duration = .milliseconds(10)
 
     /// The longest a send keeps its deliveries leased: far beyond any request's timeout

@@ -1,6 +1,5 @@
 import Foundation
 import HeraldCore
-import HeraldQueue
 import Synchronization
 
 /// The outcomes of a dispatch loop's small batches, held for a moment and recorded together
@@ -8,8 +7,10 @@ import Synchronization
 ///
 /// At a trickle each send is a batch of its own (a delivery leased at birth), and recording each
 /// alone cost the database a transaction per notification: a statement's start over every
-/// partition of deliveries, and a commit. Held for `window`, the outcomes of the sends answered
-/// meanwhile are recorded in one statement. The notification is not slowed: its provider has
+/// partition of deliveries, and a commit. When records follow each other within `window`, a
+/// record is held until the window has passed since the one before, and the records that come
+/// in meanwhile are written with it, in one statement. One that comes after a quiet window is
+/// written at once: it would wait for nothing. The notification is not slowed: its provider has
 /// answered. Its delivery stays leased until it is recorded, as while it was sent, so a crash
 /// meanwhile sends it again when the lease ends, as it would a send in flight.
 final class RecordGatherer: Sendable {
@@ -24,42 +25,54 @@ final class RecordGatherer: Sendable {
     }
 
     enum Held {
-        /// The first held: the caller records what is held once `window` has passed (`timer`).
-        case first
-        /// Enough to fill a record, or the loop is stopping: the caller records what is held now.
-        case full
+        /// The caller records what is held now: the records before were a window ago or more,
+        /// or this one fills a record, or the loop is stopping.
+        case recordNow
+        /// The first held: the caller records what is held at `until`, a window after the
+        /// record before.
+        case first(until: ContinuousClock.Instant)
         case held
     }
 
-    /// How long the first outcome held waits for others.
+    /// How long a record is held for the ones that follow it.
     let window: Duration
     /// A record this large gains nothing from waiting: a batch of this many outcomes is
     /// recorded at once, and so are the held ones once they are this many.
     static let full = 64
-    /// Ends the window.
-    let timer = LazyTimer()
-    private let held = Mutex<(batches: [Batch], outcomes: Int, closed: Bool)>(([], 0, false))
+    private struct State {
+        var batches: [Batch] = []
+        var outcomes = 0
+        /// When the last record was taken to be written.
+        var lastTaken: ContinuousClock.Instant?
+        var closed = false
+    }
+    private let state = Mutex(State())
 
     init(window: Duration) { self.window = window }
 
     func hold(_ batch: Batch) -> Held {
-        held.withLock { held in
-            held.batches.append(batch)
-            held.outcomes += batch.outcomes.count
-            if held.outcomes >= Self.full || held.closed { return .full }
-            return held.batches.count == 1 ? .first : .held
+        state.withLock { state in
+            state.batches.append(batch)
+            state.outcomes += batch.outcomes.count
+            if state.outcomes >= Self.full || state.closed { return .recordNow }
+            guard state.batches.count == 1 else { return .held }
+            if let last = state.lastTaken, ContinuousClock.now - last < window {
+                return .first(until: last.advanced(by: window))
+            }
+            return .recordNow
         }
     }
 
     /// The loop is stopping: nothing is held from now on.
-    func close() { held.withLock { $0.closed = true } }
+    func close() { state.withLock { $0.closed = true } }
 
     /// Everything held, as one batch; nil when nothing is. A configuration's later word on a
     /// problem wins, as it would recorded in turn.
     func take() -> Batch? {
-        let batches = held.withLock { held in
-            defer { (held.batches, held.outcomes) = ([], 0) }
-            return held.batches
+        let batches = state.withLock { state in
+            defer { (state.batches, state.outcomes) = ([], 0) }
+            if !state.batches.isEmpty { state.lastTaken = .now }
+            return state.batches
         }
         guard var merged = batches.first else { return nil }
         for batch in batches.dropFirst() {
