@@ -201,6 +201,25 @@ import Testing
         #expect(try held[0].decode(0, as: Int.self) == 2)
     }
 
+    /// A birth given back and then named as held to a claim that takes it from the queue (leased
+    /// again, its first attempt again, to the same worker) is returned once, not also as a birth.
+    @Test func aBirthGivenBackAndClaimedWhileHeldIsReturnedOnce() async throws {
+        let f = try await WorkerFixture.make()
+        for device in 1...2 { try await f.register("phone-\(device)", "android") }
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
+        let at = Date()
+        let leased = try await f.db.query(
+            "SELECT leased FROM herald.ingest_next(10, $1, 'daemon-a', interval '60 seconds', 10)", [at]
+        )[0].decode(0, as: [Int64].self)
+        try await f.db.query(BirthLeases.SQL.release, [leased, "daemon-a", at])
+        let taken = try await f.db.query(
+            "SELECT delivery_id, attempts FROM herald.claim_sends($1, 10, 'daemon-a', interval '60 seconds', $2)",
+            [at.addingTimeInterval(1), leased]
+        ).map { (try $0.decode(0, as: Int64.self), try $0.decode(1, as: Int.self)) }
+        #expect(taken.map(\.0).sorted() == leased, "each once: \(taken)")
+        #expect(taken.allSatisfy { $0.1 == 1 })
+    }
+
     /// Room is promised to ingest statements up to their batch, so two ingest loops running at
     /// once share it and cannot both fill the same room; a statement's hand-over settles its
     /// promise, whether it leased anything or failed.

@@ -49,7 +49,7 @@ import Testing
     }
 
     @Test func outcomesHeldAreRecordedWhenTheWindowEnds() async throws {
-        let (f, worker) = try await Self.threeSends(window: .milliseconds(300))
+        let (f, worker) = try await Self.threeSends(window: .seconds(1))
         for _ in 0..<2 { #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1) }
         #expect(try await Self.recorded(f).states == ["sent", "queued", "queued"])
         let deadline = ContinuousClock.now.advanced(by: .seconds(10))
@@ -58,25 +58,45 @@ import Testing
         }
         #expect(try await Self.recorded(f).states == ["sent", "sent", "queued"], "recorded with no loop stopping")
         // A window after that record, the next is quiet again: recorded at once.
-        try await Task.sleep(for: .milliseconds(400))
+        try await Task.sleep(for: .milliseconds(1100))
         #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
         #expect(try await Self.recorded(f).states == ["sent", "sent", "sent"])
         await worker.finish()
     }
 
-    @Test func aLargeBatchIsRecordedAtOnce() async throws {
+    @Test func heldOutcomesAreRecordedOnceTheyFillARecordAndInTheirOrder() async throws {
         let f = try await WorkerFixture.make()
         try await f.register("pixel", "android")
         try await f.db.execute(
             "SELECT herald.send('shop', user_ref => 'alice', title => 'n' || n) FROM generate_series(1, 65) AS n")
         try await f.ingest()
         var context = f.context
-        context.recordWindow = .seconds(30)
+        context.recordWindow = .seconds(2)
         let worker = DispatchWorker(context: context)
-        // One alone, then 64 that follow it at once: a full record is not held.
+        // One alone, recorded at once; one held; then 63 that fill a record with it: written at
+        // once, the held one with them.
         #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
-        #expect(try await worker.runBatch(limit: 64, isStopping: { false }) == 64)
-        #expect(try await Self.recorded(f).states == Array(repeating: "sent", count: 65))
+        #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
+        #expect(try await Self.recorded(f).states == ["sent"] + Array(repeating: "queued", count: 64))
+        #expect(try await worker.runBatch(limit: 63, isStopping: { false }) == 63)
+        let recorded = try await Self.recorded(f)
+        #expect(recorded.states == Array(repeating: "sent", count: 65))
+        #expect(recorded.transactions == 2)
+        await worker.finish()
+    }
+
+    /// What changes the next claims (a device to disable, a configuration found failing) is not
+    /// held: a send to a dead token follows closely on another's record and is recorded at once,
+    /// with the held outcome before it.
+    @Test func aRecordThatDisablesADeviceIsWrittenAtOnce() async throws {
+        let (f, worker) = try await Self.threeSends(window: .seconds(2))
+        await f.emulator.setBehaviour(.unregistered, forToken: "token-c")
+        for _ in 0..<2 { #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1) }
+        #expect(try await Self.recorded(f).states == ["sent", "queued", "queued"])
+        #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
+        #expect(try await Self.recorded(f).states == ["sent", "sent", "token_invalid"])
+        let disabled = try await f.db.query("SELECT disabled_cause FROM herald.devices WHERE device_id = 'c'")[0]
+        #expect(try disabled.decode(0, as: String?.self) == "token_invalid")
         await worker.finish()
     }
 }

@@ -120,7 +120,7 @@ COMMENT ON VIEW herald.route_rules IS
 -- is left is the due index in order and nested loops of primary-key probes, right at any size.
 --
 -- Planned once per session (a generic plan, plpgsql's cached one), not at each call: planning
--- this statement over the partitioned tables cost 2-3 ms of the server's CPU (the planner probes
+-- its statements over the partitioned tables cost 2-3 ms of the server's CPU (the planner probes
 -- the due index's end, over the entries of deliveries just sent), which was the whole of an idle
 -- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
 -- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
@@ -172,14 +172,14 @@ BEGIN
             ORDER BY d.run_at, d.id
             LIMIT batch
             FOR UPDATE SKIP LOCKED
-        ), claimed AS (
+        ), leased AS (
             UPDATE herald.deliveries AS d
             SET run_at = at + lease, locked_by = worker, attempts = d.attempts + 1
             FROM picked
             WHERE d.id = ANY(ARRAY[picked.id])  -- a probe by key, never a join (docs/architecture.md)
             RETURNING d, picked.abandoned_by
         )
-        SELECT array_agg(c.d), array_agg(c.abandoned_by) INTO claimed, abandoned FROM claimed c;
+        SELECT array_agg(l.d), array_agg(l.abandoned_by) INTO claimed, abandoned FROM leased l;
     END IF;
     RETURN QUERY
     WITH problems AS MATERIALIZED (
@@ -205,6 +205,9 @@ BEGIN
         FROM herald.deliveries d
         WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1
           AND d.run_at > at + lease / 2
+          -- A birth given back and leased again by the claim above looks still leased at birth:
+          -- it is taken once.
+          AND d.id NOT IN (SELECT c.id FROM unnest(claimed) AS c)
     )
     SELECT c.id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by,
            c.device_id, target.token, target.kind,

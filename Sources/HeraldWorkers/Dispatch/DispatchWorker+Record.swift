@@ -30,9 +30,7 @@ extension DispatchWorker {
             outcomes: results.map { SendOutcome(id: $0.key, result: $0.value, now: now) },
             dead: Self.deadTokens(results, deliveries, providers: providers), problems: problems,
             leaseEnds: leaseEnds, at: now)
-        guard let gatherer = recordGatherer, outcomes.outcomes.count < RecordGatherer.full else {
-            return await write(outcomes)
-        }
+        guard let gatherer = recordGatherer else { return await write(outcomes) }
         switch gatherer.hold(outcomes) {
         case .recordNow:
             await writeHeld()
@@ -164,6 +162,14 @@ extension DispatchWorker {
         var devices: [DeadToken] = []
         var activityTokens: [DeadToken] = []
         var pushTypeTokens: [DeadToken] = []
+
+        var isEmpty: Bool { devices.isEmpty && activityTokens.isEmpty && pushTypeTokens.isEmpty }
+
+        mutating func append(_ other: DeadTokens) {
+            devices += other.devices
+            activityTokens += other.activityTokens
+            pushTypeTokens += other.pushTypeTokens
+        }
     }
 
     static func deadTokens(

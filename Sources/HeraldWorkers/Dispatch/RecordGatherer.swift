@@ -9,8 +9,8 @@ import Synchronization
 /// alone cost the database a transaction per notification: a statement's start over every
 /// partition of deliveries, and a commit. When records follow each other within `window`, a
 /// record is held until the window has passed since the one before, and the records that come
-/// in meanwhile are written with it, in one statement. One that comes after a quiet window is
-/// written at once: it would wait for nothing. The notification is not slowed: its provider has
+/// in meanwhile are written with it, in one statement, in the order they came. One that comes
+/// after a quiet window is written at once: it would wait for nothing. The notification is not slowed: its provider has
 /// answered. Its delivery stays leased until it is recorded, as while it was sent, so a crash
 /// meanwhile sends it again when the lease ends, as it would a send in flight.
 final class RecordGatherer: Sendable {
@@ -25,8 +25,9 @@ final class RecordGatherer: Sendable {
     }
 
     enum Held {
-        /// The caller records what is held now: the records before were a window ago or more,
-        /// or this one fills a record, or the loop is stopping.
+        /// The caller records what is held now: the record before was a window ago or more,
+        /// or these fill a record, or this one changes what the next claims do (a device or
+        /// token to disable, a configuration found failing), or the loop is stopping.
         case recordNow
         /// The first held: the caller records what is held at `until`, a window after the
         /// record before.
@@ -36,8 +37,8 @@ final class RecordGatherer: Sendable {
 
     /// How long a record is held for the ones that follow it.
     let window: Duration
-    /// A record this large gains nothing from waiting: a batch of this many outcomes is
-    /// recorded at once, and so are the held ones once they are this many.
+    /// A record this large gains nothing from waiting: the held outcomes are recorded once
+    /// they are this many (a backlog's batches are larger).
     static let full = 64
     private struct State {
         var batches: [Batch] = []
@@ -54,7 +55,11 @@ final class RecordGatherer: Sendable {
         state.withLock { state in
             state.batches.append(batch)
             state.outcomes += batch.outcomes.count
-            if state.outcomes >= Self.full || state.closed { return .recordNow }
+            if state.outcomes >= Self.full || state.closed || !batch.dead.isEmpty
+                || batch.problems.values.contains(where: { $0 != nil })
+            {
+                return .recordNow
+            }
             guard state.batches.count == 1 else { return .held }
             if let last = state.lastTaken, ContinuousClock.now - last < window {
                 return .first(until: last.advanced(by: window))
@@ -77,9 +82,7 @@ final class RecordGatherer: Sendable {
         guard var merged = batches.first else { return nil }
         for batch in batches.dropFirst() {
             merged.outcomes += batch.outcomes
-            merged.dead.devices += batch.dead.devices
-            merged.dead.activityTokens += batch.dead.activityTokens
-            merged.dead.pushTypeTokens += batch.dead.pushTypeTokens
+            merged.dead.append(batch.dead)
             merged.problems.merge(batch.problems) { _, later in later }
             merged.leaseEnds = min(merged.leaseEnds, batch.leaseEnds)
             merged.at = max(merged.at, batch.at)
