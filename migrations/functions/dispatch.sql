@@ -192,8 +192,8 @@ BEGIN
     ), report_key AS MATERIALIZED (
         SELECT s.inner_pad, s.outer_pad FROM herald.secrets s WHERE s.name = 'report_hmac'
     ), taken AS (
-        SELECT c.id, c.notification_id, c.device_id, c.payload_kind, c.attempts, abandoned[c.ordinality] AS abandoned_by,
-               c.activity_token_id, c.push_type_token_id
+        SELECT c.id, c.notification_id, c.device_id, c.payload_kind, c.attempts,
+               abandoned[c.ordinality] AS abandoned_by, c.activity_token_id, c.push_type_token_id
         FROM unnest(claimed) WITH ORDINALITY AS c
         UNION ALL
         -- Leased at birth: read, not written. Only while they are as ingest leased them (their
