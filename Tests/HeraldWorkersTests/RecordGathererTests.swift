@@ -8,11 +8,14 @@ import Testing
 /// holds those that follow closely to record them together, in one statement, a window after
 /// the record before (RecordGatherer); a large batch's are recorded at once.
 @Suite struct RecordGathererTests {
-    /// Each delivery's state, in id order, and how many transactions wrote them (their rows'
-    /// xmin).
+    /// Each delivery's state, in id order, and how many transactions recorded those no longer
+    /// queued (their rows' xmin).
     static func recorded(_ f: WorkerFixture) async throws -> (states: [String], transactions: Int) {
         let row = try await f.db.query(
-            "SELECT array_agg(state ORDER BY id), count(DISTINCT xmin::text) FROM herald.deliveries")[0]
+            """
+            SELECT array_agg(state ORDER BY id), count(DISTINCT xmin::text) FILTER (WHERE state <> 'queued')
+            FROM herald.deliveries
+            """)[0]
         return (try row.decode(0, as: [String].self), try row.decode(1, as: Int.self))
     }
 
@@ -64,24 +67,35 @@ import Testing
         await worker.finish()
     }
 
-    @Test func heldOutcomesAreRecordedOnceTheyFillARecordAndInTheirOrder() async throws {
+    /// Records of a few outcomes each are held until they fill a record; one that is not small
+    /// is written at once, with what is held before it, in their order.
+    @Test func heldOutcomesAreRecordedWhenTheyFillARecordOrALargerOneComes() async throws {
         let f = try await WorkerFixture.make()
         try await f.register("pixel", "android")
         try await f.db.execute(
-            "SELECT herald.send('shop', user_ref => 'alice', title => 'n' || n) FROM generate_series(1, 65) AS n")
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'n' || n) FROM generate_series(1, 81) AS n")
         try await f.ingest()
         var context = f.context
         context.recordWindow = .seconds(2)
         let worker = DispatchWorker(context: context)
-        // One alone, recorded at once; one held; then 63 that fill a record with it: written at
-        // once, the held one with them.
-        #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
-        #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
-        #expect(try await Self.recorded(f).states == ["sent"] + Array(repeating: "queued", count: 64))
-        #expect(try await worker.runBatch(limit: 63, isStopping: { false }) == 63)
+        func runs(_ batches: [Int]) async throws {
+            for size in batches { #expect(try await worker.runBatch(limit: size, isStopping: { false }) == size) }
+        }
+        func sent() async throws -> Int { try await Self.recorded(f).states.filter { $0 == "sent" }.count }
+        // One alone, recorded at once; then records of seven, held until they fill a record of
+        // 64: the tenth, written with the nine before it.
+        try await runs([1] + Array(repeating: 7, count: 9))
+        #expect(try await sent() == 1)
+        try await runs([7])
+        #expect(try await sent() == 71)
+        #expect(try await Self.recorded(f).transactions == 2)
+        // One held, then a record of eight: written at once, the held one with it.
+        try await runs([2])
+        #expect(try await sent() == 71)
+        try await runs([8])
         let recorded = try await Self.recorded(f)
-        #expect(recorded.states == Array(repeating: "sent", count: 65))
-        #expect(recorded.transactions == 2)
+        #expect(recorded.states == Array(repeating: "sent", count: 81))
+        #expect(recorded.transactions == 3)
         await worker.finish()
     }
 

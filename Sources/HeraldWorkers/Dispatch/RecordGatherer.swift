@@ -25,9 +25,10 @@ final class RecordGatherer: Sendable {
     }
 
     enum Held {
-        /// The caller records what is held now: the record before was a window ago or more,
-        /// or these fill a record, or this one changes what the next claims do (a device or
-        /// token to disable, a configuration found failing), or the loop is stopping.
+        /// The caller records what is held now, this one with it: the record before was a
+        /// window ago or more, or this one is not small, or these fill a record, or this one
+        /// changes what the next claims do (a device or token to disable, a configuration found
+        /// failing), or the loop is stopping.
         case recordNow
         /// The first held: the caller records what is held at `until`, a window after the
         /// record before.
@@ -37,8 +38,11 @@ final class RecordGatherer: Sendable {
 
     /// How long a record is held for the ones that follow it.
     let window: Duration
-    /// A record this large gains nothing from waiting: the held outcomes are recorded once
-    /// they are this many (a backlog's batches are larger).
+    /// Only a record of fewer outcomes than this is held: a larger one already shares its
+    /// statement among several sends (commits of ten at 100 a second made records of ten,
+    /// 10 ms apart, which waiting cost more than it saved).
+    static let small = 8
+    /// Held outcomes are recorded once they are this many.
     static let full = 64
     private struct State {
         var batches: [Batch] = []
@@ -55,8 +59,8 @@ final class RecordGatherer: Sendable {
         state.withLock { state in
             state.batches.append(batch)
             state.outcomes += batch.outcomes.count
-            if state.outcomes >= Self.full || state.closed || !batch.dead.isEmpty
-                || batch.problems.values.contains(where: { $0 != nil })
+            if batch.outcomes.count >= Self.small || state.outcomes >= Self.full || state.closed
+                || !batch.dead.isEmpty || batch.problems.values.contains(where: { $0 != nil })
             {
                 return .recordNow
             }
