@@ -161,9 +161,9 @@ BEGIN
         RAISE EXCEPTION 'herald.secrets has no report_hmac: run herald migrate' USING ERRCODE = 'undefined_object';
     END IF;
     -- The lease, in a statement of its own, taken only when a batch is asked for: the
-    -- ingest worker reads its births with no batch, and starting this statement (an update
-    -- over every partition of herald.deliveries and every index of each) cost more than the
-    -- read below. The rows it leases are handed on as they are, not read again.
+    -- ingest worker reads its births with no batch, and starting this statement opens every
+    -- partition of herald.deliveries and every index of each, to update none. The rows it
+    -- leases are handed on as they are, not read again.
     IF batch > 0 THEN
         WITH picked AS (
             SELECT d.id, d.locked_by AS abandoned_by
@@ -307,9 +307,8 @@ AS $$
 #variable_conflict use_column
 BEGIN
     -- A statement for each table, run only when it has something to change: a record is
-    -- usually of outcomes alone, and starting the updates of the other tables with nothing to
-    -- do (a statement's start initializes every table and index it names) was a quarter of
-    -- a record of one outcome.
+    -- usually of outcomes alone, and a statement's start opens every table and index it
+    -- names, whether or not it has anything to do.
     WITH outcome AS (
         SELECT o.delivery_id AS id, o.state, o.message_name, o.unique_id, o.error,
                to_timestamp(o.answered_at) AS answered_at, to_timestamp(o.due_again) AS next_run, o.given_back,

@@ -185,9 +185,9 @@ public struct DispatchWorker: BatchWorker {
     }
 
     /// How long the daemon's dispatch holds a small batch's outcomes for the next ones, when
-    /// records follow each other closer than this (``RecordGatherer``): at 500 sends a second,
-    /// about five go in a record. Far less than a provider's answer takes over the internet, so
-    /// it widens the window of a crash's duplicates by as little.
+    /// records follow each other closer than this (``RecordGatherer``): long enough for a
+    /// trickle's sends to share a record, far shorter than a provider's answer takes over the
+    /// internet, so it widens the window of a crash's duplicates by as little.
     public static let recordWindow: Duration = .milliseconds(10)
 
     /// The longest a send keeps its deliveries leased: far beyond any request's timeout

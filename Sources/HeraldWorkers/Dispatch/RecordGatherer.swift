@@ -10,9 +10,10 @@ import Synchronization
 /// partition of deliveries, and a commit. When records follow each other within `window`, a
 /// record is held until the window has passed since the one before, and the records that come
 /// in meanwhile are written with it, in one statement, in the order they came. One that comes
-/// after a quiet window is written at once: it would wait for nothing. The notification is not slowed: its provider has
-/// answered. Its delivery stays leased until it is recorded, as while it was sent, so a crash
-/// meanwhile sends it again when the lease ends, as it would a send in flight.
+/// after a quiet window is written at once: it would wait for nothing. The notification is not
+/// slowed: its provider has answered. Its delivery stays leased until it is recorded, as while
+/// it was sent, so a crash meanwhile sends it again when the lease ends, as it would a send in
+/// flight.
 final class RecordGatherer: Sendable {
     /// A batch's outcomes, as ``DispatchWorker/record(_:dead:problems:at:)`` takes them.
     struct Batch: Sendable {
@@ -39,14 +40,12 @@ final class RecordGatherer: Sendable {
     /// How long a record is held for the ones that follow it.
     let window: Duration
     /// Only a record of fewer outcomes than this is held: a larger one already shares its
-    /// statement among several sends (commits of ten at 100 a second made records of ten,
-    /// 10 ms apart, which waiting cost more than it saved).
+    /// statement among several sends, and waiting would cost it more than it saves.
     static let small = 8
     /// Held outcomes are recorded once they are this many.
     static let full = 64
     private struct State {
         var batches: [Batch] = []
-        var outcomes = 0
         /// When the last record was taken to be written.
         var lastTaken: ContinuousClock.Instant?
         var closed = false
@@ -58,8 +57,8 @@ final class RecordGatherer: Sendable {
     func hold(_ batch: Batch) -> Held {
         state.withLock { state in
             state.batches.append(batch)
-            state.outcomes += batch.outcomes.count
-            if batch.outcomes.count >= Self.small || state.outcomes >= Self.full || state.closed
+            let held = state.batches.reduce(0) { $0 + $1.outcomes.count }
+            if batch.outcomes.count >= Self.small || held >= Self.full || state.closed
                 || !batch.dead.isEmpty || batch.problems.values.contains(where: { $0 != nil })
             {
                 return .recordNow
@@ -79,7 +78,7 @@ final class RecordGatherer: Sendable {
     /// problem wins, as it would recorded in turn.
     func take() -> Batch? {
         let batches = state.withLock { state in
-            defer { (state.batches, state.outcomes) = ([], 0) }
+            defer { state.batches = [] }
             if !state.batches.isEmpty { state.lastTaken = .now }
             return state.batches
         }
