@@ -14,7 +14,8 @@
 #   REPORTING=1 scripts/bench-e2e.sh             # devices whose apps report: their stores counted
 #   TRICKLE="50 500 2000" scripts/bench-e2e.sh   # no backlog: the daemon's idle CPU, then one
 #       notification a commit at each rate in turn (from PRODUCERS=4 connections), each rate's
-#       latency, CPU per notification (PostgreSQL's share apart) and context switches
+#       latency, CPU per notification (PostgreSQL's share apart) and context switches; then the
+#       same commits with the daemon stopped, what the producers cost alone
 #   STATEMENTS=1 scripts/bench-e2e.sh            # after each steady rate, the statements that
 #       took PostgreSQL's time (pg_stat_statements): calls and ms per 1,000 notifications
 #   HERALD=path/to/herald scripts/bench-e2e.sh   # another build, for a before and after: it
@@ -129,6 +130,8 @@ print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine
       f"PostgreSQL {per(postgres):.0f} µs, nginx {per(nginx):.0f} µs, the producer {producer} µs, the rest (the "
       f"machine's own) {per(busy - herald - nginx - postgres) - producer:.0f} µs; {writes / n:.2f} row writes")
 print(f"  context switches per notification: {switches / n:.1f} on the machine, {herald_switches / n:.1f} in herald")
+if per(busy) < per(herald) + per(postgres) + per(nginx) + producer:
+    print("  (the machine's total, from /proc/stat, came out below its processes' own in this run: compare theirs)")
 PY
   if [ -n "${STATEMENTS:-}" ]; then
     # Nested statements too (track=all); the time executing leaves out each one's executor start.
@@ -137,6 +140,24 @@ PY
                      left(regexp_replace(query, '\s+', ' ', 'g'), 110))
        FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25"
   fi
+}
+
+# alone RATE: with no daemon running, RATE commits of one notification a second for 10 s (they
+# stay waiting): what the producers' own commits cost, the floor under steady's figures. Only
+# the processes' own CPU is given: the machine's total moves more between runs than this is.
+alone() {
+  local postgres_before switches_before
+  postgres_before=$(postgres_cpu)
+  switches_before=$(machine_switches)
+  $bench latency --rate "$1" --seconds 10 --users "$users" --per-commit 1 --producers "${PRODUCERS:-4}" \
+    --commits-only
+  python3 - "$(($1 * 10))" "$(($(postgres_cpu) - postgres_before))" "$(getconf CLK_TCK)" \
+    "$(($(machine_switches) - switches_before))" <<'PY'
+import sys
+n, postgres, tick, switches = (int(a) for a in sys.argv[1:])
+print(f"  PostgreSQL's CPU {postgres / tick / n * 1e6:.0f} µs a notification; "
+      f"context switches per notification: {switches / n:.1f} on the machine")
+PY
 }
 
 # idle SECONDS FLOOR: what the running daemon, with nothing to send, costs the machine a second,
@@ -177,6 +198,15 @@ if [ -n "${TRICKLE:-}" ]; then
   for rate in $TRICKLE; do
     echo "== trickle: $rate commits a second, one notification each"
     steady "$rate" 1
+  done
+  # The floor under those figures: the same commits with the daemon stopped (its LISTEN gone, so
+  # a commit's NOTIFY wakes nobody). Herald's cost at a rate is that rate's figure less this one.
+  kill "$daemon"
+  wait "$daemon" 2>/dev/null || true
+  daemon=
+  for rate in $TRICKLE; do
+    echo "== the producers alone, no daemon: $rate commits a second, one notification each"
+    alone "$rate"
   done
   exit 0
 fi

@@ -422,7 +422,8 @@ struct PrepareEndToEnd: AsyncParsableCommand {
 /// percentiles of the time from the producer's commit to the provider's answer (`sent_at - created_at`).
 /// By default a commit every 10 ms carries a hundredth of the rate; `--per-commit 1` is a trickle,
 /// one notification a commit, as a backend commits one per business event, from `--producers`
-/// connections taking turns.
+/// connections taking turns. `--commits-only` makes the commits and prints the producers' own CPU
+/// without waiting for a daemon: run with none, it gives what the commits cost alone.
 struct LatencyBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "latency", abstract: "Commit-to-send latency at a steady rate, against a running daemon.")
@@ -434,6 +435,8 @@ struct LatencyBench: AsyncParsableCommand {
     @Option(help: "Notifications per commit (default: a hundredth of the rate, a commit every 10 ms).")
     var perCommit: Int?
     @Option(help: "Producers, each committing on a connection of its own, in turns.") var producers = 1
+    @Flag(help: "Only commit, and print the producers' own CPU (no daemon running: their commits alone).")
+    var commitsOnly = false
 
     func run() async throws {
         let configuration = try options.load()
@@ -470,6 +473,15 @@ struct LatencyBench: AsyncParsableCommand {
         let sent = commits * perCommit
         let elapsed = (ContinuousClock.now - start).seconds
         let cpuAfterSending = processCPU()
+        if commitsOnly {
+            print(
+                String(
+                    format:
+                        "producers alone at %.0f notifications/s for %ds: %d notifications a commit, from %d producer connections, whose own CPU was %.0f µs a notification",
+                    Double(sent) / elapsed, seconds, perCommit, connections.count,
+                    (cpuAfterSending - cpuBefore) / Double(sent) * 1e6))
+            return
+        }
         // Wait for every probe's delivery to be final.
         while try await connection.query(
             """
