@@ -10,7 +10,8 @@ import Testing
 /// The Swift enums that name states, kinds and scopes say exactly what the schema's CHECK
 /// constraints allow, so a value added on one side only fails here, not in production.
 @Suite struct SchemaVocabularyTests {
-    /// The values a single-column CHECK constraint (`column IN (…)`) allows, sorted.
+    /// The values a single-column CHECK constraint (`column = ANY ('{…}')`, migration 043) allows,
+    /// sorted.
     func allowed(_ db: PostgresConnection, _ table: String, _ column: String) async throws -> [String] {
         let definitions = try await db.query(
             """
@@ -21,7 +22,8 @@ import Testing
             """, [table, column]
         ).map { try $0.decode(0, as: String.self) }
         #expect(definitions.count == 1, "\(table).\(column): \(definitions)")
-        return (definitions.first ?? "").matches(of: /'([a-z_]+)'::text/).map { String($0.1) }.sorted()
+        let list = try #require((definitions.first ?? "").firstMatch(of: /ANY \('\{([a-z_,]+)\}'::text\[\]\)/))
+        return list.1.split(separator: ",").map(String.init).sorted()
     }
 
     @Test func enumsMatchTheCheckConstraints() async throws {

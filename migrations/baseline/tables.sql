@@ -1,4 +1,4 @@
--- The schema after migration 42, for a new database: `herald migrate` applies this file,
+-- The schema after migration 43, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -374,7 +374,7 @@ CREATE TABLE herald.deliveries (
     held_since timestamp with time zone,
     fetched_at timestamp with time zone,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'sent'::text, 'validated'::text, 'delivered'::text, 'expired'::text, 'cancelled'::text, 'token_invalid'::text, 'failed'::text]))),
+    CONSTRAINT deliveries_state_check CHECK ((state = ANY ('{queued,sent,validated,delivered,expired,cancelled,token_invalid,failed}'::text[]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
 ) PARTITION BY LIST (kept);
 CREATE TABLE herald.deliveries_kept PARTITION OF herald.deliveries FOR VALUES IN (true) WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
@@ -384,7 +384,7 @@ ALTER TABLE herald.deliveries_g0 ALTER COLUMN id SET DEFAULT NULL;
 CREATE TABLE herald.deliveries_g1 PARTITION OF herald.deliveries_rotating FOR VALUES FROM ('4294967296') TO ('8589934592') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 CREATE TABLE herald.deliveries_g2 PARTITION OF herald.deliveries_rotating FOR VALUES FROM ('8589934592') TO ('12884901888') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 CREATE TABLE herald.deliveries_g3 PARTITION OF herald.deliveries_rotating FOR VALUES FROM ('12884901888') TO ('17179869184') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
-ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY (ARRAY['android_data'::text, 'android_wakeup'::text, 'ios_alert'::text, 'ios_background'::text, 'ios_wakeup'::text, 'topic'::text, 'web'::text, 'live_activity'::text, 'broadcast'::text, 'harmony_alert'::text, 'harmony_background'::text, 'ios_widgets'::text, 'ios_voip'::text, 'ios_location'::text, 'ios_pushtotalk'::text]))) NOT VALID;
+ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY ('{android_data,android_wakeup,ios_alert,ios_background,ios_wakeup,topic,web,live_activity,broadcast,harmony_alert,harmony_background,ios_widgets,ios_voip,ios_location,ios_pushtotalk}'::text[]))) NOT VALID;
 ALTER TABLE herald.deliveries_g3 ADD CONSTRAINT deliveries_g3_pkey PRIMARY KEY (id);
 CREATE INDEX deliveries_g3_dead_at_idx ON herald.deliveries_g3 USING btree (dead_at) WHERE (dead_at IS NOT NULL);
 CREATE INDEX deliveries_g3_device_id_idx ON herald.deliveries_g3 USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
@@ -769,8 +769,8 @@ CREATE TABLE herald.notifications (
     push_type text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
-    CONSTRAINT notifications_origin_check CHECK ((origin = ANY (ARRAY['producer'::text, 'wakeup'::text]))),
-    CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text]))),
+    CONSTRAINT notifications_origin_check CHECK ((origin = ANY ('{producer,wakeup}'::text[]))),
+    CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY ('{high,normal}'::text[]))),
     CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
 ) PARTITION BY LIST (kept);
 ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;
@@ -782,10 +782,10 @@ CREATE TABLE herald.notifications_g2 PARTITION OF herald.notifications_rotating 
 CREATE TABLE herald.notifications_g3 PARTITION OF herald.notifications_rotating FOR VALUES FROM ('12884901888') TO ('17179869184') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 ALTER TABLE herald.notifications ADD CONSTRAINT "exactly one target: user_ref, device_ids or topic" CHECK ((num_nonnulls(user_ref, device_ids, topic) =
 CASE
-    WHEN (activity_event = ANY (ARRAY['update'::text, 'end'::text])) THEN 0
+    WHEN (activity_event = ANY ('{update,end}'::text[])) THEN 0
     ELSE 1
 END)) NOT VALID;
-ALTER TABLE herald.notifications ADD CONSTRAINT notifications_state_check CHECK ((state = ANY (ARRAY['received'::text, 'accepted'::text, 'rejected'::text, 'expired'::text, 'no_devices'::text, 'superseded'::text]))) NOT VALID;
+ALTER TABLE herald.notifications ADD CONSTRAINT notifications_state_check CHECK ((state = ANY ('{received,accepted,rejected,expired,no_devices,superseded}'::text[]))) NOT VALID;
 ALTER TABLE herald.notifications_g3 ADD CONSTRAINT notifications_g3_pkey PRIMARY KEY (id);
 CREATE INDEX notifications_g3_app_id_idempotency_key_idx ON herald.notifications_g3 USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 CREATE INDEX notifications_g3_id_idx ON herald.notifications_g3 USING btree (id) WHERE (state = 'received'::text);
