@@ -32,7 +32,7 @@ n=${N:-100000}
 work=$(mktemp -d /tmp/herald-bench-e2e.XXXXXX)
 daemon=
 cleanup() {
-  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null
+  if [ -n "$daemon" ]; then kill "$daemon" 2>/dev/null || true; fi
   scripts/lib/nginx-standin.sh stop "$work/nginx"
   stop_postgres "$work/pg"
   rm -rf "$work"
@@ -126,11 +126,12 @@ steady() {
 import sys
 n, busy, herald, nginx, tick, writes, producer, switches, herald_switches, postgres = (int(a) for a in sys.argv[1:])
 per = lambda ticks: ticks / tick / n * 1e6
+rest = per(busy - herald - nginx - postgres) - producer
 print(f"  at that rate, CPU per notification: {per(busy):.0f} µs on the machine = herald {per(herald):.0f} µs, "
       f"PostgreSQL {per(postgres):.0f} µs, nginx {per(nginx):.0f} µs, the producer {producer} µs, the rest (the "
-      f"machine's own) {per(busy - herald - nginx - postgres) - producer:.0f} µs; {writes / n:.2f} row writes")
+      f"machine's own) {rest:.0f} µs; {writes / n:.2f} row writes")
 print(f"  context switches per notification: {switches / n:.1f} on the machine, {herald_switches / n:.1f} in herald")
-if per(busy) < per(herald) + per(postgres) + per(nginx) + producer:
+if rest < 0:
     print("  (the machine's total, from /proc/stat, came out below its processes' own in this run: compare theirs)")
 PY
   if [ -n "${STATEMENTS:-}" ]; then
@@ -143,8 +144,9 @@ PY
 }
 
 # alone RATE: with no daemon running, RATE commits of one notification a second for 10 s (they
-# stay waiting): what the producers' own commits cost, the floor under steady's figures. Only
-# the processes' own CPU is given: the machine's total moves more between runs than this is.
+# stay waiting): what the producers' own commits cost, the floor under steady's figures: all of
+# PostgreSQL's CPU (its background processes too) and the machine's context switches, not the
+# machine's CPU, whose total moves more between runs than this is.
 alone() {
   local postgres_before switches_before
   postgres_before=$(postgres_cpu)
@@ -201,7 +203,7 @@ if [ -n "${TRICKLE:-}" ]; then
   done
   # The floor under those figures: the same commits with the daemon stopped (its LISTEN gone, so
   # a commit's NOTIFY wakes nobody). Herald's cost at a rate is that rate's figure less this one.
-  kill "$daemon"
+  kill "$daemon" 2>/dev/null || true
   wait "$daemon" 2>/dev/null || true
   daemon=
   for rate in $TRICKLE; do

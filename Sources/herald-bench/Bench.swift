@@ -426,7 +426,8 @@ struct PrepareEndToEnd: AsyncParsableCommand {
 /// without waiting for a daemon: run with none, it gives what the commits cost alone.
 struct LatencyBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "latency", abstract: "Commit-to-send latency at a steady rate, against a running daemon.")
+        commandName: "latency",
+        abstract: "Commit-to-send latency at a steady rate, against a running daemon (or the commits alone).")
 
     @OptionGroup var options: CommonOptions
     @Option(help: "Notifications per second.") var rate = 1000
@@ -435,7 +436,7 @@ struct LatencyBench: AsyncParsableCommand {
     @Option(help: "Notifications per commit (default: a hundredth of the rate, a commit every 10 ms).")
     var perCommit: Int?
     @Option(help: "Producers, each committing on a connection of its own, in turns.") var producers = 1
-    @Flag(help: "Only commit, and print the producers' own CPU (no daemon running: their commits alone).")
+    @Flag(help: "Commit at the rate and return without waiting for sends; prints the producers' own CPU.")
     var commitsOnly = false
 
     func run() async throws {
@@ -473,13 +474,13 @@ struct LatencyBench: AsyncParsableCommand {
         let sent = commits * perCommit
         let elapsed = (ContinuousClock.now - start).seconds
         let cpuAfterSending = processCPU()
+        let producerCPU = String(
+            format:
+                "  %d notifications a commit, from %d producer connections, whose own CPU was %.0f µs a notification",
+            perCommit, connections.count, (cpuAfterSending - cpuBefore) / Double(sent) * 1e6)
         if commitsOnly {
-            print(
-                String(
-                    format:
-                        "producers alone at %.0f notifications/s for %ds: %d notifications a commit, from %d producer connections, whose own CPU was %.0f µs a notification",
-                    Double(sent) / elapsed, seconds, perCommit, connections.count,
-                    (cpuAfterSending - cpuBefore) / Double(sent) * 1e6))
+            print(String(format: "commits alone at %.0f notifications/s for %ds:", Double(sent) / elapsed, seconds))
+            print(producerCPU)
             return
         }
         // Wait for every probe's delivery to be final.
@@ -511,11 +512,7 @@ struct LatencyBench: AsyncParsableCommand {
                     "latency at %.0f notifications/s for %ds (%d sent): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms",
                 Double(sent) / elapsed, seconds, try row.decode(0, as: Int.self), values[0], values[1], values[2],
                 values[3]))
-        print(
-            String(
-                format:
-                    "  %d notifications a commit, from %d producer connections, whose own CPU was %.0f µs a notification",
-                perCommit, connections.count, (cpuAfterSending - cpuBefore) / Double(sent) * 1e6))
+        print(producerCPU)
         print(
             String(
                 format: "  p50 of its parts: commit to ingested %.1f ms, ingested to the provider's answer %.1f ms",

@@ -22,7 +22,9 @@ import Testing
             """, [table, column]
         ).map { try $0.decode(0, as: String.self) }
         #expect(definitions.count == 1, "\(table).\(column): \(definitions)")
-        let list = try #require((definitions.first ?? "").firstMatch(of: /ANY \('\{([a-z_,]+)\}'::text\[\]\)/))
+        let list = try #require(
+            (definitions.first ?? "").firstMatch(of: /ANY \('\{([a-z_,]+)\}'::text\[\]\)/),
+            "write the CHECK of \(table).\(column) as \(column) = ANY ('{…}') (migrations/README.md)")
         return list.1.split(separator: ",").map(String.init).sorted()
     }
 

@@ -374,7 +374,6 @@ CREATE TABLE herald.deliveries (
     held_since timestamp with time zone,
     fetched_at timestamp with time zone,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
-    CONSTRAINT deliveries_state_check CHECK ((state = ANY ('{queued,sent,validated,delivered,expired,cancelled,token_invalid,failed}'::text[]))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
 ) PARTITION BY LIST (kept);
 CREATE TABLE herald.deliveries_kept PARTITION OF herald.deliveries FOR VALUES IN (true) WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
@@ -385,6 +384,7 @@ CREATE TABLE herald.deliveries_g1 PARTITION OF herald.deliveries_rotating FOR VA
 CREATE TABLE herald.deliveries_g2 PARTITION OF herald.deliveries_rotating FOR VALUES FROM ('8589934592') TO ('12884901888') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 CREATE TABLE herald.deliveries_g3 PARTITION OF herald.deliveries_rotating FOR VALUES FROM ('12884901888') TO ('17179869184') WITH (autovacuum_vacuum_scale_factor=0.01, vacuum_index_cleanup=on);
 ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_payload_kind_check CHECK ((payload_kind = ANY ('{android_data,android_wakeup,ios_alert,ios_background,ios_wakeup,topic,web,live_activity,broadcast,harmony_alert,harmony_background,ios_widgets,ios_voip,ios_location,ios_pushtotalk}'::text[]))) NOT VALID;
+ALTER TABLE herald.deliveries ADD CONSTRAINT deliveries_state_check CHECK ((state = ANY ('{queued,sent,validated,delivered,expired,cancelled,token_invalid,failed}'::text[]))) NOT VALID;
 ALTER TABLE herald.deliveries_g3 ADD CONSTRAINT deliveries_g3_pkey PRIMARY KEY (id);
 CREATE INDEX deliveries_g3_dead_at_idx ON herald.deliveries_g3 USING btree (dead_at) WHERE (dead_at IS NOT NULL);
 CREATE INDEX deliveries_g3_device_id_idx ON herald.deliveries_g3 USING btree (device_id) WHERE ((payload_kind = 'ios_wakeup'::text) AND (state = 'queued'::text));
@@ -769,8 +769,6 @@ CREATE TABLE herald.notifications (
     push_type text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
-    CONSTRAINT notifications_origin_check CHECK ((origin = ANY ('{producer,wakeup}'::text[]))),
-    CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY ('{high,normal}'::text[]))),
     CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
 ) PARTITION BY LIST (kept);
 ALTER TABLE herald.notifications ENABLE ROW LEVEL SECURITY;
@@ -785,7 +783,9 @@ CASE
     WHEN (activity_event = ANY ('{update,end}'::text[])) THEN 0
     ELSE 1
 END)) NOT VALID;
+ALTER TABLE herald.notifications ADD CONSTRAINT notifications_origin_check CHECK ((origin = ANY ('{producer,wakeup}'::text[]))) NOT VALID;
 ALTER TABLE herald.notifications ADD CONSTRAINT notifications_state_check CHECK ((state = ANY ('{received,accepted,rejected,expired,no_devices,superseded}'::text[]))) NOT VALID;
+ALTER TABLE herald.notifications ADD CONSTRAINT "priority must be 'high' or 'normal'" CHECK ((priority = ANY ('{high,normal}'::text[]))) NOT VALID;
 ALTER TABLE herald.notifications_g3 ADD CONSTRAINT notifications_g3_pkey PRIMARY KEY (id);
 CREATE INDEX notifications_g3_app_id_idempotency_key_idx ON herald.notifications_g3 USING btree (app_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 CREATE INDEX notifications_g3_id_idx ON herald.notifications_g3 USING btree (id) WHERE (state = 'received'::text);
