@@ -202,7 +202,8 @@ if [ -n "${TRICKLE:-}" ]; then
     steady "$rate" 1
   done
   # The floor under those figures: the same commits with the daemon stopped (its LISTEN gone, so
-  # a commit's NOTIFY wakes nobody). Herald's cost at a rate is that rate's figure less this one.
+  # a commit's NOTIFY wakes nobody). What Herald adds at a rate is PostgreSQL's CPU there less
+  # this, with Herald's own and nginx's.
   kill "$daemon" 2>/dev/null || true
   wait "$daemon" 2>/dev/null || true
   daemon=
