@@ -20,6 +20,18 @@ import Testing
         return (f, context, births)
     }
 
+    /// Alice's two phones, a notification to her ingested at `at`, and its two deliveries leased
+    /// at birth to daemon-a for 60 seconds (their ids).
+    static func twoBirths(at: Date) async throws -> (WorkerFixture, [Int64]) {
+        let f = try await WorkerFixture.make()
+        for device in 1...2 { try await f.register("phone-\(device)", "android") }
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
+        let leased = try await f.db.query(
+            "SELECT leased FROM herald.ingest_next(10, $1, 'daemon-a', interval '60 seconds', 10)", [at]
+        )[0].decode(0, as: [Int64].self)
+        return (f, leased)
+    }
+
     struct Row: Equatable {
         var device: String
         var state: String
@@ -160,15 +172,8 @@ import Testing
     /// ran out is due for any claim (and counted as an attempt again), and one held by another
     /// worker is not read.
     @Test func aHeldDeliveryIsReadOnlyWhileItsLeaseLasts() async throws {
-        let f = try await WorkerFixture.make()
-        for device in 1...2 { try await f.register("phone-\(device)", "android") }
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
         let at = Date()
-        let leased = try await f.db.query(
-            """
-            SELECT leased FROM herald.ingest_next(10, $1, 'daemon-a', interval '60 seconds', 10)
-            """, [at]
-        )[0].decode(0, as: [Int64].self)
+        let (f, leased) = try await Self.twoBirths(at: at)
         #expect(leased.count == 2)
 
         func claim(_ worker: String, at: Date) async throws -> [(id: Int64, attempts: Int, abandonedBy: String?)] {
@@ -204,13 +209,8 @@ import Testing
     /// A birth given back and then named as held to a claim that takes it from the queue (leased
     /// again, its first attempt again, to the same worker) is returned once, not also as a birth.
     @Test func aBirthGivenBackAndClaimedWhileHeldIsReturnedOnce() async throws {
-        let f = try await WorkerFixture.make()
-        for device in 1...2 { try await f.register("phone-\(device)", "android") }
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Now')")
         let at = Date()
-        let leased = try await f.db.query(
-            "SELECT leased FROM herald.ingest_next(10, $1, 'daemon-a', interval '60 seconds', 10)", [at]
-        )[0].decode(0, as: [Int64].self)
+        let (f, leased) = try await Self.twoBirths(at: at)
         try await f.db.query(BirthLeases.SQL.release, [leased, "daemon-a", at])
         let taken = try await f.db.query(
             "SELECT delivery_id, attempts FROM herald.claim_sends($1, 10, 'daemon-a', interval '60 seconds', $2)",
