@@ -7,9 +7,10 @@ import HeraldCore
 /// A delivery is `queued` (due, leased, backing off, postponed or scheduled) until it ends:
 /// `sent` (or `validated`, a dry run) once its provider accepted it, then perhaps `delivered`
 /// by the device's report; `expired` when its notification's expiry passed first; `cancelled`
-/// when its device was disabled or has no token; `token_invalid` when the provider declared
-/// the token dead; `failed` when the provider refused the message for good, or, listed as dead
-/// until redriven, when it ran out of attempts.
+/// when its device was disabled, has no token or was registered again (another user, a logout)
+/// since it was made; `token_invalid` when the provider declared the token dead; `failed` when
+/// the provider refused the message for good, or, listed as dead until redriven, when it ran
+/// out of attempts.
 ///
 /// Dispatch asks it for every claimed delivery, before the send and after the answer. The
 /// retry worker's pass applies the same expiry and cancellation rules to every delivery backing
@@ -65,6 +66,12 @@ public enum DeliveryLife {
             }
             if let reason = delivery.device?.disabledReason {
                 return DeliveryResult(state: .cancelled, error: "device disabled since ingest: \(reason)")
+            }
+            if let registered = delivery.device?.registeredAgainAt {
+                return DeliveryResult(
+                    state: .cancelled,
+                    error: "the device was registered again at \(registered) (for another user, or after a logout):"
+                        + " a delivery made for its earlier registration is not sent to the new one")
             }
             if let reason = delivery.device?.pushTypeTokenDisabledReason, let type = delivery.payloadKind.apnsPushType {
                 return DeliveryResult(

@@ -91,6 +91,8 @@ INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('live_activity', 'registration_token', 'fcm_apns'),
     ('topic', NULL, 'fcm'),
     ('web', 'web_subscription', 'web');
+INSERT INTO herald.worker_locks (name) VALUES
+    ('generations');
 INSERT INTO herald.secrets (name, value)
 SELECT 'report_hmac',
        decode(replace(gen_random_uuid()::text || gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex');

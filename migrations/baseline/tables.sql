@@ -1,4 +1,4 @@
--- The schema after migration 43, for a new database: `herald migrate` applies this file,
+-- The schema after migration 44, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -1122,6 +1122,7 @@ CREATE TABLE herald.activity_tokens (
     ended_at timestamp with time zone,
     ended_cause text,
     ended_reason text,
+    app_id text NOT NULL,
     CONSTRAINT activity_tokens_pkey PRIMARY KEY (id),
     CONSTRAINT activity_tokens_device_id_fkey FOREIGN KEY (device_id) REFERENCES herald.devices(id) ON DELETE CASCADE,
     CONSTRAINT activity_tokens_live_activity_id_fkey FOREIGN KEY (live_activity_id) REFERENCES herald.live_activities(id) ON DELETE CASCADE,
@@ -1133,6 +1134,7 @@ CREATE TABLE herald.activity_tokens (
     CONSTRAINT activity_tokens_token_check CHECK ((token ~ '^[0-9a-f]{64,200}$'::text))
 );
 CREATE UNIQUE INDEX activity_tokens_push_to_start ON herald.activity_tokens USING btree (device_id, attributes_type) WHERE ((kind = 'push_to_start'::text) AND (ended_at IS NULL));
+CREATE UNIQUE INDEX activity_tokens_push_to_start_live ON herald.activity_tokens USING btree (app_id, attributes_type, token) WHERE ((kind = 'push_to_start'::text) AND (ended_at IS NULL));
 CREATE INDEX activity_tokens_token ON herald.activity_tokens USING btree (token) WHERE (ended_at IS NULL);
 CREATE UNIQUE INDEX activity_tokens_update ON herald.activity_tokens USING btree (live_activity_id, device_id) WHERE ((kind = 'update'::text) AND (ended_at IS NULL));
 COMMENT ON TABLE herald.activity_tokens IS 'One row per Live Activity token of a device: its push-to-start token for an activity type, or a running activity''s update token (herald.register_activity_token). A token replaced or ended stays, with when and why, until retention deletes it.';
@@ -1147,7 +1149,8 @@ COMMENT ON COLUMN herald.activity_tokens.last_delivery_id IS 'An update token''s
 COMMENT ON COLUMN herald.activity_tokens.ended_at IS 'When the token ended; NULL while it is live. An ended token takes no new event (one ended by its activity''s end still takes that end), and retention deletes it after the retention period.';
 COMMENT ON COLUMN herald.activity_tokens.ended_cause IS 'Why it ended: activity_ended (its activity''s end was ingested), dismissed or unregistered (herald.unregister_activity_token, for an update or a push-to-start token), replaced (a new token took its place) or token_invalid (the provider declared it dead). NULL while live.';
 COMMENT ON COLUMN herald.activity_tokens.ended_reason IS 'Why it ended, in words: the provider''s reason, the end''s notification, what the app said, or which device registered it again. NULL while live.';
-GRANT SELECT (id, device_id, kind, attributes_type, live_activity_id, registered_at, last_delivery_id, ended_at, ended_cause, ended_reason) ON herald.activity_tokens TO herald_operator;
+COMMENT ON COLUMN herald.activity_tokens.app_id IS 'The app of its device (herald.devices.app_id): a push-to-start token is live on at most one device of an app for each attributes type (activity_tokens_push_to_start_live).';
+GRANT SELECT (id, device_id, kind, attributes_type, live_activity_id, registered_at, last_delivery_id, ended_at, ended_cause, ended_reason, app_id) ON herald.activity_tokens TO herald_operator;
 
 
 -- herald.push_types
@@ -1195,6 +1198,7 @@ CREATE TABLE herald.push_type_tokens (
     disabled_at timestamp with time zone,
     disabled_cause text,
     disabled_reason text,
+    app_id text NOT NULL,
     CONSTRAINT push_type_tokens_pkey PRIMARY KEY (id),
     CONSTRAINT push_type_tokens_device_id_token_kind_key UNIQUE (device_id, token_kind),
     CONSTRAINT push_type_tokens_device_id_fkey FOREIGN KEY (device_id) REFERENCES herald.devices(id) ON DELETE CASCADE,
@@ -1203,7 +1207,7 @@ CREATE TABLE herald.push_type_tokens (
     CONSTRAINT push_type_tokens_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'unregistered'::text, 'token_moved'::text]))),
     CONSTRAINT push_type_tokens_token_check CHECK (((token ~ '^([0-9a-f]{2}){32,}$'::text) AND (octet_length(token) <= 8192)))
 );
-CREATE INDEX push_type_tokens_token ON herald.push_type_tokens USING btree (token) WHERE (disabled_at IS NULL);
+CREATE UNIQUE INDEX push_type_tokens_live ON herald.push_type_tokens USING btree (app_id, token_kind, token) WHERE (disabled_at IS NULL);
 COMMENT ON TABLE herald.push_type_tokens IS 'One row per device and push type: the device''s token for APNs'' widget, VoIP, location or Push to Talk pushes (herald.register_push_type_token), which herald.send_push sends to. Disabling one leaves the device enabled.';
 COMMENT ON COLUMN herald.push_type_tokens.id IS 'Herald''s id for the token, which herald.deliveries.push_type_token_id names.';
 COMMENT ON COLUMN herald.push_type_tokens.device_id IS 'The device it belongs to (herald.devices.id): a disabled device is sent none of its pushes, and the token is deleted with the device.';
@@ -1213,7 +1217,8 @@ COMMENT ON COLUMN herald.push_type_tokens.registered_at IS 'When this token was 
 COMMENT ON COLUMN herald.push_type_tokens.disabled_at IS 'When the token was disabled; NULL while it is live. Ingest sends nothing of its type to the device while it is disabled, and retention deletes it once disabled for longer than the retention period.';
 COMMENT ON COLUMN herald.push_type_tokens.disabled_cause IS 'Why it is disabled: token_invalid (dispatch: APNs declared it dead, and registering the same token again keeps it disabled), unregistered (herald.unregister_push_type_token) or token_moved (another device of the app registered it). NULL while live.';
 COMMENT ON COLUMN herald.push_type_tokens.disabled_reason IS 'Why it is disabled, in words: APNs'' reason, ''the app unregistered it'', or which device registered it again. NULL while live.';
-GRANT SELECT (id, device_id, token_kind, registered_at, disabled_at, disabled_cause, disabled_reason) ON herald.push_type_tokens TO herald_operator;
+COMMENT ON COLUMN herald.push_type_tokens.app_id IS 'The app of its device (herald.devices.app_id): a token is live on at most one device of an app (push_type_tokens_live).';
+GRANT SELECT (id, device_id, token_kind, registered_at, disabled_at, disabled_cause, disabled_reason, app_id) ON herald.push_type_tokens TO herald_operator;
 
 
 -- herald.route_targets
@@ -1261,6 +1266,19 @@ COMMENT ON COLUMN herald.wakeups.missed IS 'How many notifications the device mi
 COMMENT ON COLUMN herald.wakeups.notification_id IS 'The silent notification (origin wakeup) made for it, with one ios_wakeup or android_wakeup delivery; set in the same transaction.';
 COMMENT ON COLUMN herald.wakeups.created_at IS 'When the wake-up was decided: the start of the device''s quiet period.';
 COMMENT ON COLUMN herald.wakeups.quiet_until IS 'The quiet period''s end (created_at plus HERALD_WAKEUP_INTERVAL): no other wake-up for the device before it.';
+
+
+-- herald.worker_locks
+-- -------------------
+
+CREATE TABLE herald.worker_locks (
+    name text NOT NULL,
+    CONSTRAINT worker_locks_pkey PRIMARY KEY (name)
+);
+COMMENT ON TABLE herald.worker_locks IS 'Rows a worker locks to do alone what the row''s name says; only daemons and Herald''s own functions can lock them (no advisory lock, which any session can take).';
+COMMENT ON COLUMN herald.worker_locks.name IS '''generations'': making, opening and retiring generations (herald.open_generation, retire_generation, drop_generation); ''live activities of <app>'': ingesting that app''s Live Activity events (herald.ingest_activity_events), a row made the first time.';
+REVOKE ALL ON herald.worker_locks FROM herald_daemon;
+GRANT INSERT, SELECT, UPDATE ON herald.worker_locks TO herald_daemon;
 
 
 -- herald.schema_migrations

@@ -92,7 +92,8 @@ COMMENT ON VIEW herald.route_rules IS
 -- `worker` until `at + lease`, and returns each with everything needed to send it: the
 -- notification's content, the device's token and its kind (and why it is disabled, if it is),
 -- a browser's subscription keys, the version of its app's row (the daemon reads an app's setup,
--- herald.app_setups, only when that changes), its route (herald.route_targets: NULL when its
+-- herald.app_setups, only when that changes), when the device registered again since the
+-- delivery was made (for another user, or after a logout: it is not sent), its route (herald.route_targets: NULL when its
 -- device's token does not fit its payload) and the latest failure of a configuration that route
 -- needs, which holds the delivery back. The lease is run_at itself: a claimed delivery is not due again
 -- until its lease ends, so one whose worker died is simply due again then, and the next claim,
@@ -138,7 +139,7 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, wor
     activity_attributes_type text, activity_attributes text, activity_content_state text,
     activity_stale_at timestamptz, activity_dismiss_at timestamptz, activity_event_at timestamptz,
     activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text,
-    push_type_token_id bigint, push_type_token_disabled text)
+    push_type_token_id bigint, push_type_token_disabled text, registered_again_at timestamptz)
 LANGUAGE plpgsql SET enable_sort = off SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 DECLARE
@@ -193,7 +194,7 @@ BEGIN
         SELECT s.inner_pad, s.outer_pad FROM herald.secrets s WHERE s.name = 'report_hmac'
     ), taken AS (
         SELECT c.id, c.notification_id, c.device_id, c.payload_kind, c.attempts,
-               abandoned[c.ordinality] AS abandoned_by, c.activity_token_id, c.push_type_token_id
+               abandoned[c.ordinality] AS abandoned_by, c.activity_token_id, c.push_type_token_id, c.created_at
         FROM unnest(claimed) WITH ORDINALITY AS c
         UNION ALL
         -- Leased at birth: read, not written. Only while they are as ingest leased them (their
@@ -201,7 +202,7 @@ BEGIN
         -- and half their lease is left, as a claim's would be: one nearer its end is left to run
         -- out and be claimed anew, so that no other claim can take it while it is sent.
         SELECT d.id, d.notification_id, d.device_id, d.payload_kind, d.attempts, NULL, d.activity_token_id,
-               d.push_type_token_id
+               d.push_type_token_id, d.created_at
         FROM herald.deliveries d
         WHERE d.id = ANY(held) AND (d.state = 'queued') IS TRUE AND d.locked_by = worker AND d.attempts = 1
           AND d.run_at > at + lease / 2
@@ -233,7 +234,11 @@ BEGIN
            -- A broadcast's channel, as it is now: APNs' id once made, and its storage policy.
            n.activity_channel, ch.channel_id, ch.state, ch.stores_latest,
            herald.delivery_reference(c.id, c.device_id, k.inner_pad, k.outer_pad),
-           c.push_type_token_id, pt.disabled_reason
+           c.push_type_token_id, pt.disabled_reason,
+           -- A delivery belongs to the registration it was made for: the device registered
+           -- again since (for another user, or after a logout) is not sent it.
+           CASE WHEN dev.user_ref IS DISTINCT FROM n.user_ref AND n.user_ref IS NOT NULL
+                     OR dev.registration_started_at > c.created_at THEN dev.registration_started_at END
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole

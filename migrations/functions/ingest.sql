@@ -129,7 +129,8 @@ DECLARE
     app herald.apps;
     activity herald.live_activities;
     channel herald.broadcast_channels;
-    apps text[];
+    -- The rows of herald.worker_locks of the apps whose events the batch holds.
+    app_locks text[];
     delivery bigint;
     verdict text;
     why text;
@@ -140,14 +141,17 @@ BEGIN
     -- One ingester at a time works an app's events, the apps in name order: an update sees the
     -- start another ingester committed just before it (in READ COMMITTED each statement reads
     -- what is committed when it starts), and two batches naming the same activities cannot
-    -- lock them in opposite orders.
+    -- lock them in opposite orders. The lock is the app's row of herald.worker_locks, which
+    -- only daemons can lock (an advisory lock's key any session can take).
     -- A batch without any (the usual one) costs this one look.
-    SELECT array_agg(DISTINCT y.app_id ORDER BY y.app_id) INTO apps FROM herald.notifications y
+    SELECT array_agg(DISTINCT 'live activities of ' || y.app_id ORDER BY 'live activities of ' || y.app_id)
+    INTO app_locks FROM herald.notifications y
     WHERE y.id = ANY(ids) AND y.state = 'received' AND y.activity_event IS NOT NULL;
-    IF apps IS NULL THEN
+    IF app_locks IS NULL THEN
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock(hashtext('herald.live_activities'), hashtext(a)) FROM unnest(apps) AS a;
+    INSERT INTO herald.worker_locks (name) SELECT a FROM unnest(app_locks) AS a ON CONFLICT DO NOTHING;
+    PERFORM FROM herald.worker_locks l WHERE l.name = ANY(app_locks) ORDER BY l.name FOR UPDATE;
     FOR n IN SELECT * FROM herald.notifications x
              WHERE x.id = ANY(ids) AND x.state = 'received' AND x.activity_event IS NOT NULL ORDER BY x.id
     LOOP

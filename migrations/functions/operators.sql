@@ -306,7 +306,8 @@ GRANT EXECUTE ON FUNCTION herald.redrive(bigint[],text,timestamp with time zone,
 
 -- An operator enables a disabled device again, for example after a misconfiguration disabled
 -- it wrongly, with the widget, VoIP, location and Push to Talk tokens its provider declared
--- dead. Refused for a device without a token (it moved away): it must register again.
+-- dead (not one another device of the app holds since). Refused for a device without a token
+-- (it moved away): it must register again.
 CREATE OR REPLACE FUNCTION herald.enable_device(app text, device text)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -314,7 +315,10 @@ BEGIN
     UPDATE herald.push_type_tokens t
     SET disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
     FROM herald.devices d
-    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND t.disabled_cause = 'token_invalid';
+    WHERE d.id = t.device_id AND d.app_id = app AND d.device_id = device AND t.disabled_cause = 'token_invalid'
+      AND NOT EXISTS (SELECT FROM herald.push_type_tokens o
+                      WHERE o.app_id = t.app_id AND o.token_kind = t.token_kind AND o.token = t.token
+                        AND o.disabled_at IS NULL);
     UPDATE herald.devices
     SET disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
     WHERE app_id = app AND device_id = device AND push_token IS NOT NULL;

@@ -452,32 +452,47 @@ BEGIN
         RAISE EXCEPTION '%: that is device %''s own notification token; a % token is %', caller, quote_literal(device),
             push_type, kind_row.description USING ERRCODE = 'check_violation';
     END IF;
-    -- A token is one device's: held by another device of the app, it is disabled there.
-    UPDATE herald.push_type_tokens t
-    SET disabled_at = now(), disabled_cause = 'token_moved',
-        disabled_reason = format('its token was registered again by device %s', device)
-    WHERE t.token = hex AND t.token_kind = type_row.token_kind AND t.device_id <> dev.id AND t.disabled_at IS NULL
-      AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
-    INSERT INTO herald.push_type_tokens AS t (device_id, token_kind, token)
-    VALUES (dev.id, type_row.token_kind, hex)
-    ON CONFLICT (device_id, token_kind) DO NOTHING
-    RETURNING t.id INTO token_row_id;
-    IF FOUND THEN
-        status := 'registered';
-        RETURN;
-    END IF;
-    SELECT * INTO existing FROM herald.push_type_tokens t
-    WHERE t.device_id = dev.id AND t.token_kind = type_row.token_kind FOR UPDATE;
-    token_row_id := existing.id;
-    IF existing.token = hex AND (existing.disabled_at IS NULL OR existing.disabled_cause = 'token_invalid') THEN
-        -- The token held, or the one APNs declared dead: registering it again does not make it live.
-        status := CASE WHEN existing.disabled_at IS NULL THEN 'unchanged' ELSE 'token_invalid' END;
-        RETURN;
-    END IF;
-    UPDATE herald.push_type_tokens t
-    SET token = hex, registered_at = now(), disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
-    WHERE t.id = existing.id;
-    status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
+    -- A token is one device's: held by another device of the app, it is disabled there. Two
+    -- devices registering one token at once cannot both keep it: the unique index
+    -- push_type_tokens_live makes the later one wait for the first to commit and then fail, and
+    -- it tries again, moving the token from the first.
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            UPDATE herald.push_type_tokens t
+            SET disabled_at = now(), disabled_cause = 'token_moved',
+                disabled_reason = format('its token was registered again by device %s', device)
+            WHERE t.app_id = app AND t.token_kind = type_row.token_kind AND t.token = hex AND t.device_id <> dev.id
+              AND t.disabled_at IS NULL;
+            INSERT INTO herald.push_type_tokens AS t (app_id, device_id, token_kind, token)
+            VALUES (app, dev.id, type_row.token_kind, hex)
+            ON CONFLICT (device_id, token_kind) DO NOTHING
+            RETURNING t.id INTO token_row_id;
+            IF FOUND THEN
+                status := 'registered';
+                RETURN;
+            END IF;
+            SELECT * INTO existing FROM herald.push_type_tokens t
+            WHERE t.device_id = dev.id AND t.token_kind = type_row.token_kind FOR UPDATE;
+            token_row_id := existing.id;
+            IF existing.token = hex AND (existing.disabled_at IS NULL OR existing.disabled_cause = 'token_invalid') THEN
+                -- The token held, or the one APNs declared dead: registering it again does not make it live.
+                status := CASE WHEN existing.disabled_at IS NULL THEN 'unchanged' ELSE 'token_invalid' END;
+                RETURN;
+            END IF;
+            UPDATE herald.push_type_tokens t
+            SET token = hex, registered_at = now(), disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL
+            WHERE t.id = existing.id;
+            status := CASE WHEN existing.disabled_at IS NULL THEN 'registered' ELSE 're-enabled' END;
+            RETURN;
+        EXCEPTION WHEN unique_violation THEN
+            -- Another device's registration of the token committed meanwhile: the next attempt
+            -- moves it here.
+            IF attempt = 3 THEN
+                RAISE EXCEPTION '%: the token kept being registered by other devices of app % at the same time; try again',
+                    caller, quote_literal(app) USING ERRCODE = 'serialization_failure';
+            END IF;
+        END;
+    END LOOP;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.register_push_type_token(text,text,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
@@ -574,16 +589,29 @@ BEGIN
         RETURN;
     END IF;
     -- A token is one device's: held by another device of the app, it ends there. (One device's
-    -- push-to-start token may be the same for all its activity types.)
-    UPDATE herald.activity_tokens t
-    SET ended_at = now(), ended_cause = 'replaced',
-        ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
-                            ELSE format('registered again by device %s', device) END
-    WHERE (t.id = existing.id OR (t.token = hex AND t.device_id <> dev.id)) AND t.ended_at IS NULL
-      AND t.device_id IN (SELECT d.id FROM herald.devices d WHERE d.app_id = app);
-    INSERT INTO herald.activity_tokens AS t (device_id, kind, attributes_type, live_activity_id, token)
-    VALUES (dev.id, kind, register_activity_token.attributes_type, act.id, hex)
-    RETURNING t.id INTO token_row_id;
+    -- push-to-start token may be the same for all its activity types.) Two devices registering
+    -- one push-to-start token at once cannot both keep it: the unique index
+    -- activity_tokens_push_to_start_live makes the later one wait for the first to commit and
+    -- then fail, and it tries again, ending the first's.
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            UPDATE herald.activity_tokens t
+            SET ended_at = now(), ended_cause = 'replaced',
+                ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
+                                    ELSE format('registered again by device %s', device) END
+            WHERE (t.id = existing.id OR (t.token = hex AND t.device_id <> dev.id)) AND t.ended_at IS NULL
+              AND t.app_id = app;
+            INSERT INTO herald.activity_tokens AS t (app_id, device_id, kind, attributes_type, live_activity_id, token)
+            VALUES (app, dev.id, kind, register_activity_token.attributes_type, act.id, hex)
+            RETURNING t.id INTO token_row_id;
+            EXIT;
+        EXCEPTION WHEN unique_violation THEN
+            IF attempt = 3 THEN
+                RAISE EXCEPTION '%: the token kept being registered by other devices of app % at the same time; try again',
+                    caller, quote_literal(app) USING ERRCODE = 'serialization_failure';
+            END IF;
+        END;
+    END LOOP;
     status := 'registered';
 
     IF kind = 'update' THEN

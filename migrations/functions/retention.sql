@@ -47,14 +47,27 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.lock_when_free(text,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 
+-- Whether this transaction now holds the generations' lock (herald.worker_locks): false at once
+-- when another does. Only daemons and these SECURITY DEFINER functions can lock that row, where
+-- an advisory lock's key any session could take and hold, stopping retention.
+CREATE OR REPLACE FUNCTION herald.lock_generations() RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM FROM herald.worker_locks l WHERE l.name = 'generations' FOR UPDATE SKIP LOCKED;
+    RETURN FOUND;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.lock_generations() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
 -- Makes the generations ahead (`ahead` past the open one) and opens the next one when the open
 -- one is `every` old or its ids are spent: both id sequences move to the next generation's
 -- first id, so every row made from now on lands in its partitions (and every report, which
 -- goes by its delivery's id). The sequences only ever move into a generation made already, and
 -- a generation holds 2^32 ids: should this not be called for a long time, rows fill the open
--- generation and then the ones made ahead, 4 billion each, before one could find no partition. Returns the generation open after the call. One caller at a time
--- (an advisory lock); others return NULL at once. A call that waits more than half a second for
--- a lock fails, and the next pass tries again.
+-- generation and then the ones made ahead, 4 billion each, before one could find no partition.
+-- Returns the generation open after the call. One caller at a time (herald.lock_generations);
+-- others return NULL at once. A call that waits more than half a second for a lock fails, and
+-- the next pass tries again.
 CREATE OR REPLACE FUNCTION herald.open_generation(every interval, ahead int DEFAULT 2)
 RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '500ms' AS $$
@@ -66,7 +79,7 @@ DECLARE
     t text;
     settings text;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
+    IF NOT herald.lock_generations() THEN
         RETURN NULL;
     END IF;
     SELECT * INTO open_one FROM herald.generations WHERE opened_at IS NOT NULL ORDER BY generation DESC LIMIT 1;
@@ -127,7 +140,7 @@ DECLARE
     cutoff timestamptz := now() - older_than;
     moved int;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
+    IF NOT herald.lock_generations() THEN
         RETURN;
     END IF;
     SELECT * INTO due FROM herald.generations g
@@ -182,7 +195,7 @@ BEGIN
     IF hot NOT IN ('deliveries', 'notifications') THEN
         RAISE EXCEPTION 'herald.drop_generation: hot must be deliveries or notifications, not %', hot;
     END IF;
-    IF NOT pg_try_advisory_xact_lock(hashtext('herald.generations')) THEN
+    IF NOT herald.lock_generations() THEN
         RETURN false;
     END IF;
     -- The tables that still have a partition of this generation.

@@ -213,6 +213,7 @@ extension OutgoingDelivery.Device {
         guard let rowID = try row.decode("device_id", as: Int64?.self) else { return nil }
         self.init(
             rowID: rowID, disabledReason: try row.decode("device_disabled_reason", as: String?.self),
+            registeredAgainAt: try row.decode("registered_again_at", as: Date?.self),
             reportReference: try row.decode("report_reference"),
             pushTypeTokenRowID: try row.decode("push_type_token_id", as: Int64?.self),
             pushTypeTokenDisabledReason: try row.decode("push_type_token_disabled", as: String?.self))

@@ -104,6 +104,9 @@ public struct OutgoingDelivery: Sendable {
         public var rowID: Int64
         /// Why the device is disabled, when it is.
         public var disabledReason: String? = nil
+        /// When the device's current registration began, when that was after the delivery was
+        /// made for an earlier one (another user's, or before a logout): it is not sent.
+        public var registeredAgainAt: Date? = nil
         /// What the app reports the delivery with (`herald.delivery_reference`, which the claim
         /// makes and `herald.report_delivery` opens).
         public var reportReference: String

@@ -1,0 +1,139 @@
+import Foundation
+import HeraldPostgres
+import HeraldTestSupport
+import HeraldWorkers
+import Testing
+
+/// What one app's producer can do to another's notifications, tried as an attacker would: a real
+/// producer login granted app `evil` only, beside the fixture's app `shop`.
+@Suite struct NoisyNeighbourTests {
+    /// The fixture, and a producer login that acts for app `evil` only.
+    static func shopAndAnEvilProducer() async throws -> (WorkerFixture, PostgresConnection) {
+        let f = try await WorkerFixture.make()
+        let login = "evil_\(f.database.name.suffix(8))"
+        try await f.db.execute(
+            """
+            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('evil', 'evil-prod');
+            CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
+            INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'evil');
+            """)
+        return (f, try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)"))
+    }
+
+    /// A statement of the workers that waits on a lock fails after this, instead of the test
+    /// hanging: on a build where a producer's lock stops a worker, the test fails here.
+    static func boundWaits(_ f: WorkerFixture) async throws {
+        try await f.db.execute("SET lock_timeout = '3s'")
+    }
+
+    @Test func aProducerHoldingTheOldAdvisoryKeysStopsNeitherIngestNorRetention() async throws {
+        let (f, evil) = try await Self.shopAndAnEvilProducer()
+        try await Self.boundWaits(f)
+        try await f.registerIPhone("iphone")
+        _ = try await f.db.query(
+            """
+            SELECT herald.register_activity_token('shop', 'iphone', $1, 'DeliveryAttributes')
+            """, [WorkerFixture.apnsToken("start")])
+        // The keys the workers took before: any session can take an advisory lock.
+        _ = try await evil.query("SELECT pg_advisory_lock(hashtext('herald.live_activities'), hashtext('shop'))")
+        _ = try await evil.query("SELECT pg_advisory_lock(hashtext('herald.generations'))")
+        // What they take now, a producer cannot.
+        let error = await #expect(throws: PostgresError.self) {
+            try await evil.execute("BEGIN; SELECT FROM herald.worker_locks FOR UPDATE")
+        }
+        #expect(error?.sqlState == "42501", "\(error?.message ?? "")")
+        try await evil.execute("ROLLBACK")
+
+        _ = try await f.db.query(
+            """
+            SELECT herald.start_activity('shop', 'order-1', 'DeliveryAttributes', '{}', '{"eta": 5}', 'On its way',
+                                         user_ref => 'alice')
+            """)
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
+        try await f.ingest()
+        let states = try await f.db.query("SELECT state FROM herald.notifications ORDER BY id").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(states == ["accepted", "accepted"])
+
+        let opened = try await f.db.query("SELECT herald.open_generation(interval '0 seconds')")[0]
+        #expect(try opened.decode(0, as: Int?.self) != nil, "retention made and opened a generation")
+    }
+
+    @Test func aDeliveryMadeForOneUserIsNotSentToTheNextUserOfTheDevice() async throws {
+        let f = try await WorkerFixture.make()
+        // A shared tablet: alice's code is scheduled, she logs out, bob logs in on the same
+        // device with the same token.
+        try await f.register("shared-tablet", "android", user: "alice")
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'Your code is 1234', send_at => now() + '1 hour')")
+        try await f.ingest()
+        _ = try await f.db.query("SELECT herald.unregister_device('shop', 'shared-tablet')")
+        try await f.register("shared-tablet", "android", user: "bob")
+        // A device registered for another user without a logout between: the same.
+        try await f.register("phone", "android", user: "alice")
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'Your code is 5678', send_at => now() + '1 hour')")
+        try await f.ingest()
+        try await f.register("phone", "android", user: "carol")
+        // A token refresh of the same user keeps the registration: that delivery still goes.
+        try await f.register("own-phone", "android", user: "dave")
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'dave', title => 'Still yours', send_at => now() + '1 hour')")
+        try await f.ingest()
+        _ = try await f.db.query(
+            "SELECT herald.register_device('shop', 'own-phone', 'android', 'token-own-phone-refreshed', 'dave')")
+
+        try await f.db.query("UPDATE herald.deliveries SET run_at = now() WHERE state = 'queued'")
+        try await f.dispatch()
+        for device in ["shared-tablet", "phone"] {
+            let delivery = try await f.delivery(of: device)
+            #expect(delivery.state == "cancelled", "\(device)")
+            #expect(delivery.error?.contains("registered again") == true, "\(device): \(delivery.error ?? "")")
+            #expect(await f.messages(to: "token-\(device)").isEmpty, "\(device)")
+        }
+        #expect(try await f.delivery(of: "own-phone").state == "sent")
+        #expect(await f.messages(to: "token-own-phone-refreshed").count == 1)
+    }
+
+    @Test func twoDevicesRegisteringOneTokenAtOnceLeaveItLiveOnOne() async throws {
+        let (f, _) = try await Self.shopAndAnEvilProducer()
+        try await f.registerIPhone("alice-iphone", user: "alice")
+        try await f.registerIPhone("bob-iphone", user: "bob")
+        let token = String(repeating: "ab", count: 32)
+        let second = try await f.database.connect()
+        let secondPID = try await second.query("SELECT pg_backend_pid()")[0].decode(0, as: Int32.self)
+        let observer = try await f.database.connect()
+        for (register, table, live) in [
+            (
+                "SELECT herald.register_push_type_token('shop', $1, 'voip', $2)", "push_type_tokens",
+                "disabled_at IS NULL"
+            ),
+            (
+                "SELECT herald.register_activity_token('shop', $1, $2, 'DeliveryAttributes')", "activity_tokens",
+                "ended_at IS NULL"
+            ),
+        ] {
+            // Alice's registration is in an open transaction when bob's starts; bob's must wait
+            // for it, whatever the order, and then take the token from her.
+            try await f.db.execute("BEGIN")
+            _ = try await f.db.query(register, ["alice-iphone", token])
+            let bobs = Task { try await second.query(register, ["bob-iphone", token]) }
+            let waiting = try await eventually {
+                try await observer.query(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", [secondPID]
+                ).first?.decode(0, as: Bool?.self) == true
+            }
+            #expect(waiting, "\(table): bob's registration waits for alice's")
+            try await f.db.execute("COMMIT")
+            _ = try await bobs.value
+            let holders = try await f.db.query(
+                """
+                SELECT dev.device_id FROM herald.\(table) t JOIN herald.devices dev ON dev.id = t.device_id
+                WHERE t.token = $1 AND t.\(live)
+                """, [token]
+            ).map { try $0.decode(0, as: String.self) }
+            #expect(holders == ["bob-iphone"], "\(table)")
+        }
+    }
+}

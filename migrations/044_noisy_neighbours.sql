@@ -1,0 +1,61 @@
+-- Producers' sessions live in Herald's database, beside its workers, so nothing a producer can
+-- lock may stand on a worker's path, and what one producer registers may not reach another's
+-- users (docs/architecture.md, "Producers beside the workers").
+--
+-- Locks only daemons can take. The workers serialized an app's Live Activity events and the
+-- making of generations with advisory locks, whose keys any session can compute and take (an
+-- advisory lock needs no privilege, and pg_locks shows every key held): a producer that held
+-- one stopped every app's ingest, or all retention. They lock a row of this table instead,
+-- which no producer or operator may read, write or lock.
+CREATE TABLE herald.worker_locks (
+    name text PRIMARY KEY
+);
+COMMENT ON TABLE herald.worker_locks IS 'Rows a worker locks to do alone what the row''s name says; only daemons and Herald''s own functions can lock them (no advisory lock, which any session can take).';
+COMMENT ON COLUMN herald.worker_locks.name IS '''generations'': making, opening and retiring generations (herald.open_generation, retire_generation, drop_generation); ''live activities of <app>'': ingesting that app''s Live Activity events (herald.ingest_activity_events), a row made the first time.';
+INSERT INTO herald.worker_locks (name) VALUES ('generations');
+REVOKE ALL ON herald.worker_locks FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT, INSERT, UPDATE ON herald.worker_locks TO herald_daemon;
+
+-- A push type's token is live on one device of an app at a time, whatever the interleaving of
+-- two registrations: a unique index, not a read before a write (two devices registering one
+-- VoIP token at once both kept it, and a call for one user rang the other's phone). The token's
+-- app is kept beside it for the index; a device never changes app.
+ALTER TABLE herald.push_type_tokens ADD COLUMN app_id text;
+UPDATE herald.push_type_tokens t SET app_id = d.app_id FROM herald.devices d WHERE d.id = t.device_id;
+ALTER TABLE herald.push_type_tokens ALTER COLUMN app_id SET NOT NULL;
+COMMENT ON COLUMN herald.push_type_tokens.app_id IS 'The app of its device (herald.devices.app_id): a token is live on at most one device of an app (push_type_tokens_live).';
+-- Tokens that race left live on two devices keep the newest registration.
+UPDATE herald.push_type_tokens t
+SET disabled_at = now(), disabled_cause = 'token_moved',
+    disabled_reason = 'the same token was live on another device of the app, registered later (migration 044)'
+WHERE t.disabled_at IS NULL
+  AND EXISTS (SELECT FROM herald.push_type_tokens o
+              WHERE o.app_id = t.app_id AND o.token_kind = t.token_kind AND o.token = t.token
+                AND o.disabled_at IS NULL AND (o.registered_at, o.id) > (t.registered_at, t.id));
+DROP INDEX herald.push_type_tokens_token;
+CREATE UNIQUE INDEX push_type_tokens_live ON herald.push_type_tokens (app_id, token_kind, token)
+    WHERE disabled_at IS NULL;
+GRANT SELECT (app_id) ON herald.push_type_tokens TO herald_operator;
+
+-- The same for push-to-start tokens, per ActivityAttributes type (one device's token may be the
+-- same for all its types).
+ALTER TABLE herald.activity_tokens ADD COLUMN app_id text;
+UPDATE herald.activity_tokens t SET app_id = d.app_id FROM herald.devices d WHERE d.id = t.device_id;
+ALTER TABLE herald.activity_tokens ALTER COLUMN app_id SET NOT NULL;
+COMMENT ON COLUMN herald.activity_tokens.app_id IS 'The app of its device (herald.devices.app_id): a push-to-start token is live on at most one device of an app for each attributes type (activity_tokens_push_to_start_live).';
+UPDATE herald.activity_tokens t
+SET ended_at = now(), ended_cause = 'replaced',
+    ended_reason = 'the same token was live on another device of the app, registered later (migration 044)'
+WHERE t.kind = 'push_to_start' AND t.ended_at IS NULL
+  AND EXISTS (SELECT FROM herald.activity_tokens o
+              WHERE o.app_id = t.app_id AND o.kind = 'push_to_start' AND o.attributes_type = t.attributes_type
+                AND o.token = t.token AND o.ended_at IS NULL AND (o.registered_at, o.id) > (t.registered_at, t.id));
+CREATE UNIQUE INDEX activity_tokens_push_to_start_live ON herald.activity_tokens (app_id, attributes_type, token)
+    WHERE kind = 'push_to_start' AND ended_at IS NULL;
+GRANT SELECT (app_id) ON herald.activity_tokens TO herald_operator;
+
+-- A delivery belongs to the registration of its device it was made for: the claim returns when
+-- the device registered again since (for another user, or after a logout), and dispatch
+-- cancels the delivery instead of sending one user's notification to the next user of a shared
+-- device.
+DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
