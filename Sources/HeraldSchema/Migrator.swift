@@ -72,6 +72,8 @@ public struct MigrationRun: Sendable, Equatable {
 ///
 /// A session-level advisory lock serializes migrators, so two hosts that migrate at once
 /// are safe: the second waits, then finds nothing left to do. Running it again is a no-op.
+/// Any session can take that key, so the wait is bounded (``lockWait``): past it, the run fails
+/// with a message naming the session that holds the lock.
 /// On a database that has numbered migrations this binary does not carry (a newer herald
 /// migrated it), the function files are left alone: they would put older text back.
 public struct Migrator: Sendable {
@@ -81,6 +83,11 @@ public struct Migrator: Sendable {
     public var migrations: [Migration]
     public var functionFiles: [FunctionFile]
     public var baseline: Baseline?
+    /// How long a run waits for the migration lock before it fails, naming its holder.
+    public var lockWait: Duration = Self.defaultLockWait
+    /// Long enough for another host's migration to finish (one that rewrites a large table
+    /// takes longer, and the run says what holds it).
+    public static let defaultLockWait: Duration = .seconds(60)
     let logger: Logger
 
     /// `functionFiles: []` stops at the numbered migrations given (for tests that build a
@@ -110,8 +117,9 @@ public struct Migrator: Sendable {
         let functionFiles = self.functionFiles
         let logger = self.logger
         let usableBaseline = self.usableBaseline
+        let lockWait = self.lockWait
         return try await connection.withSession { session in
-            try session.query(SQL.lock, [Self.lockKey])
+            try Self.lock(session, waiting: lockWait, logger: logger)
             defer { _ = try? session.query(SQL.unlock, [Self.lockKey]) }
             // Migration 0 creates the table the others are recorded in; it changes nothing
             // once the table exists, so it runs first every time.
@@ -222,8 +230,43 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// Takes the migration lock, waiting at most `wait`; while another session holds it, says
+    /// which, and fails naming it when the wait ends.
+    static func lock(_ session: PostgresSession, waiting wait: Duration, logger: Logger) throws {
+        if try session.query(SQL.tryLock, [Self.lockKey])[0].decode(0, as: Bool.self) { return }
+        let before = try holder(session)
+        logger.warning(
+            "waiting up to \(wait) for the migration lock, held by \(before ?? "a session that just ended")")
+        let milliseconds = max(1, wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
+        try session.execute("SET lock_timeout = \(milliseconds)")
+        defer { _ = try? session.execute("RESET lock_timeout") }
+        do {
+            try session.query(SQL.lock, [Self.lockKey])
+        } catch let error as PostgresError where error.sqlState == "55P03" {
+            throw MigrationLockTimeout(
+                waited: wait, holder: try holder(session) ?? before ?? "a session that has ended since")
+        }
+    }
+
+    /// The session holding the migration lock as PostgreSQL knows it, in words.
+    static func holder(_ session: PostgresSession) throws -> String? {
+        try session.query(SQL.holder, [Self.lockKey]).first?.decode(0, as: String.self)
+    }
+
     enum SQL {
         static let lock = "SELECT pg_advisory_lock($1)"
+        static let tryLock = "SELECT pg_try_advisory_lock($1)"
+        /// An advisory lock is this database's; a bigint key is held as its high and low 32 bits,
+        /// objsubid 1.
+        static let holder = """
+            SELECT format('pid %s (role %s, application %s, %s since %s)', a.pid, a.usename,
+                          quote_literal(a.application_name), a.state, a.state_change)
+            FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+              AND l.classid::bigint = $1::bigint >> 32 AND l.objid::bigint = $1::bigint & 4294967295
+            LIMIT 1
+            """
         static let unlock = "SELECT pg_advisory_unlock($1)"
         static let applied = "SELECT version, checksum FROM herald.schema_migrations"
         static let checksum = "SELECT md5($1)"
@@ -237,5 +280,18 @@ public struct Migrator: Sendable {
             INSERT INTO herald.schema_functions (file, checksum) VALUES ($1, md5($2))
             ON CONFLICT (file) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
             """
+    }
+}
+
+/// A migration run gave up waiting for the migration lock.
+public struct MigrationLockTimeout: Error, CustomStringConvertible {
+    public var waited: Duration
+    /// The session holding the lock, as PostgreSQL knows it.
+    public var holder: String
+
+    public var description: String {
+        "herald migrate waited \(waited) for the migration lock (advisory lock \(Migrator.lockKey)), held by"
+            + " \(holder): another herald migrate, or a session that took the same key. Let it finish, or end it"
+            + " (pg_terminate_backend), and migrate again"
     }
 }

@@ -76,6 +76,25 @@ import Testing
         #expect(files == FunctionFile.embedded.count)
     }
 
+    /// Any session can take the migration lock's key (a producer's, say): a run waits for it a
+    /// bounded time, then fails naming the holder, and migrates once it is free.
+    @Test(.timeLimit(.minutes(1))) func aRunWaitsForTheMigrationLockABoundedTimeAndNamesItsHolder() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let holder = try await database.connect()
+        let pid = try await holder.query("SELECT pg_backend_pid()")[0].decode(0, as: Int32.self)
+        try await holder.execute("SET application_name = 'a stuck job'")
+        _ = try await holder.query("SELECT pg_advisory_lock($1)", [Int64(0x6865_7261_6c64)])
+        var migrator = Migrator()
+        migrator.lockWait = .milliseconds(300)
+        let error = await #expect(throws: MigrationLockTimeout.self) {
+            try await migrator.migrate(try await database.connect())
+        }
+        #expect(error?.holder.hasPrefix("pid \(pid) (role postgres, application 'a stuck job', idle since") == true,
+                "\(error?.description ?? "")")
+        _ = try await holder.query("SELECT pg_advisory_unlock_all()")
+        #expect(try await migrator.migrate(try await database.connect()).fromBaseline)
+    }
+
     /// A new database starts from the baseline; one migrated before it existed went through the
     /// numbered migrations. Both have the same schema (tables, columns, indexes, constraints,
     /// triggers, policies, grants, default privileges, notes, functions and views: pg_dump's
