@@ -32,10 +32,6 @@
 #define MAX_REFUSALS 5
 /// How often requests' deadlines and connections' stalls are looked at.
 #define SWEEP_MS 20
-/// What one response may bring, at most: a push service answers in a few hundred bytes, and a
-/// server that sends more (a Web Push endpoint is anyone's) gets its stream reset.
-#define MAX_RESPONSE_HEADERS (64 * 1024)
-#define MAX_RESPONSE_BODY (1024 * 1024)
 /// Bytes read from one connection per event before the others get their turn.
 #define READ_BUDGET (1024 * 1024)
 /// After a connection could not be opened while the origin has others, the next attempt waits

@@ -54,7 +54,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         r->headers.length = 0;
         return 0;
     }
-    if (r->headers.length + name_length + value_length + 4 > MAX_RESPONSE_HEADERS) {
+    if (r->headers.length + name_length + value_length + 4 > HERALD_MAX_RESPONSE_HEADERS) {
         r->reset_reason = "the response's header fields exceed 64 KiB";
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets this stream only
     }
@@ -69,7 +69,7 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t stream_id, c
     (void)flags, (void)user_data;
     request *r = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!r || r->reset_reason) return 0;
-    if (r->response.length + length > MAX_RESPONSE_BODY) {
+    if (r->response.length + length > HERALD_MAX_RESPONSE_BODY) {
         r->reset_reason = "the response's body exceeds 1 MiB";
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
         return 0;
@@ -188,7 +188,7 @@ int h2_session_configure(herald_h2_engine *engine) {
     // - Entries in one SETTINGS frame: RFC 9113 defines six, extensions a few more.
     nghttp2_option_set_max_settings(engine->options, 32);
     // - CONTINUATION frames after a HEADERS frame: the 64 KiB a response's header fields may take
-    //   (MAX_RESPONSE_HEADERS) fit in five frames of the default 16 KiB; eight leave room for a
+    //   (HERALD_MAX_RESPONSE_HEADERS) fit in five frames of the default 16 KiB; eight leave room for a
     //   server that writes smaller ones, and stop one that never ends its header block.
     nghttp2_option_set_max_continuations(engine->options, 8);
     // - The table our requests' header fields are compressed against: the server may ask for
@@ -202,11 +202,11 @@ int h2_session_open(connection *c) {
     if (nghttp2_session_client_new2(&c->session, c->engine->callbacks, c, c->engine->options) != 0) return -1;
     // No server push. The table the server's header fields are compressed against stays at
     // HTTP/2's default of 4 KiB: a response needs little, and a larger one would let a server
-    // make every one-byte reference to it cost more (an HPACK bomb; MAX_RESPONSE_HEADERS stops
+    // make every one-byte reference to it cost more (an HPACK bomb; HERALD_MAX_RESPONSE_HEADERS stops
     // the response, whatever the table). And the limit on a response's header fields, which
     // on_header enforces.
     nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
                                          {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
-                                         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_RESPONSE_HEADERS}};
+                                         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, HERALD_MAX_RESPONSE_HEADERS}};
     return nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 3);
 }

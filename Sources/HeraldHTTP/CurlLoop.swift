@@ -1,4 +1,5 @@
 import CCurl
+import CHTTP2
 import Foundation
 import Logging
 import Synchronization
@@ -391,7 +392,9 @@ final class TransferLoop: @unchecked Sendable {
                 curl_easy_cleanup(easy)
             }
 
-            if code == CURLE_OK {
+            if let overflow = transfer.overflow {
+                transfer.complete(.failure(HTTPClientError(kind: .serverMisbehaved, message: overflow)))
+            } else if code == CURLE_OK {
                 transfer.complete(
                     .success(
                         HTTPResponse(
@@ -451,13 +454,18 @@ final class TransferLoop: @unchecked Sendable {
     }
 }
 
-/// libcurl hands the response body here, chunk by chunk.
+/// libcurl hands the response body here, chunk by chunk. Past the cap, answering less than it
+/// was handed makes libcurl end the transfer (CURLE_WRITE_ERROR), and nothing more is kept.
 private func bodyCallback(
     _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
 ) -> Int {
     let length = size * count
     guard let data, let context else { return length }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    if transfer.body.count + length > Int(HERALD_MAX_RESPONSE_BODY) {
+        transfer.overflow = "the response's body exceeds 1 MiB"
+        return 0
+    }
     data.withMemoryRebound(to: UInt8.self, capacity: length) {
         transfer.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
     }
@@ -471,6 +479,10 @@ private func headerCallback(
     let length = size * count
     guard let data, let context else { return length }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    if transfer.headerBlock.count + length > Int(HERALD_MAX_RESPONSE_HEADERS) {
+        transfer.overflow = "the response's header fields exceed 64 KiB"
+        return 0
+    }
     data.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
         let line = UnsafeBufferPointer(start: bytes, count: length)
         if line.starts(with: "HTTP/".utf8) {

@@ -208,6 +208,9 @@ final class Transfer: @unchecked Sendable {
     var sendWithoutHTTP2: (@Sendable (Transfer) -> Void)?
     var body: [UInt8] = []
     var headerBlock: [UInt8] = []
+    /// Why the response was cut off: it brought more than a response may
+    /// (`HERALD_MAX_RESPONSE_HEADERS`, `HERALD_MAX_RESPONSE_BODY`, as the HTTP/2 engine caps).
+    var overflow: String?
     var headerList: UnsafeMutablePointer<curl_slist>?
     /// The easy handle carrying this transfer, once started.
     var easy: UnsafeMutableRawPointer?

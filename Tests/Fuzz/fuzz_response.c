@@ -22,7 +22,7 @@ static void on_complete(void *context, const herald_h2_result *result) {
     int index = (int)(intptr_t)context;
     if (++completed[index] > 1) abort();  // a request completes once
     if (result->outcome == HERALD_H2_OK && (result->status < 200 || result->status > 599)) abort();
-    if (result->headers_length > MAX_RESPONSE_HEADERS || result->body_length > MAX_RESPONSE_BODY) abort();
+    if (result->headers_length > HERALD_MAX_RESPONSE_HEADERS || result->body_length > HERALD_MAX_RESPONSE_BODY) abort();
     // Everything handed over is readable.
     volatile uint8_t sink = 0;
     if (result->headers_length) sink ^= result->headers[result->headers_length - 1];

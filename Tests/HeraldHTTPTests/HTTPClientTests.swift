@@ -113,6 +113,35 @@ import Testing
         #expect(response.bodyText == "héllo")
     }
 
+    /// libcurl's path (plain http, a server without HTTP/2, an egress proxy) keeps no more of a
+    /// response than the HTTP/2 engine does: a distributor or stand-in that answers with
+    /// megabytes fails its own request, and the next one is answered.
+    @Test func aResponseOverItsCapFailsOverHTTP1AndKeepsNoMore() async throws {
+        let server = try await LocalServer.start { request in
+            switch request.path {
+            case "/body": LocalServer.Response(status: 200, body: Data(count: 3 << 20))
+            case "/headers":
+                LocalServer.Response(
+                    status: 200, headers: (0..<80).map { ("X-Filler-\($0)", String(repeating: "a", count: 1000)) })
+            default: LocalServer.Response(status: 200, body: Data("small".utf8))
+            }
+        }
+        let client = HTTPClient()
+        for (path, words) in [
+            ("/body", "the response's body exceeds 1 MiB"), ("/headers", "the response's header fields exceed 64 KiB"),
+        ] {
+            let result = await client.send([HTTPRequest(url: server.url(path))])[0]
+            guard case .failure(let error) = result else {
+                Issue.record("\(path): answered \(result)")
+                continue
+            }
+            #expect(error.kind == .serverMisbehaved, "\(path): \(error)")
+            #expect(error.message == words, "\(path): \(error)")
+        }
+        let small = try await client.send(HTTPRequest(url: server.url("/small")))
+        #expect(small.status == 200 && small.httpVersion == 1 && small.bodyText == "small")
+    }
+
     @Test func aHeaderIsFoundByItsWholeNameInAnyCase() {
         let response = HTTPResponse(
             status: 200,

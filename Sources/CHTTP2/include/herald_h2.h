@@ -10,6 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/// What one response may bring at most, through this engine or libcurl's path (HeraldHTTP's
+/// TransferLoop): a push service answers in a few hundred bytes, and a server that sends more
+/// (a Web Push or UnifiedPush endpoint is anyone's) has its request failed.
+#define HERALD_MAX_RESPONSE_HEADERS 65536
+#define HERALD_MAX_RESPONSE_BODY 1048576
+
 typedef struct herald_h2_engine herald_h2_engine;
 
 typedef struct {
