@@ -37,9 +37,11 @@ public struct Daemon {
         self.link = DatabaseLink(logger: logger)
     }
 
-    /// A new connection to the database, reporting to the daemon's link.
-    private func connection() -> PostgresConnection {
-        PostgresConnection(conninfo: configuration.databaseURL, logger: logger, link: link)
+    /// A new connection to the database, reporting to the daemon's link; its statements' waits
+    /// bounded as `bounds` says (none for the listener's and the schema check's).
+    private func connection(_ bounds: StatementBounds? = nil) -> PostgresConnection {
+        PostgresConnection(
+            conninfo: configuration.databaseURL, logger: logger, link: link, setup: bounds.map { [$0.setup] } ?? [])
     }
 
     public func run() async throws {
@@ -78,8 +80,11 @@ public struct Daemon {
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []
         for factory in factories {
+            let lockedRows = LockedRows()
             for _ in 0..<configuration.concurrency {
-                let worker = factory(context(on: connection(), senders: senders, births: births))
+                var context = context(on: connection(.worker), senders: senders, births: births)
+                context.lockedRows = lockedRows
+                let worker = factory(context)
                 if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
                 let runner = WorkerRunner(
                     worker: worker,
@@ -92,7 +97,7 @@ public struct Daemon {
         }
         services.append(
             Pruner(
-                connection: connection(), retention: configuration.retention,
+                connection: connection(.retention), retention: configuration.retention,
                 partitionInterval: configuration.partitionInterval, logger: logger))
         if let address = configuration.httpAddress {
             services.append(endpoint(.app, at: address, connections: 2))
@@ -139,7 +144,7 @@ public struct Daemon {
         settings.timeout = configuration.httpTimeout
         return Endpoint(
             settings: settings,
-            connections: (0..<connections).map { _ in connection() }, logger: logger)
+            connections: (0..<connections).map { _ in connection(.endpoint) }, logger: logger)
     }
 
     /// What a worker (or lease rescue) works with on `connection`: the configured worker id,

@@ -60,15 +60,18 @@ public final class PostgresConnection: @unchecked Sendable {
     /// The number of distinct statements kept prepared per connection; others run unprepared.
     static let preparedStatementLimit = 256
 
+    /// `setup`: statements run after every connect, before anything else (the daemon's bounds
+    /// on its statements' waits, `SET lock_timeout = …`).
     public init(
         conninfo: String, logger: Logger = Logger(label: "herald.postgres"), link: DatabaseLink? = nil,
-        acceptsReadOnlyServers: Bool = false
+        acceptsReadOnlyServers: Bool = false, setup: [String] = []
     ) {
         self.conninfo = conninfo
         self.link = link
         self.acceptsReadOnlyServers = acceptsReadOnlyServers
         self.logger = logger
         self.queue = DispatchQueue(label: "herald.postgres.connection")
+        self.setupStatements = setup
     }
 
     deinit {

@@ -48,6 +48,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// `true` for a unique violation (SQLSTATE 23505).
     public var isUniqueViolation: Bool { sqlState == "23505" }
 
+    /// `true` when the statement gave up waiting for a lock another session holds (SQLSTATE
+    /// 55P03, `lock_timeout`): a row it needed was locked, most often by a producer's open
+    /// transaction, so the rows of that statement not locked can go on without it.
+    public var isLockTimeout: Bool { sqlState == "55P03" }
+
     /// `true` when the server refused because it cannot take writes now, so a connection to it is
     /// of no use to Herald and another server (found through the connection string's host list and
     /// `target_session_attrs=read-write`) should be tried:

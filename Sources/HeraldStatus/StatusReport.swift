@@ -99,6 +99,30 @@ public struct StatusReport: Sendable, Codable, Equatable {
     }
 
     public var partitions: Partitions?
+
+    /// A session that holds up Herald's workers (`herald.lock_holders`): its transaction has
+    /// been open a while, holding every row it wrote, or a Herald session waits for it now.
+    public struct LockHolder: Sendable, Codable, Equatable {
+        public var pid: Int
+        /// Nil when the role reading the status may not see other roles' sessions.
+        public var role: String?
+        public var applicationName: String?
+        public var client: String?
+        /// `idle in transaction`, `active`, …
+        public var state: String?
+        public var transactionSince: Date?
+        public var stateSince: Date?
+        /// How many of Herald's sessions wait for it now.
+        public var heraldSessionsWaiting: Int
+        /// The apps its role may act for (`herald.producer_apps`): the work it can hold up.
+        public var actsFor: [String]
+    }
+
+    public var lockHolders: [LockHolder] = []
+
+    /// How long a transaction may stay open before `herald status` names it among its problems
+    /// (a session a Herald session waits for is named at once).
+    public static let longTransaction = 60.0
     /// Apps every producer may act for: granted to `herald_producer` itself, as migration 015
     /// left the apps that existed before it.
     public var openToEveryProducer: [String] = []
@@ -137,6 +161,15 @@ public struct StatusReport: Sendable, Codable, Equatable {
                 openedAt: try row.decode("opened_at"), keptNotifications: try row.decode("kept_notifications"),
                 keptDeliveries: try row.decode("kept_deliveries"), ahead: try row.decode("ahead")
             )
+        }
+        status.lockHolders = try await connection.query(SQL.lockHolders).map { row in
+            LockHolder(
+                pid: try row.decode("pid"), role: try row.decode("role"),
+                applicationName: try row.decode("application_name"), client: try row.decode("client"),
+                state: try row.decode("state"), transactionSince: try row.decode("transaction_since"),
+                stateSince: try row.decode("state_since"),
+                heraldSessionsWaiting: try row.decode("herald_sessions_waiting"),
+                actsFor: try row.decode("acts_for"))
         }
         return status
     }
@@ -183,6 +216,22 @@ public struct StatusReport: Sendable, Codable, Equatable {
             problems.append(
                 "\(paused.account): over its quota, every daemon waits until \(paused.until)"
                     + " (\(paused.reason)); \(paused.advice)")
+        }
+        for holder in lockHolders {
+            let open = holder.transactionSince.map { Date().timeIntervalSince($0) } ?? 0
+            guard holder.heraldSessionsWaiting > 0 || open > Self.longTransaction else { continue }
+            let who =
+                "session pid \(holder.pid) (role \(holder.role ?? "hidden"), application"
+                + " '\(holder.applicationName ?? "")', \(holder.state ?? "state hidden")"
+                + (holder.stateSince.map { " since \($0)" } ?? "") + ")"
+            let waiting =
+                holder.heraldSessionsWaiting > 0 ? ", and \(holder.heraldSessionsWaiting) of Herald's sessions wait for it" : ""
+            let apps = holder.actsFor.isEmpty ? "" : "; it acts for \(holder.actsFor.joined(separator: ", "))"
+            problems.append(
+                "\(who) has held a transaction open since \(holder.transactionSince.map { "\($0)" } ?? "?")"
+                    + waiting + apps + ": the rows it wrote wait until it ends (the workers go on without them);"
+                    + " end it with SELECT pg_terminate_backend(\(holder.pid)) or fix that client"
+                    + " (docs/operators.md#sessions-that-hold-up-the-workers)")
         }
         if let partitions, partitions.ahead == 0 {
             problems.append(
@@ -244,6 +293,11 @@ public struct StatusReport: Sendable, Codable, Equatable {
     }
 
     enum SQL {
+        static let lockHolders = """
+            SELECT pid, role, application_name, client, state, transaction_since, state_since, herald_sessions_waiting,
+                   acts_for
+            FROM herald.lock_holders ORDER BY transaction_since, pid
+            """
         static let appProblems =
             "SELECT app_id, scope, waiting, config_error FROM herald.app_problems ORDER BY app_id, scope"
         static let openToEveryProducer = """

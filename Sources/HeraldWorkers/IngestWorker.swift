@@ -27,10 +27,11 @@ public struct IngestWorker: BatchWorker {
 
     enum SQL {
         /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them; a device
-        /// whose store at its provider is full gets a catch-up message at most every $6 seconds.
+        /// whose store at its provider is full gets a catch-up message at most every $6 seconds;
+        /// $7 the notifications to leave alone (``LockedRows``).
         static let ingestNext = """
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries
-            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6))
+            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6), $7)
             """
         /// As ``ingestNext``, and the deliveries leased at birth read as the claim reads them
         /// (`herald.claim_sends`' `held`, `migrations/functions/dispatch.sql`), beside the counts:
@@ -39,7 +40,7 @@ public struct IngestWorker: BatchWorker {
         /// function, so each of its statements takes a new snapshot.
         static let ingestNextAndRead = """
             SELECT i.accepted, i.rejected, i.expired, i.no_devices, i.superseded, i.deliveries, s.*
-            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6)) i
+            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6), $7) i
             LEFT JOIN LATERAL herald.claim_sends($2, 0, $3, make_interval(secs => $4), i.leased) s ON true
             """
         static let ingest = """
@@ -53,30 +54,46 @@ public struct IngestWorker: BatchWorker {
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
+        let locked = context.lockedRows
         do {
             let started = ContinuousClock.now
             let reserved = context.births?.reserve(upTo: limit) ?? 0
+            let now = context.clock.now()
             let counts = try await ingest(
                 reserved > 0 ? SQL.ingestNextAndRead : SQL.ingestNext,
                 [
-                    limit, context.clock.now(), context.workerID, context.lease.seconds, reserved,
-                    context.reconcile.quietPeriod.seconds,
+                    limit, now, context.workerID, context.lease.seconds, reserved,
+                    context.reconcile.quietPeriod.seconds, locked.left(at: now),
                 ],
                 reserved: reserved, leasedAt: started)
             claimTimer.finished(since: started, rows: counts, logger: context.logger)
             return counts
-        } catch let error as PostgresError where error.kind == .server && !error.isTransient {
-            // One bad row must not block the rest: go one by one, and reject what still fails.
-            // Not when the failure is transient (a lock or statement timeout, a deadlock, a
-            // shutdown, a read-only server in a failover): no row is at fault, and the batch is
-            // tried again whole.
+        } catch let error as PostgresError where error.isLockTimeout || (error.kind == .server && !error.isTransient) {
+            // One row must not block the rest: go one by one. A notification that fails alone is
+            // rejected; one whose rows another session holds locked (a producer's open
+            // transaction) is left for a while (LockedRows) and the others go on. Not when the
+            // failure is transient otherwise (a statement timeout, a deadlock, a shutdown, a
+            // read-only server in a failover): no row is at fault, and the batch is tried again
+            // whole.
             context.logger.warning(
                 "ingesting a batch failed; retrying its notifications one at a time", metadata: ["error": "\(error)"])
-            let ids = try await context.connection.query(SQL.waiting, [limit]).map { try $0.decode(0, as: Int64.self) }
+            let left = Set(locked.left(at: context.clock.now()))
+            let ids = try await context.connection.query(SQL.waiting, [limit + left.count]).map {
+                try $0.decode(0, as: Int64.self)
+            }.filter { !left.contains($0) }.prefix(limit)
             for id in ids {
                 do {
                     _ = try await ingest(
                         SQL.ingest, [[id], context.clock.now(), context.reconcile.quietPeriod.seconds])
+                } catch let error as PostgresError where error.isLockTimeout {
+                    locked.leave(id, now: context.clock.now())
+                    StatementBounds.countLockWait(kind: kind)
+                    context.logger.warning(
+                        "a notification's rows are locked by another session; it waits and the rest go on",
+                        metadata: [
+                            "notification": "\(id)", "retry_in": "\(LockedRows.wait)",
+                            "see": "herald status (sessions holding locks)",
+                        ])
                 } catch let error as PostgresError where error.kind == .server && !error.isTransient {
                     try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
                     context.logger.error(

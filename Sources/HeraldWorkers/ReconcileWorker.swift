@@ -42,42 +42,69 @@ public struct ReconcileWorker: JobHandler {
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
         var (ids, outcomes) = jobs.refs(naming: "report")
         guard !ids.isEmpty else { return outcomes }
-        let settings = context.reconcile
         do {
-            let counts = try await context.connection.query(
-                SQL.reconcile,
-                [
-                    ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds,
-                ])[0]
-            let reports = try counts.decode("reports", as: Int.self)
-            let wakeups = try counts.decode("wakeups", as: Int.self)
-            context.logger.debug(
-                "applied delivery reports", metadata: ["reports": "\(reports)", "wakeups": "\(wakeups)"])
-            Counter(label: "herald_reports_applied_total").increment(by: reports)
-            Counter(label: "herald_wakeups_total").increment(by: wakeups)
-            if wakeups > 0 {
-                context.logger.info(
-                    "scheduled wake-ups for devices that missed notifications", metadata: ["count": "\(wakeups)"])
-            }
-        } catch let error as PostgresError where error.isTransient {
-            // Not the reports' fault (a report retirement moved to the kept side meanwhile, a
-            // deadlock, a failover): tried again soon, without spending an attempt.
+            try await apply(ids)
+        } catch let error as PostgresError where error.isLockTimeout {
+            // A row of one report's device or delivery is locked by another session (a producer's
+            // open transaction): each report alone, so that the others are applied now and only
+            // those that meet the lock wait.
             context.logger.warning(
-                "applying delivery reports failed for now; the batch will be tried again",
-                metadata: ["error": "\(error)"])
+                "applying delivery reports met a locked row; applying them one at a time", metadata: ["error": "\(error)"])
             for job in jobs where outcomes[job.id] == nil {
-                outcomes[job.id] = .postpone(by: Self.transientDelay, reason: "reconcile failed for now: \(error)")
+                guard let report = job.ref else { continue }
+                do {
+                    try await apply([report])
+                } catch let error as PostgresError where error.isLockTimeout {
+                    StatementBounds.countLockWait(kind: kind)
+                    context.logger.warning(
+                        "a report's rows are locked by another session; it waits and the rest go on",
+                        metadata: [
+                            "report": "\(report)", "retry_in": "\(LockedRows.wait)",
+                            "see": "herald status (sessions holding locks)",
+                        ])
+                    outcomes[job.id] = .postpone(
+                        by: LockedRows.wait, reason: "its rows are locked by another session: \(error)")
+                } catch {
+                    outcomes[job.id] = Self.failed(error, logger: context.logger)
+                }
             }
-            return outcomes
         } catch {
-            context.logger.error(
-                "applying delivery reports failed; the batch will be retried", metadata: ["error": "\(error)"])
-            for job in jobs where outcomes[job.id] == nil {
-                outcomes[job.id] = .retry(error: "reconcile failed: \(error)")
-            }
+            let outcome = Self.failed(error, logger: context.logger)
+            for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = outcome }
             return outcomes
         }
         for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = .completed }
         return outcomes
+    }
+
+    /// Applies reports `ids` in one statement.
+    private func apply(_ ids: [Int64]) async throws {
+        let settings = context.reconcile
+        let counts = try await context.connection.query(
+            SQL.reconcile, [ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds])[0]
+        let reports = try counts.decode("reports", as: Int.self)
+        let wakeups = try counts.decode("wakeups", as: Int.self)
+        context.logger.debug(
+            "applied delivery reports", metadata: ["reports": "\(reports)", "wakeups": "\(wakeups)"])
+        Counter(label: "herald_reports_applied_total").increment(by: reports)
+        Counter(label: "herald_wakeups_total").increment(by: wakeups)
+        if wakeups > 0 {
+            context.logger.info(
+                "scheduled wake-ups for devices that missed notifications", metadata: ["count": "\(wakeups)"])
+        }
+    }
+
+    /// What becomes of reports whose batch failed with `error`.
+    private static func failed(_ error: any Error, logger: Logger) -> JobOutcome {
+        if let error = error as? PostgresError, error.isTransient {
+            // Not the reports' fault (a report retirement moved to the kept side meanwhile, a
+            // deadlock, a failover): tried again soon, without spending an attempt.
+            logger.warning(
+                "applying delivery reports failed for now; the batch will be tried again",
+                metadata: ["error": "\(error)"])
+            return .postpone(by: transientDelay, reason: "reconcile failed for now: \(error)")
+        }
+        logger.error("applying delivery reports failed; the batch will be retried", metadata: ["error": "\(error)"])
+        return .retry(error: "reconcile failed: \(error)")
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
+import HeraldCore
 import HeraldPostgres
+import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
 import Testing
@@ -8,8 +10,10 @@ import Testing
 /// producer login granted app `evil` only, beside the fixture's app `shop`.
 @Suite struct NoisyNeighbourTests {
     /// The fixture, and a producer login that acts for app `evil` only.
-    static func shopAndAnEvilProducer() async throws -> (WorkerFixture, PostgresConnection) {
-        let f = try await WorkerFixture.make()
+    static func shopAndAnEvilProducer(clock: any WallClock = SystemClock()) async throws -> (
+        WorkerFixture, PostgresConnection
+    ) {
+        let f = try await WorkerFixture.make(clock: clock)
         let login = "evil_\(f.database.name.suffix(8))"
         try await f.db.execute(
             """
@@ -58,6 +62,107 @@ import Testing
 
         let opened = try await f.db.query("SELECT herald.open_generation(interval '0 seconds')")[0]
         #expect(try opened.decode(0, as: Int?.self) != nil, "retention made and opened a generation")
+    }
+
+    /// A producer's open transaction holds every row it wrote: here, after
+    /// herald.missed_notifications, its device's row and the delivery it fetched. The workers'
+    /// statements wait for such a row at most their bound (StatementBounds.worker) and go on
+    /// with the rest of the batch: the other app's notification is ingested and sent and its
+    /// report applied, while what needs the locked rows waits, and goes through once the
+    /// transaction ends.
+    @Test func aProducersOpenTransactionHoldsUpOnlyItsOwnAppsWork() async throws {
+        // A minute ahead of the database's clock, so that what the database made now is due.
+        let clock = ManualClock(Date().addingTimeInterval(60))
+        let (f, evil) = try await Self.shopAndAnEvilProducer(clock: clock)
+        try await f.db.query(
+            "UPDATE herald.apps SET fcm_project_id = 'shop-prod', credentials_file = $1 WHERE app_id = 'evil'",
+            [f.accountFile.path])
+        try await f.db.execute(StatementBounds.worker.setup)
+        try await f.register("phone", "android")
+        _ = try await evil.query("SELECT herald.register_device('evil', 'e1', 'android', 'token-e1', 'mallory')")
+        // e1 reports, so ingest counts its deliveries in its store at FCM, under its device's lock.
+        try await f.db.execute("UPDATE herald.devices SET last_reported_at = now() WHERE device_id = 'e1'")
+        _ = try await f.db.query("SELECT herald.send('evil', user_ref => 'mallory', title => 'earlier')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'earlier')")
+        try await f.ingest()
+        try await f.dispatch()
+        let references = try await f.db.query(
+            """
+            SELECT herald.delivery_reference(d.id, d.device_id) FROM herald.deliveries d WHERE d.state = 'sent'
+            ORDER BY d.id
+            """
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(references.count == 2)
+
+        // The attack, or an ordinary bug: evil's backend fetches what e1 missed and leaves its
+        // transaction open.
+        try await evil.execute("BEGIN")
+        _ = try await evil.query("SELECT * FROM herald.missed_notifications('evil', 'e1')")
+        let evilPID = try await evil.query("SELECT pg_backend_pid()")[0].decode(0, as: Int.self)
+
+        // herald status names the session while one of Herald's waits for it.
+        let waiter = try await f.database.connect()
+        try await waiter.execute("SET lock_timeout = '20s'")
+        let waiting = Task {
+            try? await waiter.query("SELECT FROM herald.devices WHERE device_id = 'e1' FOR NO KEY UPDATE")
+        }
+        var holder: StatusReport.LockHolder?
+        #expect(
+            try await eventually {
+                holder = try await StatusReport.load(f.db).lockHolders.first { $0.pid == evilPID }
+                return holder?.heraldSessionsWaiting == 1
+            })
+        #expect(holder?.actsFor == ["evil"] && holder?.state == "idle in transaction", "\(String(describing: holder))")
+        let problem = try await StatusReport.load(f.db).problems(maximumReadyAge: 300).filter {
+            $0.contains("session pid \(evilPID) ")
+        }
+        #expect(problem.count == 1 && problem[0].contains("session pid \(evilPID) (role evil_"), "\(problem)")
+        #expect(problem.first?.contains("1 of Herald's sessions wait for it; it acts for evil") == true, "\(problem)")
+        waiter.cancel()
+        _ = await waiting.value
+
+        for reference in references { _ = try await f.db.query("SELECT herald.report_delivery($1)", [reference]) }
+        _ = try await f.db.query("SELECT herald.send('evil', user_ref => 'mallory', title => 'counted in e1''s store')")
+        await f.emulator.setBehaviour(.unregistered, forToken: "token-e1")
+        _ = try await f.db.query(
+            "SELECT herald.send('evil', user_ref => 'mallory', title => 'to a dead token', collapse_key => 'c')")
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'now')")
+        try await f.ingest()
+        let states = try await f.db.query("SELECT title, state FROM herald.notifications ORDER BY id").map {
+            "\(try $0.decode(0, as: String.self)): \(try $0.decode(1, as: String.self))"
+        }
+        #expect(
+            states == [
+                "earlier: accepted", "earlier: accepted", "counted in e1's store: received",
+                "to a dead token: accepted", "now: accepted",
+            ])
+        try await f.dispatch()
+        #expect(await f.messages(to: "token-phone").count == 2)
+        #expect(try await f.delivery(of: "e1").state == "token_invalid", "recorded, though e1's row is locked")
+        try await f.reconcile()
+        let delivered = try await f.db.query(
+            """
+            SELECT dev.device_id FROM herald.deliveries d JOIN herald.devices dev ON dev.id = d.device_id
+            WHERE d.state = 'delivered'
+            """
+        ).map { try $0.decode(0, as: String.self) }
+        #expect(delivered == ["phone"])
+
+        // Once the transaction ends, what waited goes through.
+        try await evil.execute("COMMIT")
+        clock.advance(by: LockedRows.wait + .seconds(1))
+        try await f.ingest()
+        try await f.reconcile()
+        #expect(
+            try await f.db.query("SELECT count(*) FROM herald.notifications WHERE state = 'received'")[0].decode(
+                0, as: Int.self) == 0)
+        let reported = try await f.db.query(
+            "SELECT count(*) FROM herald.delivery_reports WHERE processed_at IS NOT NULL")[0].decode(0, as: Int.self)
+        #expect(reported == 2)
+        // The dead token's disable was left: the next send finds it dead again.
+        #expect(
+            try await f.db.query("SELECT disabled_at IS NULL FROM herald.devices WHERE device_id = 'e1'")[0].decode(
+                0, as: Bool.self))
     }
 
     @Test func aDeliveryMadeForOneUserIsNotSentToTheNextUserOfTheDevice() async throws {

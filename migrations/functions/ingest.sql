@@ -12,6 +12,9 @@
 DROP FUNCTION IF EXISTS herald.ingest_locked(bigint[], boolean, timestamp with time zone, text, interval, integer);
 DROP FUNCTION IF EXISTS herald.ingest(bigint[], timestamp with time zone, text, interval, integer);
 DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer);
+-- And herald.ingest_next takes the notifications to leave alone (migration 044); a previous
+-- release's daemon's call, without them, finds the new one.
+DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer, interval);
 
 -- FCM refuses these data keys.
 CREATE OR REPLACE FUNCTION herald.is_reserved_data_key(key text) RETURNS boolean
@@ -907,15 +910,17 @@ REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,inte
 GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
 
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
--- first, skipping those another ingester holds, and ingests them, leasing up to `reserve` of
--- the deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to how many it
+-- first, skipping those another ingester holds and those in `skip` (the worker found their rows
+-- locked by another session: LockedRows), and ingests them, leasing up to `reserve` of the
+-- deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to how many it
 -- took; fewer than `batch` means none was left.
 --
 -- The pick walks each partition's notifications_received in id order (a Merge Append) and
 -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
 -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends).
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
-    lease_for interval DEFAULT NULL, reserve int DEFAULT 0, catch_up_every interval DEFAULT NULL)
+    lease_for interval DEFAULT NULL, reserve int DEFAULT 0, catch_up_every interval DEFAULT NULL,
+    skip bigint[] DEFAULT '{}')
 RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int,
                leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
@@ -926,7 +931,7 @@ DECLARE
 BEGIN
     SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
     FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
-          FROM herald.notifications n WHERE n.state = 'received'
+          FROM herald.notifications n WHERE n.state = 'received' AND n.id <> ALL(skip)
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
@@ -936,8 +941,8 @@ BEGIN
     END IF;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval,bigint[]) TO herald_daemon;
 
 -- The next `max_count` notifications waiting to be ingested, oldest first, without locking them:
 -- the list the ingest worker takes one at a time after a batch failed.

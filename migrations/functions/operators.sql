@@ -208,6 +208,36 @@ GRANT SELECT ON herald.quota_pauses TO herald_operator, herald_daemon;
 COMMENT ON VIEW herald.quota_pauses IS
     'Accounts a provider paused for their quota (FCM''s 429): every daemon waits until paused_until';
 
+-- Sessions that hold up Herald's workers (docs/operators.md#sessions-that-hold-up-the-workers):
+-- any other session whose transaction has been open for more than 10 seconds, which holds every
+-- row it wrote (a device it registered, a delivery it fetched) and the tables it touched until it
+-- ends, and any session one of Herald's is waiting for right now. With the apps its role may act
+-- for (herald.producer_apps), the work it can hold up. The workers wait at most their bound for
+-- such a row and go on without it (StatementBounds); retention cannot drop a partition a
+-- transaction still holds. Seeing other roles' sessions needs pg_read_all_stats (or pg_monitor)
+-- for the role that reads this.
+--   SELECT * FROM herald.lock_holders;
+CREATE OR REPLACE VIEW herald.lock_holders AS
+WITH herald_waits AS (
+    SELECT unnest(pg_blocking_pids(w.pid)) AS holder, w.pid AS waiter
+    FROM pg_stat_activity w
+    WHERE w.datname = current_database() AND w.application_name LIKE 'herald%' AND w.wait_event_type = 'Lock'
+)
+SELECT a.pid, a.usename::text AS role, a.application_name, host(a.client_addr) AS client, a.state,
+       a.xact_start AS transaction_since, a.state_change AS state_since,
+       (SELECT count(*) FROM herald_waits w WHERE w.holder = a.pid)::int AS herald_sessions_waiting,
+       ARRAY(SELECT p.app_id FROM herald.producer_apps p
+             WHERE pg_has_role(a.usesysid, p.producer::oid, 'MEMBER') ORDER BY p.app_id) AS acts_for
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
+  AND a.xact_start IS NOT NULL
+  AND (a.pid IN (SELECT w.holder FROM herald_waits w)
+       OR (a.xact_start < now() - interval '10 seconds' AND a.application_name NOT LIKE 'herald%'));
+REVOKE ALL ON herald.lock_holders FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT ON herald.lock_holders TO herald_operator, herald_daemon;
+COMMENT ON VIEW herald.lock_holders IS
+    'Sessions that hold up Herald''s workers: a transaction open for more than 10 s, or one a Herald session waits for now, with the apps its role acts for';
+
 -- For operators: wake-ups, with the device and what they were for.
 --   SELECT * FROM herald.recent_wakeups WHERE app_id = 'shop' ORDER BY created_at DESC LIMIT 20;
 CREATE OR REPLACE VIEW herald.recent_wakeups AS

@@ -55,7 +55,11 @@ extension DispatchWorker {
         let recording = ContinuousClock.now
         var ended: [Ended] = []
         _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: batch.outcomes.count) {
-            ended = try await record(batch.outcomes, dead: batch.dead, problems: batch.problems, at: batch.at)
+            do {
+                ended = try await record(batch.outcomes, dead: batch.dead, problems: batch.problems, at: batch.at)
+            } catch let error as PostgresError where error.isLockTimeout {
+                ended = try await recordApart(batch, after: error)
+            }
         }
         recordTimer.finished(since: recording, rows: batch.outcomes.count, logger: context.logger)
         for token in ended {
@@ -69,6 +73,33 @@ extension DispatchWorker {
                 message,
                 metadata: [token.kind: "\(token.id)", "token": "\(token.hint)", "reason": "\(token.reason)"])
         }
+    }
+
+    /// Records a batch whose record met a row another session holds locked (a producer's open
+    /// transaction on a device, a token or a delivery it fetched): each outcome, each dead token
+    /// and the problems alone, so that only what meets the lock is left. An outcome left so is
+    /// claimed again when its lease ends; a dead token is found dead again at its next send.
+    private func recordApart(_ batch: RecordGatherer.Batch, after error: PostgresError) async throws -> [Ended] {
+        context.logger.warning(
+            "recording outcomes met a locked row; recording them one at a time", metadata: ["error": "\(error)"])
+        var parts: [(what: String, outcomes: [SendOutcome], dead: DeadTokens, problems: [ProblemKey: String?])] =
+            batch.outcomes.map { ("delivery \($0.id)", [$0], DeadTokens(), [:]) }
+        parts += batch.dead.devices.map { ("device \($0.id)", [], DeadTokens(devices: [$0]), [:]) }
+        parts += batch.dead.activityTokens.map { ("activity token \($0.id)", [], DeadTokens(activityTokens: [$0]), [:]) }
+        parts += batch.dead.pushTypeTokens.map { ("push type token \($0.id)", [], DeadTokens(pushTypeTokens: [$0]), [:]) }
+        if !batch.problems.isEmpty { parts.append(("configuration problems", [], DeadTokens(), batch.problems)) }
+        var ended: [Ended] = []
+        for part in parts {
+            do {
+                ended += try await record(part.outcomes, dead: part.dead, problems: part.problems, at: batch.at)
+            } catch let error as PostgresError where error.isLockTimeout {
+                StatementBounds.countLockWait(kind: kind)
+                context.logger.warning(
+                    "an outcome's rows are locked by another session; left for later, the rest recorded",
+                    metadata: ["of": "\(part.what)", "see": "herald status (sessions holding locks)"])
+            }
+        }
+        return ended
     }
 
     /// A device the record disabled, or a token it ended, as logs show it: its token's hint
