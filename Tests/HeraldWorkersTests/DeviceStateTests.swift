@@ -8,7 +8,7 @@ import Synchronization
 import Testing
 
 /// What a backend learns about its devices (`herald.device_states`, `herald.changed_devices`,
-/// NOTIFY herald_device_changes), through a real producer login, against a real database and the
+/// the app's own NOTIFY channel), through a real producer login, against a real database and the
 /// emulator.
 @Suite struct DeviceStateTests {
     typealias Change = (change: String, device: String, reason: String?, hint: String?)
@@ -28,8 +28,10 @@ import Testing
         let f = try await WorkerFixture.make()
         let producer = try await f.producer()
         let inbox = Mutex<[PostgresNotification]>([])
+        let channel = try await producer.query("SELECT herald.device_changes_channel('shop')")[0].decode(
+            0, as: String.self)
         let listener = PostgresListener(
-            conninfo: f.database.conninfo, channels: ["herald_device_changes"], logger: Logger(label: "test"),
+            conninfo: f.database.conninfo, channels: [channel], logger: Logger(label: "test"),
             onNotification: { message in inbox.withLock { $0.append(message) } }, onReconnect: {})
         listener.start()
         defer { listener.stop() }

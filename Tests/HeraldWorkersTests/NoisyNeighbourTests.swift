@@ -4,6 +4,8 @@ import HeraldPostgres
 import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
+import Logging
+import Synchronization
 import Testing
 
 /// What one app's producer can do to another's notifications, tried as an attacker would: a real
@@ -163,6 +165,76 @@ import Testing
         #expect(
             try await f.db.query("SELECT disabled_at IS NULL FROM herald.devices WHERE device_id = 'e1'")[0].decode(
                 0, as: Bool.self))
+    }
+
+    /// What a producer can LISTEN to carries nothing of another app: each app's device changes
+    /// go to a channel of its own, whose name only its producers can learn. And a change the feed
+    /// could not return yet when it was announced (an older transaction was open elsewhere on the
+    /// server) is not missed: herald.device_changes_waiting says to read again.
+    @Test func theDeviceFeedTellsAnAppOnlyOfItselfAndLosesNoChange() async throws {
+        let (f, evil) = try await Self.shopAndAnEvilProducer()
+        let shop = try await f.producer()
+        let channel = try await shop.query("SELECT herald.device_changes_channel('shop')")[0].decode(
+            0, as: String.self)
+        let evilChannel = try await evil.query("SELECT herald.device_changes_channel('evil')")[0].decode(
+            0, as: String.self)
+        #expect(channel.hasPrefix("herald_device_changes_") && channel != evilChannel)
+        let refused = await #expect(throws: PostgresError.self) {
+            try await evil.query("SELECT herald.device_changes_channel('shop')")
+        }
+        #expect(refused?.sqlState == "42501")
+
+        final class Heard: Sendable {
+            private let messages = Mutex<[PostgresNotification]>([])
+            func append(_ message: PostgresNotification) { messages.withLock { $0.append(message) } }
+            var all: [PostgresNotification] { messages.withLock { $0 } }
+        }
+        func listen(_ channels: [String]) -> (PostgresListener, Heard) {
+            let heard = Heard()
+            let listener = PostgresListener(
+                conninfo: f.database.conninfo, channels: channels, logger: Logger(label: "test"),
+                onNotification: { heard.append($0) }, onReconnect: {})
+            listener.start()
+            return (listener, heard)
+        }
+        // evil listens where the changes of every app used to go, on Herald's wake-up channel and
+        // on its own.
+        let (evilListener, evilHeard) = listen(["herald_device_changes", "herald_jobs", evilChannel])
+        let (shopListener, shopHeard) = listen([channel])
+        defer {
+            evilListener.stop()
+            shopListener.stop()
+        }
+        try await f.register("pixel", "android")
+        _ = try await evil.query("SELECT herald.register_device('evil', 'e1', 'android', 'token-e1', 'mallory')")
+        // Both listeners are listening once a marker of each reaches it.
+        #expect(
+            await eventually {
+                _ = try? await f.db.query("SELECT pg_notify($1, 'marker'), pg_notify($2, 'marker')", [channel, evilChannel])
+                return !shopHeard.all.isEmpty && evilHeard.all.contains { $0.payload == "marker" }
+            })
+
+        // A writing transaction elsewhere on the server, older than the change.
+        let writer = try await f.database.connect()
+        try await writer.execute("BEGIN; SELECT pg_current_xact_id()")
+        _ = try await shop.query("SELECT herald.unregister_device('shop', 'pixel')")
+        #expect(await eventually { shopHeard.all.map(\.payload).filter { $0 != "marker" } == ["shop"] })
+        #expect(try await shop.query("SELECT * FROM herald.changed_devices('shop')").isEmpty, "held back")
+        #expect(try await shop.query("SELECT herald.device_changes_waiting('shop')")[0].decode(0, as: Int.self) == 1)
+        // evil's own change after shop's: once evil hears it, it would have heard shop's before.
+        _ = try await evil.query("SELECT herald.unregister_device('evil', 'e1')")
+        #expect(await eventually { evilHeard.all.contains { $0.payload == "evil" } })
+        #expect(
+            evilHeard.all.filter { $0.payload != "marker" } == [
+                PostgresNotification(channel: evilChannel, payload: "evil")
+            ])
+
+        try await writer.execute("COMMIT")
+        #expect(
+            try await shop.query("SELECT change FROM herald.changed_devices('shop')").map {
+                try $0.decode(0, as: String.self)
+            } == ["logged_out"])
+        #expect(try await shop.query("SELECT herald.device_changes_waiting('shop')")[0].decode(0, as: Int.self) == 0)
     }
 
     @Test func aDeliveryMadeForOneUserIsNotSentToTheNextUserOfTheDevice() async throws {

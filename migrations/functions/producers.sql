@@ -335,10 +335,26 @@ REVOKE ALL ON FUNCTION herald.register_device(text,text,text,text,text,text) FRO
 GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.register_device(text,text,text,text,text,text) TO herald_producer;
 
+-- The channel an app's device changes are announced on: 'herald_device_changes_' and 32 hex
+-- digits of an HMAC of the app's id under Herald's report secret (herald.reference_tag, with a
+-- prefix no report reference has), so that no other app's producer can learn it, and LISTEN to
+-- this app's changes or to when they happen. herald.device_changes_channel gives it to the app's
+-- producers.
+CREATE OR REPLACE FUNCTION herald.device_changes_channel_of(app text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT 'herald_device_changes_'
+           || encode(herald.reference_tag(convert_to('device changes of ' || app, 'UTF8'), s.inner_pad, s.outer_pad),
+                     'hex')
+    FROM herald.secrets s
+    WHERE s.name = 'report_hmac';
+$$;
+REVOKE ALL ON FUNCTION herald.device_changes_channel_of(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
 -- The trigger devices_record_changes (migration 039) calls it when a device is disabled, or
 -- enabled again, whichever function did it: the change goes to herald.device_changes for the
--- app's backend, and NOTIFY herald_device_changes, with the app's id as payload, tells those
--- who listen (once per transaction and app: PostgreSQL folds identical notifications).
+-- app's backend, and a NOTIFY on the app's own channel (herald.device_changes_channel), with the
+-- app's id as payload, tells those who listen (once per transaction and app: PostgreSQL folds
+-- identical notifications).
 CREATE OR REPLACE FUNCTION herald.record_device_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -348,7 +364,7 @@ BEGIN
                                     WHEN 'logout' THEN 'logged_out' WHEN 'operator' THEN 'disabled'
                                     ELSE 'enabled' END,
             NEW.disabled_reason, herald.token_hint(coalesce(NEW.push_token, OLD.push_token)));
-    PERFORM pg_notify('herald_device_changes', NEW.app_id);
+    PERFORM pg_notify(herald.device_changes_channel_of(NEW.app_id), NEW.app_id);
     RETURN NULL;
 END;
 $$;
@@ -962,13 +978,28 @@ REVOKE ALL ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interva
 GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.send_push(text,text,text,text[],jsonb,text,interval,timestamp with time zone,text,timestamp with time zone,boolean) TO herald_daemon;
 
+-- The channel a backend LISTENs on to be told of its app's device changes (NOTIFY, with the
+-- app's id as payload): another app's producers cannot learn it. Only for an app the session
+-- acts for.
+--   SELECT herald.device_changes_channel('shop');  -- then LISTEN on the name it returns
+CREATE OR REPLACE FUNCTION herald.device_changes_channel(app text) RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.device_changes_channel');
+    RETURN herald.device_changes_channel_of(app);
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.device_changes_channel(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_changes_channel(text) TO herald_producer;
+
 -- The feed of an app's device changes (herald.device_changes), after the cursor `after` (NULL:
 -- from the oldest kept), `max_count` (1 to 1,000) at a time: a backend polls it, passing the
--- last row's `cursor`, or LISTENs on herald_device_changes and reads it when told. A change is
--- returned once every writing transaction older than its own has ended (on the whole server:
--- transaction ids are the cluster's), in the order of their transactions, so a cursor never
--- passes one that commits late. Changes are kept for the retention (HERALD_RETENTION). Only for
--- an app the session acts for.
+-- last row's `cursor`, or LISTENs on its app's channel (herald.device_changes_channel) and reads
+-- it when told. A change is returned once every writing transaction older than its own has ended
+-- (on the whole server: transaction ids are the cluster's), in the order of their transactions,
+-- so a cursor never passes one that commits late; herald.device_changes_waiting says how many
+-- are held back so. Changes are kept for the retention (HERALD_RETENTION). Only for an app the
+-- session acts for.
 --   SELECT * FROM herald.changed_devices('shop');
 --   SELECT * FROM herald.changed_devices('shop', after => '812345.17');
 CREATE OR REPLACE FUNCTION herald.changed_devices(app text, after text DEFAULT NULL, max_count integer DEFAULT 100)
@@ -1001,3 +1032,19 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.changed_devices(text,text,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.changed_devices(text,text,integer) TO herald_producer;
+
+-- How many of the app's changes have committed but are not in its feed yet, held back by an
+-- older writing transaction still open somewhere on the server (herald.changed_devices). Their
+-- NOTIFY came when they committed, when the feed could not return them yet, and none follows:
+-- a backend told by NOTIFY reads the feed, and while this is above zero reads it again a moment
+-- later, so it misses none. Only for an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.device_changes_waiting(app text) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.device_changes_waiting');
+    RETURN (SELECT count(*) FROM herald.device_changes c
+            WHERE c.app_id = app AND c.xid >= pg_snapshot_xmin(pg_current_snapshot()));
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.device_changes_waiting(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_changes_waiting(text) TO herald_producer;
