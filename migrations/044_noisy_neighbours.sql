@@ -59,3 +59,26 @@ GRANT SELECT (app_id) ON herald.activity_tokens TO herald_operator;
 -- cancels the delivery instead of sending one user's notification to the next user of a shared
 -- device.
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
+
+-- What a producer writes is bounded at the door: a notification, all its columns together (its
+-- data, title, body, devices, …), is at most herald.max_notification_bytes() (64 KiB), refused at
+-- its INSERT with a message that says so. No provider takes a payload over 5 KiB, and rows of
+-- megabytes cost every app's ingest seconds each. A trigger whose condition is the size, so
+-- that the usual insert calls no function (a CHECK of every column would be parsed again at
+-- every statement that writes the table). The functions are functions/producers.sql's, made
+-- here first with the file's text, since the trigger names them.
+CREATE OR REPLACE FUNCTION herald.max_notification_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT 65536 $$;
+REVOKE ALL ON FUNCTION herald.max_notification_bytes() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.max_notification_bytes() TO PUBLIC;
+CREATE OR REPLACE FUNCTION herald.refuse_oversized_notification() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'a notification is at most % bytes, its data, title, body, devices and other fields together, and this one is % (herald.max_notification_bytes()): no provider takes a payload over 5 KiB; shorten its data, title or body, or name fewer devices',
+        herald.max_notification_bytes(), pg_column_size(NEW.*) USING ERRCODE = 'check_violation';
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.refuse_oversized_notification() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+CREATE TRIGGER notifications_refuse_oversized BEFORE INSERT ON herald.notifications_rotating
+    FOR EACH ROW WHEN (pg_column_size(NEW.*) > herald.max_notification_bytes())
+    EXECUTE FUNCTION herald.refuse_oversized_notification();

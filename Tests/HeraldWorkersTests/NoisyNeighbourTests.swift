@@ -243,6 +243,39 @@ import Testing
         #expect(try await shop.query("SELECT herald.device_changes_waiting('shop')")[0].decode(0, as: Int.self) == 0)
     }
 
+    /// A row of megabytes cost every app's ingest seconds: what a producer writes is bounded at
+    /// the door, with a message that says the limit, and data no provider could take is rejected
+    /// by ingest as it is stored, its entries unread.
+    @Test func sizesAreBoundedAtTheDoor() async throws {
+        let (f, evil) = try await Self.shopAndAnEvilProducer()
+        try await f.register("phone", "android")
+        let megabytes = "{\"blob\": \"\(String(repeating: "x", count: 3 << 20))\"}"
+        for sql in [
+            "SELECT herald.send('evil', user_ref => 'mallory', title => 'hi', data => $1::jsonb)",
+            "INSERT INTO herald.notifications (app_id, user_ref, title, data) VALUES ('evil', 'mallory', 'hi', $1::jsonb)",
+        ] {
+            let refused = await #expect(throws: PostgresError.self) { try await evil.query(sql, [megabytes]) }
+            #expect(refused?.sqlState == "23514", "\(sql)")
+            #expect(
+                refused?.message.hasPrefix("a notification is at most 65536 bytes, its data, title, body, devices") == true,
+                "\(refused?.message.prefix(200) ?? "")")
+        }
+        let devices = "{" + (0..<5000).map { "\"device-\($0)\"" }.joined(separator: ",") + "}"
+        await #expect(throws: PostgresError.self) {
+            try await evil.query("SELECT herald.send('evil', device_ids => $1::text[], title => 'hi')", [devices])
+        }
+        // Under the door's bound but over any payload: rejected at ingest, saying so.
+        // (Random, so that it stays larger than any payload as stored, compressed or not.)
+        let large = "{\"blob\": \"\((0..<200).map { _ in UUID().uuidString }.joined())\"}"
+        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi', data => $1::jsonb)", [large])
+        try await f.ingest()
+        let row = try await f.db.query("SELECT state, reason FROM herald.notifications")[0]
+        #expect(try row.decode(0, as: String.self) == "rejected")
+        #expect(
+            try row.decode(1, as: String.self).hasPrefix("data is ")
+                && row.decode(1, as: String.self).hasSuffix("more than any provider's payload takes (5120 bytes); shorten it"))
+    }
+
     @Test func aDeliveryMadeForOneUserIsNotSentToTheNextUserOfTheDevice() async throws {
         let f = try await WorkerFixture.make()
         // A shared tablet: alice's code is scheduled, she logs out, bob logs in on the same

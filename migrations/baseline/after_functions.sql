@@ -113,6 +113,7 @@ CREATE TRIGGER devices_record_changes AFTER UPDATE OF disabled_at, disabled_caus
 CREATE TRIGGER jobs_notify_on_insert AFTER INSERT ON herald.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_new_jobs();
 CREATE TRIGGER notifications_notify_ingest AFTER INSERT ON herald.notifications FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('ingest');
 CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications_rotating FOR EACH ROW WHEN ((new.idempotency_key IS NOT NULL)) EXECUTE FUNCTION herald.claim_idempotency_key();
+CREATE TRIGGER notifications_refuse_oversized BEFORE INSERT ON herald.notifications_rotating FOR EACH ROW WHEN ((pg_column_size(new.*) > herald.max_notification_bytes())) EXECUTE FUNCTION herald.refuse_oversized_notification();
 
 -- Row-level security policies
 -- ---------------------------

@@ -33,6 +33,13 @@ $$;
 REVOKE ALL ON FUNCTION herald.wake_channel() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.wake_channel() TO herald_daemon;
 
+-- The largest payload any provider takes (APNs' VoIP pushes, 5 KiB): ingest rejects data larger
+-- than this as it is stored without reading its entries.
+CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT 5120 $$;
+REVOKE ALL ON FUNCTION herald.max_payload_bytes() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.max_payload_bytes() TO herald_daemon;
+
 -- FCM refuses these data keys.
 CREATE OR REPLACE FUNCTION herald.is_reserved_data_key(key text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$
@@ -353,7 +360,8 @@ BEGIN
                                ELSE 'data key ''aps'' is APNs'' own; rename it' END)
                 FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') OR e.key = 'aps'))[1]
         INTO converted, data_problem
-        FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END) AS e;
+        FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' AND pg_column_size(n.data) <= herald.max_payload_bytes()
+                                  THEN n.data END) AS e;
         run_at := greatest(at, coalesce(n.send_at, at));
         -- As for notifications: a ttl counts from when it is to be sent (a scheduled one's send_at).
         expires := coalesce(n.expires_at,
@@ -376,6 +384,9 @@ BEGIN
                 'device_ids is empty: name at least one device'
             WHEN NOT type_row.takes_data AND n.data IS NOT NULL AND n.data <> '{}' THEN
                 format('%s pushes carry no data: %s only learns that something changed', n.push_type, type_row.description)
+            WHEN pg_column_size(n.data) > herald.max_payload_bytes() THEN
+                format('data is %s bytes, more than any provider''s payload takes (%s bytes); shorten it',
+                       pg_column_size(n.data), herald.max_payload_bytes())
             WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
                 format('data must be a JSON object of strings, not a JSON %s', jsonb_typeof(n.data))
             WHEN data_problem IS NOT NULL THEN data_problem
@@ -713,6 +724,9 @@ BEGIN
                    WHEN NOT n.silent AND coalesce(n.title, '') = '' AND coalesce(n.body, '') = ''
                         AND (n.data IS NULL OR n.data = '{}'::jsonb) THEN
                        'nothing to send: give a title, a body or data (or set silent for a bare wake-up)'
+                   WHEN pg_column_size(n.data) > herald.max_payload_bytes() THEN
+                       format('data is %s bytes, more than any provider''s payload takes (%s bytes); shorten it',
+                              pg_column_size(n.data), herald.max_payload_bytes())
                    WHEN n.data IS NOT NULL AND jsonb_typeof(n.data) <> 'object' THEN
                        format('data must be a JSON object of strings, not a JSON %s', jsonb_typeof(n.data))
                    WHEN entries.data_problem IS NOT NULL THEN entries.data_problem
@@ -745,7 +759,8 @@ BEGIN
                         END)
                     FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean')
                                   OR herald.is_reserved_data_key(e.key)))[1] AS data_problem
-            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' THEN n.data END) AS e
+            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' AND pg_column_size(n.data) <= herald.max_payload_bytes()
+                                  THEN n.data END) AS e
         ) AS entries
         -- An estimate of the bytes FCM counts: the Android data map, which carries the content
         -- plus Herald's own keys and is the larger of the two mobile platforms' payloads. A

@@ -73,6 +73,26 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.claim_idempotency_key() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 
+-- The most a notification may hold, all its columns together (its data, title, body, devices,
+-- …): no provider takes a payload over 5 KiB, and rows of megabytes cost every app's ingest
+-- seconds each. The trigger notifications_refuse_oversized (migration 044) refuses a larger one
+-- at its INSERT, with herald.refuse_oversized_notification's message.
+CREATE OR REPLACE FUNCTION herald.max_notification_bytes() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT 65536 $$;
+REVOKE ALL ON FUNCTION herald.max_notification_bytes() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.max_notification_bytes() TO PUBLIC;
+
+-- Refuses the notification being inserted: the trigger calls it only for one over
+-- herald.max_notification_bytes(), so the usual insert runs no function.
+CREATE OR REPLACE FUNCTION herald.refuse_oversized_notification() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'a notification is at most % bytes, its data, title, body, devices and other fields together, and this one is % (herald.max_notification_bytes()): no provider takes a payload over 5 KiB; shorten its data, title or body, or name fewer devices',
+        herald.max_notification_bytes(), pg_column_size(NEW.*) USING ERRCODE = 'check_violation';
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.refuse_oversized_notification() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
 -- base64url, with or without padding, as browsers write keys; NULL for anything else.
 CREATE OR REPLACE FUNCTION herald.base64url_decode(text text) RETURNS bytea
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
