@@ -86,7 +86,10 @@ public struct Daemon {
                 var context = context(on: connection(.worker), senders: senders, births: births)
                 context.lockedRows = lockedRows
                 let worker = factory(context)
-                if !kinds.contains(worker.kind) { kinds.append(worker.kind) }
+                if !kinds.contains(worker.kind) {
+                    kinds.append(worker.kind)
+                    StatementBounds.countLockWaits(kind: worker.kind)
+                }
                 let runner = WorkerRunner(
                     worker: worker,
                     hub: hub,

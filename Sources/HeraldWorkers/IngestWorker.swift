@@ -87,13 +87,8 @@ public struct IngestWorker: BatchWorker {
                         SQL.ingest, [[id], context.clock.now(), context.reconcile.quietPeriod.seconds])
                 } catch let error as PostgresError where error.isLockTimeout {
                     locked.leave(id, now: context.clock.now())
-                    StatementBounds.countLockWait(kind: kind)
-                    context.logger.warning(
-                        "a notification's rows are locked by another session; it waits and the rest go on",
-                        metadata: [
-                            "notification": "\(id)", "retry_in": "\(LockedRows.wait)",
-                            "see": "herald status (sessions holding locks)",
-                        ])
+                    StatementBounds.leftLocked(
+                        "notification \(id)", kind: kind, until: "in \(LockedRows.wait)", logger: context.logger)
                 } catch let error as PostgresError where error.kind == .server && !error.isTransient {
                     try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
                     context.logger.error(

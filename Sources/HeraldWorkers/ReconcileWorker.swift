@@ -55,13 +55,8 @@ public struct ReconcileWorker: JobHandler {
                 do {
                     try await apply([report])
                 } catch let error as PostgresError where error.isLockTimeout {
-                    StatementBounds.countLockWait(kind: kind)
-                    context.logger.warning(
-                        "a report's rows are locked by another session; it waits and the rest go on",
-                        metadata: [
-                            "report": "\(report)", "retry_in": "\(LockedRows.wait)",
-                            "see": "herald status (sessions holding locks)",
-                        ])
+                    StatementBounds.leftLocked(
+                        "report \(report)", kind: kind, until: "in \(LockedRows.wait)", logger: context.logger)
                     outcomes[job.id] = .postpone(
                         by: LockedRows.wait, reason: "its rows are locked by another session: \(error)")
                 } catch {

@@ -1,4 +1,5 @@
 import HeraldPostgres
+import Logging
 import Metrics
 
 /// How long the daemon's statements may wait, by the kind of connection they run on: the one
@@ -33,10 +34,26 @@ public struct StatementBounds: Sendable, Equatable {
             + "SET statement_timeout = '\(Self.milliseconds(statementTimeout))ms'"
     }
 
-    /// Counts a row a `kind` worker left because another session held it locked past
-    /// `lockTimeout` (`herald_lock_waits_total`, alerted on in deploy/).
-    static func countLockWait(kind: String) {
-        Counter(label: "herald_lock_waits_total", dimensions: [("kind", kind)]).increment()
+    /// Says, in the log and in `herald_lock_waits_total` (alerted on in deploy/), that a `kind`
+    /// worker left `what` to be tried again `until`: a row it needed was locked by another session
+    /// past `lockTimeout`, and the rest of its batch went on.
+    static func leftLocked(_ what: String, kind: String, until: String, logger: Logger) {
+        lockWaits(kind: kind).increment()
+        logger.warning(
+            "rows are locked by another session; what needs them is tried again later and the rest goes on",
+            metadata: [
+                "kind": "\(kind)", "left": "\(what)", "retry": "\(until)",
+                "see": "herald status (sessions that hold up the workers)",
+            ])
+    }
+
+    /// Starts `kind`'s count of lock waits at zero, so that a scrape shows it before the first.
+    public static func countLockWaits(kind: String) {
+        lockWaits(kind: kind).increment(by: 0)
+    }
+
+    private static func lockWaits(kind: String) -> Counter {
+        Counter(label: "herald_lock_waits_total", dimensions: [("kind", kind)])
     }
 
     private static func milliseconds(_ duration: Duration) -> Int64 {

@@ -487,7 +487,7 @@ struct LatencyBench: AsyncParsableCommand {
         while try await connection.query(
             """
             SELECT count(*) FROM herald.notifications n
-            WHERE n.id > $1 AND (n.state = 'received'
+            WHERE n.id > $1 AND n.app_id = 'bench' AND (n.state = 'received'
                   OR EXISTS (SELECT 1 FROM herald.deliveries d WHERE d.notification_id = n.id AND d.state = 'queued'))
             """, [marker])[0].decode(0, as: Int.self) > 0
         {
@@ -503,7 +503,7 @@ struct LatencyBench: AsyncParsableCommand {
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM n.ingested_at - n.created_at)),
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.sent_at - n.ingested_at))
             FROM herald.notifications n JOIN herald.deliveries d ON d.notification_id = n.id
-            WHERE n.id > $1 AND d.state = 'sent'
+            WHERE n.id > $1 AND n.app_id = 'bench' AND d.state = 'sent'
             """, [marker])[0]
         let values = try (1...6).map { try row.decode($0, as: Double.self) * 1000 }
         print(

@@ -93,10 +93,8 @@ extension DispatchWorker {
             do {
                 ended += try await record(part.outcomes, dead: part.dead, problems: part.problems, at: batch.at)
             } catch let error as PostgresError where error.isLockTimeout {
-                StatementBounds.countLockWait(kind: kind)
-                context.logger.warning(
-                    "an outcome's rows are locked by another session; left for later, the rest recorded",
-                    metadata: ["of": "\(part.what)", "see": "herald status (sessions holding locks)"])
+                StatementBounds.leftLocked(
+                    part.what, kind: kind, until: "when its lease ends", logger: context.logger)
             }
         }
         return ended
