@@ -145,9 +145,17 @@ public struct Pruner: Service {
                         )[0].decode(0, as: Bool.self)
                     } catch let error as PostgresError where error.sqlState == "55P03" {
                         done.lockedOut = true
+                        // Who kept it busy, as herald status names them: a transaction left open
+                        // holds the partitions it touched until it ends.
+                        let holders = (try? await connection.query(SQL.lockHolders).map {
+                            try $0.decode(0, as: String.self)
+                        }) ?? []
                         logger.notice(
                             "a table was never free to drop a generation's partition; a later pass tries again",
-                            metadata: ["generation": "\(generation)", "table": "\(hot)", "error": "\(error)"])
+                            metadata: [
+                                "generation": "\(generation)", "table": "\(hot)", "error": "\(error)",
+                                "sessions_holding_transactions_open": "\(holders.joined(separator: "; "))",
+                            ])
                         return
                     }
                     if !dropped {
@@ -195,6 +203,12 @@ public struct Pruner: Service {
         /// when it is never free (NULL: not at all).
         static let dropGeneration =
             "SELECT herald.drop_generation($1, $2, make_interval(secs => $3), make_interval(secs => $4))"
+        /// The sessions holding up the workers (`herald.lock_holders`), each in words.
+        static let lockHolders = """
+            SELECT format('pid %s (role %s, application %s, %s, transaction open since %s)', pid, role,
+                          quote_literal(application_name), state, transaction_since)
+            FROM herald.lock_holders ORDER BY transaction_since
+            """
         /// Deletes up to $2 kept deliveries whose notification is gone, finished more than $1 s ago.
         static let pruneOrphans = "SELECT herald.prune_orphans(make_interval(secs => $1), $2)"
         /// One step over the kept notifications: reads the $2 after id $3, deletes those finished
