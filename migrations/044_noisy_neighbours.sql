@@ -20,10 +20,11 @@ GRANT SELECT, INSERT, UPDATE ON herald.worker_locks TO herald_daemon;
 -- two registrations: a unique index, not a read before a write (two devices registering one
 -- VoIP token at once both kept it, and a call for one user rang the other's phone). The token's
 -- app is kept beside it for the index; a device never changes app.
+-- (Not NOT NULL in this release: until the function files that fill it are applied, a register
+-- call of the previous release's text inserts none.)
 ALTER TABLE herald.push_type_tokens ADD COLUMN app_id text;
 UPDATE herald.push_type_tokens t SET app_id = d.app_id FROM herald.devices d WHERE d.id = t.device_id;
-ALTER TABLE herald.push_type_tokens ALTER COLUMN app_id SET NOT NULL;
-COMMENT ON COLUMN herald.push_type_tokens.app_id IS 'The app of its device (herald.devices.app_id): a token is live on at most one device of an app (push_type_tokens_live).';
+COMMENT ON COLUMN herald.push_type_tokens.app_id IS 'The app of its device (herald.devices.app_id): a token is live on at most one device of an app (push_type_tokens_live). NULL only for one registered during the upgrade to migration 44.';
 -- Tokens that race left live on two devices keep the newest registration.
 UPDATE herald.push_type_tokens t
 SET disabled_at = now(), disabled_cause = 'token_moved',
@@ -41,8 +42,7 @@ GRANT SELECT (app_id) ON herald.push_type_tokens TO herald_operator;
 -- same for all its types).
 ALTER TABLE herald.activity_tokens ADD COLUMN app_id text;
 UPDATE herald.activity_tokens t SET app_id = d.app_id FROM herald.devices d WHERE d.id = t.device_id;
-ALTER TABLE herald.activity_tokens ALTER COLUMN app_id SET NOT NULL;
-COMMENT ON COLUMN herald.activity_tokens.app_id IS 'The app of its device (herald.devices.app_id): a push-to-start token is live on at most one device of an app for each attributes type (activity_tokens_push_to_start_live).';
+COMMENT ON COLUMN herald.activity_tokens.app_id IS 'The app of its device (herald.devices.app_id): a push-to-start token is live on at most one device of an app for each attributes type (activity_tokens_push_to_start_live). NULL only for one registered during the upgrade to migration 44.';
 UPDATE herald.activity_tokens t
 SET ended_at = now(), ended_cause = 'replaced',
     ended_reason = 'the same token was live on another device of the app, registered later (migration 044)'
@@ -53,12 +53,6 @@ WHERE t.kind = 'push_to_start' AND t.ended_at IS NULL
 CREATE UNIQUE INDEX activity_tokens_push_to_start_live ON herald.activity_tokens (app_id, attributes_type, token)
     WHERE kind = 'push_to_start' AND ended_at IS NULL;
 GRANT SELECT (app_id) ON herald.activity_tokens TO herald_operator;
-
--- A delivery belongs to the registration of its device it was made for: the claim returns when
--- the device registered again since (for another user, or after a logout), and dispatch
--- cancels the delivery instead of sending one user's notification to the next user of a shared
--- device.
-DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
 
 -- What a producer writes is bounded at the door: a notification, all its columns together (its
 -- data, title, body, devices, …), is at most herald.max_notification_bytes() (64 KiB), refused at

@@ -80,11 +80,11 @@ public struct Daemon {
         var services: [any Service] = []
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []
+        let heldApps = HeldApps()
         for factory in factories {
-            let lockedRows = LockedRows()
             for _ in 0..<configuration.concurrency {
                 var context = context(on: connection(.worker), senders: senders, births: births)
-                context.lockedRows = lockedRows
+                context.heldApps = heldApps
                 let worker = factory(context)
                 if !kinds.contains(worker.kind) {
                     kinds.append(worker.kind)
@@ -194,6 +194,14 @@ public struct Daemon {
                 logger.warning(
                     "waiting for the database", metadata: ["error": "\(error)", "retry_in": "\(wait)"])
                 _ = SystemdNotifier().notify("STATUS=waiting for the database: \(error)")
+                try await Task.sleep(for: wait)
+                wait = min(wait * 2, Self.longestStartWait)
+            } catch let error as MigrationLockTimeout {
+                // HERALD_AUTO_MIGRATE, while another host's migration (or a stuck session) holds
+                // the lock: waited for as for the database, its holder named each time.
+                await database.close()
+                logger.warning("waiting to migrate", metadata: ["error": "\(error)", "retry_in": "\(wait)"])
+                _ = SystemdNotifier().notify("STATUS=waiting to migrate: \(error)")
                 try await Task.sleep(for: wait)
                 wait = min(wait * 2, Self.longestStartWait)
             }

@@ -28,7 +28,7 @@ public struct IngestWorker: BatchWorker {
     enum SQL {
         /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them; a device
         /// whose store at its provider is full gets a catch-up message at most every $6 seconds;
-        /// $7 the notifications to leave alone (``LockedRows``).
+        /// $7 the apps whose notifications to leave alone (``HeldApps``).
         static let ingestNext = """
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries
             FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6), $7)
@@ -47,14 +47,18 @@ public struct IngestWorker: BatchWorker {
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries
             FROM herald.ingest($1::bigint[], $2, catch_up_every => make_interval(secs => $3))
             """
-        /// The next notifications waiting, without locking them: the one-at-a-time fallback's list.
-        static let waiting = "SELECT herald.notifications_waiting($1)"
+        /// The next $1 notifications waiting, without locking them, but those of the apps $2, with
+        /// their apps: the fallback's list.
+        static let waiting = """
+            SELECT n.id, n.app_id FROM herald.notifications n
+            WHERE n.id IN (SELECT herald.notifications_waiting($1)) AND n.app_id <> ALL($2::text[])
+            ORDER BY n.id
+            """
         /// Rejects notification $1, which cannot be ingested ($2: why).
         static let rejectUnprocessable = "SELECT herald.reject_unprocessable($1, $2)"
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-        let locked = context.lockedRows
         do {
             let started = ContinuousClock.now
             let reserved = context.births?.reserve(upTo: limit) ?? 0
@@ -63,41 +67,71 @@ public struct IngestWorker: BatchWorker {
                 reserved > 0 ? SQL.ingestNextAndRead : SQL.ingestNext,
                 [
                     limit, now, context.workerID, context.lease.seconds, reserved,
-                    context.reconcile.quietPeriod.seconds, locked.left(at: now),
+                    context.reconcile.quietPeriod.seconds, context.heldApps.held(kind: kind, at: now),
                 ],
                 reserved: reserved, leasedAt: started)
             claimTimer.finished(since: started, rows: counts, logger: context.logger)
             return counts
         } catch let error as PostgresError where error.isLockTimeout || (error.kind == .server && !error.isTransient) {
-            // One row must not block the rest: go one by one. A notification that fails alone is
-            // rejected; one whose rows another session holds locked (a producer's open
-            // transaction) is left for a while (LockedRows) and the others go on. Not when the
-            // failure is transient otherwise (a statement timeout, a deadlock, a shutdown, a
-            // read-only server in a failover): no row is at fault, and the batch is tried again
-            // whole.
+            // One app's rows, or one row, must not block the rest. A lock another session holds
+            // (a producer's open transaction on its app's device or delivery) is met by that app's
+            // notifications alone: each app's are ingested apart, and an app whose notifications
+            // meet the lock is left alone for a while (HeldApps). Within an app whose batch fails
+            // otherwise, one at a time, and what still fails is rejected. Not when the failure is
+            // transient otherwise (a statement timeout, a deadlock, a shutdown, a read-only server
+            // in a failover): no row is at fault, and the batch is tried again whole.
             context.logger.warning(
-                "ingesting a batch failed; retrying its notifications one at a time", metadata: ["error": "\(error)"])
-            let left = Set(locked.left(at: context.clock.now()))
-            let ids = try await context.connection.query(SQL.waiting, [limit + left.count]).map {
-                try $0.decode(0, as: Int64.self)
-            }.filter { !left.contains($0) }.prefix(limit)
-            for id in ids {
-                do {
-                    _ = try await ingest(
-                        SQL.ingest, [[id], context.clock.now(), context.reconcile.quietPeriod.seconds])
-                } catch let error as PostgresError where error.isLockTimeout {
-                    locked.leave(id, now: context.clock.now())
-                    StatementBounds.leftLocked(
-                        "notification \(id)", kind: kind, until: "in \(LockedRows.wait)", logger: context.logger)
-                } catch let error as PostgresError where error.kind == .server && !error.isTransient {
-                    try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
-                    context.logger.error(
-                        "rejected a notification that cannot be ingested",
-                        metadata: ["notification": "\(id)", "error": "\(error)"])
-                }
+                "ingesting a batch failed; retrying each app's notifications apart", metadata: ["error": "\(error)"])
+            let waiting = try await context.connection.query(
+                SQL.waiting, [limit, context.heldApps.held(kind: kind, at: context.clock.now())]
+            ).map { (id: try $0.decode(0, as: Int64.self), app: try $0.decode(1, as: String.self)) }
+            var apps: [String] = []
+            var ids: [String: [Int64]] = [:]
+            for row in waiting {
+                if ids[row.app] == nil { apps.append(row.app) }
+                ids[row.app, default: []].append(row.id)
             }
-            return ids.count
+            for app in apps {
+                try await ingestApart(ids[app] ?? [], of: app)
+            }
+            return waiting.count
         }
+    }
+
+    /// Ingests `app`'s notifications `ids` in one statement, else one at a time, rejecting those
+    /// that cannot be ingested; leaves the app alone for a while when they meet a lock another
+    /// session holds.
+    private func ingestApart(_ ids: [Int64], of app: String) async throws {
+        let held = context.heldApps
+        func leave(after error: PostgresError) {
+            let wait = held.leave(app, kind: kind, now: context.clock.now())
+            StatementBounds.leftLocked("app \(app)'s notifications", kind: kind, until: "in \(wait)", logger: context.logger)
+        }
+        do {
+            _ = try await ingest(SQL.ingest, [ids, context.clock.now(), context.reconcile.quietPeriod.seconds])
+            held.release(app, kind: kind)
+            return
+        } catch let error as PostgresError where error.isLockTimeout {
+            return leave(after: error)
+        } catch let error as PostgresError where error.kind == .server && !error.isTransient {
+            guard ids.count > 1 else { return try await reject(ids[0], error) }
+        }
+        for id in ids {
+            do {
+                _ = try await ingest(SQL.ingest, [[id], context.clock.now(), context.reconcile.quietPeriod.seconds])
+            } catch let error as PostgresError where error.isLockTimeout {
+                return leave(after: error)
+            } catch let error as PostgresError where error.kind == .server && !error.isTransient {
+                try await reject(id, error)
+            }
+        }
+        held.release(app, kind: kind)
+    }
+
+    private func reject(_ id: Int64, _ error: PostgresError) async throws {
+        try await context.connection.query(SQL.rejectUnprocessable, [id, "ingest failed: \(error)"])
+        context.logger.error(
+            "rejected a notification that cannot be ingested", metadata: ["notification": "\(id)", "error": "\(error)"])
     }
 
     /// Runs one ingest statement and hands what it leased at birth (into `reserved` room, leases

@@ -31,6 +31,12 @@ public struct ReconcileWorker: JobHandler {
     static let transientDelay: Duration = .seconds(1)
 
     enum SQL {
+        /// The app of each of the reports $1 (its device's), in id order.
+        static let apps = """
+            SELECT r.id, coalesce(dev.app_id, '') FROM herald.delivery_reports r
+            LEFT JOIN herald.devices dev ON dev.id = r.device_id
+            WHERE r.id = ANY($1::bigint[]) ORDER BY r.id
+            """
         /// Reconciles reports $1 at $2, with the wake-up interval $3 and grace $4 in seconds
         /// (`herald.reconcile`, `migrations/functions/reconcile.sql`), over `herald.fetch_window()`.
         static let reconcile = """
@@ -45,23 +51,42 @@ public struct ReconcileWorker: JobHandler {
         do {
             try await apply(ids)
         } catch let error as PostgresError where error.isLockTimeout {
-            // A row of one report's device or delivery is locked by another session (a producer's
-            // open transaction): each report alone, so that the others are applied now and only
-            // those that meet the lock wait.
+            // A row of one app's device or delivery is locked by another session (a producer's
+            // open transaction): each app's reports apart, so that the others are applied now and
+            // only that app's wait, for longer each time it meets the lock again (HeldApps).
             context.logger.warning(
-                "applying delivery reports met a locked row; applying them one at a time", metadata: ["error": "\(error)"])
-            for job in jobs where outcomes[job.id] == nil {
-                guard let report = job.ref else { continue }
-                do {
-                    try await apply([report])
-                } catch let error as PostgresError where error.isLockTimeout {
-                    StatementBounds.leftLocked(
-                        "report \(report)", kind: kind, until: "in \(LockedRows.wait)", logger: context.logger)
-                    outcomes[job.id] = .postpone(
-                        by: LockedRows.wait, reason: "its rows are locked by another session: \(error)")
-                } catch {
-                    outcomes[job.id] = Self.failed(error, logger: context.logger)
+                "applying delivery reports met a locked row; applying each app's apart", metadata: ["error": "\(error)"])
+            do {
+                var apps: [String] = []
+                var reports: [String: [Int64]] = [:]
+                for row in try await context.connection.query(SQL.apps, [ids]) {
+                    let app = try row.decode(1, as: String.self)
+                    if reports[app] == nil { apps.append(app) }
+                    reports[app, default: []].append(try row.decode(0, as: Int64.self))
                 }
+                for app in apps {
+                    let ids = Set(reports[app] ?? [])
+                    let appJobs = jobs.filter { $0.ref.map(ids.contains) == true && outcomes[$0.id] == nil }
+                    do {
+                        try await apply(Array(ids))
+                        context.heldApps.release(app, kind: kind)
+                    } catch let error as PostgresError where error.isLockTimeout {
+                        let wait = context.heldApps.leave(app, kind: kind, now: context.clock.now())
+                        StatementBounds.leftLocked(
+                            "app \(app)'s reports", kind: kind, until: "in \(wait)", logger: context.logger)
+                        for job in appJobs {
+                            outcomes[job.id] = .postpone(
+                                by: wait, reason: "its rows are locked by another session: \(error)")
+                        }
+                    } catch {
+                        let outcome = Self.failed(error, logger: context.logger)
+                        for job in appJobs { outcomes[job.id] = outcome }
+                    }
+                }
+            } catch {
+                let outcome = Self.failed(error, logger: context.logger)
+                for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = outcome }
+                return outcomes
             }
         } catch {
             let outcome = Self.failed(error, logger: context.logger)

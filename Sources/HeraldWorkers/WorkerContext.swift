@@ -30,16 +30,16 @@ public struct WorkerContext: Sendable {
     /// (``RecordGatherer``); zero records each batch's at once. The daemon gathers them
     /// (``DispatchWorker/recordWindow``).
     public var recordWindow: Duration
-    /// Rows this daemon's loops of the worker found locked by another session, left alone for a
-    /// while (``LockedRows``); the daemon shares one among a worker's loops.
-    public var lockedRows: LockedRows
+    /// Apps whose rows this daemon's workers found locked by another session, left alone for a
+    /// while (``HeldApps``); the daemon shares one among its loops.
+    public var heldApps: HeldApps
 
     public init(
         connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
         lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
         births: BirthLeases? = nil, publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
         retryInterval: Duration = RetryWorker.defaultInterval, recordWindow: Duration = .zero,
-        lockedRows: LockedRows = LockedRows()
+        heldApps: HeldApps = HeldApps()
     ) {
         self.connection = connection
         self.clock = clock
@@ -53,7 +53,7 @@ public struct WorkerContext: Sendable {
         self.reconcile = reconcile
         self.retryInterval = retryInterval
         self.recordWindow = recordWindow
-        self.lockedRows = lockedRows
+        self.heldApps = heldApps
     }
 
     /// `herald.jobs` on this context's connection, for workers whose work is job rows.

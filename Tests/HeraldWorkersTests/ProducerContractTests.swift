@@ -366,8 +366,8 @@ import Testing
     }
 
     /// A lock another session holds (here on the whole deliveries table) rejects nothing: the
-    /// notification that meets it alone is left for a while (LockedRows) and ingested once the
-    /// lock is gone and its wait has passed.
+    /// app whose notifications meet it is left alone for a while (HeldApps), and they are
+    /// ingested once the lock is gone and its wait has passed.
     @Test func aLockTimeoutRejectsNothing() async throws {
         let f = try await fixture()
         _ = try await register(f, "pixel", "android", "tok-1")
@@ -378,13 +378,11 @@ import Testing
             context: WorkerContext(connection: f.herald, clock: clock, logger: Logger(label: "test")))
         let holder = try await f.database.connect()
         try await holder.execute("BEGIN; LOCK TABLE herald.deliveries IN ACCESS EXCLUSIVE MODE")
-        try await f.herald.execute("SET lock_timeout = '200ms'")
         #expect(try await worker.runBatch(limit: 10) { false } == 1)
-        try await f.herald.execute("RESET lock_timeout")
         #expect(try await f.notification(id).state == "received")
         try await holder.execute("COMMIT")
         #expect(try await worker.runBatch(limit: 10) { false } == 0, "left alone for a while")
-        clock.advance(by: LockedRows.wait + .seconds(1))
+        clock.advance(by: HeldApps.firstWait + .seconds(1))
         #expect(try await worker.runBatch(limit: 10) { false } == 1)
         #expect(try await f.notification(id).state == "accepted")
         #expect(try await f.count("SELECT count(*) FROM herald.deliveries") == 1)

@@ -1122,7 +1122,7 @@ CREATE TABLE herald.activity_tokens (
     ended_at timestamp with time zone,
     ended_cause text,
     ended_reason text,
-    app_id text NOT NULL,
+    app_id text,
     CONSTRAINT activity_tokens_pkey PRIMARY KEY (id),
     CONSTRAINT activity_tokens_device_id_fkey FOREIGN KEY (device_id) REFERENCES herald.devices(id) ON DELETE CASCADE,
     CONSTRAINT activity_tokens_live_activity_id_fkey FOREIGN KEY (live_activity_id) REFERENCES herald.live_activities(id) ON DELETE CASCADE,
@@ -1149,7 +1149,7 @@ COMMENT ON COLUMN herald.activity_tokens.last_delivery_id IS 'An update token''s
 COMMENT ON COLUMN herald.activity_tokens.ended_at IS 'When the token ended; NULL while it is live. An ended token takes no new event (one ended by its activity''s end still takes that end), and retention deletes it after the retention period.';
 COMMENT ON COLUMN herald.activity_tokens.ended_cause IS 'Why it ended: activity_ended (its activity''s end was ingested), dismissed or unregistered (herald.unregister_activity_token, for an update or a push-to-start token), replaced (a new token took its place) or token_invalid (the provider declared it dead). NULL while live.';
 COMMENT ON COLUMN herald.activity_tokens.ended_reason IS 'Why it ended, in words: the provider''s reason, the end''s notification, what the app said, or which device registered it again. NULL while live.';
-COMMENT ON COLUMN herald.activity_tokens.app_id IS 'The app of its device (herald.devices.app_id): a push-to-start token is live on at most one device of an app for each attributes type (activity_tokens_push_to_start_live).';
+COMMENT ON COLUMN herald.activity_tokens.app_id IS 'The app of its device (herald.devices.app_id): a push-to-start token is live on at most one device of an app for each attributes type (activity_tokens_push_to_start_live). NULL only for one registered during the upgrade to migration 44.';
 GRANT SELECT (id, device_id, kind, attributes_type, live_activity_id, registered_at, last_delivery_id, ended_at, ended_cause, ended_reason, app_id) ON herald.activity_tokens TO herald_operator;
 
 
@@ -1198,7 +1198,7 @@ CREATE TABLE herald.push_type_tokens (
     disabled_at timestamp with time zone,
     disabled_cause text,
     disabled_reason text,
-    app_id text NOT NULL,
+    app_id text,
     CONSTRAINT push_type_tokens_pkey PRIMARY KEY (id),
     CONSTRAINT push_type_tokens_device_id_token_kind_key UNIQUE (device_id, token_kind),
     CONSTRAINT push_type_tokens_device_id_fkey FOREIGN KEY (device_id) REFERENCES herald.devices(id) ON DELETE CASCADE,
@@ -1217,7 +1217,7 @@ COMMENT ON COLUMN herald.push_type_tokens.registered_at IS 'When this token was 
 COMMENT ON COLUMN herald.push_type_tokens.disabled_at IS 'When the token was disabled; NULL while it is live. Ingest sends nothing of its type to the device while it is disabled, and retention deletes it once disabled for longer than the retention period.';
 COMMENT ON COLUMN herald.push_type_tokens.disabled_cause IS 'Why it is disabled: token_invalid (dispatch: APNs declared it dead, and registering the same token again keeps it disabled), unregistered (herald.unregister_push_type_token) or token_moved (another device of the app registered it). NULL while live.';
 COMMENT ON COLUMN herald.push_type_tokens.disabled_reason IS 'Why it is disabled, in words: APNs'' reason, ''the app unregistered it'', or which device registered it again. NULL while live.';
-COMMENT ON COLUMN herald.push_type_tokens.app_id IS 'The app of its device (herald.devices.app_id): a token is live on at most one device of an app (push_type_tokens_live).';
+COMMENT ON COLUMN herald.push_type_tokens.app_id IS 'The app of its device (herald.devices.app_id): a token is live on at most one device of an app (push_type_tokens_live). NULL only for one registered during the upgrade to migration 44.';
 GRANT SELECT (id, device_id, token_kind, registered_at, disabled_at, disabled_cause, disabled_reason, app_id) ON herald.push_type_tokens TO herald_operator;
 
 

@@ -5,6 +5,12 @@
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
 -- numbered migration instead. Each function is followed by who may call it.
 
+-- Signatures this file changed (migration 044): herald.claim_sends returns registered_again_at,
+-- when a delivery's device registered again since it was made (dispatch cancels it). Dropped
+-- here, in the transaction that makes the new one, rather than in the numbered migration: between
+-- the two every daemon's claim would find none.
+DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
+
 -- A token as logs and views show it (never a whole token: it is enough to send to the device):
 -- an FCM or APNs token's first 8 characters; for a Web Push endpoint, which is as secret as a
 -- token, its origin and the first 8 characters of its last path segment.
@@ -280,10 +286,14 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- fields are.
 --
 -- Only deliveries still queued change; one left queued for a retry changes only while `worker`
--- holds it, so a lease that ran out and was claimed again is not disturbed.
+-- holds it, so a lease that ran out and was claimed again is not disturbed. A delivery another
+-- session holds locked (a producer's fetch) is waited for half a second at most: then the call
+-- fails (55P03), and the caller records each app's outcomes apart.
 --
 -- `dead_devices` are soft-disabled at `at` (now); one that registered a new token since is left
--- alone, as is one that registered its token after the token's `since`, when known.
+-- alone, as is one that registered its token after the token's `since`, when known, and one whose
+-- row another session holds locked (a producer registering it now, in a transaction it may leave
+-- open): its next send finds the token dead again. So are the tokens.
 -- `ended_activity_tokens` end as token_invalid at `at` (an ended activity's token too; one the
 -- app replaced or dismissed keeps that reason). `ended_push_type_tokens` are disabled as
 -- token_invalid, with the same guards as devices' (the device itself stays enabled).
@@ -307,7 +317,7 @@ CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], w
 RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
-SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off'
+SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET lock_timeout TO '500ms'
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -345,6 +355,8 @@ BEGIN
             FROM unnest(dead_devices) AS u
             WHERE dev.id = ANY(ARRAY[u.id]) AND dev.push_token = u.token AND dev.disabled_at IS NULL
               AND (u.since IS NULL OR dev.registered_at < to_timestamp(u.since))
+              AND dev.id = ANY(ARRAY(SELECT free.id FROM herald.devices free WHERE free.id = u.id
+                                     FOR NO KEY UPDATE SKIP LOCKED))
             RETURNING 'device'::text, dev.id, herald.token_hint(dev.push_token), dev.disabled_reason
         )
         SELECT * FROM disabled;
@@ -356,6 +368,8 @@ BEGIN
             SET ended_at = at, ended_cause = 'token_invalid', ended_reason = u.reason
             FROM unnest(ended_activity_tokens) AS u
             WHERE t.id = ANY(ARRAY[u.id]) AND (t.ended_at IS NULL OR t.ended_cause = 'activity_ended')
+              AND t.id = ANY(ARRAY(SELECT free.id FROM herald.activity_tokens free WHERE free.id = u.id
+                                   FOR NO KEY UPDATE SKIP LOCKED))
             RETURNING 'activity_token'::text, t.id, herald.token_hint(t.token), t.ended_reason
         )
         SELECT * FROM ended_tokens;
@@ -368,6 +382,8 @@ BEGIN
             FROM unnest(ended_push_type_tokens) AS u
             WHERE t.id = ANY(ARRAY[u.id]) AND t.token = u.token AND t.disabled_at IS NULL
               AND (u.since IS NULL OR t.registered_at < to_timestamp(u.since))
+              AND t.id = ANY(ARRAY(SELECT free.id FROM herald.push_type_tokens free WHERE free.id = u.id
+                                   FOR NO KEY UPDATE SKIP LOCKED))
             RETURNING 'push_type_token'::text, t.id, herald.token_hint(t.token), t.disabled_reason
         )
         SELECT * FROM ended_push_tokens;

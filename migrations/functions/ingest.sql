@@ -12,8 +12,8 @@
 DROP FUNCTION IF EXISTS herald.ingest_locked(bigint[], boolean, timestamp with time zone, text, interval, integer);
 DROP FUNCTION IF EXISTS herald.ingest(bigint[], timestamp with time zone, text, interval, integer);
 DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer);
--- And herald.ingest_next takes the notifications to leave alone (migration 044); a previous
--- release's daemon's call, without them, finds the new one.
+-- And herald.ingest_next takes the apps to leave alone (migration 044); a previous release's
+-- daemon's call, without them, finds the new one.
 DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer, interval);
 
 -- The channel the workers are woken on (NOTIFY with a worker's kind as payload, LISTEN by every
@@ -921,49 +921,56 @@ REVOKE ALL ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time
 GRANT EXECUTE ON FUNCTION herald.ingest_locked(bigint[],boolean,timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
 
 -- Ingests the notifications `ids` (herald.ingest_locked). Callers lock nothing themselves: this
--- takes those still 'received' in id order, so concurrent ingesters cannot deadlock.
+-- takes those still 'received' in id order, so concurrent ingesters cannot deadlock, and skips
+-- those another ingester holds (it is ingesting them). A row another session holds locked is
+-- waited for half a second at most, here and in herald.ingest_next (docs/architecture.md,
+-- "Producers beside the workers"), then the call fails with 55P03 and the caller goes on
+-- without that app's notifications for a while (IngestWorker).
 CREATE OR REPLACE FUNCTION herald.ingest(ids bigint[], at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
     lease_for interval DEFAULT NULL, reserve integer DEFAULT 0, catch_up_every interval DEFAULT NULL)
 RETURNS TABLE (accepted integer, rejected integer, expired integer, no_devices integer, superseded integer,
                deliveries integer, leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
-SET enable_mergejoin = off SET jit = off AS $$
+SET enable_mergejoin = off SET jit = off SET lock_timeout = '500ms' AS $$
 DECLARE
+    taken bigint[];
     with_activities boolean;
 BEGIN
-    SELECT bool_or(locked.activity) INTO with_activities
-    FROM (SELECT n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity FROM herald.notifications n
-          WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE) AS locked;
-    RETURN QUERY SELECT * FROM herald.ingest_locked(ids, coalesce(with_activities, false), at, lease_to, lease_for,
-                                                    reserve, catch_up_every);
+    SELECT array_agg(locked.id), bool_or(locked.activity) INTO taken, with_activities
+    FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
+          FROM herald.notifications n
+          WHERE n.id = ANY(ids) AND n.state = 'received' ORDER BY n.id FOR UPDATE SKIP LOCKED) AS locked;
+    RETURN QUERY SELECT * FROM herald.ingest_locked(coalesce(taken, '{}'), coalesce(with_activities, false), at,
+                                                    lease_to, lease_for, reserve, catch_up_every);
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,interval,integer,interval) TO herald_daemon;
 
 -- The ingest worker's step: takes up to `batch` notifications waiting for ingest, oldest
--- first, skipping those another ingester holds and those in `skip` (the worker found their rows
--- locked by another session: LockedRows), and ingests them, leasing up to `reserve` of the
--- deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to how many it
--- took; fewer than `batch` means none was left.
+-- first, skipping those another ingester holds and those of the apps in `skip_apps` (the worker
+-- found rows of theirs locked by another session: HeldApps), and ingests them, leasing up to
+-- `reserve` of the deliveries due now to `lease_to` (herald.ingest_locked). The counts add up to
+-- how many it took; fewer than `batch` means none was left.
 --
 -- The pick walks each partition's notifications_received in id order (a Merge Append) and
 -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
 -- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends).
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
     lease_for interval DEFAULT NULL, reserve int DEFAULT 0, catch_up_every interval DEFAULT NULL,
-    skip bigint[] DEFAULT '{}')
+    skip_apps text[] DEFAULT '{}')
 RETURNS TABLE (accepted int, rejected int, expired int, no_devices int, superseded int, deliveries int,
                leased bigint[])
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_hashjoin = off
-SET enable_mergejoin = off SET jit = off SET enable_sort = off AS $$
+SET enable_mergejoin = off SET jit = off SET enable_sort = off
+SET lock_timeout = '500ms' AS $$
 DECLARE
     ids bigint[];
     with_activities boolean;
 BEGIN
     SELECT array_agg(picked.id), bool_or(picked.activity) INTO ids, with_activities
     FROM (SELECT n.id, n.activity_event IS NOT NULL OR n.push_type IS NOT NULL AS activity
-          FROM herald.notifications n WHERE n.state = 'received' AND n.id <> ALL(skip)
+          FROM herald.notifications n WHERE n.state = 'received' AND n.app_id <> ALL(skip_apps)
           ORDER BY n.id LIMIT batch FOR UPDATE SKIP LOCKED) AS picked;
     IF ids IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, 0, 0, '{}'::bigint[];
@@ -973,8 +980,8 @@ BEGIN
     END IF;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval,bigint[]) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval,text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.ingest_next(integer,timestamp with time zone,text,interval,integer,interval,text[]) TO herald_daemon;
 
 -- The next `max_count` notifications waiting to be ingested, oldest first, without locking them:
 -- the list the ingest worker takes one at a time after a batch failed.

@@ -232,7 +232,9 @@ FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
   AND a.xact_start IS NOT NULL
   AND (a.pid IN (SELECT w.holder FROM herald_waits w)
-       OR (a.xact_start < now() - interval '10 seconds' AND a.application_name NOT LIKE 'herald%'));
+       OR (a.xact_start < now() - interval '10 seconds'
+           -- Not a daemon's: a session of another role may call itself herald, but not be one.
+           AND (a.application_name NOT LIKE 'herald%' OR NOT pg_has_role(a.usesysid, 'herald_daemon', 'MEMBER'))));
 REVOKE ALL ON herald.lock_holders FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.lock_holders TO herald_operator, herald_daemon;
 COMMENT ON VIEW herald.lock_holders IS

@@ -1012,13 +1012,32 @@ $$;
 REVOKE ALL ON FUNCTION herald.device_changes_channel(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.device_changes_channel(text) TO herald_producer;
 
+-- Where the feed's cursor `after` points (NULL: before the oldest change), checked: the
+-- transaction and the change it names.
+CREATE OR REPLACE FUNCTION herald.feed_position(after text, caller text, OUT xid xid8, OUT id bigint)
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    xid := '0';
+    id := 0;
+    IF after IS NOT NULL THEN
+        IF after !~ '^[0-9]{1,20}[.][0-9]{1,19}$' THEN
+            RAISE EXCEPTION '%: % is not a cursor: pass a cursor the feed returned, or NULL', caller,
+                quote_literal(left(after, 40)) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        xid := split_part(after, '.', 1)::xid8;
+        id := split_part(after, '.', 2)::bigint;
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.feed_position(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+
 -- The feed of an app's device changes (herald.device_changes), after the cursor `after` (NULL:
 -- from the oldest kept), `max_count` (1 to 1,000) at a time: a backend polls it, passing the
 -- last row's `cursor`, or LISTENs on its app's channel (herald.device_changes_channel) and reads
 -- it when told. A change is returned once every writing transaction older than its own has ended
 -- (on the whole server: transaction ids are the cluster's), in the order of their transactions,
--- so a cursor never passes one that commits late; herald.device_changes_waiting says how many
--- are held back so. Changes are kept for the retention (HERALD_RETENTION). Only for an app the
+-- so a cursor never passes one that commits late; herald.device_changes_waiting says whether
+-- some are held back so. Changes are kept for the retention (HERALD_RETENTION). Only for an app the
 -- session acts for.
 --   SELECT * FROM herald.changed_devices('shop');
 --   SELECT * FROM herald.changed_devices('shop', after => '812345.17');
@@ -1026,22 +1045,15 @@ CREATE OR REPLACE FUNCTION herald.changed_devices(app text, after text DEFAULT N
 RETURNS TABLE (cursor text, device_id text, change text, reason text, token_hint text, changed_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    after_xid xid8 := '0';
-    after_id bigint := 0;
+    after_xid xid8;
+    after_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.changed_devices');
     IF max_count IS NULL OR max_count < 1 OR max_count > 1000 THEN
         RAISE EXCEPTION 'herald.changed_devices: max_count must be from 1 to 1000, not %', max_count
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF after IS NOT NULL THEN
-        IF after !~ '^[0-9]{1,20}[.][0-9]{1,19}$' THEN
-            RAISE EXCEPTION 'herald.changed_devices: % is not a cursor: pass a cursor this function returned, or NULL',
-                quote_literal(left(after, 40)) USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        after_xid := split_part(after, '.', 1)::xid8;
-        after_id := split_part(after, '.', 2)::bigint;
-    END IF;
+    SELECT p.xid, p.id INTO after_xid, after_id FROM herald.feed_position(after, 'herald.changed_devices') p;
     RETURN QUERY
     SELECT c.xid || '.' || c.id, c.device_id, c.change, c.reason, c.token_hint, c.changed_at
     FROM herald.device_changes c
@@ -1053,18 +1065,22 @@ $$;
 REVOKE ALL ON FUNCTION herald.changed_devices(text,text,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.changed_devices(text,text,integer) TO herald_producer;
 
--- How many of the app's changes have committed but are not in its feed yet, held back by an
--- older writing transaction still open somewhere on the server (herald.changed_devices). Their
--- NOTIFY came when they committed, when the feed could not return them yet, and none follows:
--- a backend told by NOTIFY reads the feed, and while this is above zero reads it again a moment
--- later, so it misses none. Only for an app the session acts for.
-CREATE OR REPLACE FUNCTION herald.device_changes_waiting(app text) RETURNS bigint
+-- How many of the app's changes after the cursor `after` have committed: once herald.changed_devices
+-- returns nothing more, those it holds back behind an older writing transaction still open
+-- somewhere on the server. Their NOTIFY came when they committed, when the feed could not return
+-- them yet, and none follows: a backend told by NOTIFY reads the feed to its end, and while this
+-- is above zero for its last cursor reads it again a moment later, so it misses none. Only for
+-- an app the session acts for.
+CREATE OR REPLACE FUNCTION herald.device_changes_waiting(app text, after text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    after_xid xid8;
+    after_id bigint;
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.device_changes_waiting');
-    RETURN (SELECT count(*) FROM herald.device_changes c
-            WHERE c.app_id = app AND c.xid >= pg_snapshot_xmin(pg_current_snapshot()));
+    SELECT p.xid, p.id INTO after_xid, after_id FROM herald.feed_position(after, 'herald.device_changes_waiting') p;
+    RETURN (SELECT count(*) FROM herald.device_changes c WHERE c.app_id = app AND (c.xid, c.id) > (after_xid, after_id));
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.device_changes_waiting(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.device_changes_waiting(text) TO herald_producer;
+REVOKE ALL ON FUNCTION herald.device_changes_waiting(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.device_changes_waiting(text,text) TO herald_producer;

@@ -321,9 +321,11 @@ RETURNS TABLE (reports int, delivered int, wakeups int)
 LANGUAGE plpgsql
 -- One plan per session, with nothing but index probes and nested loops, and every lookup of
 -- another table a LATERAL probe fenced with OFFSET 0, as in herald.claim_sends: a plan made on
--- empty tables read every delivery of a grown day once per call (PlanningTests).
+-- empty tables read every delivery of a grown day once per call (PlanningTests). A row another
+-- session holds locked is waited for half a second at most (docs/architecture.md, "Producers
+-- beside the workers").
 SET plan_cache_mode TO 'force_generic_plan' SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off'
-SET enable_mergejoin TO 'off' SET jit TO 'off'
+SET enable_mergejoin TO 'off' SET jit TO 'off' SET lock_timeout TO '500ms'
 AS $$
 DECLARE
     applied int;

@@ -58,7 +58,7 @@ extension DispatchWorker {
             do {
                 ended = try await record(batch.outcomes, dead: batch.dead, problems: batch.problems, at: batch.at)
             } catch let error as PostgresError where error.isLockTimeout {
-                ended = try await recordApart(batch, after: error)
+                ended = try await recordEachApp(batch, after: error)
             }
         }
         recordTimer.finished(since: recording, rows: batch.outcomes.count, logger: context.logger)
@@ -75,26 +75,37 @@ extension DispatchWorker {
         }
     }
 
-    /// Records a batch whose record met a row another session holds locked (a producer's open
-    /// transaction on a device, a token or a delivery it fetched): each outcome, each dead token
-    /// and the problems alone, so that only what meets the lock is left. An outcome left so is
-    /// claimed again when its lease ends; a dead token is found dead again at its next send.
-    private func recordApart(_ batch: RecordGatherer.Batch, after error: PostgresError) async throws -> [Ended] {
+    /// Records a batch whose record met a delivery another session holds locked (a producer's
+    /// fetch of it, in a transaction left open): the dead tokens and problems (which never wait
+    /// for such a lock: `herald.record_sends` leaves a locked device or token), then each app's
+    /// outcomes apart. An app whose outcomes meet the lock again is recorded in the background,
+    /// tried again until their lease ends, so that this loop and every other app go on; what is
+    /// still not recorded then is claimed again.
+    private func recordEachApp(_ batch: RecordGatherer.Batch, after error: PostgresError) async throws -> [Ended] {
         context.logger.warning(
-            "recording outcomes met a locked row; recording them one at a time", metadata: ["error": "\(error)"])
-        var parts: [(what: String, outcomes: [SendOutcome], dead: DeadTokens, problems: [ProblemKey: String?])] =
-            batch.outcomes.map { ("delivery \($0.id)", [$0], DeadTokens(), [:]) }
-        parts += batch.dead.devices.map { ("device \($0.id)", [], DeadTokens(devices: [$0]), [:]) }
-        parts += batch.dead.activityTokens.map { ("activity token \($0.id)", [], DeadTokens(activityTokens: [$0]), [:]) }
-        parts += batch.dead.pushTypeTokens.map { ("push type token \($0.id)", [], DeadTokens(pushTypeTokens: [$0]), [:]) }
-        if !batch.problems.isEmpty { parts.append(("configuration problems", [], DeadTokens(), batch.problems)) }
-        var ended: [Ended] = []
-        for part in parts {
+            "recording outcomes met a locked row; recording each app's apart", metadata: ["error": "\(error)"])
+        var ended =
+            batch.dead.isEmpty && batch.problems.isEmpty
+            ? [] : try await record([], dead: batch.dead, problems: batch.problems, at: batch.at)
+        var apps: [String] = []
+        var ids: [String: Set<Int64>] = [:]
+        for row in try await context.connection.query(SQL.apps, [batch.outcomes.map(\.id)]) {
+            let app = try row.decode(1, as: String.self)
+            if ids[app] == nil { apps.append(app) }
+            ids[app, default: []].insert(try row.decode(0, as: Int64.self))
+        }
+        for app in apps {
+            let outcomes = batch.outcomes.filter { ids[app]?.contains($0.id) == true }
             do {
-                ended += try await record(part.outcomes, dead: part.dead, problems: part.problems, at: batch.at)
+                ended += try await record(outcomes, problems: [:], at: batch.at)
             } catch let error as PostgresError where error.isLockTimeout {
                 StatementBounds.leftLocked(
-                    part.what, kind: kind, until: "when its lease ends", logger: context.logger)
+                    "app \(app)'s outcomes", kind: kind, until: "until their lease ends", logger: context.logger)
+                inFlight.start { [self] in
+                    _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: outcomes.count) {
+                        try await record(outcomes, problems: [:], at: batch.at)
+                    }
+                }
             }
         }
         return ended

@@ -4,6 +4,12 @@ extension DispatchWorker {
         /// needed to send them but their apps' setups, in one statement (`herald.claim_sends`,
         /// `migrations/functions/dispatch.sql`).
         static let claim = "SELECT * FROM herald.claim_sends($1, $2, $3, make_interval(secs => $4))"
+        /// The app of each of the deliveries $1 (its notification's).
+        static let apps = """
+            SELECT d.id, coalesce(n.app_id, '') FROM herald.deliveries d
+            LEFT JOIN herald.notifications n ON n.id = d.notification_id
+            WHERE d.id = ANY($1::bigint[])
+            """
 
         /// The setups of apps $1, with their rows' versions (`herald.app_setups`, the same file).
         static let appSetups = "SELECT * FROM herald.app_setups($1)"
