@@ -50,7 +50,6 @@ public struct Daemon {
         // hard one, and the app endpoint takes at most a quarter (Endpoint.Settings).
         logger.info("file descriptors", metadata: ["limit": "\(FileDescriptors.raiseLimit())"])
         try await waitForTheDatabase()
-        let wakeChannel = try await wakeChannel()
 
         let hub = WakeHub()
         // One HTTP/2 client, and each app's clients of its providers, shared by every sending
@@ -111,7 +110,7 @@ public struct Daemon {
         }
 
         let listener = PostgresListener(
-            conninfo: configuration.databaseURL, channels: [wakeChannel], logger: logger, link: link,
+            conninfo: configuration.databaseURL, channels: [WakeHub.channel], logger: logger, link: link,
             onNotification: { notification in
                 if notification.payload == WorkerKind.dispatch.rawValue { births?.queueSignalled() }
                 hub.wake(kind: notification.payload)
@@ -162,14 +161,6 @@ public struct Daemon {
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
             senders: senders, births: births, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
             retryInterval: configuration.rescueInterval, recordWindow: DispatchWorker.recordWindow)
-    }
-
-    /// The channel the workers are woken on (`herald.wake_channel()`, named under Herald's
-    /// secret so that no producer can listen to it or flood it).
-    private func wakeChannel() async throws -> String {
-        let database = connection()
-        defer { Task { await database.close() } }
-        return try await database.query("SELECT herald.wake_channel()")[0].decode(0, as: String.self)
     }
 
     /// The longest wait between two tries to reach the database at start.

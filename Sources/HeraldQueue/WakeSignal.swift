@@ -126,8 +126,8 @@ public final class WakeSignal: Sendable {
     }
 }
 
-/// Routes wake-ups to the loops working each job kind: from the wake-up NOTIFY channel
-/// (`herald.wake_channel()`), and from this process's own rescues.
+/// Routes wake-ups to the loops working each job kind: from the `herald_jobs` NOTIFY
+/// channel, and from this process's own rescues.
 public final class WakeHub: Sendable {
     private let signals = Mutex<[String: [WakeSignal]]>([:])
     /// Each kind's last wake-up, and how long after the one before it came.
@@ -180,4 +180,7 @@ public final class WakeHub: Sendable {
     public func wakeAll() {
         signals.withLock { Array($0.values.joined()) }.forEach { $0.signal() }
     }
+
+    /// The channel the `herald.jobs` insert trigger notifies, with the kind as payload.
+    public static let channel = "herald_jobs"
 }

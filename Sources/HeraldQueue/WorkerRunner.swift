@@ -22,11 +22,20 @@ public final class WorkerRunner: Service {
         /// then takes several, instead of a statement each. Commits further apart are claimed at
         /// once, since waiting would gather nothing. Zero: never.
         public var gather: Duration
+        /// After a claim that found nothing, how long a loop lets pass before it claims again for
+        /// a wake-up: the wake-ups meanwhile wake nobody else, and that one claim covers them. Any
+        /// session may NOTIFY on `herald_jobs`, and a flood of them must not cost a claim each;
+        /// a claim that finds work is followed at once as before. Zero: never.
+        public var emptyClaimPause: Duration
 
-        public init(batchSize: Int, pollInterval: Duration, gather: Duration = .milliseconds(1)) {
+        public init(
+            batchSize: Int, pollInterval: Duration, gather: Duration = .milliseconds(1),
+            emptyClaimPause: Duration = .milliseconds(20)
+        ) {
             self.batchSize = batchSize
             self.pollInterval = pollInterval
             self.gather = gather
+            self.emptyClaimPause = emptyClaimPause
         }
     }
 
@@ -85,8 +94,17 @@ public final class WorkerRunner: Service {
                 hub.wakeAnother(kind: worker.kind)
             } else {
                 heartbeat.idle()
+                let foundNothingAt = claimed == 0 ? ContinuousClock.now : nil
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
-                if worker.gathersWakeUps, configuration.gather > .zero,
+                if let foundNothingAt, configuration.emptyClaimPause > .zero,
+                    foundNothingAt + configuration.emptyClaimPause > .now, !shouldStop
+                {
+                    // Woken soon after a claim that found nothing (a NOTIFY flood, or work
+                    // another daemon took): more wake-ups meanwhile wake nobody, and one claim
+                    // after the pause covers them.
+                    signal.claimComing()
+                    try? await Task.sleep(until: foundNothingAt + configuration.emptyClaimPause)
+                } else if worker.gathersWakeUps, configuration.gather > .zero,
                     let interval = hub.lastInterval(kind: worker.kind), interval < configuration.gather
                 {
                     // More wake-ups meanwhile wake nobody: this claim covers them.

@@ -19,11 +19,6 @@ public struct TestDatabase: Sendable {
         try await PostgresConnection.connect(conninfo)
     }
 
-    /// The channel the workers are woken on in this database (`herald.wake_channel()`).
-    public func wakeChannel() async throws -> String {
-        try await connect().query("SELECT herald.wake_channel()")[0].decode(0, as: String.self)
-    }
-
     /// Creates a database: empty, or with every migration applied.
     public static func create(migrated: Bool = true) async throws -> TestDatabase {
         guard ProcessInfo.processInfo.environment["PGPORT"] != nil else {

@@ -12,10 +12,10 @@ import Testing
         let kinds = Mutex<[String]>([])
     }
 
-    func listen(_ database: TestDatabase) async throws -> (PostgresListener, Received) {
+    func listen(_ database: TestDatabase) -> (PostgresListener, Received) {
         let received = Received()
         let listener = PostgresListener(
-            conninfo: database.conninfo, channels: [try await database.wakeChannel()], logger: Logger(label: "test"),
+            conninfo: database.conninfo, channels: [WakeHub.channel], logger: Logger(label: "test"),
             onNotification: { message in received.kinds.withLock { $0.append(message.payload) } })
         listener.start()
         return (listener, received)
@@ -28,7 +28,7 @@ import Testing
         let hub = WakeHub()
         let signal = hub.register(kind: "wake")
         let listener = PostgresListener(
-            conninfo: database.conninfo, channels: [try await database.wakeChannel()], logger: Logger(label: "test"),
+            conninfo: database.conninfo, channels: [WakeHub.channel], logger: Logger(label: "test"),
             onNotification: { hub.wake(kind: $0.payload) })
         listener.start()
         defer { listener.stop() }
@@ -47,7 +47,7 @@ import Testing
 
     @Test func rolledBackInsertWakesNobodyAndLeavesNoJob() async throws {
         let database = try await TestDatabase.create()
-        let (listener, received) = try await listen(database)
+        let (listener, received) = listen(database)
         defer { listener.stop() }
         let producer = try await database.connect()
         struct Abort: Error {}
@@ -68,7 +68,7 @@ import Testing
 
     @Test func oneTransactionSendsOneNotificationPerKind() async throws {
         let database = try await TestDatabase.create()
-        let (listener, received) = try await listen(database)
+        let (listener, received) = listen(database)
         defer { listener.stop() }
         let producer = try await database.connect()
         try await producer.transaction { session in

@@ -228,6 +228,30 @@ import Testing
         }
     }
 
+    /// A flood of wake-ups for a worker with nothing to do (any session may NOTIFY herald_jobs)
+    /// costs each loop a claim a pause, not one a wake-up: the count is bounded by the time the
+    /// flood lasted, whatever the machine's speed.
+    @Test func aFloodOfWakeUpsWithNothingToDoCostsAClaimAPause() async throws {
+        let worker = TrickleWorker()
+        let hub = WakeHub()
+        let group = ServiceGroup(services: loops(2, hub: hub) { _ in worker }, logger: Logger(label: "test"))
+        try await group.runUntil {
+            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 2 })
+            let started = ContinuousClock.now
+            var wakes = 0
+            while ContinuousClock.now - started < .milliseconds(500) {
+                hub.wake(kind: "trickle")
+                wakes += 1
+                await Task.yield()
+            }
+            let elapsed = ContinuousClock.now - started
+            let claims = worker.batches.withLock { $0.count } - 2
+            let pauses = Int(elapsed / WorkerRunner.Configuration(batchSize: 1, pollInterval: .zero).emptyClaimPause)
+            #expect(claims <= 2 * (pauses + 1), "\(claims) claims for \(wakes) wake-ups in \(elapsed)")
+            #expect(wakes > 10 * claims, "\(claims) claims for \(wakes) wake-ups")
+        }
+    }
+
     /// A loop that stops leaves the wake-ups to the others: one woken to stop covers nothing.
     @Test func aLoopThatStopsLeavesWakeUpsToTheOthers() async throws {
         let worker = TrickleWorker()

@@ -104,15 +104,14 @@ import Testing
         try await f.register("phone-1", "android")
         try await f.register("laptop", "android", user: "bob")
         let wakes = Mutex<[String]>([])
-        let channel = try await f.database.wakeChannel()
         let listener = PostgresListener(
-            conninfo: f.database.conninfo, channels: [channel], logger: Logger(label: "test"),
+            conninfo: f.database.conninfo, channels: [WakeHub.channel], logger: Logger(label: "test"),
             onNotification: { message in wakes.withLock { $0.append(message.payload) } })
         listener.start()
         defer { listener.stop() }
         let marker = "marker"
         func wakesUntilMarker() async throws -> [String] {
-            try await f.db.query("SELECT pg_notify($1, $2)", [channel, marker])
+            try await f.db.query("SELECT pg_notify($1, $2)", [WakeHub.channel, marker])
             #expect(await eventually(timeout: .seconds(60)) { wakes.withLock { $0.contains(marker) } })
             return wakes.withLock { seen in
                 defer { seen = [] }

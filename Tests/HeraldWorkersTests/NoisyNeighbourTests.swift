@@ -169,8 +169,7 @@ import Testing
     }
 
     /// What a producer can LISTEN to carries nothing of another app: each app's device changes
-    /// go to a channel of its own, whose name only its producers can learn, and the workers'
-    /// wake-ups to one only daemons can learn. And a change the feed
+    /// go to a channel of its own, whose name only its producers can learn. And a change the feed
     /// could not return yet when it was announced (an older transaction was open elsewhere on the
     /// server) is not missed: herald.device_changes_waiting says to read again.
     @Test func theDeviceFeedTellsAnAppOnlyOfItselfAndLosesNoChange() async throws {
@@ -185,11 +184,6 @@ import Testing
             try await evil.query("SELECT herald.device_changes_channel('shop')")
         }
         #expect(refused?.sqlState == "42501")
-        // Nor the channel the workers are woken on, which it could listen to (every app's send
-        // times) or flood (a claim per NOTIFY in every daemon).
-        let wake = await #expect(throws: PostgresError.self) { try await evil.query("SELECT herald.wake_channel()") }
-        #expect(wake?.sqlState == "42501")
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'a send evil must not see')")
 
         final class Heard: Sendable {
             private let messages = Mutex<[PostgresNotification]>([])

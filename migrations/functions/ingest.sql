@@ -16,23 +16,6 @@ DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, te
 -- daemon's call, without them, finds the new one.
 DROP FUNCTION IF EXISTS herald.ingest_next(integer, timestamp with time zone, text, interval, integer, interval);
 
--- The channel the workers are woken on (NOTIFY with a worker's kind as payload, LISTEN by every
--- daemon): 'herald_jobs_' and 32 hex digits of an HMAC under Herald's report secret
--- (herald.reference_tag, with a prefix no report reference has), which producers cannot read.
--- Any session may LISTEN and NOTIFY on any channel it can name: on one every producer knew, a
--- producer learnt when any app sent anything, and its NOTIFYs cost every daemon a claim each.
--- Here, in the first function file that calls it (the triggers of notify.sql, ingest, redrive
--- and lease rescue call it too).
-CREATE OR REPLACE FUNCTION herald.wake_channel() RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT 'herald_jobs_'
-           || encode(herald.reference_tag(convert_to('wake-ups', 'UTF8'), s.inner_pad, s.outer_pad), 'hex')
-    FROM herald.secrets s
-    WHERE s.name = 'report_hmac';
-$$;
-REVOKE ALL ON FUNCTION herald.wake_channel() FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.wake_channel() TO herald_daemon;
-
 -- The largest payload any provider takes (APNs' VoIP pushes, 5 KiB): ingest rejects data larger
 -- than this as it is stored without reading its entries.
 CREATE OR REPLACE FUNCTION herald.max_payload_bytes() RETURNS integer
@@ -906,7 +889,7 @@ BEGIN
     FROM written w;
     PERFORM set_config('herald.wakes_itself', '', true);
     IF result.claimable THEN
-        PERFORM pg_notify(herald.wake_channel(), 'dispatch');
+        PERFORM pg_notify('herald_jobs', 'dispatch');
     END IF;
     -- The devices' stores, kept within their capacity in a statement of its own (it must see
     -- every other ingester's deliveries committed).

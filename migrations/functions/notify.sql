@@ -1,4 +1,4 @@
--- notify: the triggers' functions that wake the workers (on herald.wake_channel()). The triggers
+-- notify: the triggers' functions that wake the workers (LISTEN herald_jobs). The triggers
 -- themselves are on their tables, in the numbered migrations (001, 010).
 --
 -- What runs now: `herald migrate` applies this file again whenever its text changes (after the
@@ -15,7 +15,7 @@ DECLARE
     job_kind text;
 BEGIN
     FOR job_kind IN SELECT DISTINCT kind FROM new_jobs WHERE run_at <= now() LOOP
-        PERFORM pg_notify(herald.wake_channel(), job_kind);
+        PERFORM pg_notify('herald_jobs', job_kind);
     END LOOP;
     RETURN NULL;
 END;
@@ -35,7 +35,7 @@ CREATE OR REPLACE FUNCTION herald.notify_worker() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF current_setting('herald.wakes_itself', true) IS DISTINCT FROM TG_ARGV[0] THEN
-        PERFORM pg_notify(herald.wake_channel(), TG_ARGV[0]);
+        PERFORM pg_notify('herald_jobs', TG_ARGV[0]);
     END IF;
     RETURN NULL;
 END;

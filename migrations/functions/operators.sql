@@ -323,10 +323,10 @@ BEGIN
         -- session_user: inside this SECURITY DEFINER function current_user is the function's owner.
         INSERT INTO herald.redrives (job_ids, delivery_ids, note, redriven_by)
         VALUES (revived_jobs, revived_deliveries, redrive.note, session_user);
-        PERFORM pg_notify(herald.wake_channel(), k)
+        PERFORM pg_notify('herald_jobs', k)
         FROM (SELECT DISTINCT j.kind AS k FROM herald.jobs j WHERE j.id = ANY(revived_jobs)) AS kinds;
         IF cardinality(revived_deliveries) > 0 THEN
-            PERFORM pg_notify(herald.wake_channel(), 'dispatch');
+            PERFORM pg_notify('herald_jobs', 'dispatch');
         END IF;
     END IF;
     RETURN cardinality(revived_jobs) + cardinality(revived_deliveries);

@@ -29,7 +29,7 @@ struct JobLeaseRescue {
     }
 
     enum SQL {
-        /// Wakes the workers of kind $1 on every host.
-        static let wake = "SELECT pg_notify(herald.wake_channel(), $1)"
+        /// Wakes the workers of kind $1 on every host (`WakeHub.channel`).
+        static let wake = "SELECT pg_notify('\(WakeHub.channel)', $1)"
     }
 }
