@@ -48,6 +48,25 @@ public struct ReconcileWorker: JobHandler {
     public func handle(_ jobs: [Job]) async -> [Int64: JobOutcome] {
         var (ids, outcomes) = jobs.refs(naming: "report")
         guard !ids.isEmpty else { return outcomes }
+        let held = context.heldApps.held(kind: kind, at: context.clock.now())
+        if !held.isEmpty {
+            // The reports of apps that met a lock lately wait their turn without being tried.
+            do {
+                let waiting = Set(
+                    try await context.connection.query(SQL.apps, [ids]).filter {
+                        held.contains(try $0.decode(1, as: String.self))
+                    }.map { try $0.decode(0, as: Int64.self) })
+                for job in jobs where job.ref.map(waiting.contains) == true {
+                    outcomes[job.id] = .postpone(by: HeldApps.firstWait, reason: "its app's rows are locked by another session")
+                }
+                ids.removeAll(where: waiting.contains)
+            } catch {
+                let outcome = Self.failed(error, logger: context.logger)
+                for job in jobs where outcomes[job.id] == nil { outcomes[job.id] = outcome }
+                return outcomes
+            }
+            guard !ids.isEmpty else { return outcomes }
+        }
         do {
             try await apply(ids)
         } catch let error as PostgresError where error.isLockTimeout {

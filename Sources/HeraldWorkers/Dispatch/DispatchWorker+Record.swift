@@ -55,10 +55,14 @@ extension DispatchWorker {
         let recording = ContinuousClock.now
         var ended: [Ended] = []
         _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: batch.outcomes.count) {
+            let held = Set(context.heldApps.held(kind: kind, at: context.clock.now()))
+            guard held.isEmpty else { return ended = try await recordEachApp(batch, held: held) }
             do {
                 ended = try await record(batch.outcomes, dead: batch.dead, problems: batch.problems, at: batch.at)
             } catch let error as PostgresError where error.isLockTimeout {
-                ended = try await recordEachApp(batch, after: error)
+                context.logger.warning(
+                    "recording outcomes met a locked row; recording each app's apart", metadata: ["error": "\(error)"])
+                ended = try await recordEachApp(batch, held: [])
             }
         }
         recordTimer.finished(since: recording, rows: batch.outcomes.count, logger: context.logger)
@@ -76,14 +80,13 @@ extension DispatchWorker {
     }
 
     /// Records a batch whose record met a delivery another session holds locked (a producer's
-    /// fetch of it, in a transaction left open): the dead tokens and problems (which never wait
-    /// for such a lock: `herald.record_sends` leaves a locked device or token), then each app's
-    /// outcomes apart. An app whose outcomes meet the lock again is recorded in the background,
-    /// tried again until their lease ends, so that this loop and every other app go on; what is
-    /// still not recorded then is claimed again.
-    private func recordEachApp(_ batch: RecordGatherer.Batch, after error: PostgresError) async throws -> [Ended] {
-        context.logger.warning(
-            "recording outcomes met a locked row; recording each app's apart", metadata: ["error": "\(error)"])
+    /// fetch of it, in a transaction left open), or that holds outcomes of an app that met one
+    /// lately (`held`): the dead tokens and problems (which never wait for such a lock:
+    /// `herald.record_sends` leaves a locked device or token), then each app's outcomes apart. An
+    /// app whose outcomes meet the lock is left for a while (HeldApps), and its outcomes, and a
+    /// held app's, are recorded in the background, tried again until their lease ends, so that
+    /// this loop and every other app go on; what is still not recorded then is claimed again.
+    private func recordEachApp(_ batch: RecordGatherer.Batch, held: Set<String>) async throws -> [Ended] {
         var ended =
             batch.dead.isEmpty && batch.problems.isEmpty
             ? [] : try await record([], dead: batch.dead, problems: batch.problems, at: batch.at)
@@ -96,15 +99,21 @@ extension DispatchWorker {
         }
         for app in apps {
             let outcomes = batch.outcomes.filter { ids[app]?.contains($0.id) == true }
-            do {
-                ended += try await record(outcomes, problems: [:], at: batch.at)
-            } catch let error as PostgresError where error.isLockTimeout {
-                StatementBounds.leftLocked(
-                    "app \(app)'s outcomes", kind: kind, until: "until their lease ends", logger: context.logger)
-                inFlight.start { [self] in
-                    _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: outcomes.count) {
-                        try await record(outcomes, problems: [:], at: batch.at)
-                    }
+            if !held.contains(app) {
+                do {
+                    ended += try await record(outcomes, problems: [:], at: batch.at)
+                    context.heldApps.release(app, kind: kind)
+                    continue
+                } catch let error as PostgresError where error.isLockTimeout {
+                    let wait = context.heldApps.leave(app, kind: kind, now: context.clock.now())
+                    StatementBounds.leftLocked(
+                        "app \(app)'s outcomes", kind: kind, until: "in the background, held \(wait)",
+                        logger: context.logger)
+                }
+            }
+            inFlight.start { [self] in
+                _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: outcomes.count) {
+                    try await record(outcomes, problems: [:], at: batch.at)
                 }
             }
         }
