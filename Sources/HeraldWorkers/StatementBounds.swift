@@ -9,12 +9,14 @@ import Metrics
 /// Producers' sessions share the database with the workers, and a producer's open transaction
 /// holds the rows it wrote (a device it registered, a delivery it fetched) until it ends. The
 /// worker functions that lock rows a producer can hold (`herald.ingest_next`, `herald.ingest`,
-/// `herald.record_sends`, `herald.reconcile`) wait for one at most half a second, each by its own
-/// `SET lock_timeout`, so that the wait never covers the commit (a commit that NOTIFYs waits for
-/// a lock every database on the server shares, and must not fail for it); then they fail with
-/// SQLSTATE 55P03 (``PostgresError/isLockTimeout``), and the worker goes on with every other app's
-/// work and leaves the app that met the lock for a while (``HeldApps``). `statementTimeout` ends a
-/// statement that runs away for any other reason (it does not cover the commit either).
+/// `herald.record_sends`, `herald.reconcile`, and the channels worker's
+/// `herald.record_channel_answer` and `herald.fail_unknown_channel`) wait for one at most half a
+/// second, each by its own `SET lock_timeout`, so that the wait never covers the commit (a
+/// commit that NOTIFYs waits for a lock every database on the server shares, and must not fail
+/// for it); then they fail with SQLSTATE 55P03 (``PostgresError/isLockTimeout``), and the worker
+/// goes on with every other app's work and leaves the app that met the lock for a while
+/// (``HeldApps``). `statementTimeout` ends a statement that runs away for any other reason (it
+/// does not cover the commit either).
 public struct StatementBounds: Sendable, Equatable {
     /// How long a statement may run in all.
     public var statementTimeout: Duration

@@ -22,7 +22,10 @@ REVOKE ALL ON FUNCTION herald.channels_to_work(bigint[]) FROM PUBLIC, herald_pro
 GRANT EXECUTE ON FUNCTION herald.channels_to_work(bigint[]) TO herald_daemon;
 
 -- Records what APNs answered for channel `channel`, and returns its state after, or NULL when the
--- answer no longer applies (the channel moved on meanwhile: deleted, failed, or gone):
+-- answer no longer applies (the channel moved on meanwhile: deleted, failed, or gone). A channel
+-- whose row a producer's open transaction holds (herald.delete_channel) is waited for half a
+-- second at most, as every worker function waits (docs/architecture.md, "Producers beside the
+-- workers"); then the job is tried again later:
 -- - 'created': APNs made it as `apns_channel_id`. A channel still being created is active; one
 --   the producer deleted meanwhile (it has no APNs id yet) is deleting, since nobody will
 --   broadcast on it;
@@ -31,7 +34,7 @@ GRANT EXECUTE ON FUNCTION herald.channels_to_work(bigint[]) TO herald_daemon;
 -- - 'waiting': the request will be tried again (`reason`: why it failed this time).
 CREATE OR REPLACE FUNCTION herald.record_channel_answer(channel bigint, answer text, apns_channel_id text,
     reason text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET lock_timeout = '500ms' AS $$
 DECLARE
     after text;
 BEGIN
@@ -66,7 +69,7 @@ GRANT EXECUTE ON FUNCTION herald.record_channel_answer(bigint,text,text,text) TO
 -- (deleted elsewhere, or made with another key's bundle): the active channel fails, with APNs'
 -- words (`reason`), so that the next broadcasts are refused at ingest instead of each at APNs.
 CREATE OR REPLACE FUNCTION herald.fail_unknown_channel(app text, apns_channel_id text, reason text) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE sql SET lock_timeout = '500ms' AS $$
     UPDATE herald.broadcast_channels c SET state = 'failed', reason = fail_unknown_channel.reason, changed_at = now()
     WHERE c.app_id = app AND c.channel_id = apns_channel_id AND c.state = 'active';
 $$;
