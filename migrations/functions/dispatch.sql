@@ -99,9 +99,9 @@ COMMENT ON VIEW herald.route_rules IS
 -- notification's content, the device's token and its kind (and why it is disabled, if it is),
 -- a browser's subscription keys, the version of its app's row (the daemon reads an app's setup,
 -- herald.app_setups, only when that changes), when the device registered again since the
--- delivery was made (for another user, or after a logout: it is not sent), its route (herald.route_targets: NULL when its
--- device's token does not fit its payload) and the latest failure of a configuration that route
--- needs, which holds the delivery back. The lease is run_at itself: a claimed delivery is not due again
+-- delivery was made (for another user, or after a logout: it is not sent), its route
+-- (herald.route_targets: NULL when its device's token does not fit its payload) and the latest
+-- failure of a configuration that route needs, which holds the delivery back. The lease is run_at itself: a claimed delivery is not due again
 -- until its lease ends, so one whose worker died is simply due again then, and the next claim,
 -- by any daemon, rescues it (`abandoned_by` names the worker that let it lapse). SKIP LOCKED
 -- lets concurrent claimers take disjoint rows. The claim counts as an attempt.

@@ -343,8 +343,8 @@ BEGIN
                                ELSE 'data key ''aps'' is APNs'' own; rename it' END)
                 FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean') OR e.key = 'aps'))[1]
         INTO converted, data_problem
-        FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' AND pg_column_size(n.data) <= herald.max_payload_bytes()
-                                  THEN n.data END) AS e;
+        FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object'
+                                   AND pg_column_size(n.data) <= herald.max_payload_bytes() THEN n.data END) AS e;
         run_at := greatest(at, coalesce(n.send_at, at));
         -- As for notifications: a ttl counts from when it is to be sent (a scheduled one's send_at).
         expires := coalesce(n.expires_at,
@@ -742,8 +742,8 @@ BEGIN
                         END)
                     FILTER (WHERE jsonb_typeof(e.value) NOT IN ('string', 'number', 'boolean')
                                   OR herald.is_reserved_data_key(e.key)))[1] AS data_problem
-            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object' AND pg_column_size(n.data) <= herald.max_payload_bytes()
-                                  THEN n.data END) AS e
+            FROM jsonb_each(CASE WHEN jsonb_typeof(n.data) = 'object'
+                                       AND pg_column_size(n.data) <= herald.max_payload_bytes() THEN n.data END) AS e
         ) AS entries
         -- An estimate of the bytes FCM counts: the Android data map, which carries the content
         -- plus Herald's own keys and is the larger of the two mobile platforms' payloads. A

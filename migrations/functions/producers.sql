@@ -610,27 +610,30 @@ BEGIN
             RAISE EXCEPTION '%: activity % is a %, not a %', caller, quote_literal(activity), act.attributes_type,
                 register_activity_token.attributes_type USING ERRCODE = 'check_violation';
         END IF;
-        SELECT * INTO existing FROM herald.activity_tokens t
-        WHERE t.live_activity_id = act.id AND t.device_id = dev.id AND t.kind = 'update' AND t.ended_at IS NULL
-        FOR UPDATE;
-    ELSE
-        SELECT * INTO existing FROM herald.activity_tokens t
-        WHERE t.device_id = dev.id AND t.attributes_type = register_activity_token.attributes_type
-          AND t.kind = 'push_to_start' AND t.ended_at IS NULL
-        FOR UPDATE;
-    END IF;
-    IF existing.token = hex THEN
-        token_row_id := existing.id;
-        status := 'unchanged';
-        RETURN;
     END IF;
     -- A token is one device's: held by another device of the app, it ends there. (One device's
     -- push-to-start token may be the same for all its activity types.) Two devices registering
     -- one push-to-start token at once cannot both keep it: the unique index
     -- activity_tokens_push_to_start_live makes the later one wait for the first to commit and
-    -- then fail, and it tries again, ending the first's.
+    -- then fail, and it tries again, ending the first's (or, when it was this device's own
+    -- registration of the same token, finding it unchanged).
     FOR attempt IN 1 .. 3 LOOP
         BEGIN
+            IF kind = 'update' THEN
+                SELECT * INTO existing FROM herald.activity_tokens t
+                WHERE t.live_activity_id = act.id AND t.device_id = dev.id AND t.kind = 'update' AND t.ended_at IS NULL
+                FOR UPDATE;
+            ELSE
+                SELECT * INTO existing FROM herald.activity_tokens t
+                WHERE t.device_id = dev.id AND t.attributes_type = register_activity_token.attributes_type
+                  AND t.kind = 'push_to_start' AND t.ended_at IS NULL
+                FOR UPDATE;
+            END IF;
+            IF existing.token = hex THEN
+                token_row_id := existing.id;
+                status := 'unchanged';
+                RETURN;
+            END IF;
             UPDATE herald.activity_tokens t
             SET ended_at = now(), ended_cause = 'replaced',
                 ended_reason = CASE WHEN t.id = existing.id THEN 'the app registered a new token in its place'
@@ -1079,7 +1082,8 @@ DECLARE
 BEGIN
     PERFORM herald.check_acts_for(app, 'herald.device_changes_waiting');
     SELECT p.xid, p.id INTO after_xid, after_id FROM herald.feed_position(after, 'herald.device_changes_waiting') p;
-    RETURN (SELECT count(*) FROM herald.device_changes c WHERE c.app_id = app AND (c.xid, c.id) > (after_xid, after_id));
+    RETURN (SELECT count(*) FROM herald.device_changes c
+            WHERE c.app_id = app AND (c.xid, c.id) > (after_xid, after_id));
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.device_changes_waiting(text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
