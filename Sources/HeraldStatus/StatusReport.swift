@@ -225,7 +225,8 @@ public struct StatusReport: Sendable, Codable, Equatable {
                 + " '\(holder.applicationName ?? "")', \(holder.state ?? "state hidden")"
                 + (holder.stateSince.map { " since \($0)" } ?? "") + ")"
             let waiting =
-                holder.heraldSessionsWaiting > 0 ? ", and \(holder.heraldSessionsWaiting) of Herald's sessions wait for it" : ""
+                holder.heraldSessionsWaiting > 0
+                ? ", and \(holder.heraldSessionsWaiting) of Herald's sessions wait for it" : ""
             let apps = holder.actsFor.isEmpty ? "" : "; it acts for \(holder.actsFor.joined(separator: ", "))"
             problems.append(
                 "\(who) has held a transaction open since \(holder.transactionSince.map { "\($0)" } ?? "?")"

@@ -26,7 +26,8 @@ public final class HeldApps: Sendable {
     public func leave(_ app: String, kind: String, now: Date) -> Duration {
         held.withLock { held in
             let wait = held[kind]?[app].map { min($0.wait * 2, Self.longestWait) } ?? Self.firstWait
-            held[kind, default: [:]][app] = Held(until: now.addingTimeInterval(Double(wait.components.seconds)), wait: wait)
+            held[kind, default: [:]][app] = Held(
+                until: now.addingTimeInterval(Double(wait.components.seconds)), wait: wait)
             return wait
         }
     }

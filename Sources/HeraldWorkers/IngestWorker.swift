@@ -105,7 +105,8 @@ public struct IngestWorker: BatchWorker {
         let held = context.heldApps
         func leave(after error: PostgresError) {
             let wait = held.leave(app, kind: kind, now: context.clock.now())
-            StatementBounds.leftLocked("app \(app)'s notifications", kind: kind, until: "in \(wait)", logger: context.logger)
+            StatementBounds.leftLocked(
+                "app \(app)'s notifications", kind: kind, until: "in \(wait)", logger: context.logger)
         }
         do {
             _ = try await ingest(SQL.ingest, [ids, context.clock.now(), context.reconcile.quietPeriod.seconds])

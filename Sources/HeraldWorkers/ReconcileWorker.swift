@@ -57,7 +57,8 @@ public struct ReconcileWorker: JobHandler {
                         held.contains(try $0.decode(1, as: String.self))
                     }.map { try $0.decode(0, as: Int64.self) })
                 for job in jobs where job.ref.map(waiting.contains) == true {
-                    outcomes[job.id] = .postpone(by: HeldApps.firstWait, reason: "its app's rows are locked by another session")
+                    outcomes[job.id] = .postpone(
+                        by: HeldApps.firstWait, reason: "its app's rows are locked by another session")
                 }
                 ids.removeAll(where: waiting.contains)
             } catch {
@@ -74,7 +75,8 @@ public struct ReconcileWorker: JobHandler {
             // open transaction): each app's reports apart, so that the others are applied now and
             // only that app's wait, for longer each time it meets the lock again (HeldApps).
             context.logger.warning(
-                "applying delivery reports met a locked row; applying each app's apart", metadata: ["error": "\(error)"])
+                "applying delivery reports met a locked row; applying each app's apart", metadata: ["error": "\(error)"]
+            )
             do {
                 var apps: [String] = []
                 var reports: [String: [Int64]] = [:]

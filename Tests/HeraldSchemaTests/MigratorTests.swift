@@ -89,8 +89,9 @@ import Testing
         let error = await #expect(throws: MigrationLockTimeout.self) {
             try await migrator.migrate(try await database.connect())
         }
-        #expect(error?.holder.hasPrefix("pid \(pid) (role postgres, application 'a stuck job', idle since") == true,
-                "\(error?.description ?? "")")
+        #expect(
+            error?.holder.hasPrefix("pid \(pid) (role postgres, application 'a stuck job', idle since") == true,
+            "\(error?.description ?? "")")
         _ = try await holder.query("SELECT pg_advisory_unlock_all()")
         #expect(try await migrator.migrate(try await database.connect()).fromBaseline)
     }

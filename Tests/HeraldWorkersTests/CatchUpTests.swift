@@ -200,8 +200,10 @@ import Testing
         // the second gives up, changes nothing, and is run again).
         #expect(
             try await eventually {
-                try await f.db.query("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", [secondPID])
-                    .first?.decode(0, as: Bool?.self) == true
+                try await f.db.query(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", [secondPID]
+                )
+                .first?.decode(0, as: Bool?.self) == true
             })
         try await first.execute("COMMIT")
         do {

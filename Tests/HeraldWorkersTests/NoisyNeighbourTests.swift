@@ -211,7 +211,8 @@ import Testing
         // Both listeners are listening once a marker of each reaches it.
         #expect(
             await eventually {
-                _ = try? await f.db.query("SELECT pg_notify($1, 'marker'), pg_notify($2, 'marker')", [channel, evilChannel])
+                _ = try? await f.db.query(
+                    "SELECT pg_notify($1, 'marker'), pg_notify($2, 'marker')", [channel, evilChannel])
                 return !shopHeard.all.isEmpty && evilHeard.all.contains { $0.payload == "marker" }
             })
 
@@ -261,7 +262,8 @@ import Testing
             let refused = await #expect(throws: PostgresError.self) { try await evil.query(sql, [megabytes]) }
             #expect(refused?.sqlState == "23514", "\(sql)")
             #expect(
-                refused?.message.hasPrefix("a notification is at most 65536 bytes, its data, title, body, devices") == true,
+                refused?.message.hasPrefix("a notification is at most 65536 bytes, its data, title, body, devices")
+                    == true,
                 "\(refused?.message.prefix(200) ?? "")")
         }
         let devices = "{" + (0..<5000).map { "\"device-\($0)\"" }.joined(separator: ",") + "}"
@@ -271,13 +273,16 @@ import Testing
         // Under the door's bound but over any payload: rejected at ingest, saying so.
         // (Random, so that it stays larger than any payload as stored, compressed or not.)
         let large = "{\"blob\": \"\((0..<200).map { _ in UUID().uuidString }.joined())\"}"
-        _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'hi', data => $1::jsonb)", [large])
+        _ = try await f.db.query(
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'hi', data => $1::jsonb)", [large])
         try await f.ingest()
         let row = try await f.db.query("SELECT state, reason FROM herald.notifications")[0]
         #expect(try row.decode(0, as: String.self) == "rejected")
         #expect(
             try row.decode(1, as: String.self).hasPrefix("data is ")
-                && row.decode(1, as: String.self).hasSuffix("more than any provider's payload takes (5120 bytes); shorten it"))
+                && row.decode(1, as: String.self).hasSuffix(
+                    "more than any provider's payload takes (5120 bytes); shorten it")
+        )
     }
 
     @Test func aDeliveryMadeForOneUserIsNotSentToTheNextUserOfTheDevice() async throws {
@@ -286,14 +291,16 @@ import Testing
         // device with the same token.
         try await f.register("shared-tablet", "android", user: "alice")
         _ = try await f.db.query(
-            "SELECT herald.send('shop', user_ref => 'alice', title => 'Your code is 1234', send_at => now() + '1 hour')")
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'Your code is 1234', send_at => now() + '1 hour')"
+        )
         try await f.ingest()
         _ = try await f.db.query("SELECT herald.unregister_device('shop', 'shared-tablet')")
         try await f.register("shared-tablet", "android", user: "bob")
         // A device registered for another user without a logout between: the same.
         try await f.register("phone", "android", user: "alice")
         _ = try await f.db.query(
-            "SELECT herald.send('shop', user_ref => 'alice', title => 'Your code is 5678', send_at => now() + '1 hour')")
+            "SELECT herald.send('shop', user_ref => 'alice', title => 'Your code is 5678', send_at => now() + '1 hour')"
+        )
         try await f.ingest()
         try await f.register("phone", "android", user: "carol")
         // A token refresh of the same user keeps the registration: that delivery still goes.

@@ -215,8 +215,10 @@ import Testing
             """)
         // Half leased at birth and read with the ingest, half claimed from the queue.
         let (ingest, leased) = try await reading("ingest") { session in
-            try session.query(IngestWorker.SQL.ingestNextAndRead, [users, Date(), "w", 60.0, users / 2, 1800.0, [Int64]()])
-                .compactMap { try $0.decode("delivery_id", as: Int64?.self) }
+            try session.query(
+                IngestWorker.SQL.ingestNextAndRead, [users, Date(), "w", 60.0, users / 2, 1800.0, [Int64]()]
+            )
+            .compactMap { try $0.decode("delivery_id", as: Int64?.self) }
         }
         let (claim, queued) = try await reading("claim") { session in
             try session.query(DispatchWorker.SQL.claim, [Date(), users - leased.count, "w", 60.0]).map {

@@ -147,9 +147,10 @@ public struct Pruner: Service {
                         done.lockedOut = true
                         // Who kept it busy, as herald status names them: a transaction left open
                         // holds the partitions it touched until it ends.
-                        let holders = (try? await connection.query(SQL.lockHolders).map {
-                            try $0.decode(0, as: String.self)
-                        }) ?? []
+                        let holders =
+                            (try? await connection.query(SQL.lockHolders).map {
+                                try $0.decode(0, as: String.self)
+                            }) ?? []
                         logger.notice(
                             "a table was never free to drop a generation's partition; a later pass tries again",
                             metadata: [
