@@ -1,3 +1,4 @@
+import HeraldCore
 import Logging
 
 /// One kind of queued work, as a ``WorkerRunner`` drives it: claim up to a limit, work what
@@ -45,8 +46,8 @@ extension BatchWorker {
 /// are then claimed again when their lease ends, as after a crash). Returns whether the record
 /// was written.
 public func recordWithinLease(
-    until deadline: ContinuousClock.Instant, logger: Logger, items: Int,
-    isStopping: @Sendable () -> Bool = { false }, _ write: () async throws -> Void
+    until deadline: ContinuousClock.Instant, clock: any MonotonicClock = ContinuousClock(), logger: Logger,
+    items: Int, isStopping: @Sendable () -> Bool = { false }, _ write: () async throws -> Void
 ) async -> Bool {
     var delay = RetryDelay()
     var stopBy: ContinuousClock.Instant?
@@ -55,16 +56,16 @@ public func recordWithinLease(
             try await write()
             return true
         } catch {
-            if stopBy == nil, isStopping() { stopBy = ContinuousClock.now.advanced(by: shutdownGrace) }
+            if stopBy == nil, isStopping() { stopBy = clock.now.advanced(by: shutdownGrace) }
             let giveUpAt = min(deadline, stopBy ?? deadline)
-            guard ContinuousClock.now < giveUpAt else {
+            guard clock.now < giveUpAt else {
                 logger.error(
                     "cannot record a batch; its items will be claimed again when their lease ends",
                     metadata: ["error": "\(error)", "items": "\(items)", "stopping": "\(stopBy != nil)"])
                 return false
             }
             logger.warning("recording a batch failed; retrying", metadata: ["error": "\(error)"])
-            try? await Task.sleep(for: delay.next())
+            try? await clock.sleep(for: delay.next())
         }
     }
 }

@@ -29,7 +29,7 @@ public struct JobWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         let claimedAt = ContinuousClock.now
         let jobs = try await queue.claim(kind: handler.kind, limit: limit)
-        claimTimer.finished(since: claimedAt, rows: jobs.count, logger: logger)
+        claimTimer.finished(took: .now - claimedAt, rows: jobs.count, logger: logger)
         guard !jobs.isEmpty else { return 0 }
         let answers = await handler.handle(jobs)
         await record(jobs, answers, isStopping: isStopping, leaseEnds: claimedAt.advanced(by: queue.lease))
@@ -66,7 +66,7 @@ public struct JobWorker: BatchWorker {
             }
             try await queue.release(unanswered)
         }
-        recordTimer.finished(since: recording, rows: jobs.count, logger: logger)
+        recordTimer.finished(took: .now - recording, rows: jobs.count, logger: logger)
     }
 
     /// The database refused the batch's record for what it holds (SQLSTATE class 22, 23…), not

@@ -1,3 +1,4 @@
+import HeraldCore
 import Synchronization
 
 /// Calls a handler no later than the earliest deadline asked of it, with at most one sleeping
@@ -22,8 +23,10 @@ public final class LazyTimer: Sendable {
         var handler: Handler?
     }
     private let state = Mutex(State())
+    /// The clock its deadlines are read on and slept to.
+    public let clock: any MonotonicClock
 
-    public init() {}
+    public init(clock: any MonotonicClock = ContinuousClock()) { self.clock = clock }
 
     deinit { state.withLock { $0.task?.cancel() } }
 
@@ -36,11 +39,11 @@ public final class LazyTimer: Sendable {
             state.generation += 1
             state.armedFor = deadline
             let generation = state.generation
-            state.task = Task { [weak self] in
+            state.task = Task { [weak self, clock] in
                 var wake = deadline
                 while true {
                     do {
-                        try await Task.sleep(until: wake, clock: .continuous)
+                        try await clock.sleep(until: wake)
                     } catch {
                         return  // replaced by a timer for an earlier deadline
                     }

@@ -28,9 +28,8 @@ public struct StatementTimer: Sendable {
         timer = Metrics.Timer(label: "herald_\(statement.rawValue)_duration_seconds", dimensions: [("kind", kind)])
     }
 
-    /// Records a statement that started at `start` and just ended, having worked `rows` rows.
-    public func finished(since start: ContinuousClock.Instant, rows: Int, logger: Logger) {
-        let took = ContinuousClock.now - start
+    /// Records a statement that just ended, having taken `took` and worked `rows` rows.
+    public func finished(took: Duration, rows: Int, logger: Logger) {
         timer.record(duration: took)
         guard took > Self.slow else { return }
         logger.warning(

@@ -1,3 +1,4 @@
+import HeraldCore
 import Synchronization
 
 /// Wakes one waiting worker loop early. A signal that arrives while nobody waits is kept,
@@ -18,9 +19,9 @@ public final class WakeSignal: Sendable {
     private let state = Mutex(State())
     /// Ends waits at their timeout: one timer for the signal's successive waits, since each
     /// wait's deadline is later than the one before (``LazyTimer``).
-    private let timer = LazyTimer()
+    private let timer: LazyTimer
 
-    public init() {}
+    public init(clock: any MonotonicClock = ContinuousClock()) { timer = LazyTimer(clock: clock) }
 
     /// Wakes the waiter, or the next call to ``wait(timeout:)`` if nobody waits now.
     public func signal() {
@@ -80,7 +81,7 @@ public final class WakeSignal: Sendable {
         }) {
             return
         }
-        let deadline = ContinuousClock.now.advanced(by: timeout)
+        let deadline = timer.clock.now.advanced(by: timeout)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
@@ -113,7 +114,7 @@ public final class WakeSignal: Sendable {
 
     /// Ends the wait whose deadline has come; returns the deadline of one still running.
     private func endWaitIfDue() -> ContinuousClock.Instant? {
-        let now = ContinuousClock.now
+        let now = timer.clock.now
         let (ended, next) = state.withLock { state -> (CheckedContinuation<Void, Never>?, ContinuousClock.Instant?) in
             guard let deadline = state.deadline, let waiter = state.waiter else { return (nil, nil) }
             guard deadline <= now else { return (nil, deadline) }
@@ -132,8 +133,10 @@ public final class WakeHub: Sendable {
     private let signals = Mutex<[String: [WakeSignal]]>([:])
     /// Each kind's last wake-up, and how long after the one before it came.
     private let wakes = Mutex<[String: (at: ContinuousClock.Instant, interval: Duration?)]>([:])
+    /// The elapsed time its loops wait on: their timeouts and pauses.
+    public let clock: any MonotonicClock
 
-    public init() {}
+    public init(clock: any MonotonicClock = ContinuousClock()) { self.clock = clock }
 
     /// How long the last wake-up for `kind` came after the one before it (nil: fewer than two
     /// so far): short when commits come faster than a claim's gathering lasts.
@@ -143,7 +146,7 @@ public final class WakeHub: Sendable {
 
     /// A new signal for one loop working `kind`.
     public func register(kind: String) -> WakeSignal {
-        let signal = WakeSignal()
+        let signal = WakeSignal(clock: clock)
         signals.withLock { $0[kind, default: []].append(signal) }
         return signal
     }
@@ -156,7 +159,7 @@ public final class WakeHub: Sendable {
     /// busy ones look again once their batch is done. While a loop woken has yet to claim,
     /// nobody is woken.
     public func wake(kind: String) {
-        let now = ContinuousClock.now
+        let now = clock.now
         wakes.withLock { wakes in
             wakes[kind] = (now, wakes[kind].map { now - $0.at })
         }

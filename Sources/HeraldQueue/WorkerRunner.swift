@@ -94,22 +94,22 @@ public final class WorkerRunner: Service {
                 hub.wakeAnother(kind: worker.kind)
             } else {
                 heartbeat.idle()
-                let foundNothingAt = claimed == 0 ? ContinuousClock.now : nil
+                let foundNothingAt = claimed == 0 ? hub.clock.now : nil
                 await signal.wait(timeout: worker.pollInterval ?? configuration.pollInterval)
                 if let foundNothingAt, configuration.emptyClaimPause > .zero,
-                    foundNothingAt + configuration.emptyClaimPause > .now, !shouldStop
+                    foundNothingAt + configuration.emptyClaimPause > hub.clock.now, !shouldStop
                 {
                     // Woken soon after a claim that found nothing (a NOTIFY flood, or work
                     // another daemon took): more wake-ups meanwhile wake nobody, and one claim
                     // after the pause covers them.
                     signal.claimComing()
-                    try? await Task.sleep(until: foundNothingAt + configuration.emptyClaimPause)
+                    try? await hub.clock.sleep(until: foundNothingAt + configuration.emptyClaimPause)
                 } else if worker.gathersWakeUps, configuration.gather > .zero,
                     let interval = hub.lastInterval(kind: worker.kind), interval < configuration.gather
                 {
                     // More wake-ups meanwhile wake nobody: this claim covers them.
                     signal.claimComing()
-                    try? await Task.sleep(for: configuration.gather)
+                    try? await hub.clock.sleep(for: configuration.gather)
                 }
             }
         }

@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldPostgres
 import Logging
 import Synchronization
@@ -55,6 +56,7 @@ public final class BirthLeases: Sendable {
     private let wake: @Sendable () -> Void
     /// The longest a batch holding births goes without claiming from the queue.
     private let queuePollInterval: Duration
+    private let clock: any MonotonicClock
 
     /// The least share of a dispatch batch claimed from the queue, beside what comes from here
     /// (a batch is then up to this much larger than its size). Splitting a batch instead would
@@ -71,10 +73,15 @@ public final class BirthLeases: Sendable {
     ///     in one round of batches.
     ///   - queuePollInterval: the longest a dispatch batch holding births goes without claiming
     ///     from the queue too (the dispatch loops' poll interval).
+    ///   - clock: the elapsed time leases and the poll interval are counted on.
     ///   - wake: wakes the dispatch loops when deliveries arrive.
-    public init(capacity: Int, queuePollInterval: Duration = .seconds(2), wake: @escaping @Sendable () -> Void) {
+    public init(
+        capacity: Int, queuePollInterval: Duration = .seconds(2), clock: any MonotonicClock = ContinuousClock(),
+        wake: @escaping @Sendable () -> Void
+    ) {
         state = Mutex(State(capacity: capacity))
         self.queuePollInterval = queuePollInterval
+        self.clock = clock
         self.wake = wake
     }
 
@@ -117,7 +124,7 @@ public final class BirthLeases: Sendable {
     func take(upTo limit: Int, fresh: Duration) -> (
         births: [Birth], leasedAt: ContinuousClock.Instant?, stale: [Int64]
     ) {
-        let now = ContinuousClock.now
+        let now = clock.now
         var stale: [Int64] = []
         let (taken, leasedAt, left) = state.withLock { state in
             var taken: [Birth] = []
@@ -168,7 +175,7 @@ public final class BirthLeases: Sendable {
     /// does, the claim begins now. A claim that found the queue full, or failed, calls
     /// ``queueSignalled()`` again: the queue still has work for the next batch.
     func claimsQueue(holding: Bool) -> Bool {
-        let now = ContinuousClock.now
+        let now = clock.now
         return state.withLock { state in
             let claims =
                 !holding || state.queueSignalled

@@ -60,7 +60,7 @@ public struct IngestWorker: BatchWorker {
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         do {
-            let started = ContinuousClock.now
+            let started = context.monotonicClock.now
             let reserved = context.births?.reserve(upTo: limit) ?? 0
             let now = context.clock.now()
             let counts = try await ingest(
@@ -70,7 +70,7 @@ public struct IngestWorker: BatchWorker {
                     context.reconcile.quietPeriod.seconds, context.heldApps.held(kind: kind, at: now),
                 ],
                 reserved: reserved, leasedAt: started)
-            claimTimer.finished(since: started, rows: counts, logger: context.logger)
+            claimTimer.finished(took: context.monotonicClock.now - started, rows: counts, logger: context.logger)
             return counts
         } catch let error as PostgresError where error.isLockTimeout || (error.kind == .server && !error.isTransient) {
             // One app's rows, or one row, must not block the rest. A lock another session holds

@@ -8,7 +8,10 @@ import Logging
 /// settings of the workers that have some.
 public struct WorkerContext: Sendable {
     public var connection: PostgresConnection
+    /// The wall time, for what is stored.
     public var clock: any WallClock
+    /// The elapsed time, for what is measured and waited on (leases held, windows, timers).
+    public var monotonicClock: any MonotonicClock
     public var logger: Logger
     /// Written into `locked_by`, so that operators see who holds a lease.
     public var workerID: String
@@ -39,10 +42,11 @@ public struct WorkerContext: Sendable {
         lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
         births: BirthLeases? = nil, publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
         retryInterval: Duration = RetryWorker.defaultInterval, recordWindow: Duration = .zero,
-        heldApps: HeldApps = HeldApps()
+        heldApps: HeldApps = HeldApps(), monotonicClock: any MonotonicClock = ContinuousClock()
     ) {
         self.connection = connection
         self.clock = clock
+        self.monotonicClock = monotonicClock
         self.logger = logger
         self.workerID = workerID
         self.lease = lease

@@ -30,9 +30,9 @@ import Testing
     @Test func aStatementFarSlowerThanItsBatchIsLoggedWithItsDurationAndRows() {
         let captured = Captured()
         let timer = StatementTimer(kind: "dispatch", .claim)
-        timer.finished(since: .now - .milliseconds(20), rows: 500, logger: captured.logger)
+        timer.finished(took: .milliseconds(20), rows: 500, logger: captured.logger)
         #expect(captured.entries.withLock { $0.isEmpty })
-        timer.finished(since: .now - .seconds(3), rows: 500, logger: captured.logger)
+        timer.finished(took: .seconds(3), rows: 500, logger: captured.logger)
         let entries = captured.entries.withLock { $0 }
         #expect(entries.count == 1)
         let (level, message, metadata) = try! #require(entries.first)

@@ -298,10 +298,13 @@ import Testing
         #expect(await sentToBob() == 4)
 
         // A poll interval after the last claim, a batch holding births claims too.
-        let polling = BirthLeases(capacity: 1, queuePollInterval: .seconds(1)) {}
+        let clock = ManualClock()
+        let polling = BirthLeases(capacity: 1, queuePollInterval: .seconds(1), clock: clock.monotonic) {}
         #expect(polling.claimsQueue(holding: false), "a batch holding none claims")
         #expect(!polling.claimsQueue(holding: true), "holding births, just after a claim")
-        try await Task.sleep(for: .milliseconds(1100))
+        clock.advance(by: .milliseconds(999))
+        #expect(!polling.claimsQueue(holding: true), "holding births, within a poll interval")
+        clock.advance(by: .milliseconds(1))
         #expect(polling.claimsQueue(holding: true), "holding births, a poll interval after")
         #expect(!polling.claimsQueue(holding: true))
     }

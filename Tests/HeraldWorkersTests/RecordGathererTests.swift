@@ -1,13 +1,18 @@
 import Foundation
 import HeraldPostgres
 import HeraldQueue
-import HeraldWorkers
+import HeraldTestSupport
 import Testing
+
+@testable import HeraldWorkers
 
 /// The daemon's dispatch records a small batch's outcomes at once after a quiet moment, and
 /// holds those that follow closely to record them together, in one statement, a window after
-/// the record before (RecordGatherer); a large batch's are recorded at once.
-@Suite struct RecordGathererTests {
+/// the record before (RecordGatherer); a large batch's are recorded at once. The windows are
+/// counted on a clock the tests move: no time passes between two batches unless a test says so.
+@Suite(.timeLimit(.minutes(1))) struct RecordGathererTests {
+    let clock = ManualClock()
+
     /// Each delivery's state, in id order, and how many transactions recorded those no longer
     /// queued (their rows' xmin).
     static func recorded(_ f: WorkerFixture) async throws -> (states: [String], transactions: Int) {
@@ -21,7 +26,7 @@ import Testing
 
     /// Three deliveries for three devices, ingested, and a dispatch loop gathering records for
     /// `window`.
-    static func threeSends(window: Duration) async throws -> (WorkerFixture, DispatchWorker) {
+    func threeSends(window: Duration) async throws -> (WorkerFixture, DispatchWorker) {
         let f = try await WorkerFixture.make()
         for device in ["a", "b", "c"] {
             try await f.register(device, "android", user: device)
@@ -30,38 +35,39 @@ import Testing
         try await f.ingest()
         var context = f.context
         context.recordWindow = window
+        context.monotonicClock = clock.monotonic
         return (f, DispatchWorker(context: context))
     }
 
     @Test func recordsThatFollowCloselyAreHeldAndRecordedTogether() async throws {
-        let (f, worker) = try await Self.threeSends(window: .seconds(2))
+        let (f, worker) = try await threeSends(window: .seconds(2))
         for _ in 0..<3 { #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1) }
         // All three sent; the first recorded at once (nothing came before it), the two after it
         // held: their leases are still there.
         #expect(await f.messages(to: "token-c").count == 1)
         #expect(try await Self.recorded(f).states == ["sent", "queued", "queued"])
-        // A stopping loop records what it holds, waiting out the window at most.
-        try await confirmation { done in
-            let started = ContinuousClock.now
-            await worker.finish()
-            if ContinuousClock.now - started < .seconds(10) { done() }
-        }
+        // A stopping loop records what it holds at once, without waiting out the window.
+        await clock.sleepers(atLeast: 1)
+        await worker.finish()
         let after = try await Self.recorded(f)
         #expect(after.states == ["sent", "sent", "sent"])
         #expect(after.transactions == 2, "the two held outcomes in one record")
     }
 
     @Test func outcomesHeldAreRecordedWhenTheWindowEnds() async throws {
-        let (f, worker) = try await Self.threeSends(window: .seconds(1))
+        let (f, worker) = try await threeSends(window: .seconds(1))
         for _ in 0..<2 { #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1) }
         #expect(try await Self.recorded(f).states == ["sent", "queued", "queued"])
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-        while try await Self.recorded(f).states != ["sent", "sent", "queued"], ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        #expect(try await Self.recorded(f).states == ["sent", "sent", "queued"], "recorded with no loop stopping")
-        // A window after that record, the next is quiet again: recorded at once.
-        try await Task.sleep(for: .milliseconds(1100))
+        // The second is held until a window after the first's record, with no loop stopping.
+        await clock.sleepers(atLeast: 1)
+        clock.advance(by: .milliseconds(999))
+        #expect(try await Self.recorded(f).states == ["sent", "queued", "queued"])
+        clock.advance(by: .milliseconds(1))
+        await worker.inFlight.waitAll()
+        #expect(try await Self.recorded(f).states == ["sent", "sent", "queued"], "recorded when the window ended")
+        // Within a window of that record, the next would be held; a window after it, the next
+        // is quiet again: recorded at once.
+        clock.advance(by: .seconds(1))
         #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1)
         #expect(try await Self.recorded(f).states == ["sent", "sent", "sent"])
         await worker.finish()
@@ -77,6 +83,7 @@ import Testing
         try await f.ingest()
         var context = f.context
         context.recordWindow = .seconds(2)
+        context.monotonicClock = clock.monotonic
         let worker = DispatchWorker(context: context)
         func runs(_ batches: [Int]) async throws {
             for size in batches { #expect(try await worker.runBatch(limit: size, isStopping: { false }) == size) }
@@ -103,7 +110,7 @@ import Testing
     /// held: a send to a dead token follows closely on another's record and is recorded at once,
     /// with the held outcome before it.
     @Test func aRecordThatDisablesADeviceIsWrittenAtOnce() async throws {
-        let (f, worker) = try await Self.threeSends(window: .seconds(2))
+        let (f, worker) = try await threeSends(window: .seconds(2))
         await f.emulator.setBehaviour(.unregistered, forToken: "token-c")
         for _ in 0..<2 { #expect(try await worker.runBatch(limit: 1, isStopping: { false }) == 1) }
         #expect(try await Self.recorded(f).states == ["sent", "queued", "queued"])

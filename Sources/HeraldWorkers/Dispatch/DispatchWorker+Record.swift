@@ -36,7 +36,7 @@ extension DispatchWorker {
             await writeHeld()
         case .first(let until):
             inFlight.start { [self] in
-                try? await Task.sleep(until: until, clock: .continuous)
+                await gatherer.windowEnds(at: until)
                 await writeHeld()
             }
         case .held:
@@ -52,9 +52,11 @@ extension DispatchWorker {
     /// Records a batch's outcomes, retrying while the database is away until its lease ends,
     /// and logs the devices it disabled and the tokens it ended.
     private func write(_ batch: RecordGatherer.Batch) async {
-        let recording = ContinuousClock.now
+        let recording = context.monotonicClock.now
         var ended: [Ended] = []
-        _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: batch.outcomes.count) {
+        _ = await recordWithinLease(
+            until: batch.leaseEnds, clock: context.monotonicClock, logger: context.logger, items: batch.outcomes.count
+        ) {
             let held = Set(context.heldApps.held(kind: kind, at: context.clock.now()))
             guard held.isEmpty else { return ended = try await recordEachApp(batch, held: held) }
             do {
@@ -65,7 +67,7 @@ extension DispatchWorker {
                 ended = try await recordEachApp(batch, held: [])
             }
         }
-        recordTimer.finished(since: recording, rows: batch.outcomes.count, logger: context.logger)
+        recordTimer.finished(took: context.monotonicClock.now - recording, rows: batch.outcomes.count, logger: context.logger)
         for token in ended {
             let message: Logger.Message =
                 switch token.kind {
@@ -112,7 +114,9 @@ extension DispatchWorker {
                 }
             }
             inFlight.start { [self] in
-                _ = await recordWithinLease(until: batch.leaseEnds, logger: context.logger, items: outcomes.count) {
+                _ = await recordWithinLease(
+                    until: batch.leaseEnds, clock: context.monotonicClock, logger: context.logger, items: outcomes.count
+                ) {
                     try await record(outcomes, problems: [:], at: batch.at)
                 }
             }

@@ -34,12 +34,12 @@ public struct DispatchWorker: BatchWorker {
     /// Each route's deliveries in flight (shared by the daemon's dispatch loops through its
     /// senders), and the sends this loop has started.
     var windows: RouteWindows { context.senders?.routeWindows ?? ownWindows }
-    private let ownWindows = RouteWindows()
+    private let ownWindows: RouteWindows
     let inFlight = InFlightTasks()
     /// The leases of this loop's sends in flight, kept while they send.
     let leaseRenewals: LeaseRenewals
     /// Ends a claim's wait for its routes' answers (``RouteCollector``).
-    let collectorTimer = LazyTimer()
+    let collectorTimer: LazyTimer
     /// Small batches' outcomes held to be recorded together; nil when each is recorded at once
     /// (``WorkerContext/recordWindow`` zero).
     let recordGatherer: RecordGatherer?
@@ -58,11 +58,15 @@ public struct DispatchWorker: BatchWorker {
         self.context = context
         builder = PayloadBuilder(reportBaseURL: context.publicURL)
         leaseRenewals = LeaseRenewals(context: context)
-        recordGatherer = context.recordWindow > .zero ? RecordGatherer(window: context.recordWindow) : nil
+        ownWindows = RouteWindows(clock: context.monotonicClock)
+        collectorTimer = LazyTimer(clock: context.monotonicClock)
+        recordGatherer =
+            context.recordWindow > .zero
+            ? RecordGatherer(window: context.recordWindow, clock: context.monotonicClock) : nil
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-        let startedAt = ContinuousClock.now
+        let startedAt = context.monotonicClock.now
         let now = context.clock.now()
         // Deliveries ingest leased at birth come first (read already, while half their lease is
         // left), beside a share claimed from the queue when it has some (BirthLeases).
@@ -90,7 +94,7 @@ public struct DispatchWorker: BatchWorker {
                 // A full claim leaves more queued: the next batch claims again, births or not.
                 if queued.count >= asked { context.births?.queueSignalled() }
                 rows += queued
-                claimTimer.finished(since: startedAt, rows: rows.count, logger: context.logger)
+                claimTimer.finished(took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
             }
             (claimed, unreadable, versions) = read(rows, routes: routes, now: now)
         } catch {
@@ -281,9 +285,9 @@ public struct DispatchWorker: BatchWorker {
     func send(route key: RouteKey, _ batch: [OutgoingDelivery], app: AppSetup?, builder: PayloadBuilder, now: Date)
         async -> ([Int64: DeliveryResult], [ProblemKey: String?])
     {
-        let started = ContinuousClock.now
+        let started = context.monotonicClock.now
         let events = await providerSend(route: key, batch, app: app, builder: builder, now: now)
-        sendDuration.record(duration: ContinuousClock.now - started)
+        sendDuration.record(duration: context.monotonicClock.now - started)
         var results: [Int64: DeliveryResult] = [:]
         var found: [ConfigurationScope: String] = [:]
         for (delivery, event) in events {

@@ -26,10 +26,13 @@ final class LeaseRenewals: Sendable {
         var sends: [Int: Send] = [:]
     }
     private let state = Mutex(State())
-    private let timer = LazyTimer()
+    private let timer: LazyTimer
     private let context: WorkerContext
 
-    init(context: WorkerContext) { self.context = context }
+    init(context: WorkerContext) {
+        self.context = context
+        timer = LazyTimer(clock: context.monotonicClock)
+    }
 
     /// Keeps the leases of a send's deliveries `ids`, asked for at `claimedAt`, until
     /// ``end(_:)`` is called with the token returned.
@@ -57,7 +60,7 @@ final class LeaseRenewals: Sendable {
 
     /// Starts the extensions that are due; returns when the next one is.
     private func renewDue() -> ContinuousClock.Instant? {
-        let now = ContinuousClock.now
+        let now = context.monotonicClock.now
         var due: [(token: Int, ids: [Int64])] = []
         var givenUp: [Int64] = []
         let next = state.withLock { state -> ContinuousClock.Instant? in
@@ -92,7 +95,7 @@ final class LeaseRenewals: Sendable {
 
     /// Extends one send's leases; tries again in a second if the database is away.
     private func extend(_ token: Int, _ ids: [Int64]) async {
-        let asked = ContinuousClock.now
+        let asked = context.monotonicClock.now
         var renewAt: ContinuousClock.Instant
         do {
             try await context.connection.query(

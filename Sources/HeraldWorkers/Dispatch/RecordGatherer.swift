@@ -49,10 +49,16 @@ final class RecordGatherer: Sendable {
         /// When the last record was taken to be written.
         var lastTaken: ContinuousClock.Instant?
         var closed = false
+        /// The waits for a window's end (``windowEnds(at:)``), ended early when the loop stops.
+        var windowWaits: Set<Task<Void, Never>> = []
     }
     private let state = Mutex(State())
+    private let clock: any MonotonicClock
 
-    init(window: Duration) { self.window = window }
+    init(window: Duration, clock: any MonotonicClock) {
+        self.window = window
+        self.clock = clock
+    }
 
     func hold(_ batch: Batch) -> Held {
         state.withLock { state in
@@ -64,22 +70,41 @@ final class RecordGatherer: Sendable {
                 return .recordNow
             }
             guard state.batches.count == 1 else { return .held }
-            if let last = state.lastTaken, ContinuousClock.now - last < window {
+            if let last = state.lastTaken, clock.now - last < window {
                 return .first(until: last.advanced(by: window))
             }
             return .recordNow
         }
     }
 
-    /// The loop is stopping: nothing is held from now on.
-    func close() { state.withLock { $0.closed = true } }
+    /// Returns at `until` (a ``Held/first(until:)``), or once the loop stops (``close()``),
+    /// which records what is held then.
+    func windowEnds(at until: ContinuousClock.Instant) async {
+        let wait = Task<Void, Never> { [clock] in try? await clock.sleep(until: until) }
+        let closed = state.withLock { state in
+            if !state.closed { state.windowWaits.insert(wait) }
+            return state.closed
+        }
+        if closed { wait.cancel() }
+        await wait.value
+        _ = state.withLock { $0.windowWaits.remove(wait) }
+    }
+
+    /// The loop is stopping: nothing is held from now on, and no wait for a window goes on.
+    func close() {
+        let waits = state.withLock { state in
+            state.closed = true
+            return state.windowWaits
+        }
+        for wait in waits { wait.cancel() }
+    }
 
     /// Everything held, as one batch; nil when nothing is. A configuration's later word on a
     /// problem wins, as it would recorded in turn.
     func take() -> Batch? {
         let batches = state.withLock { state in
             defer { state.batches = [] }
-            if !state.batches.isEmpty { state.lastTaken = .now }
+            if !state.batches.isEmpty { state.lastTaken = clock.now }
             return state.batches
         }
         guard var merged = batches.first else { return nil }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldQueue
 import Logging
 import Metrics
@@ -62,10 +63,13 @@ final class RouteWindows: Sendable {
     }
 
     private let state = Mutex(State())
+    private let clock: any MonotonicClock
+
+    init(clock: any MonotonicClock = ContinuousClock()) { self.clock = clock }
 
     /// Admits what the route's window has room for: everything when nothing of it is in flight.
     func admit(_ key: DispatchWorker.RouteKey, count: Int, window: Int) -> Admission {
-        let now = ContinuousClock.now
+        let now = clock.now
         let admission = state.withLock { state -> Admission in
             var route = state.routes[key] ?? Route()
             let age = route.oldest.map { now - $0 } ?? .zero
@@ -103,7 +107,7 @@ final class RouteWindows: Sendable {
         state.withLock { state in
             state.routes[key]?.sends[ticket] = nil
             if let route = state.routes[key], route.sends.isEmpty,
-                route.lastWarned.map({ ContinuousClock.now - $0 >= .seconds(60) }) ?? true
+                route.lastWarned.map({ clock.now - $0 >= .seconds(60) }) ?? true
             {
                 state.routes[key] = nil
             }
@@ -123,7 +127,7 @@ final class RouteWindows: Sendable {
     @discardableResult
     func noteSaturated(_ key: DispatchWorker.RouteKey, postponed: Int, logger: Logger) -> Saturation? {
         Counter(label: "herald_route_saturated_total", dimensions: dimensions(key)).increment(by: postponed)
-        let now = ContinuousClock.now
+        let now = clock.now
         let report = state.withLock { state -> Saturation? in
             var route = state.routes[key] ?? Route()
             route.unreported += postponed
@@ -183,7 +187,7 @@ final class RouteCollector: Sendable {
         var closed = false
         /// Set once the claim collects: how many routes it waits for, since when, and its wait.
         var awaiting: Int?
-        var started: ContinuousClock.Instant = .now
+        var started: ContinuousClock.Instant
         var waiter: CheckedContinuation<Void, Never>?
 
         /// When the claim records without the routes still sending.
@@ -198,11 +202,14 @@ final class RouteCollector: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     /// The dispatch loop's timer for its collectors' deadlines (one collects at a time).
     private let timer: LazyTimer
 
-    init(timer: LazyTimer) { self.timer = timer }
+    init(timer: LazyTimer) {
+        self.timer = timer
+        state = Mutex(State(started: timer.clock.now))
+    }
 
     /// Takes a route's answers into the claim's record; false once the claim has recorded
     /// without them (the route records its own).
@@ -210,7 +217,7 @@ final class RouteCollector: Sendable {
         _ results: [Int64: DeliveryResult], _ problems: [DispatchWorker.ProblemKey: String?],
         awaited: Bool
     ) -> Bool {
-        let now = ContinuousClock.now
+        let now = timer.clock.now
         var ended: CheckedContinuation<Void, Never>?
         var grace: ContinuousClock.Instant?
         let taken = state.withLock { state in
@@ -250,7 +257,7 @@ final class RouteCollector: Sendable {
         [Int64: DeliveryResult], [DispatchWorker.ProblemKey: String?]
     ) {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = ContinuousClock.now
+            let now = timer.clock.now
             let deadline = state.withLock { state -> ContinuousClock.Instant? in
                 state.awaiting = awaiting
                 state.started = now
@@ -274,7 +281,7 @@ final class RouteCollector: Sendable {
 
     /// Ends the claim's wait once its deadline has come; returns the deadline otherwise.
     private func endWaitIfDue() -> ContinuousClock.Instant? {
-        let now = ContinuousClock.now
+        let now = timer.clock.now
         let (ended, next) = state.withLock { state -> (CheckedContinuation<Void, Never>?, ContinuousClock.Instant?) in
             guard let waiter = state.waiter else { return (nil, nil) }
             guard state.isDone(at: now) else { return (nil, state.deadline) }

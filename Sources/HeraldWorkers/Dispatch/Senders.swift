@@ -52,7 +52,8 @@ public actor Senders {
     nonisolated let providers: [String: any ProviderRoute.Type]
     let logger: Logger
     /// What each route has in flight, across the daemon's dispatch loops.
-    nonisolated let routeWindows = RouteWindows()
+    nonisolated let routeWindows: RouteWindows
+    private let clock: any MonotonicClock
     /// Each route made, by app and provider, with the settings row it was made from.
     private var routes: [String: (row: Data?, route: any ProviderRoute)] = [:]
     /// Where each FCM project's quota is drawn, shared with every daemon on the database; nil:
@@ -63,9 +64,12 @@ public actor Senders {
     private var logged: [String: (problem: String, at: ContinuousClock.Instant)] = [:]
 
     public init(
-        http: HTTPClient, configuration: Configuration, logger: Logger, quotaConnection: PostgresConnection? = nil
+        http: HTTPClient, configuration: Configuration, logger: Logger, quotaConnection: PostgresConnection? = nil,
+        clock: any MonotonicClock = ContinuousClock()
     ) {
         self.http = http
+        self.clock = clock
+        routeWindows = RouteWindows(clock: clock)
         self.configuration = configuration
         self.providers = Providers.byName(
             configuration.providers.filter { $0.turnedOnBy.map(configuration.turnedOn.contains) ?? true })
@@ -122,7 +126,7 @@ public actor Senders {
     /// Whether to log an app's configuration problem now: once when it appears or changes,
     /// then at most every 5 minutes, never once per message.
     func shouldLog(app: String, scope: ConfigurationScope, problem: String) -> Bool {
-        let now = ContinuousClock.now
+        let now = clock.now
         let key = "\(app) \(scope.rawValue)"
         if let last = logged[key], last.problem == problem, now - last.at < .seconds(300) { return false }
         logged[key] = (problem, now)
