@@ -45,12 +45,13 @@ public final class WorkerRunner: Service {
     private let configuration: Configuration
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
-    public let heartbeat = Heartbeat()
+    public let heartbeat: Heartbeat
 
     public init(worker: any BatchWorker, hub: WakeHub, configuration: Configuration, logger: Logger) {
         self.worker = worker
         self.hub = hub
         self.signal = hub.register(kind: worker.kind)
+        heartbeat = Heartbeat(clock: hub.clock)
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "kind"] = "\(worker.kind)"
@@ -103,13 +104,13 @@ public final class WorkerRunner: Service {
                     // another daemon took): more wake-ups meanwhile wake nobody, and one claim
                     // after the pause covers them.
                     signal.claimComing()
-                    try? await hub.clock.sleep(until: foundNothingAt + configuration.emptyClaimPause)
+                    await pause(until: foundNothingAt + configuration.emptyClaimPause)
                 } else if worker.gathersWakeUps, configuration.gather > .zero,
                     let interval = hub.lastInterval(kind: worker.kind), interval < configuration.gather
                 {
                     // More wake-ups meanwhile wake nobody: this claim covers them.
                     signal.claimComing()
-                    try? await hub.clock.sleep(for: configuration.gather)
+                    await pause(until: hub.clock.now + configuration.gather)
                 }
             }
         }
@@ -118,5 +119,10 @@ public final class WorkerRunner: Service {
         signal.claiming()
         await worker.finish()
         logger.debug("worker stopped")
+    }
+
+    /// Lets time pass before the next claim, until `deadline` or a graceful shutdown.
+    private func pause(until deadline: ContinuousClock.Instant) async {
+        try? await cancelWhenGracefulShutdown { [hub] in try await hub.clock.sleep(until: deadline) }
     }
 }

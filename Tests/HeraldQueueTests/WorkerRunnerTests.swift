@@ -8,7 +8,11 @@ import Testing
 
 @testable import HeraldQueue
 
+/// The loops' waits, pauses and gathering are counted on a clock the tests move (but the first
+/// test's, which drains a real queue at a real poll interval).
 @Suite struct WorkerRunnerTests {
+    let clock = ManualClock()
+
     /// Completes even refs, asks to retry odd ones once, and records every batch size.
     final class RecordingHandler: JobHandler {
         let kind = "record"
@@ -62,20 +66,21 @@ import Testing
     /// reads its heartbeat as fresh. One in a batch ages.
     final class BlockingWorker: BatchWorker {
         let kind = "blocking"
-        let block: Bool
+        let block: ManualClock?
         let batches = Atomic<Int>(0)
-        init(block: Bool) { self.block = block }
+        /// `block`: its batch lasts until that clock has moved an hour.
+        init(block: ManualClock?) { self.block = block }
         func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
             batches.add(1, ordering: .sequentiallyConsistent)
-            if block { try await Task.sleep(for: .seconds(30)) }
+            if let block { try await block.monotonic.sleep(for: .seconds(3600)) }
             return 0
         }
     }
 
     @Test func aLoopWaitingForWorkIsNotStuckButOneInABatchAges() async throws {
-        let hub = WakeHub()
-        let idleWorker = BlockingWorker(block: false)
-        let stuckWorker = BlockingWorker(block: true)
+        let hub = WakeHub(clock: clock.monotonic)
+        let idleWorker = BlockingWorker(block: nil)
+        let stuckWorker = BlockingWorker(block: clock)
         func runner(_ worker: BlockingWorker) -> WorkerRunner {
             WorkerRunner(
                 worker: worker, hub: hub,
@@ -94,9 +99,10 @@ import Testing
                 })
             // The waiting loop reads as fresh (it would age without end if waiting counted)…
             #expect(await eventually { waiting.heartbeat.age == .zero })
-            // …while the stuck one's batch began before this sleep, so it is at least that old.
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(stuck.heartbeat.age >= .milliseconds(300))
+            // …while the stuck one's batch ages with the time that passes.
+            #expect(stuck.heartbeat.age == .zero)
+            clock.advance(by: .milliseconds(300))
+            #expect(stuck.heartbeat.age == .milliseconds(300))
             #expect(waiting.heartbeat.age == .zero)
             tasks.cancelAll()
         }
@@ -118,7 +124,7 @@ import Testing
         }
         func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
             shared.batches.withLock { $0[loop, default: 0] += 1 }
-            try? await Task.sleep(for: .milliseconds(5))
+            await Task.yield()
             return shared.backlog.load(ordering: .sequentiallyConsistent) ? limit : 0
         }
     }
@@ -166,7 +172,7 @@ import Testing
 
     func trickle(gather: Duration) -> (TrickleWorker, WakeHub, [WorkerRunner]) {
         let worker = TrickleWorker()
-        let hub = WakeHub()
+        let hub = WakeHub(clock: clock.monotonic)
         return (worker, hub, loops(hub: hub, gather: gather) { _ in worker })
     }
 
@@ -187,6 +193,8 @@ import Testing
                 await eventually(timeout: .seconds(60)) {
                     worker.batches.withLock { $0 } == [0, 0] && runners.allSatisfy(\.signal.isWaitingForWork)
                 })
+            // Past the pause after a claim that found nothing.
+            clock.advance(by: WorkerRunner.Configuration(batchSize: 1, pollInterval: .zero).emptyClaimPause)
             commit(worker, hub)
             #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0 } == [0, 0, 1] })
             try await body(worker, hub)
@@ -197,21 +205,18 @@ import Testing
     /// Commits that come closer together than the gathering lasts wait for one another: the
     /// loop woken gathers, nobody else is woken meanwhile, and one claim takes several commits'
     /// work (all four, or the first alone and the three after it together, as the commit before
-    /// them was more or less than the gathering before the first).
+    /// them).
     @Test func commitsCloseTogetherAreGatheredIntoOneClaim() async throws {
         try await trickling(gather: .seconds(2)) { worker, hub in
-            // 50 ms apart: without gathering, each would be claimed alone.
-            for _ in 0..<4 {
-                commit(worker, hub)
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            // With no time between them, and the first right after the commit before it.
+            for _ in 0..<4 { commit(worker, hub) }
+            // The loop woken gathers until its gathering has passed.
             #expect(
-                await eventually(timeout: .seconds(60)) {
-                    worker.batches.withLock { $0.dropFirst(3).reduce(0, +) } == 4
+                await eventually(timeout: .seconds(10)) {
+                    clock.advance(by: .seconds(2))
+                    return worker.batches.withLock { $0.dropFirst(3).reduce(0, +) } == 4
                 })
-            try await Task.sleep(for: .milliseconds(300))
-            let after = worker.batches.withLock { Array($0.dropFirst(3)) }
-            #expect(after == [4] || after == [1, 3], "\(after)")
+            #expect(worker.batches.withLock { Array($0.dropFirst(3)) } == [4])
         }
     }
 
@@ -219,57 +224,55 @@ import Testing
     /// at once: a trickle slower than that pays no wait.
     @Test func aCommitAfterAQuietSpellIsClaimedAtOnce() async throws {
         try await trickling(gather: .seconds(3)) { worker, hub in
-            try await Task.sleep(for: .milliseconds(3500))
-            let committed = ContinuousClock.now
+            clock.advance(by: .milliseconds(3500))
             commit(worker, hub)
-            #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 4 })
-            // Gathering would have held it 3 s.
-            #expect(ContinuousClock.now - committed < .seconds(2))
+            // With no time passing: gathering would have held it until the clock moved 3 s.
+            #expect(await eventually(timeout: .seconds(10)) { worker.batches.withLock { $0.count } == 4 })
         }
     }
 
     /// A flood of wake-ups for a worker with nothing to do (any session may NOTIFY herald_jobs)
-    /// costs each loop a claim a pause, not one a wake-up: the count is bounded by the time the
-    /// flood lasted, whatever the machine's speed.
+    /// costs each loop a claim a pause, not one a wake-up: the count is bounded by the pauses
+    /// the flood lasted.
     @Test func aFloodOfWakeUpsWithNothingToDoCostsAClaimAPause() async throws {
         let worker = TrickleWorker()
-        let hub = WakeHub()
+        let hub = WakeHub(clock: clock.monotonic)
         let group = ServiceGroup(services: loops(2, hub: hub) { _ in worker }, logger: Logger(label: "test"))
+        let pause = WorkerRunner.Configuration(batchSize: 1, pollInterval: .zero).emptyClaimPause
         try await group.runUntil {
             #expect(await eventually(timeout: .seconds(60)) { worker.batches.withLock { $0.count } == 2 })
-            let started = ContinuousClock.now
+            let pauses = 5
             var wakes = 0
-            while ContinuousClock.now - started < .milliseconds(500) {
-                hub.wake(kind: "trickle")
-                wakes += 1
-                await Task.yield()
+            for _ in 0..<pauses {
+                for _ in 0..<200 {
+                    hub.wake(kind: "trickle")
+                    wakes += 1
+                    await Task.yield()
+                }
+                clock.advance(by: pause)
             }
-            let elapsed = ContinuousClock.now - started
+            #expect(await eventually(timeout: .seconds(10)) { worker.batches.withLock { $0.count } > 2 }, "woken")
             let claims = worker.batches.withLock { $0.count } - 2
-            let pauses = Int(elapsed / WorkerRunner.Configuration(batchSize: 1, pollInterval: .zero).emptyClaimPause)
-            #expect(claims <= 2 * (pauses + 1), "\(claims) claims for \(wakes) wake-ups in \(elapsed)")
-            #expect(wakes > 10 * claims, "\(claims) claims for \(wakes) wake-ups")
+            #expect(claims <= 2 * (pauses + 1), "\(claims) claims for \(wakes) wake-ups over \(pauses) pauses")
         }
     }
 
     /// A loop that stops leaves the wake-ups to the others: one woken to stop covers nothing.
     @Test func aLoopThatStopsLeavesWakeUpsToTheOthers() async throws {
         let worker = TrickleWorker()
-        let hub = WakeHub()
+        let hub = WakeHub(clock: clock.monotonic)
         let stopping = loops(1, hub: hub) { _ in worker }[0]
         let other = hub.register(kind: "trickle")
         let group = ServiceGroup(services: [stopping], logger: Logger(label: "test"))
         try await group.runUntil {
             #expect(await eventually(timeout: .seconds(60)) { stopping.signal.isWaitingForWork })
         }
-        async let waited: Duration = {
-            let start = ContinuousClock.now
-            await other.wait(timeout: .seconds(60))
-            return ContinuousClock.now - start
-        }()
+        // Its wait ends only if woken: the clock does not move.
+        let waiting = Task { await other.wait(timeout: .seconds(60)) }
         #expect(await eventually(timeout: .seconds(60)) { other.isWaitingForWork })
         hub.wake(kind: "trickle")
-        #expect(await waited < .seconds(30), "the wake-up went nowhere")
+        #expect(await eventually(timeout: .seconds(10)) { !other.isWaitingForWork }, "the wake-up went nowhere")
+        waiting.cancel()
     }
 
     /// Fails its claims in loop 0 while `failing` is set (that loop's connection is down), and
