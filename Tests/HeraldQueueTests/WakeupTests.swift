@@ -21,11 +21,11 @@ import Testing
         return (listener, received)
     }
 
-    /// Proves the wake comes from NOTIFY: the waiter has no poll, only a long timeout.
-    /// How fast it wakes is a benchmark figure, not asserted here.
+    /// Proves the wake comes from NOTIFY: the waiter has no poll, and its timeout is on a clock
+    /// that does not move. How fast it wakes is a benchmark figure, not asserted here.
     @Test func committedInsertWakesAWaitingWorker() async throws {
         let database = try await TestDatabase.create()
-        let hub = WakeHub()
+        let hub = WakeHub(clock: ManualClock().monotonic)
         let signal = hub.register(kind: "wake")
         let listener = PostgresListener(
             conninfo: database.conninfo, channels: [WakeHub.channel], logger: Logger(label: "test"),
@@ -33,16 +33,15 @@ import Testing
         listener.start()
         defer { listener.stop() }
         let producer = try await database.connect()
-
-        async let waited: Duration = {
-            let start = ContinuousClock.now
+        let woken = Atomic<Bool>(false)
+        let waiting = Task {
             await signal.wait(timeout: .seconds(120))
-            return ContinuousClock.now - start
-        }()
-        try await Task.sleep(for: .milliseconds(100))
+            woken.store(true, ordering: .sequentiallyConsistent)
+        }
+        defer { waiting.cancel() }
+        #expect(await eventually { signal.isWaitingForWork })
         try await producer.query("INSERT INTO herald.jobs (kind) VALUES ('wake')")
-        let elapsed = await waited
-        #expect(elapsed < .seconds(60), "the wait ended by timeout, not by NOTIFY")
+        #expect(await eventually { woken.load(ordering: .sequentiallyConsistent) }, "no NOTIFY ended the wait")
     }
 
     @Test func rolledBackInsertWakesNobodyAndLeavesNoJob() async throws {
