@@ -40,9 +40,7 @@ else
   heavy='HeraldDaemonTests|FailoverTests|PlanningTests'
   # The suites that prove timeouts, lifetimes and slow peers against their clocks run apart:
   # among the rest, on two cores, a server could answer late enough to fail them (18 s alone).
-  # RecordGathererTests' windows are real seconds too (until the gatherer reads a clock the tests
-  # can advance): beside the whole suite's start, a batch once took longer than a window.
-  timing='StuckConnectionTests|EndpointTests|RouteIsolationTests|RecordGathererTests'
+  timing='StuckConnectionTests|EndpointTests|RouteIsolationTests'
   # At most 16 tests at once: the stand-in servers most tests start answer on the same two
   # cooperative threads as the tests, and with the whole suite at once one could miss a client's
   # timeout.
