@@ -15,7 +15,9 @@ import Testing
         let times = Mutex<[ContinuousClock.Instant]>([])
         let reached = Mutex<[(count: Int, resume: CheckedContinuation<Void, Never>)]>([])
         func record(at now: ContinuousClock.Instant) {
-            let count = times.withLock { $0.append(now); return $0.count }
+            let count = times.withLock {
+                $0.append(now); return $0.count
+            }
             let due = reached.withLock { waiting in
                 defer { waiting.removeAll { $0.count <= count } }
                 return waiting.filter { $0.count <= count }

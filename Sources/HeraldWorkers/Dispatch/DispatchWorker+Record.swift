@@ -67,7 +67,8 @@ extension DispatchWorker {
                 ended = try await recordEachApp(batch, held: [])
             }
         }
-        recordTimer.finished(took: context.monotonicClock.now - recording, rows: batch.outcomes.count, logger: context.logger)
+        recordTimer.finished(
+            took: context.monotonicClock.now - recording, rows: batch.outcomes.count, logger: context.logger)
         for token in ended {
             let message: Logger.Message =
                 switch token.kind {

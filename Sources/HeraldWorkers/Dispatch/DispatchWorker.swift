@@ -94,7 +94,8 @@ public struct DispatchWorker: BatchWorker {
                 // A full claim leaves more queued: the next batch claims again, births or not.
                 if queued.count >= asked { context.births?.queueSignalled() }
                 rows += queued
-                claimTimer.finished(took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
+                claimTimer.finished(
+                    took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
             }
             (claimed, unreadable, versions) = read(rows, routes: routes, now: now)
         } catch {
