@@ -58,8 +58,6 @@ public final class ManualClock: WallClock {
         for sleeper in due { sleeper.wake.resume() }
     }
 
-    /// Returns once the clock is advanced to `deadline`; throws `CancellationError` when the task
-    /// is cancelled first.
     /// Returns once the clock is advanced to `deadline`; throws `CancellationError` when the
     /// task is cancelled first.
     public func sleep(until deadline: ContinuousClock.Instant) async throws {
