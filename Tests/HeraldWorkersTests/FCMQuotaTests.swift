@@ -5,6 +5,7 @@ import HeraldStatus
 import HeraldTestSupport
 import HeraldWorkers
 import Logging
+import Synchronization
 import Testing
 
 /// An FCM project's quota, drawn by several daemons (here, several ``FCMQuota``s on their own
@@ -83,19 +84,32 @@ import Testing
         #expect(granted == .send(4), "the project's own per_second, not the daemons' 100")
     }
 
-    /// Without the database (a failover), a daemon keeps to the rate alone rather than stop.
+    /// Without the database (a failover), a daemon keeps to the rate alone rather than stop. Its
+    /// waits are on a clock the test moves, 10 ms at a time while a take waits.
     @Test func withoutTheDatabaseADaemonKeepsToTheRateAlone() async throws {
+        let clock = ManualClock()
         let unreachable = PostgresConnection(conninfo: "host=127.0.0.1 port=1 dbname=none connect_timeout=1")
-        let quota = FCMQuota(project: "p", perSecond: 50, connection: unreachable, logger: Logger(label: "test"))
-        let start = ContinuousClock.now
-        var taken = 0
-        while taken < 100 {
-            guard case .send(let count) = await quota.take(upTo: 10) else {
-                Issue.record("paused without a database"); return
+        let quota = FCMQuota(
+            project: "p", perSecond: 50, connection: unreachable, logger: Logger(label: "test"),
+            clock: clock.monotonic)
+        let start = clock.instant
+        let done = Atomic<Bool>(false)
+        let taking = Task {
+            defer { done.store(true, ordering: .sequentiallyConsistent) }
+            var taken = 0
+            while taken < 100 {
+                guard case .send(let count) = await quota.take(upTo: 10) else { return -1 }
+                taken += count
             }
-            taken += count
+            return taken
         }
-        // A second's worth at once, then 50 a second.
-        #expect(ContinuousClock.now - start >= .milliseconds(900))
+        while !done.load(ordering: .sequentiallyConsistent) {
+            await clock.sleepers(atLeast: 1, timeout: .milliseconds(200))
+            if clock.sleeping > 0 { clock.advance(by: .milliseconds(10)) }
+        }
+        #expect(await taking.value == 100, "paused without a database")
+        // 50 a second: the second 50 a second after the first, at the latest two seconds in.
+        let took = clock.instant - start
+        #expect(took >= .milliseconds(900) && took <= .milliseconds(2010), "\(took)")
     }
 }

@@ -53,7 +53,8 @@ public actor Senders {
     let logger: Logger
     /// What each route has in flight, across the daemon's dispatch loops.
     nonisolated let routeWindows: RouteWindows
-    private let clock: any MonotonicClock
+    /// The elapsed time its routes' windows and quotas count on.
+    nonisolated let clock: any MonotonicClock
     /// Each route made, by app and provider, with the settings row it was made from.
     private var routes: [String: (row: Data?, route: any ProviderRoute)] = [:]
     /// Where each FCM project's quota is drawn, shared with every daemon on the database; nil:

@@ -36,10 +36,10 @@ public actor FCMQuota {
     /// `reserveEnds` here.
     private var reserve = 0
     private var reserveSecond = Date.distantPast
-    private var reserveEnds = ContinuousClock.now
+    private var reserveEnds: ContinuousClock.Instant
     /// The last draw got less than it asked for: the fleet has spent this second's budget.
     private var spent = false
-    private var pausedUntil = ContinuousClock.now
+    private var pausedUntil: ContinuousClock.Instant
     /// The draw in flight, which the other callers wait for.
     private var drawing: Task<Void, Never>?
     /// The project's rate as the database last gave it.
@@ -47,24 +47,32 @@ public actor FCMQuota {
     /// The daemon's own budget: while the database cannot be reached (asked again from
     /// `aloneUntil`), or always without a connection.
     private var alone: TokenBucket?
-    private var aloneUntil = ContinuousClock.now
+    private var aloneUntil: ContinuousClock.Instant
     private var sessionReady = false
 
+    /// The elapsed time its seconds, pauses and waits are counted on.
+    private let clock: any MonotonicClock
+
     /// `connection` nil: this daemon keeps to `perSecond` alone (a test, a tool).
-    public init(project: String, perSecond: Double, connection: PostgresConnection?, logger: Logger) {
+    public init(
+        project: String, perSecond: Double, connection: PostgresConnection?, logger: Logger,
+        clock: any MonotonicClock = ContinuousClock()
+    ) {
+        self.clock = clock
+        (reserveEnds, pausedUntil, aloneUntil) = (clock.now, clock.now, clock.now)
         self.project = project
         self.perSecond = max(1, Int(min(perSecond, Double(Int32.max))))
         self.rate = self.perSecond
         self.connection = connection
         self.logger = logger
-        if connection == nil { alone = TokenBucket(rate: Double(self.perSecond), full: true) }
+        if connection == nil { alone = TokenBucket(rate: Double(self.perSecond), full: true, now: clock.now) }
     }
 
     /// Up to `wanted` sends, as soon as any may go (waiting for the next second when this one's
     /// budget is spent); or, while the project is paused, for how long.
     public func take(upTo wanted: Int) async -> Grant {
         while true {
-            let now = ContinuousClock.now
+            let now = clock.now
             if now < pausedUntil { return .paused(wait: pausedUntil - now) }
             if Task.isCancelled { return .paused(wait: .seconds(1)) }
             if now < reserveEnds && reserve > 0 {
@@ -79,7 +87,7 @@ public actor FCMQuota {
             }
             if spent && now < reserveEnds {
                 // This second's budget is spent, for the whole fleet.
-                try? await Task.sleep(until: reserveEnds)
+                try? await clock.sleep(until: reserveEnds)
                 continue
             }
             let draw = Task { await self.draw(max(wanted, perSecond / 20), on: connection) }
@@ -92,7 +100,7 @@ public actor FCMQuota {
         // Done before the draw's waiters resume: one that found it still set would wait on it
         // again and again, without giving way to the actor.
         defer { drawing = nil }
-        let asked = ContinuousClock.now
+        let asked = clock.now
         do {
             if !sessionReady {
                 try await connection.addSetupStatement(SQL.session)
@@ -121,10 +129,10 @@ public actor FCMQuota {
             reserve += granted
             spent = granted < chunk
         } catch {
-            aloneUntil = ContinuousClock.now + .seconds(1)
+            aloneUntil = clock.now + .seconds(1)
             guard alone == nil else { return }
             // Starting empty, at the project's rate as last drawn: no second's worth more than the fleet's.
-            alone = TokenBucket(rate: Double(rate), full: false)
+            alone = TokenBucket(rate: Double(rate), full: false, now: clock.now)
             if let error = error as? PostgresError, error.isTransient {
                 logger.warning(
                     "FCM quota: the database cannot be reached; this daemon keeps to the project's rate alone",
@@ -140,7 +148,7 @@ public actor FCMQuota {
     /// FCM answered 429 for the project's quota: every daemon waits `duration` before its next
     /// send of the project.
     public func overQuota(for duration: Duration, reason: String) async {
-        let until = ContinuousClock.now + duration
+        let until = clock.now + duration
         guard until > pausedUntil + .seconds(1) else { return }
         logger.warning(
             "FCM project over its quota: every daemon waits",
@@ -158,11 +166,11 @@ public actor FCMQuota {
 
     /// Without the database: the daemon's own budget.
     private func takeAlone(_ wanted: Int) async -> Grant {
-        var bucket = alone ?? TokenBucket(rate: Double(rate), full: false)
-        let (granted, wait) = bucket.take(upTo: wanted, now: .now)
+        var bucket = alone ?? TokenBucket(rate: Double(rate), full: false, now: clock.now)
+        let (granted, wait) = bucket.take(upTo: wanted, now: clock.now)
         alone = bucket
         // Taken already, so a caller after this one waits behind it.
-        if wait > .zero { try? await Task.sleep(for: wait) }
+        if wait > .zero { try? await clock.sleep(for: wait) }
         return .send(granted)
     }
 
@@ -192,12 +200,13 @@ public actor FCMQuota {
 struct TokenBucket {
     let rate: Double
     private var tokens: Double
-    private var updated = ContinuousClock.now
+    private var updated: ContinuousClock.Instant
 
-    /// `full`: a second's worth at once; otherwise none until they come.
-    init(rate: Double, full: Bool) {
+    /// `full`: a second's worth at once; otherwise none until they come, from `now`.
+    init(rate: Double, full: Bool, now: ContinuousClock.Instant) {
         self.rate = rate
         self.tokens = full ? rate : 0
+        updated = now
     }
 
     /// Takes up to `wanted` (at most a second's worth) at once; returns how many, and how long

@@ -50,7 +50,7 @@ struct FCMRoute: ProviderRoute {
         let quota = shared.shared("fcm quota \(setup.project)") {
             FCMQuota(
                 project: setup.project, perSecond: shared.configuration.ratePerSecond,
-                connection: shared.quotaConnection, logger: shared.logger)
+                connection: shared.quotaConnection, logger: shared.logger, clock: shared.clock)
         }
         return FCMRoute(client: client, quota: quota)
     }
