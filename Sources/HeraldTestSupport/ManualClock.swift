@@ -30,8 +30,9 @@ public final class ManualClock: WallClock {
         var nextWatcher = 0
     }
     private let state: Mutex<State>
-    /// The elapsed time's origin: instants are this plus the time advanced.
-    private let origin = ContinuousClock.now
+    /// The elapsed time's origin: instants are this plus the time advanced. Far from the real
+    /// clock's now, so that an instant of one compared with the other's fails loudly.
+    private let origin = ContinuousClock.now.advanced(by: .seconds(1_000_000))
 
     public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
         state = Mutex(State(date: start))
@@ -87,25 +88,38 @@ public final class ManualClock: WallClock {
     /// How many tasks sleep on this clock now.
     public var sleeping: Int { state.withLock { $0.sleepers.count } }
 
-    /// Returns once at least `count` tasks sleep on this clock, or after `timeout` of real time
-    /// (the code under test never slept: the test's next expectations fail).
-    public func sleepers(atLeast count: Int, timeout: Duration = .seconds(30)) async {
+    /// Returns true once at least `count` tasks sleep on this clock, or false after `timeout`
+    /// of real time (the code under test never slept).
+    @discardableResult
+    public func sleepers(atLeast count: Int, timeout: Duration = .seconds(30)) async -> Bool {
         let id = state.withLock { state -> Int in
             defer { state.nextWatcher += 1 }
             return state.nextWatcher
         }
-        let giveUp = Task {
-            try? await Task.sleep(for: timeout)
-            self.state.withLock { $0.watchers.removeValue(forKey: id) }?.resume.resume()
-        }
-        defer { giveUp.cancel() }
+        let watch = Watch()
         await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in
             let sleeping = state.withLock { state -> Bool in
                 guard state.sleepers.count < count else { return true }
                 state.watchers[id] = (count, resume)
                 return false
             }
-            if sleeping { resume.resume() }
+            if sleeping { return resume.resume() }
+            // Armed once the watcher is registered, so that it always finds it.
+            watch.giveUp.withLock {
+                $0 = Task {
+                    guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                    guard let watcher = self.state.withLock({ $0.watchers.removeValue(forKey: id) }) else { return }
+                    watch.timedOut.store(true, ordering: .sequentiallyConsistent)
+                    watcher.resume.resume()
+                }
+            }
         }
+        watch.giveUp.withLock { $0?.cancel() }
+        return !watch.timedOut.load(ordering: .sequentiallyConsistent)
+    }
+
+    private final class Watch: Sendable {
+        let giveUp = Mutex<Task<Void, Never>?>(nil)
+        let timedOut = Atomic<Bool>(false)
     }
 }

@@ -8,8 +8,9 @@ import Testing
 
 @testable import HeraldQueue
 
-/// The loops' waits, pauses and gathering are counted on a clock the tests move (but the first
-/// test's, which drains a real queue at a real poll interval).
+/// The loops' waits, pauses, gathering and heartbeats are counted on a clock the tests move,
+/// where time matters to what they prove (the queue's drain, a backlog and a failing claim run
+/// on real time: no wait of theirs is under test).
 @Suite struct WorkerRunnerTests {
     let clock = ManualClock()
 
@@ -98,7 +99,8 @@ import Testing
                         && stuckWorker.batches.load(ordering: .sequentiallyConsistent) == 1
                 })
             // The waiting loop reads as fresh (it would age without end if waiting counted)…
-            #expect(await eventually { waiting.heartbeat.age == .zero })
+            #expect(await eventually { waiting.signal.isWaitingForWork })
+            #expect(waiting.heartbeat.age == .zero)
             // …while the stuck one's batch ages with the time that passes.
             #expect(stuck.heartbeat.age == .zero)
             clock.advance(by: .milliseconds(300))
@@ -204,8 +206,7 @@ import Testing
 
     /// Commits that come closer together than the gathering lasts wait for one another: the
     /// loop woken gathers, nobody else is woken meanwhile, and one claim takes several commits'
-    /// work (all four, or the first alone and the three after it together, as the commit before
-    /// them).
+    /// work.
     @Test func commitsCloseTogetherAreGatheredIntoOneClaim() async throws {
         try await trickling(gather: .seconds(2)) { worker, hub in
             // With no time between them, and the first right after the commit before it.

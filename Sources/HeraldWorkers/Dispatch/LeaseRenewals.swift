@@ -51,7 +51,7 @@ final class LeaseRenewals: Sendable {
     /// The send is done: its leases are kept no longer. Returns when the lease held now ends
     /// (recording stops retrying then).
     func end(_ token: Int) -> ContinuousClock.Instant {
-        state.withLock { $0.sends.removeValue(forKey: token)?.heldUntil } ?? .now
+        state.withLock { $0.sends.removeValue(forKey: token)?.heldUntil } ?? context.monotonicClock.now
     }
 
     private func schedule(_ renewAt: ContinuousClock.Instant) {
@@ -108,7 +108,7 @@ final class LeaseRenewals: Sendable {
             context.logger.warning(
                 "could not extend the leases of a slow route's deliveries; trying again",
                 metadata: ["error": "\(error)", "deliveries": "\(ids.count)"])
-            renewAt = .now + .seconds(1)
+            renewAt = context.monotonicClock.now + .seconds(1)
         }
         let sending = state.withLock { state -> Bool in
             guard state.sends[token] != nil else { return false }

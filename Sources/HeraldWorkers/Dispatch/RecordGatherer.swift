@@ -90,6 +90,9 @@ final class RecordGatherer: Sendable {
         _ = state.withLock { $0.windowWaits.remove(wait) }
     }
 
+    /// How many waits for a window's end are under way.
+    var windowWaitCount: Int { state.withLock { $0.windowWaits.count } }
+
     /// The loop is stopping: nothing is held from now on, and no wait for a window goes on.
     func close() {
         let waits = state.withLock { state in
