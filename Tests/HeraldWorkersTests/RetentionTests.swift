@@ -63,9 +63,10 @@ import Testing
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: pruner)], logger: Logger(label: "test")))
         let running = Task { try await group.run() }
-        // The prune is waiting for the lock.
+        // The prune is waiting for the lock (a minute: on a loaded machine the pruner's first
+        // statement once came later than 10 s).
         #expect(
-            try await eventually {
+            try await eventually(timeout: .seconds(60)) {
                 try await db.query(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%herald.prune_records%'"
                 )[0].decode(0, as: Int.self) == 1
