@@ -291,7 +291,8 @@ import Testing
         let requests = await f.emulator.apnsRequests
         // Its second passes: the claim compares expires_at with the database's now(), so the
         // row's expiry moves into the past rather than the test waiting for it.
-        let ttl = try await f.db.query("SELECT extract(epoch FROM expires_at - created_at)::float8 FROM herald.notifications")
+        let ttl = try await f.db.query(
+            "SELECT extract(epoch FROM expires_at - created_at)::float8 FROM herald.notifications")
         #expect(try ttl[0].decode(0, as: Double.self) == 1)
         try await f.db.execute("UPDATE herald.notifications SET expires_at = now() - interval '1 millisecond'")
         try await f.db.execute("UPDATE herald.deliveries SET run_at = now() WHERE state = 'queued'")
