@@ -270,7 +270,8 @@ import Testing
         let queued = Task { await pruner.pass(queueFor: .seconds(60)) }
         let waiting = """
             SELECT count(*) FROM pg_locks
-            WHERE relation = 'herald.deliveries_rotating'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted
+            WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND relation = 'herald.deliveries_rotating'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted
             """
         #expect(
             try await eventually(timeout: .seconds(30)) {
