@@ -236,7 +236,7 @@ import Testing
         // they last: waited for.)
         var feed: [(change: String, cursor: String)] = []
         #expect(
-            try await eventually(timeout: .seconds(60)) {
+            try await eventually(timeout: .seconds(120)) {
                 feed = try await shop.query("SELECT change, cursor FROM herald.changed_devices('shop')").map {
                     (change: try $0.decode(0, as: String.self), cursor: try $0.decode(1, as: String.self))
                 }
