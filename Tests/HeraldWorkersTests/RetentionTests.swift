@@ -46,8 +46,10 @@ import Testing
     }
 
     /// SIGTERM does not wait for retention: the statement in hand is cancelled (here one held
-    /// up by a lock) and the pruner stops.
-    @Test func gracefulShutdownCancelsThePruneInHand() async throws {
+    /// up by a lock: a generation's retirement, or the prune of the kept reports) and the pruner
+    /// stops.
+    @Test(arguments: ["herald.retire_generation", "herald.prune_records"])
+    func gracefulShutdownCancelsThePruneInHand(held statement: String) async throws {
         let database = try await TestDatabase.create()
         let db = try await database.connect()
         let locker = try await database.connect()
@@ -56,24 +58,27 @@ import Testing
             INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
             INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'n');
             """)
+        // The generations the template closed are an hour old: due to retire (retention a
+        // minute), or not (retention two hours), whenever the test starts.
+        try await db.execute(
+            "UPDATE herald.generations SET closed_at = now() - interval '1 hour' WHERE closed_at IS NOT NULL")
         try await locker.execute("BEGIN; LOCK TABLE herald.delivery_reports IN ACCESS EXCLUSIVE MODE")
         let pruner = Pruner(
-            connection: PostgresConnection(conninfo: database.conninfo), retention: .seconds(60),
+            connection: PostgresConnection(conninfo: database.conninfo),
+            retention: statement == "herald.retire_generation" ? .seconds(60) : .seconds(7200),
             logger: Logger(label: "test"))
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: pruner)], logger: Logger(label: "test")))
         let running = Task { try await group.run() }
-        // The prune is waiting for the lock: this database's (the other tests' pruners share the
-        // cluster).
+        let waiting = """
+            SELECT query FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+            """
+        var waits: [String] = []
         #expect(
             try await eventually(timeout: .seconds(60)) {
-                try await db.query(
-                    """
-                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-                    AND wait_event_type = 'Lock' AND query LIKE '%herald.prune_records%'
-                    """
-                )[0].decode(0, as: Int.self) == 1
-            })
+                waits = try await db.query(waiting).map { try $0.decode(0, as: String.self) }
+                return waits.contains { $0.contains(statement) }
+            }, "waiting for the lock: \(waits)")
         // The pruner stops while the lock is still held. Were the cancel lost, the lock would hold
         // it for ever: the lock is let go after a minute, so that the test fails rather than hangs.
         let release = Task { () -> Bool in
