@@ -34,17 +34,8 @@ echo "==> testing"
 if [ "$#" -gt 0 ]; then
   swift test --skip-build "$@"
 else
-  # The suites that start processes and clusters of their own (daemons, standbys, poolers) and
-  # the planning test's million rows keep both cores busy for minutes, and the other suites'
-  # servers answer within timeouts: those run first, and the heavy ones last.
-  heavy='HeraldDaemonTests|FailoverTests|PlanningTests'
-  # The suites that prove timeouts, lifetimes and slow peers against their clocks run apart:
-  # among the rest, on two cores, a server could answer late enough to fail them (18 s alone).
-  timing='StuckConnectionTests|EndpointTests|RouteIsolationTests'
-  # At most 16 tests at once: the stand-in servers most tests start answer on the same two
-  # cooperative threads as the tests, and with the whole suite at once one could miss a client's
-  # timeout.
-  swift test --skip-build --skip "$heavy|$timing" --experimental-maximum-parallelization-width 16
-  swift test --skip-build --filter "$timing"
-  swift test --skip-build --filter "$heavy"
+  # One pass, beside load too (scripts/test-under-load.sh). At most 16 tests at once: the
+  # stand-in servers most tests start answer on the same two cooperative threads as the tests,
+  # and with the whole suite at once one once missed a client's timeout.
+  swift test --skip-build --experimental-maximum-parallelization-width 16
 fi

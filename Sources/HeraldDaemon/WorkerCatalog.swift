@@ -15,15 +15,17 @@ public enum WorkerCatalog {
         switch kind {
         case .ingest: { IngestWorker(context: $0) }
         case .dispatch: { DispatchWorker(context: $0) }
-        case .reconcile: { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) }
+        case .reconcile:
+            { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger, clock: $0.monotonicClock) }
         case .retry: { RetryWorker(context: $0) }
-        case .channels: { JobWorker(ChannelWorker(context: $0), queue: $0.jobQueue, logger: $0.logger) }
+        case .channels:
+            { JobWorker(ChannelWorker(context: $0), queue: $0.jobQueue, logger: $0.logger, clock: $0.monotonicClock) }
         }
     }
 
     /// Workers that run only when named.
     public static let diagnostic: [String: Factory] = [
-        "sleep": { JobWorker(SleepWorker(), queue: $0.jobQueue, logger: $0.logger) }
+        "sleep": { JobWorker(SleepWorker(), queue: $0.jobQueue, logger: $0.logger, clock: $0.monotonicClock) }
     ]
 
     /// Whether the configured names run workers of `kind`.

@@ -11,14 +11,19 @@ public struct JobWorker: BatchWorker {
     let handler: any JobHandler
     let queue: JobQueue
     let logger: Logger
+    /// The elapsed time: the lease a record retries within, and the statements' timings.
+    let clock: any MonotonicClock
     private let claimTimer: StatementTimer
     private let recordTimer: StatementTimer
 
     public var kind: String { handler.kind }
 
-    public init(_ handler: any JobHandler, queue: JobQueue, logger: Logger) {
+    public init(
+        _ handler: any JobHandler, queue: JobQueue, logger: Logger, clock: any MonotonicClock = ContinuousClock()
+    ) {
         self.handler = handler
         self.queue = queue
+        self.clock = clock
         var logger = logger
         logger[metadataKey: "kind"] = "\(handler.kind)"
         self.logger = logger
@@ -27,9 +32,9 @@ public struct JobWorker: BatchWorker {
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-        let claimedAt = ContinuousClock.now
+        let claimedAt = clock.now
         let jobs = try await queue.claim(kind: handler.kind, limit: limit)
-        claimTimer.finished(took: .now - claimedAt, rows: jobs.count, logger: logger)
+        claimTimer.finished(took: clock.now - claimedAt, rows: jobs.count, logger: logger)
         guard !jobs.isEmpty else { return 0 }
         let answers = await handler.handle(jobs)
         await record(jobs, answers, isStopping: isStopping, leaseEnds: claimedAt.advanced(by: queue.lease))
@@ -57,8 +62,10 @@ public struct JobWorker: BatchWorker {
         countFinished(
             kind: handler.kind,
             Dictionary(grouping: outcomes, by: { $0.outcome.metricName }).mapValues(\.count))
-        let recording = ContinuousClock.now
-        _ = await recordWithinLease(until: leaseEnds, logger: logger, items: jobs.count, isStopping: isStopping) {
+        let recording = clock.now
+        _ = await recordWithinLease(
+            until: leaseEnds, clock: clock, logger: logger, items: jobs.count, isStopping: isStopping
+        ) {
             do {
                 try await queue.finish(outcomes)
             } catch let error as PostgresError where !error.isTransient {
@@ -66,7 +73,7 @@ public struct JobWorker: BatchWorker {
             }
             try await queue.release(unanswered)
         }
-        recordTimer.finished(took: .now - recording, rows: jobs.count, logger: logger)
+        recordTimer.finished(took: clock.now - recording, rows: jobs.count, logger: logger)
     }
 
     /// The database refused the batch's record for what it holds (SQLSTATE class 22, 23…), not

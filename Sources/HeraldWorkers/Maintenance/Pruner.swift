@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldPostgres
 import Logging
 import ServiceLifecycle
@@ -49,15 +50,19 @@ public struct Pruner: Service {
     let retention: Duration
     let partitionInterval: Duration
     let logger: Logger
+    /// The elapsed time: the pause between passes, and when the kept rows were last walked.
+    let clock: any MonotonicClock
 
     public init(
         connection: PostgresConnection, retention: Duration = Pruner.defaultRetention,
-        partitionInterval: Duration = Pruner.defaultPartitionInterval, logger: Logger
+        partitionInterval: Duration = Pruner.defaultPartitionInterval, logger: Logger,
+        clock: any MonotonicClock = ContinuousClock()
     ) {
         self.connection = connection
         self.retention = retention
         self.partitionInterval = partitionInterval
         self.logger = logger
+        self.clock = clock
     }
 
     public func run() async throws {
@@ -66,16 +71,16 @@ public struct Pruner: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             await withGracefulShutdownHandler {
                 // The kept rows are walked whole, so once a partition interval.
-                let pruneKept = keptPrunedAt.map { ContinuousClock.now - $0 >= partitionInterval } ?? true
+                let pruneKept = keptPrunedAt.map { clock.now - $0 >= partitionInterval } ?? true
                 let queueFor = passesLockedOut >= Self.passesBeforeQueueing ? Self.queueForLock : nil
                 let done = await pass(pruneKept: pruneKept, queueFor: queueFor)
                 passesLockedOut = done.lockedOut ? passesLockedOut + 1 : 0
-                if pruneKept { keptPrunedAt = .now }
+                if pruneKept { keptPrunedAt = clock.now }
             } onGracefulShutdown: { [connection] in
                 connection.cancel()
             }
             try? await cancelWhenGracefulShutdown {
-                try await Task.sleep(for: Self.interval(retention: retention, partitionInterval: partitionInterval))
+                try await clock.sleep(for: Self.interval(retention: retention, partitionInterval: partitionInterval))
             }
         }
     }
