@@ -24,7 +24,7 @@ final class APNsCertificates: Sendable {
     /// while it is less than 30 days away.
     func report(app: String, _ context: WorkerContext) async {
         let now = context.clock.now()
-        let instant = ContinuousClock.now
+        let instant = context.monotonicClock.now
         let news: (expiry: Date, record: Bool, warn: Bool)? = byApp.withLock { byApp in
             guard var entry = byApp[app] else { return nil }
             let record = entry.unrecorded
