@@ -55,7 +55,8 @@ evil() { PGUSER=evil_backend "$(postgres_bin)/psql" "$HERALD_DATABASE_URL" -qtA 
 
 $bench prepare-e2e --notifications 0 --devices "$users" --push fcm --token-uri "$base/token" \
   --credentials-out "$work/account.json" >/dev/null
-q "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('evil', 'bench', '$work/account.json')"
+q "INSERT INTO herald.apps (app_id) VALUES ('evil')"
+q "INSERT INTO herald.app_fcm (app_id, project_id, credentials_file) VALUES ('evil', 'bench', '$work/account.json')"
 q "CREATE ROLE evil_backend LOGIN IN ROLE herald_producer"
 q "INSERT INTO herald.producer_apps (producer, app_id) VALUES ('evil_backend', 'evil')"
 evil -c "SELECT herald.register_device('evil', 'e1', 'android', 'evil-token-1', 'mallory')" >/dev/null

@@ -39,7 +39,7 @@ contents=$(dpkg-deb --contents "$deb")
 check "binary in /usr/bin" has "$contents" '^-rwxr-xr-x root/root .* ./usr/bin/herald$'
 check "unit in /lib/systemd/system" has "$contents" '^-rw-r--r-- root/root .* ./lib/systemd/system/herald.service$'
 check "environment file readable by root only" has "$contents" '^-rw------- root/root .* ./etc/herald/herald.env$'
-for doc in README.md copyright changelog.gz docs/scaling.md examples/grafana/herald.json; do
+for doc in README.md CHANGELOG.md copyright changelog.gz docs/scaling.md examples/grafana/herald.json; do
   check "documentation: $doc" has "$contents" "./usr/share/doc/herald/$doc\$"
 done
 

@@ -30,6 +30,7 @@ chmod 0644 "$root/lib/systemd/system/herald.service"
 install -D -m 0600 deploy/herald.env "$root/etc/herald/herald.env"
 doc=$root/usr/share/doc/herald
 install -D -m 0644 README.md "$doc/README.md"
+install -D -m 0644 CHANGELOG.md "$doc/CHANGELOG.md"
 for file in docs/*.md; do install -D -m 0644 "$file" "$doc/$file"; done
 install -D -m 0644 deploy/grafana/herald.json "$doc/examples/grafana/herald.json"
 install -D -m 0644 deploy/prometheus/herald-alerts.yml "$doc/examples/prometheus/herald-alerts.yml"

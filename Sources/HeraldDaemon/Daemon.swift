@@ -200,19 +200,21 @@ public struct Daemon {
     }
 
     /// Refuses to start on a database that lacks migrations or function files (new or changed)
-    /// this binary needs, unless `HERALD_AUTO_MIGRATE` asks to apply them.
+    /// this binary needs, unless `HERALD_AUTO_MIGRATE` asks to apply them, or whose schema a
+    /// newer release made and no longer serves this binary (``DaemonTooOld``).
     private func checkSchema(_ connection: PostgresConnection) async throws {
         let migrator = Migrator(logger: logger)
         if configuration.autoMigrate {
             try await migrator.migrate(connection)
-            return
+        } else {
+            let pending =
+                try await migrator.pending(connection).map(\.name)
+                + migrator.pendingFunctionFiles(connection).map { "functions/\($0.name)" }
+            if !pending.isEmpty {
+                throw DaemonError.schemaOutOfDate(pending: pending)
+            }
         }
-        let pending =
-            try await migrator.pending(connection).map(\.name)
-            + migrator.pendingFunctionFiles(connection).map { "functions/\($0.name)" }
-        if !pending.isEmpty {
-            throw DaemonError.schemaOutOfDate(pending: pending)
-        }
+        try await migrator.checkServed(connection)
     }
 }
 

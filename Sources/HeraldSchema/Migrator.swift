@@ -230,6 +230,19 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// Refuses a binary older than the database's schema serves: a newer release migrated it and
+    /// serves only daemons that carry its `herald.oldest_daemon_served()` (the support window of a
+    /// rolling upgrade, `migrations/functions/schema.sql`). A database without that function was
+    /// migrated by no newer release than this one.
+    public func checkServed(_ connection: PostgresConnection) async throws {
+        guard let newest = migrations.last?.version,
+            try await connection.query(SQL.servesDaemonsByMigration)[0].decode(0, as: Bool.self)
+        else { return }
+        let oldest = try await connection.query(SQL.oldestDaemonServed)[0].decode(0, as: Int.self)
+        guard newest < oldest else { return }
+        throw DaemonTooOld(carried: newest, servedFrom: oldest)
+    }
+
     /// Takes the migration lock, waiting at most `wait`; while another session holds it, says
     /// which, and fails naming it when the wait ends.
     static func lock(_ session: PostgresSession, waiting wait: Duration, logger: Logger) throws {
@@ -273,6 +286,8 @@ public struct Migrator: Sendable {
         static let record = "INSERT INTO herald.schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))"
         static let hasTable = "SELECT to_regclass('herald.schema_migrations') IS NOT NULL"
         static let versions = "SELECT coalesce(array_agg(version), '{}') FROM herald.schema_migrations"
+        static let servesDaemonsByMigration = "SELECT to_regprocedure('herald.oldest_daemon_served()') IS NOT NULL"
+        static let oldestDaemonServed = "SELECT herald.oldest_daemon_served()"
         static let hasFunctionTable = "SELECT to_regclass('herald.schema_functions') IS NOT NULL"
         static let appliedFunctionFiles = "SELECT file, checksum FROM herald.schema_functions"
         /// $1 the file's name, $2 its text.
@@ -293,5 +308,20 @@ public struct MigrationLockTimeout: Error, CustomStringConvertible {
         "herald migrate waited \(waited) for the migration lock (advisory lock \(Migrator.lockKey)), held by"
             + " \(holder): another herald migrate, or a session that took the same key. Let it finish, or end it"
             + " (pg_terminate_backend), and migrate again"
+    }
+}
+
+/// The database's schema does not serve this binary's daemon: a newer release migrated it past
+/// the support window (``Migrator/checkServed(_:)``).
+public struct DaemonTooOld: Error, CustomStringConvertible {
+    /// The newest numbered migration this binary carries.
+    public var carried: Int
+    /// The newest numbered migration the oldest daemon the schema serves carries.
+    public var servedFrom: Int
+
+    public var description: String {
+        "this herald carries migrations up to \(carried), but a newer herald migrated the database and it serves"
+            + " only daemons that carry migration \(servedFrom) or later (herald.oldest_daemon_served()): install"
+            + " the herald that migrated it (CHANGELOG.md, \"Upgrading\")"
     }
 }

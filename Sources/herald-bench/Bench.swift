@@ -152,7 +152,8 @@ struct QueueBench: AsyncParsableCommand {
             DELETE FROM herald.notifications;
             DELETE FROM herald.devices;
             DELETE FROM herald.apps;
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('bench', 'bench');
+            INSERT INTO herald.apps (app_id) VALUES ('bench');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('bench', 'bench');
             """)
         try await setup.query(
             """
@@ -353,10 +354,11 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             """
             TRUNCATE herald.jobs, herald.deliveries, herald.notifications, herald.devices, herald.apps CASCADE;
             """)
-        // herald.apps' old columns, which every schema takes (a before and after runs against an
-        // older build's schema), in step with the providers' tables since migration 031.
+        // The providers' tables, which every schema since migration 031 has (a before and after
+        // runs against an older build's schema).
+        try await connection.query("INSERT INTO herald.apps (app_id) VALUES ('bench')")
         try await connection.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('bench', 'bench', $1)",
+            "INSERT INTO herald.app_fcm (app_id, project_id, credentials_file) VALUES ('bench', 'bench', $1)",
             [credentialsOut])
         let devices = devices ?? notifications
         switch push {
@@ -373,10 +375,10 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             try Data(try CryptoKey.generateP256().privateKeyPEM().utf8).write(to: URL(fileURLWithPath: apnsKeyOut))
             try await connection.query(
                 """
-                UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development',
-                       apns_bundle_id = 'com.example.bench', apns_team_id = 'TEAM000001', apns_key_id = 'KEY0000001',
-                       apns_key_file = $1
+                INSERT INTO herald.app_apns (app_id, environment, bundle_id, team_id, key_id, key_file)
+                VALUES ('bench', 'development', 'com.example.bench', 'TEAM000001', 'KEY0000001', $1)
                 """, [apnsKeyOut])
+            try await connection.query("UPDATE herald.apps SET ios_transport = 'apns'")
             try await connection.query(
                 """
                 INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref, token_kind)
@@ -390,8 +392,8 @@ struct PrepareEndToEnd: AsyncParsableCommand {
             try Data(try CryptoKey.generateP256().privateKeyPEM().utf8).write(to: URL(fileURLWithPath: vapidKeyOut))
             try await connection.query(
                 """
-                UPDATE herald.apps SET vapid_key_file = $1, vapid_subject = 'mailto:bench@example.org',
-                       web_push_hosts = '{*}', web_push_private_addresses = true
+                INSERT INTO herald.app_webpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+                VALUES ('bench', $1, 'mailto:bench@example.org', '{*}', true)
                 """, [vapidKeyOut])
             // A key pair per browser, as browsers have: nothing about one subscription's key can
             // be reused for the next. Their base64url forms, comma-separated, in one parameter.

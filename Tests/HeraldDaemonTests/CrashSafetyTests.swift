@@ -140,9 +140,7 @@ struct CrashLoad {
     {
         let emulator = try await Emulator.start()
         let accountFile = try ServiceAccountFile(try await emulator.makeServiceAccount(projectID: "crash"))
-        try await db.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('crash', 'crash', $1)",
-            [accountFile.path])
+        try await db.addApp("crash", fcmProject: "crash", credentialsFile: accountFile.path)
         var front: NginxStandIn?
         var key: SecretFile?
         if iPhonesOnAPNs {
@@ -152,9 +150,10 @@ struct CrashLoad {
             key = try SecretFile(contents: pem, suffix: ".p8")
             try await db.query(
                 """
-                UPDATE herald.apps SET ios_transport = 'apns', apns_bundle_id = 'com.example.crash',
-                                       apns_team_id = 'CRASHTEAM1', apns_key_id = 'CRASHKEY01', apns_key_file = $1
+                INSERT INTO herald.app_apns (app_id, bundle_id, team_id, key_id, key_file)
+                VALUES ('crash', 'com.example.crash', 'CRASHTEAM1', 'CRASHKEY01', $1)
                 """, [key!.path])
+            try await db.query("UPDATE herald.apps SET ios_transport = 'apns'")
         }
         try await db.query(
             """

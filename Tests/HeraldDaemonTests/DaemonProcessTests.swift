@@ -80,7 +80,8 @@ import Testing
         let producer = try await database.connect()
         try await producer.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'shop-prod');
             SELECT herald.register_device('shop', 'pixel', 'android', 'tok-1', 'alice');
             SELECT herald.register_device('shop', 'iphone', 'ios', 'tok-2', 'alice');
             """)
@@ -148,6 +149,25 @@ import Testing
         #expect(second.output.contains("schema is up to date"))
     }
 
+    /// A newer release migrated the database and serves only daemons newer than this one (its
+    /// support window, `herald.oldest_daemon_served()`): `herald run` says so and which herald
+    /// to install, before it starts any worker.
+    @Test func runRefusesADatabaseWhoseSchemaNoLongerServesIt() async throws {
+        let database = try await TestDatabase.create()
+        try await database.connect().execute(
+            """
+            INSERT INTO herald.schema_migrations (version, name, checksum) VALUES (9999, '9999_future', 'x');
+            CREATE OR REPLACE FUNCTION herald.oldest_daemon_served() RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 9999 $$;
+            """)
+        let refused = try await HeraldProcess.run(["run"], environment: environment(database))
+        #expect(refused.status != 0)
+        #expect(
+            refused.output.contains(
+                "this herald carries migrations up to \(Migration.embedded.last!.version), but a newer herald migrated the"
+                    + " database and it serves only daemons that carry migration 9999 or later"),
+            "\(refused.output)")
+    }
+
     @Test func badSettingStopsTheDaemonBeforeItStarts() async throws {
         let database = try await TestDatabase.create()
         let result = try await HeraldProcess.run(
@@ -186,7 +206,8 @@ import Testing
 
         try await connection.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             INSERT INTO herald.app_config_problems (app_id, scope, problem, since, failed_at)
             VALUES ('shop', 'fcm_apns', '401 THIRD_PARTY_AUTH_ERROR', now(), now());
             """)

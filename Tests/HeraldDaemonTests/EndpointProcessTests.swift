@@ -18,7 +18,7 @@ import Testing
 
     /// An iOS device with three notifications sent ten minutes ago and never reported, and the daemon serving them.
     func start(_ database: TestDatabase, _ db: PostgresConnection) async throws -> Running {
-        try await db.query("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod')")
+        try await db.addApp("shop", fcmProject: "shop-prod")
         try await db.query("SELECT herald.register_device('shop', 'iphone', 'ios', 'token-iphone')")
         try await db.query("SELECT herald.register_device('shop', 'pixel', 'android', 'token-pixel')")
         try await db.query(

@@ -30,9 +30,8 @@ import Testing
         let database = try await TestDatabase.create()
         let db = try await database.connect()
         let tokens = (1...3).map { _ in "fcm-token-" + UUID().uuidString + UUID().uuidString }
-        try await db.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1), ('leaky', 'leaky', $2)",
-            [good.path, bare.path])
+        try await db.addApp("shop", fcmProject: "shop-prod", credentialsFile: good.path)
+        try await db.addApp("leaky", fcmProject: "leaky", credentialsFile: bare.path)
         try await db.query("SELECT herald.register_device('shop', 'iphone', 'ios', $1, 'alice')", [tokens[0]])
         try await db.query("SELECT herald.register_device('shop', 'pixel', 'android', $1, 'alice')", [tokens[1]])
         try await db.query("SELECT herald.register_device('leaky', 'other', 'android', $1, 'bob')", [tokens[2]])

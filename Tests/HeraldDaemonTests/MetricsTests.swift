@@ -18,9 +18,7 @@ import Testing
         defer { file.remove() }
         let database = try await TestDatabase.create()
         let db = try await database.connect()
-        try await db.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
-            [file.path])
+        try await db.addApp("shop", fcmProject: "shop-prod", credentialsFile: file.path)
         try await db.query("SELECT herald.register_device('shop', 'iphone', 'ios', 'token-iphone', 'alice')")
         try await db.query("SELECT herald.register_device('shop', 'pixel', 'android', 'token-pixel', 'alice')")
         await emulator.setBehaviour(.unregistered, forToken: "token-pixel")
@@ -28,7 +26,8 @@ import Testing
         try await db.query("INSERT INTO herald.jobs (kind, run_at) VALUES ('later', now() + interval '1 hour')")
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('broken', 'broken-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('broken');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('broken', 'broken-prod');
             INSERT INTO herald.app_config_problems (app_id, scope, problem, since, failed_at)
             VALUES ('broken', 'fcm_apns', '401 THIRD_PARTY_AUTH_ERROR', now(), now());
             """)

@@ -41,7 +41,8 @@ import Testing
     func sentNotification(_ db: PostgresConnection) async throws -> String {
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'shop');
             SELECT herald.register_device('shop', 'iphone', 'ios', 'token-iphone', 'alice');
             SELECT herald.send('shop', user_ref => 'alice', title => 'Your order shipped');
             SELECT herald.ingest_next(10);

@@ -229,6 +229,32 @@ import Testing
         #expect(try await Migrator(functionFiles: older).migrate(connection).isEmpty)
     }
 
+    /// The support window of a rolling upgrade (`herald.oldest_daemon_served()`): a database a
+    /// newer release migrated serves this binary while that release still serves its daemons, and
+    /// refuses it once it does not.
+    @Test func aNewerReleasesSchemaServesThisBinaryOnlyWithinItsSupportWindow() async throws {
+        let connection = try await TestDatabase.create().connect()
+        let newest = try #require(Migration.embedded.last?.version)
+        try await Migrator().checkServed(connection)
+        #expect(
+            try await connection.query("SELECT herald.oldest_daemon_served()")[0].decode(0, as: Int.self) < newest,
+            "this release's schema serves the previous release's daemons")
+        func newerRelease(servingFrom oldest: Int) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO herald.schema_migrations (version, name, checksum) VALUES (9999, '9999_future', 'x')
+                ON CONFLICT DO NOTHING;
+                CREATE OR REPLACE FUNCTION herald.oldest_daemon_served() RETURNS integer
+                LANGUAGE sql IMMUTABLE AS $$ SELECT \(oldest) $$;
+                """)
+        }
+        try await newerRelease(servingFrom: newest)
+        try await Migrator().checkServed(connection)
+        try await newerRelease(servingFrom: 9999)
+        let refused = await #expect(throws: DaemonTooOld.self) { try await Migrator().checkServed(connection) }
+        #expect(refused?.carried == newest && refused?.servedFrom == 9999, "\(String(describing: refused))")
+    }
+
     /// Function files apply in name order, and SQL functions and views are checked when they
     /// are created: a function or view may use only what is defined before it (in an earlier
     /// file, or higher up in its own). Checked for every language, so that the rule is simple.

@@ -9,7 +9,8 @@ import Testing
         let db = try await database.connect()
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'shop-prod');
             SELECT herald.register_device('shop', 'pixel', 'android', 'secret-token-pixel-0123456789', 'alice');
             SELECT herald.register_device('shop', 'iphone', 'ios', 'secret-token-iphone-0123456789', 'alice');
             SELECT herald.send('shop', user_ref => 'alice', title => 'Hi', idempotency_key => 'k-1');
@@ -136,7 +137,7 @@ import Testing
         let by = try await op.query("SELECT redriven_by FROM herald.redrives")[0].decode(0, as: String.self)
         #expect(by == login)
         // Operators add and configure apps.
-        try await op.execute("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('newapp', 'newapp-prod')")
+        try await op.addApp("newapp", fcmProject: "newapp-prod")
         try await op.execute("UPDATE herald.apps SET default_priority = 'normal' WHERE app_id = 'newapp'")
         for forbidden in [
             "SELECT push_token FROM herald.devices", "SELECT * FROM herald.notifications",

@@ -12,7 +12,8 @@ import Testing
         let login = "producer_\(database.name.suffix(8))"
         try await admin.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'shop-prod');
             CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
             INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
             """)
@@ -80,7 +81,8 @@ import Testing
         let op = try await PostgresConnection.connect("\(database.conninfo) user=\(operatorLogin)")
         try await op.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod'), ('rival', 'rival-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('shop'), ('rival');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'shop-prod'), ('rival', 'rival-prod');
             INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'shop');
             """)
         _ = try await admin.query("SELECT herald.register_device('rival', 'r1', 'android', 'rival-token', 'carol')")

@@ -171,9 +171,10 @@ import Testing
                 teamID: "TEAM123456", keyID: "KEY1234567", topics: [WorkerFixture.bundleID]))
         try await f.db.query(
             """
-            UPDATE herald.apps SET ios_transport = 'apns', apns_bundle_id = $1, apns_team_id = 'TEAM123456',
-                                   apns_key_id = 'KEY1234567', apns_key_file = $2
+            INSERT INTO herald.app_apns (app_id, bundle_id, team_id, key_id, key_file)
+            VALUES ('shop', $1, 'TEAM123456', 'KEY1234567', $2)
             """, [WorkerFixture.bundleID, key.path])
+        try await f.db.query("UPDATE herald.apps SET ios_transport = 'apns'")
         // Without the TLS front, the stand-in's APNs is not reachable; the old device does not need it.
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
@@ -208,8 +209,8 @@ import Testing
         #expect(delivery.state == "sent", "\(delivery)")
         #expect(await f.emulator.apnsReceived.first?.authentication == "certificate")
 
-        // The expiry read at load is in herald.apps, and 20 days ahead is inside the 30-day warning.
-        let expires = try await f.db.query("SELECT apns_certificate_expires_at FROM herald.apps")[0].decode(
+        // The expiry read at load is in herald.app_apns, and 20 days ahead is inside the 30-day warning.
+        let expires = try await f.db.query("SELECT certificate_expires_at FROM herald.app_apns")[0].decode(
             0, as: Date?.self)
         #expect(abs((expires ?? .distantPast).timeIntervalSinceNow - 20 * 86_400) < 300)
         let warning = try await f.db.query("SELECT scope, config_error FROM herald.app_problems")

@@ -233,7 +233,7 @@ import Testing
     @Test func theFetchIsTheProducersOwnAppsAndSaysWhatIsWrong() async throws {
         let f = try await reportingPhone()
         let producer = try await f.producer()
-        try await f.db.query("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('other', 'other-prod')")
+        try await f.db.addApp("other", fcmProject: "other-prod")
         _ = try await f.db.query("SELECT herald.register_device('other', 'pixel', 'android', 'token-other')")
         do {
             _ = try await producer.query("SELECT * FROM herald.missed_notifications('other', 'pixel')")

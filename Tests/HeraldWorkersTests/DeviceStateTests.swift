@@ -90,7 +90,7 @@ import Testing
         #expect(states.map(\.5) == ["token-ol…", nil, "token-pi…", "token-ta…"], "a hint, never the token")
 
         // Another app's devices are not the producer's to read.
-        try await f.db.query("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('other', 'other-prod')")
+        try await f.db.addApp("other", fcmProject: "other-prod")
         await #expect(throws: PostgresError.self) {
             try await producer.query("SELECT * FROM herald.changed_devices('other')")
         }

@@ -154,7 +154,7 @@ import Testing
         // The fixture's app allows the stand-in by name and address; a real app allows only
         // the browsers' push services.
         try await f.db.execute(
-            "UPDATE herald.apps SET web_push_hosts = NULL, web_push_private_addresses = false")
+            "UPDATE herald.app_webpush SET hosts = NULL, private_addresses = false")
         for (endpoint, expected) in [
             ("https://169.254.169.254/latest/meta-data", "is not a push service"),
             ("https://evil.example/collect", "is not a push service"),
@@ -172,11 +172,11 @@ import Testing
         // The policy itself is checked: an operator's typo cannot break the app's claims.
         for hosts in ["{NULL}", "{\"push .example\"}", "{{a},{b}}"] {
             await #expect(throws: PostgresError.self, "\(hosts)") {
-                try await f.db.query("UPDATE herald.apps SET web_push_hosts = $1::text[]", [hosts])
+                try await f.db.query("UPDATE herald.app_webpush SET hosts = $1::text[]", [hosts])
             }
         }
         // An app that allows any host still never reaches a private address.
-        try await f.db.execute("UPDATE herald.apps SET web_push_hosts = '{*}'")
+        try await f.db.execute("UPDATE herald.app_webpush SET hosts = '{*}'")
         for endpoint in ["https://10.1.2.3/x", "https://[::1]:8443/x", "https://localhost:8443/x"] {
             let error = await #expect(throws: PostgresError.self, "\(endpoint)") { try await register(endpoint) }
             #expect(error?.message.contains("loopback, private or link-local") == true, "\(error?.message ?? "")")
@@ -184,12 +184,12 @@ import Testing
 
         // A name that resolves to a private address is refused where Herald connects: DNS
         // cannot route around the rule. (Registered while the app allowed private addresses.)
-        try await f.db.execute("UPDATE herald.apps SET web_push_hosts = '{*}', web_push_private_addresses = true")
+        try await f.db.execute("UPDATE herald.app_webpush SET hosts = '{*}', private_addresses = true")
         let endpoint = try await f.registerBrowser("chrome")
         try await f.db.execute(
             "UPDATE herald.devices SET push_token = replace(push_token, '127.0.0.1', 'localhost') WHERE device_id = 'chrome'"
         )
-        try await f.db.execute("UPDATE herald.apps SET web_push_private_addresses = false")
+        try await f.db.execute("UPDATE herald.app_webpush SET private_addresses = false")
         _ = try await send(f, "user_ref => 'alice', title => 'hi'")
         try await f.ingest()
         try await f.dispatch()
@@ -220,7 +220,7 @@ import Testing
         let other = try await f.emulator.makeServiceAccount(projectID: "shop-moved")
         let file = try ServiceAccountFile(other)
         try await f.db.query(
-            "UPDATE herald.apps SET fcm_project_id = 'shop-moved', credentials_file = $1", [file.path])
+            "UPDATE herald.app_fcm SET project_id = 'shop-moved', credentials_file = $1", [file.path])
         _ = try await send(f, "user_ref => 'alice', title => 'second'")
         try await f.ingest()
         try await f.dispatch()
@@ -238,7 +238,8 @@ import Testing
         try await f.ingest()
         try await f.db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('idle', 'idle-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('idle');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('idle', 'idle-prod');
             INSERT INTO herald.app_config_problems (app_id, scope, problem, since, failed_at) VALUES
                 ('idle', 'fcm', 'gone', now() - interval '1 hour', now() - interval '10 minutes'),
                 ('shop', 'fcm', 'still needed', now() - interval '1 hour', now() - interval '10 minutes'),

@@ -19,7 +19,8 @@ import Testing
         let login = "evil_\(f.database.name.suffix(8))"
         try await f.db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('evil', 'evil-prod');
+            INSERT INTO herald.apps (app_id) VALUES ('evil');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('evil', 'evil-prod');
             CREATE ROLE \(login) LOGIN IN ROLE herald_producer;
             INSERT INTO herald.producer_apps (producer, app_id) VALUES ('\(login)', 'evil');
             """)
@@ -77,7 +78,7 @@ import Testing
         let clock = ManualClock(Date().addingTimeInterval(60))
         let (f, evil) = try await Self.shopAndAnEvilProducer(clock: clock)
         try await f.db.query(
-            "UPDATE herald.apps SET fcm_project_id = 'shop-prod', credentials_file = $1 WHERE app_id = 'evil'",
+            "UPDATE herald.app_fcm SET project_id = 'shop-prod', credentials_file = $1 WHERE app_id = 'evil'",
             [f.accountFile.path])
         try await f.register("phone", "android")
         _ = try await evil.query("SELECT herald.register_device('evil', 'e1', 'android', 'token-e1', 'mallory')")

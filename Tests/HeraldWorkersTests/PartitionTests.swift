@@ -414,7 +414,8 @@ import Testing
         let retention = try await database.connect()
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             SELECT herald.register_device('shop', 'd' || n, 'android', 'token-' || n, 'alice') FROM generate_series(1, 5) n;
             """)
         let end = ContinuousClock.now + .seconds(5)
@@ -481,7 +482,8 @@ import Testing
         let db = try await database.connect()
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             SELECT herald.send('shop', topic => 'deals', title => 'first', idempotency_key => 'k');
             DELETE FROM herald.idempotency_keys;
             SELECT herald.send('shop', topic => 'deals', title => 'second', idempotency_key => 'k');
@@ -497,7 +499,7 @@ import Testing
     @Test func anIdempotencyKeyNamesOneNotificationAcrossGenerations() async throws {
         let database = try await TestDatabase.create()
         let db = try await database.connect()
-        try await db.execute("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p')")
+        try await db.addApp("shop", fcmProject: "p")
         let first = try await db.query(
             "SELECT herald.send('shop', topic => 'deals', title => 'a', idempotency_key => 'k')")[0].decode(
                 0, as: Int64.self)
@@ -513,7 +515,7 @@ import Testing
         #expect(try inserted.map { try $0.decode(0, as: String.self) } == ["d"])
         #expect(try await db.query("SELECT count(*) FROM herald.notifications")[0].decode(0, as: Int.self) == 2)
         // Another app may use the same key.
-        try await db.execute("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('blog', 'p')")
+        try await db.addApp("blog", fcmProject: "p")
         let blog = try await db.query(
             "SELECT herald.send('blog', topic => 'posts', title => 'a', idempotency_key => 'k')")[0].decode(
                 0, as: Int64.self)

@@ -19,7 +19,8 @@ import Testing
         try await connection.execute(
             """
             ALTER TABLE herald.\(table)_g1 SET (autovacuum_enabled = false);
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
             """)
         return connection
@@ -275,7 +276,8 @@ import Testing
         let users = 100
         try await connection.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             INSERT INTO herald.devices (app_id, device_id, platform, push_token, user_ref)
             SELECT 'shop', 'phone-' || g, CASE WHEN g % 2 = 0 THEN 'android' ELSE 'ios' END, 'token-' || g, 'user-' || g
             FROM generate_series(1, \(users)) g

@@ -32,8 +32,8 @@ import Testing
     func fixture() async throws -> Fixture {
         let database = try await TestDatabase.create()
         let herald = try await database.connect()
-        try await herald.execute(
-            "INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod'), ('blog', 'blog-prod')")
+        try await herald.addApp("shop", fcmProject: "shop-prod")
+        try await herald.addApp("blog", fcmProject: "blog-prod")
         return Fixture(database: database, producer: try await database.connect(), herald: herald)
     }
 

@@ -5,8 +5,8 @@ import HeraldTestSupport
 import Testing
 
 /// Migration 031 moves a populated database to the provider seam: each app's settings move to
-/// its providers' tables, nothing else changes, and for a release the old columns of
-/// `herald.apps` stay in step with the new tables both ways.
+/// its providers' tables and nothing else changes; the next release drops the old columns of
+/// `herald.apps`.
 @Suite struct ProviderSeamMigrationTests {
     /// A database as 030 left it, with an app of every kind of setting, devices of every token
     /// kind, a configuration problem and a saturated route.
@@ -68,74 +68,46 @@ import Testing
         #expect(try await row(db, "SELECT postponed::text FROM herald.route_saturation") == ["12"])
     }
 
-    @Test func theOldColumnsAndTheProvidersTablesStayInStepForARelease() async throws {
+    /// Release 0.11.0 (migration 045) drops what 0.10.0 kept for its upgrade: herald.apps' old
+    /// columns and the triggers that kept them in step, and herald.record_sends' older signatures.
+    /// Every setting stays in the providers' tables, and a change to one of them still renews the
+    /// app's version, so the daemons read it again.
+    @Test func theNextReleaseDropsTheOldColumnsAndKeepsEverySetting() async throws {
         let db = try await databaseAt030()
+        try await Migrator(migrations: Migration.embedded.filter { $0.version <= 44 }, functionFiles: []).migrate(db)
         try await Migrator().migrate(db)
 
-        // An operator's script written for the old columns still works.
-        try await db.query("UPDATE herald.apps SET apns_bundle_id = 'com.example.shop2' WHERE app_id = 'shop'")
-        #expect(try await row(db, "SELECT bundle_id FROM herald.app_apns") == ["com.example.shop2"])
-        try await db.query(
-            "UPDATE herald.apps SET vapid_key_file = '/etc/herald/vapid2.pem', vapid_subject = 'mailto:a@b.example' WHERE app_id = 'plain'"
-        )
-        #expect(
-            try await row(db, "SELECT vapid_key_file, hosts::text FROM herald.app_webpush WHERE app_id = 'plain'")
-                == ["/etc/herald/vapid2.pem", nil])
-        try await db.query("INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('new-old-way', 'p')")
-        #expect(try await row(db, "SELECT project_id FROM herald.app_fcm WHERE app_id = 'new-old-way'") == ["p"])
-        #expect(try await db.query("SELECT 1 FROM herald.app_apns WHERE app_id = 'new-old-way'").isEmpty)
-
-        // What operators write now is seen in the old columns too, and renews the app's version.
-        let version = try await row(db, "SELECT xmin::text FROM herald.apps WHERE app_id = 'shop'")
-        try await db.query(
-            "UPDATE herald.app_fcm SET credentials_file = '/etc/herald/rotated.json' WHERE app_id = 'shop'")
-        #expect(
-            try await row(db, "SELECT credentials_file FROM herald.apps WHERE app_id = 'shop'")
-                == ["/etc/herald/rotated.json"])
-        #expect(try await row(db, "SELECT xmin::text FROM herald.apps WHERE app_id = 'shop'") != version)
-        try await db.execute(
+        let columns = try await db.query(
             """
-            INSERT INTO herald.apps (app_id) VALUES ('new-way');
-            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('new-way', 'new-prod');
-            INSERT INTO herald.app_apns (app_id, bundle_id, certificate_file) VALUES ('new-way', 'com.new', '/c.pem');
-            UPDATE herald.apps SET ios_transport = 'apns' WHERE app_id = 'new-way';
+            SELECT column_name FROM information_schema.columns
+            WHERE table_schema = 'herald' AND table_name = 'apps' ORDER BY column_name
             """)
         #expect(
-            try await row(db, "SELECT fcm_project_id, apns_bundle_id FROM herald.apps WHERE app_id = 'new-way'")
-                == ["new-prod", "com.new"])
-        // The old CHECK still guards direct APNs: its settings cannot go while the app sends there.
-        let refused = await #expect(throws: PostgresError.self) {
-            try await db.query("DELETE FROM herald.app_apns WHERE app_id = 'new-way'")
+            try columns.map { try $0.decode(0, as: String.self) } == [
+                "app_id", "created_at", "default_priority", "default_ttl", "ios_transport", "settings_changed_at",
+            ])
+        let recordSends = try await db.query(
+            "SELECT count(*) FROM pg_proc WHERE proname = 'record_sends' AND pronamespace = 'herald'::regnamespace")
+        #expect(try recordSends[0].decode(0, as: Int.self) == 1)
+        #expect(
+            try await row(db, "SELECT bundle_id, key_file FROM herald.app_apns WHERE app_id = 'shop'")
+                == ["com.example.shop", "/etc/herald/apns.p8"])
+        let setups = try await db.query("SELECT app_id, provider_settings::text FROM herald.app_setups('{shop}')")
+        #expect(try setups[0].decode(1, as: String.self).contains(#""project_id": "shop-prod""#))
+        for (table, change) in [
+            ("app_fcm", "credentials_file = '/etc/herald/rotated.json'"), ("app_apns", "key_id = 'KEY7654321'"),
+            ("app_webpush", "vapid_subject = 'mailto:a@b.example'"),
+        ] {
+            let version = try await row(db, "SELECT xmin::text FROM herald.apps WHERE app_id = 'shop'")
+            try await db.query("UPDATE herald.\(table) SET \(change) WHERE app_id = 'shop'")
+            #expect(
+                try await row(db, "SELECT xmin::text FROM herald.apps WHERE app_id = 'shop'") != version,
+                "a change to \(table) renews the app's version")
         }
-        #expect(refused?.sqlState == "23514", "\(String(describing: refused))")
-        #expect(refused?.message.contains("direct APNs needs a bundle id") == true, "\(String(describing: refused))")
-        try await db.query("DELETE FROM herald.app_webpush WHERE app_id = 'shop'")
-        #expect(
-            try await row(
-                db, "SELECT vapid_key_file, web_push_private_addresses::text FROM herald.apps WHERE app_id = 'shop'")
-                == [nil, "false"])
-    }
-
-    /// During an upgrade, older releases' daemons still record through their signatures: the
-    /// twenty arrays, through the six-argument form (without push type tokens), through today's.
-    @Test func thePreviousReleasesRecordStillRecords() async throws {
-        let db = try await TestDatabase.create().connect()
-        try await db.execute(
-            """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'shop-prod');
-            SELECT herald.register_device('shop', 'pixel', 'android', 'token-pixel', 'alice');
-            SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped');
-            SELECT herald.ingest_next(10);
-            """)
-        try await db.query(
-            """
-            SELECT herald.record_sends(ARRAY(SELECT id FROM herald.deliveries), '{sent}', '{projects/p/messages/1}',
-                                       '{NULL}', ARRAY[extract(epoch FROM now())::float8], '{NULL}', '{false}',
-                                       '{false}', 'old-daemon', '{}', '{}', '{}', now(), '{}', '{}', '{}', '{NULL}',
-                                       '{}', '{}', '{}')
-            """)
-        #expect(
-            try await row(db, "SELECT state, provider_message_id FROM herald.deliveries")
-                == ["sent", "projects/p/messages/1"])
+        // A script written for the old columns fails, naming the column.
+        let refused = await #expect(throws: PostgresError.self) {
+            try await db.query("UPDATE herald.apps SET apns_bundle_id = 'com.example.shop2' WHERE app_id = 'shop'")
+        }
+        #expect(refused?.sqlState == "42703", "\(String(describing: refused))")
     }
 }

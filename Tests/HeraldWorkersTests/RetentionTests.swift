@@ -15,7 +15,8 @@ import Testing
         let db = try await database.connect()
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             SELECT herald.register_device('shop', 'pixel', 'android', 'tok', 'alice');
             INSERT INTO herald.notifications (app_id, user_ref, title) SELECT 'shop', 'alice', 'n' || n FROM generate_series(1, 1500) n;
             SELECT herald.ingest(array_agg(id)) FROM herald.notifications WHERE state = 'received';
@@ -55,7 +56,8 @@ import Testing
         let locker = try await database.connect()
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'n');
             """)
         // The generations the template closed are an hour old: due to retire (retention a
@@ -103,7 +105,8 @@ import Testing
         let db = try await database.connect()
         try await db.execute(
             """
-            INSERT INTO herald.apps (app_id, fcm_project_id) VALUES ('shop', 'p');
+            INSERT INTO herald.apps (app_id) VALUES ('shop');
+            INSERT INTO herald.app_fcm (app_id, project_id) VALUES ('shop', 'p');
             SELECT herald.register_device('shop', 'a', 'android', 'tok-a', 'alice');
             SELECT herald.register_device('shop', 'b', 'android', 'tok-a', 'alice');
             UPDATE herald.devices SET disabled_at = now(), disabled_cause = 'token_invalid', disabled_reason = 'x' WHERE device_id = 'b';

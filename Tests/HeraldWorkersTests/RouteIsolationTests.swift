@@ -58,9 +58,7 @@ import Testing
         let account = try await f.emulator.makeServiceAccount(projectID: "games-prod")
         let file = try ServiceAccountFile(account)
         defer { file.remove() }
-        try await f.db.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('games', 'games-prod', $1)",
-            [file.path])
+        try await f.db.addApp("games", fcmProject: "games-prod", credentialsFile: file.path)
         try await f.db.execute("INSERT INTO herald.producer_apps (producer, app_id) VALUES ('postgres', 'games')")
         for n in 0..<16 {
             _ = try await f.db.query(

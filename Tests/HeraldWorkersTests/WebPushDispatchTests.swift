@@ -166,7 +166,7 @@ import Testing
     @Test func anAppWithoutAVAPIDKeyWaitsForOneWithoutBlamingTheBrowser() async throws {
         let f = try await WorkerFixture.make(webPush: true)
         try await f.registerBrowser("firefox")
-        try await f.db.execute("UPDATE herald.apps SET vapid_key_file = NULL")
+        try await f.db.execute("UPDATE herald.app_webpush SET vapid_key_file = NULL")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
         try await f.dispatch()

@@ -24,7 +24,7 @@ import Testing
         _ = try await producer.query(
             "SELECT herald.create_channel('shop', 'c2'), herald.create_channel('shop', 'c3')")
         // The key cannot be read: every request is tried again later, with the reason.
-        try await f.db.query("UPDATE herald.apps SET apns_key_file = '/nonexistent/AuthKey.p8'")
+        try await f.db.query("UPDATE herald.app_apns SET key_file = '/nonexistent/AuthKey.p8'")
         let jobs = try await f.queue.claim(kind: "channels", limit: 10)
         #expect(jobs.count == 4)
         let deleted = try await f.db.query("SELECT id FROM herald.broadcast_channels WHERE name = 'c1'")[0]

@@ -40,9 +40,7 @@ struct WorkerFixture {
         let accountFile = try ServiceAccountFile(account)
         let database = try await TestDatabase.create()
         let db = try await database.connect()
-        try await db.query(
-            "INSERT INTO herald.apps (app_id, fcm_project_id, credentials_file) VALUES ('shop', 'shop-prod', $1)",
-            [accountFile.path])
+        try await db.addApp("shop", fcmProject: "shop-prod", credentialsFile: accountFile.path)
         var http = HTTPClient.Configuration()
         var pushService: NginxStandIn?
         var vapid: VAPIDKeyFile?
@@ -72,8 +70,8 @@ struct WorkerFixture {
             try await db.query(
                 // The stand-in push service is on this machine: allow it by name and address.
                 """
-                UPDATE herald.apps SET vapid_key_file = $1, vapid_subject = 'mailto:push@shop.example',
-                                       web_push_hosts = '{localhost,127.0.0.1}', web_push_private_addresses = true
+                INSERT INTO herald.app_webpush (app_id, vapid_key_file, vapid_subject, hosts, private_addresses)
+                VALUES ('shop', $1, 'mailto:push@shop.example', '{localhost,127.0.0.1}', true)
                 """, [key.path])
             vapid = key
         }
@@ -81,18 +79,20 @@ struct WorkerFixture {
             await emulator.allowAPNsCertificate(topic: bundleID)
             try await db.query(
                 """
-                UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development', apns_bundle_id = $1,
-                                       apns_certificate_file = $2
+                INSERT INTO herald.app_apns (app_id, environment, bundle_id, certificate_file)
+                VALUES ('shop', 'development', $1, $2)
                 """, [bundleID, apnsCertificate.path])
+            try await db.query("UPDATE herald.apps SET ios_transport = 'apns'")
         } else if apns {
             let key = try SecretFile(
                 contents: try await emulator.makeAPNsKey(teamID: "TEAM123456", keyID: "KEY1234567", topics: [bundleID]),
                 suffix: ".p8")
             try await db.query(
                 """
-                UPDATE herald.apps SET ios_transport = 'apns', apns_environment = 'development', apns_bundle_id = $1,
-                                       apns_team_id = 'TEAM123456', apns_key_id = 'KEY1234567', apns_key_file = $2
+                INSERT INTO herald.app_apns (app_id, environment, bundle_id, team_id, key_id, key_file)
+                VALUES ('shop', 'development', $1, 'TEAM123456', 'KEY1234567', $2)
                 """, [bundleID, key.path])
+            try await db.query("UPDATE herald.apps SET ios_transport = 'apns'")
             apnsKey = key
         }
         let context = WorkerContext(

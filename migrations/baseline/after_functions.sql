@@ -2,7 +2,6 @@
 -- the rows every database starts with (some name a view), triggers and row-level security
 -- policies. Applied after migrations/functions/, in the transaction that applied tables.sql;
 -- generated with it.
-ALTER TABLE herald.apps ADD CONSTRAINT "web_push_hosts lists host names, *.domain or *" CHECK (((cardinality(web_push_hosts) = 0) OR herald.are_host_patterns(web_push_hosts)));
 ALTER TABLE herald.app_unifiedpush ADD CONSTRAINT app_unifiedpush_hosts_check CHECK (((cardinality(hosts) > 0) AND herald.are_host_patterns(hosts)));
 ALTER TABLE herald.app_webpush ADD CONSTRAINT "hosts lists host names, *.domain or *" CHECK (((cardinality(hosts) = 0) OR herald.are_host_patterns(hosts)));
 ALTER TABLE herald.secrets ADD COLUMN inner_pad bytea GENERATED ALWAYS AS ((herald.hmac_pads(value)).inner_pad) STORED;
@@ -100,13 +99,12 @@ SELECT 'report_hmac',
 -- Triggers
 -- --------
 
-CREATE TRIGGER apps_from_app_apns AFTER INSERT OR DELETE OR UPDATE ON herald.app_apns FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
-CREATE TRIGGER apps_from_app_fcm AFTER INSERT OR DELETE OR UPDATE ON herald.app_fcm FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
+CREATE TRIGGER app_apns_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_apns FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+CREATE TRIGGER app_fcm_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_fcm FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_harmony FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
-CREATE TRIGGER apps_from_app_webpush AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.sync_apps_from_provider_settings();
-CREATE TRIGGER provider_settings_from_apps AFTER INSERT OR UPDATE ON herald.apps FOR EACH ROW EXECUTE FUNCTION herald.sync_provider_settings_from_apps();
+CREATE TRIGGER app_webpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER deliveries_notify_dispatch AFTER INSERT ON herald.deliveries FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('dispatch');
 CREATE TRIGGER delivery_reports_enqueue_reconcile AFTER INSERT ON herald.delivery_reports REFERENCING NEW TABLE AS new_reports FOR EACH STATEMENT EXECUTE FUNCTION herald.enqueue_reconcile();
 CREATE TRIGGER devices_record_changes AFTER UPDATE OF disabled_at, disabled_cause ON herald.devices FOR EACH ROW WHEN ((old.disabled_cause IS DISTINCT FROM new.disabled_cause)) EXECUTE FUNCTION herald.record_device_change();

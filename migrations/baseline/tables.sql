@@ -1,4 +1,4 @@
--- The schema after migration 44, for a new database: `herald migrate` applies this file,
+-- The schema after migration 45, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -75,53 +75,23 @@ CREATE SEQUENCE herald.delivery_reports_id_seq;
 
 CREATE TABLE herald.apps (
     app_id text NOT NULL,
-    fcm_project_id text,
-    credentials_file text,
     default_ttl interval DEFAULT '1 day'::interval NOT NULL,
     default_priority text DEFAULT 'high'::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    vapid_key_file text,
-    vapid_subject text,
     ios_transport text DEFAULT 'fcm'::text NOT NULL,
-    apns_environment text DEFAULT 'production'::text NOT NULL,
-    apns_bundle_id text,
-    apns_team_id text,
-    apns_key_id text,
-    apns_key_file text,
-    apns_certificate_file text,
-    apns_certificate_expires_at timestamp with time zone,
-    web_push_hosts text[],
-    web_push_private_addresses boolean DEFAULT false NOT NULL,
     settings_changed_at timestamp with time zone,
     CONSTRAINT apps_pkey PRIMARY KEY (app_id),
-    CONSTRAINT apps_apns_environment_check CHECK ((apns_environment = ANY (ARRAY['production'::text, 'development'::text]))),
     CONSTRAINT apps_app_id_check CHECK ((app_id <> ''::text)),
     CONSTRAINT apps_default_priority_check CHECK ((default_priority = ANY (ARRAY['high'::text, 'normal'::text]))),
     CONSTRAINT apps_default_ttl_check CHECK (((default_ttl >= '00:00:00'::interval) AND (default_ttl <= '28 days'::interval))),
-    CONSTRAINT apps_fcm_project_id_check CHECK ((fcm_project_id <> ''::text)),
-    CONSTRAINT apps_ios_transport_check CHECK ((ios_transport = ANY (ARRAY['fcm'::text, 'apns'::text]))),
-    CONSTRAINT apps_vapid_subject_check CHECK (((vapid_subject ~~ 'mailto:%'::text) OR (vapid_subject ~~ 'https://%'::text))),
-    CONSTRAINT "direct APNs needs a bundle id and a key or a certificate" CHECK (((ios_transport = 'fcm'::text) OR ((apns_bundle_id IS NOT NULL) AND (((apns_key_file IS NOT NULL) AND (apns_team_id IS NOT NULL) AND (apns_key_id IS NOT NULL)) OR (apns_certificate_file IS NOT NULL)))))
+    CONSTRAINT apps_ios_transport_check CHECK ((ios_transport = ANY (ARRAY['fcm'::text, 'apns'::text])))
 );
 COMMENT ON TABLE herald.apps IS 'One row per app that sends through Herald, added by operators; each provider''s settings of it have a table.';
 COMMENT ON COLUMN herald.apps.app_id IS 'The app''s name, chosen by the operator, as producers and Herald''s tables name it.';
-COMMENT ON COLUMN herald.apps.fcm_project_id IS 'Kept for one release: now herald.app_fcm.project_id, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.credentials_file IS 'Kept for one release: now herald.app_fcm.credentials_file, kept in step both ways by triggers.';
 COMMENT ON COLUMN herald.apps.default_ttl IS 'How long ingest lets a notification without ttl or expires_at live (a push type''s default_ttl first).';
 COMMENT ON COLUMN herald.apps.default_priority IS 'The priority ingest gives a notification that names none: ''high'' or ''normal''.';
 COMMENT ON COLUMN herald.apps.created_at IS 'When the app was added.';
-COMMENT ON COLUMN herald.apps.vapid_key_file IS 'Kept for one release: now herald.app_webpush.vapid_key_file, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.vapid_subject IS 'Kept for one release: now herald.app_webpush.vapid_subject, kept in step both ways by triggers.';
 COMMENT ON COLUMN herald.apps.ios_transport IS 'How iOS devices registered without a token kind are reached: ''fcm'' or ''apns'' (needs herald.app_apns).';
-COMMENT ON COLUMN herald.apps.apns_environment IS 'Kept for one release: now herald.app_apns.environment, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.apns_bundle_id IS 'Kept for one release: now herald.app_apns.bundle_id, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.apns_team_id IS 'Kept for one release: now herald.app_apns.team_id, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.apns_key_id IS 'Kept for one release: now herald.app_apns.key_id, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.apns_key_file IS 'Kept for one release: now herald.app_apns.key_file, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.apns_certificate_file IS 'Kept for one release: now herald.app_apns.certificate_file, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.apns_certificate_expires_at IS 'Kept for one release: now herald.app_apns.certificate_expires_at, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.web_push_hosts IS 'Kept for one release: now herald.app_webpush.hosts, kept in step both ways by triggers.';
-COMMENT ON COLUMN herald.apps.web_push_private_addresses IS 'Kept for one release: now herald.app_webpush.private_addresses, kept in step both ways by triggers.';
 COMMENT ON COLUMN herald.apps.settings_changed_at IS 'Set when a provider''s settings of the app change, so the daemons reread them at the next claim; NULL: not yet.';
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.apps TO herald_operator;
 

@@ -405,42 +405,6 @@ $$;
 REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[],herald.dead_token[]) TO herald_daemon;
 
--- The previous release's herald.record_sends, without push type tokens (it sends none), for
--- its daemons still running during an upgrade: it records through the function above.
-CREATE OR REPLACE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
-    dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[])
-RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
-LANGUAGE sql AS $$
-    SELECT * FROM herald.record_sends(outcomes, worker, at, dead_devices, ended_activity_tokens, problems, '{}');
-$$;
-REVOKE ALL ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.record_sends(herald.send_outcome[],text,timestamp with time zone,herald.dead_token[],herald.dead_token[],herald.config_problem[]) TO herald_daemon;
-
--- The release before that's herald.record_sends, twenty arrays in parallel, for its daemons still
--- running during an upgrade: it records through the function above. Dropped with herald.apps'
--- old columns.
-CREATE OR REPLACE FUNCTION herald.record_sends(ids bigint[], states text[], names text[], errors text[],
-    answered float8[], due_again float8[], given_back bool[], dead bool[], worker text, dead_devices bigint[],
-    dead_tokens text[], dead_reasons text[], at timestamptz, problem_apps text[], problem_scopes text[],
-    problems text[], unique_ids text[], dead_since float8[], ended_tokens bigint[], ended_reasons text[])
-RETURNS void
-LANGUAGE sql AS $$
-    SELECT count(*) FROM herald.record_sends(
-        ARRAY(SELECT ROW(u.id, u.state, u.name, u.unique_id, u.error, u.answered, u.due_again, u.given_back,
-                         u.dead)::herald.send_outcome
-              FROM unnest(ids, states, names, unique_ids, errors, answered, due_again, given_back, dead)
-                   AS u(id, state, name, unique_id, error, answered, due_again, given_back, dead)),
-        worker, at,
-        ARRAY(SELECT ROW(u.id, u.token, u.reason, u.since)::herald.dead_token
-              FROM unnest(dead_devices, dead_tokens, dead_reasons, dead_since) AS u(id, token, reason, since)),
-        ARRAY(SELECT ROW(u.id, NULL, u.reason, NULL)::herald.dead_token
-              FROM unnest(ended_tokens, ended_reasons) AS u(id, reason)),
-        ARRAY(SELECT ROW(u.app, u.scope, u.problem)::herald.config_problem
-              FROM unnest(problem_apps, problem_scopes, problems) AS u(app, scope, problem)));
-$$;
-REVOKE ALL ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.record_sends(bigint[],text[],text[],text[],float8[],float8[],boolean[],boolean[],text,bigint[],text[],text[],timestamp with time zone,text[],text[],text[],text[],float8[],bigint[],text[]) TO herald_daemon;
-
 -- Extends, to `at` (now) + `lease`, the leases `worker` still holds on `deliveries` (a slow
 -- route's sends, DispatchWorker); one that ran out and was claimed by another worker is left to
 -- it. Rare, so a SQL function, planned at each call; `IS TRUE` keeps it on the primary key
@@ -494,13 +458,9 @@ GRANT EXECUTE ON FUNCTION herald.record_saturation(text,text,text,text,timestamp
 -- provider the app has no row for is left out, and so is a provider whose settings this session
 -- cannot read (a table dropped, a grant missing): its routes fail as a configuration problem of
 -- their own, and every other provider goes on. Read only when an app's version changes, so the
--- statement is made at each call, over the tables herald.providers names then. The columns
--- between app_version and provider_settings are herald.apps' old ones, for the previous
--- release's daemons during an upgrade; they go with those columns.
-CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE (app_id text, app_version text,
-    fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[],
-    web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text,
-    apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
+-- statement is made at each call, over the tables herald.providers names then.
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[])
+RETURNS TABLE (app_id text, app_version text, provider_settings jsonb)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     settings text;
@@ -511,10 +471,7 @@ BEGIN
     FROM herald.providers p WHERE has_table_privilege(p.settings, 'SELECT') IS TRUE;
     RETURN QUERY EXECUTE format(
         $query$
-        SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
-               coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
-               a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
-               a.apns_certificate_file,
+        SELECT a.app_id, a.xmin::text,
                coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(jsonb_build_object(%s)) e
                          WHERE e.value <> 'null'::jsonb), '{}')
         FROM herald.apps a
