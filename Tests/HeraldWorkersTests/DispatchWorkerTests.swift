@@ -316,7 +316,7 @@ import Testing
 
     @Test func missingCredentialsAreAConfigurationErrorThatBlamesNoDevice() async throws {
         let f = try await WorkerFixture.make()
-        try await f.db.execute("UPDATE herald.apps SET credentials_file = '/nonexistent/sa.json'")
+        try await f.db.execute("UPDATE herald.app_fcm SET credentials_file = '/nonexistent/sa.json'")
         try await f.register("pixel", "android")
         _ = try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'Hi')")
         try await f.ingest()
@@ -342,7 +342,7 @@ import Testing
         try await f.ingest()
         // The file is there; the process cannot open it (here: it does not exist, and the
         // descriptors are said to be spent).
-        try await f.db.execute("UPDATE herald.apps SET credentials_file = '/nonexistent/sa.json'")
+        try await f.db.execute("UPDATE herald.app_fcm SET credentials_file = '/nonexistent/sa.json'")
         var providers = Senders.Configuration()
         providers.fcmEndpoint = f.emulator.baseURL
         providers.descriptorsExhausted = { true }
