@@ -120,6 +120,14 @@ let package = Package(
             name: "HeraldWebPush",
             dependencies: ["HeraldCrypto", "HeraldCore", "HeraldHTTP"]
         ),
+        // Huawei Push Kit's server APIs: HMS Core's Android v1 and HarmonyOS NEXT's v3, their
+        // credentials (OAuth 2.0 client, service-account JWTs), messages and result codes.
+        .target(
+            name: "HeraldPushKit",
+            dependencies: [
+                "HeraldCrypto", "HeraldCore", "HeraldHTTP", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Local stand-ins for FCM v1 + OAuth and a Web Push service, for tests, the demo and app
         // developers: a plain HTTP/1.1 server on Hummingbird, as the endpoint is.
         .target(
@@ -146,7 +154,7 @@ let package = Package(
             name: "HeraldWorkers",
             dependencies: [
                 "HeraldCore", "HeraldPostgres", "HeraldQueue", "HeraldCrypto", "HeraldFCM", "HeraldWebPush",
-                "HeraldAPNs", "HeraldHTTP",
+                "HeraldAPNs", "HeraldPushKit", "HeraldHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -277,7 +285,7 @@ let package = Package(
             name: "HeraldWorkersTests",
             dependencies: [
                 "HeraldWorkers", "HeraldQueue", "HeraldStatus", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM",
-                "HeraldEmulator",
+                "HeraldPushKit", "HeraldEmulator",
                 "HeraldHTTP", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

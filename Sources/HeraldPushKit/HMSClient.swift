@@ -6,7 +6,7 @@ import Synchronization
 
 extension ConfigurationScope {
     /// An app's Huawei Push Kit credentials (`herald.app_hms`).
-    static let hms: Self = "hms"
+    public static let hms: Self = "hms"
 }
 
 /// Sends data messages to Android phones with HMS Core through Huawei Push Kit's server API
@@ -14,9 +14,9 @@ extension ConfigurationScope {
 /// (client credentials, from `oauth-login.cloud.huawei.com`), and reads each answer's result
 /// code into a typed outcome (``HMSResult``). A refused access token (80200001, 80200003) is
 /// fetched again and the message sent once more.
-struct HMSClient: Sendable {
-    static let pushEndpoint = "https://push-api.cloud.huawei.com"
-    static let tokenURL = "https://oauth-login.cloud.huawei.com/oauth2/v3/token"
+public struct HMSClient: Sendable {
+    public static let pushEndpoint = "https://push-api.cloud.huawei.com"
+    public static let tokenURL = "https://oauth-login.cloud.huawei.com/oauth2/v3/token"
 
     let clientID: String
     let tokens: AccessTokens
@@ -26,7 +26,7 @@ struct HMSClient: Sendable {
 
     /// A client for the app `clientID`; `endpoint`, a stand-in's base URL, serves both the send
     /// and the token requests (nil: Huawei's).
-    init(clientID: String, clientSecret: String, endpoint: String?, http: HTTPClient, logger: Logger) {
+    public init(clientID: String, clientSecret: String, endpoint: String?, http: HTTPClient, logger: Logger) {
         self.clientID = clientID
         self.http = http
         self.logger = logger
@@ -63,7 +63,7 @@ struct HMSClient: Sendable {
     /// Sends each message (a request each, at once); the outcomes come in the same order.
     /// `validateOnly` asks Push Kit to check them without delivering (a dry run). A message
     /// refused for its urgency (80300011) is sent again as NORMAL, and so is every message after.
-    func send(_ messages: [HMSMessage], validateOnly: Bool) async -> [PushOutcome] {
+    public func send(_ messages: [HMSMessage], validateOnly: Bool) async -> [PushOutcome] {
         var messages = messages
         if memory.urgentRefused { for index in messages.indices { messages[index].urgent = false } }
         var outcomes = [PushOutcome?](repeating: nil, count: messages.count)
@@ -139,13 +139,13 @@ struct HMSClient: Sendable {
     /// Push Kit answers 80300007 (all tokens invalid) also when the tokens are another app's than
     /// the credentials' (the app's row names another app's client id): until a send with these
     /// credentials has been accepted, it is their problem, and no phone is disabled for it.
-    static let unprovenCredentials = PushOutcome.configurationError(
+    public static let unprovenCredentials = PushOutcome.configurationError(
         reason: "Huawei Push Kit answered 80300007 (all tokens invalid), and no send with these credentials has been"
             + " accepted yet: are herald.app_hms.client_id and its secret this app's?",
         scope: .hms)
 
     /// `application/x-www-form-urlencoded`'s escaping of a value.
-    static func formEncoded(_ value: String) -> String {
+    public static func formEncoded(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
@@ -156,17 +156,24 @@ struct HMSClient: Sendable {
 /// (the JSON object the app reads in `onMessageReceived`), `android` says its urgency, its TTL
 /// and `collapse_key: -1` (every message kept while the phone is offline, up to Push Kit's
 /// cache, never only the newest).
-struct HMSMessage: Sendable {
-    var token: String
+public struct HMSMessage: Sendable {
+    public var token: String
     /// Herald's keys and the producer's, as strings.
-    var data: [(String, String)]
-    var urgent: Bool
+    public var data: [(String, String)]
+    public var urgent: Bool
     /// Seconds; Push Kit keeps a message at most 15 days.
-    var ttl: Int
+    public var ttl: Int
 
-    static let longestTTL = 15 * 86_400
+    public static let longestTTL = 15 * 86_400
 
-    func requestBody(validateOnly: Bool) -> [UInt8] {
+    public init(token: String, data: [(String, String)], urgent: Bool, ttl: Int) {
+        self.token = token
+        self.data = data
+        self.urgent = urgent
+        self.ttl = ttl
+    }
+
+    public func requestBody(validateOnly: Bool) -> [UInt8] {
         let document = JSONValue.object(data.map { ($0.0, .string($0.1)) })
         let message = JSONValue.object([
             ("validate_only", .bool(validateOnly)),
@@ -191,15 +198,15 @@ struct HMSMessage: Sendable {
 
 /// Push Kit's answer to one send: its result code (`code`, a string of digits, in a JSON body
 /// whatever the HTTP status), its words (`msg`) and its `requestId`.
-struct HMSResult: Sendable {
-    var status: Int
-    var code: String?
+public struct HMSResult: Sendable {
+    public var status: Int
+    public var code: String?
     /// `msg`, whole (a partial success's lists the refused tokens).
-    var fullMessage: String
-    var requestID: String?
-    var retryAfter: Duration?
+    public var fullMessage: String
+    public var requestID: String?
+    public var retryAfter: Duration?
 
-    init(_ response: HTTPResponse) {
+    public init(_ response: HTTPResponse) {
         status = response.status
         let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
         code = object?["code"].map { "\($0)" }
@@ -218,18 +225,18 @@ struct HMSResult: Sendable {
 
     /// Push Kit's words as a reason may carry them about the message sent to `token`: at most
     /// 300 characters, without the token (a refusal lists the tokens it refused).
-    func message(without token: String) -> String {
+    public func message(without token: String) -> String {
         String((token.isEmpty ? fullMessage : fullMessage.replacingOccurrences(of: token, with: "…")).prefix(300))
     }
 
-    static let success = "80000000"
-    static let allTokensInvalid = "80300007"
-    static let noUrgentRight = "80300011"
+    public static let success = "80000000"
+    public static let allTokensInvalid = "80300007"
+    public static let noUrgentRight = "80300011"
 
     /// Why a refusal (80100000, 80300007) refused `token`, if it lists it: its `msg` is JSON
     /// listing the refused tokens, as `illegal_tokens` (the v1 API: the reason is that key), or
     /// under their reasons in `illegalTokens` (the HarmonyOS API).
-    func refusal(of token: String) -> String? {
+    public func refusal(of token: String) -> String? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(fullMessage.utf8)) as? [String: Any] else {
             return nil
         }
@@ -240,11 +247,11 @@ struct HMSResult: Sendable {
 
     /// 80200001 (authentication failed) or 80200003 (the access token expired): worth one more
     /// try with a fresh token.
-    var accessTokenRefused: Bool { code == "80200001" || code == "80200003" }
+    public var accessTokenRefused: Bool { code == "80200001" || code == "80200003" }
 
     /// What it means for the message sent to `token` (Huawei's result codes, in
     /// docs/architecture.md's table of answers).
-    func outcome(token: String) -> PushOutcome {
+    public func outcome(token: String) -> PushOutcome {
         let words = "Huawei Push Kit \(code ?? "HTTP \(status)"): \(message(without: token))"
         switch code {
         case Self.success:
@@ -285,6 +292,6 @@ struct HMSResult: Sendable {
     }
 
     /// How long sends wait after traffic control when Push Kit says nothing of when to come back.
-    static let trafficControlPause: Duration = .seconds(30)
+    public static let trafficControlPause: Duration = .seconds(30)
 
 }

@@ -7,29 +7,29 @@ import Synchronization
 
 extension ConfigurationScope {
     /// An app's HarmonyOS Push Kit service account (`herald.app_harmony`).
-    static let harmony: Self = "harmony"
+    public static let harmony: Self = "harmony"
 }
 
 /// A HarmonyOS Push Kit service account, from the key file the HUAWEI Developers API Console
 /// gives: the project its messages go through, and the RSA key that signs its tokens. The
 /// private key is loaded into OpenSSL and its text dropped; the account prints without it.
-struct HarmonyServiceAccount: Sendable, CustomStringConvertible {
-    var projectID: String
-    var keyID: String
-    var subAccount: String
+public struct HarmonyServiceAccount: Sendable, CustomStringConvertible {
+    public var projectID: String
+    public var keyID: String
+    public var subAccount: String
     let key: CryptoKey
 
     /// Reads and checks a key file; the error says what to fix.
-    static func load(file path: String) throws(ConfigurationProblem) -> HarmonyServiceAccount {
+    public static func load(file path: String) throws(HarmonyServiceAccount.Unusable) -> HarmonyServiceAccount {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationProblem("the HarmonyOS service account file \(path) cannot be read")
+            throw Unusable("the HarmonyOS service account file \(path) cannot be read")
         }
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw ConfigurationProblem("the HarmonyOS service account file \(path) is not a JSON object")
+            throw Unusable("the HarmonyOS service account file \(path) is not a JSON object")
         }
-        func field(_ name: String) throws(ConfigurationProblem) -> String {
+        func field(_ name: String) throws(HarmonyServiceAccount.Unusable) -> String {
             guard let value = object[name] as? String, !value.isEmpty else {
-                throw ConfigurationProblem(
+                throw Unusable(
                     "the HarmonyOS service account file \(path) has no \"\(name)\"; download the key again from the"
                         + " HUAWEI Developers API Console (Credentials, Service account key)")
             }
@@ -38,36 +38,42 @@ struct HarmonyServiceAccount: Sendable, CustomStringConvertible {
         let key: CryptoKey
         do {
             key = try CryptoKey(privateKeyPEM: try field("private_key"))
-        } catch let problem as ConfigurationProblem {
+        } catch let problem as Unusable {
             throw problem
         } catch {
-            throw ConfigurationProblem("the private_key in \(path) cannot be loaded (\(error))")
+            throw Unusable("the private_key in \(path) cannot be loaded (\(error))")
         }
-        guard key.kind == .rsa else { throw ConfigurationProblem("the private_key in \(path) is not an RSA key") }
+        guard key.kind == .rsa else { throw Unusable("the private_key in \(path) is not an RSA key") }
         return HarmonyServiceAccount(
             projectID: try field("project_id"), keyID: try field("key_id"), subAccount: try field("sub_account"),
             key: key)
     }
 
-    var description: String { "HarmonyServiceAccount(project \(projectID), key id \(keyID))" }
+    public var description: String { "HarmonyServiceAccount(project \(projectID), key id \(keyID))" }
+
+    /// Why a key file cannot be used, in words that say what to fix.
+    public struct Unusable: Error, CustomStringConvertible {
+        public var description: String
+        init(_ description: String) { self.description = description }
+    }
 }
 
 /// The token a service account sends with each request: a JWT it signs itself (PS256, the key
 /// file's `key_id` as `kid`, its `sub_account` as issuer, Huawei's token endpoint as audience),
 /// which Push Kit takes as it is, with no exchange. One is reused for most of its hour.
-final class HarmonyTokens: Sendable {
-    static let audience = "https://oauth-login.cloud.huawei.com/oauth2/v3/token"
+public final class HarmonyTokens: Sendable {
+    public static let audience = "https://oauth-login.cloud.huawei.com/oauth2/v3/token"
     /// Huawei's recommended validity; it refuses more than a day (80300036).
-    static let lifetime: TimeInterval = 3600
+    public static let lifetime: TimeInterval = 3600
     /// A token is signed again when less than this is left, so none expires on the way.
-    static let renewal: TimeInterval = 600
+    public static let renewal: TimeInterval = 600
 
     let account: HarmonyServiceAccount
     private let current = Mutex<(token: String, expires: Date)?>(nil)
 
-    init(account: HarmonyServiceAccount) { self.account = account }
+    public init(account: HarmonyServiceAccount) { self.account = account }
 
-    func token(now: Date = Date()) throws -> String {
+    public func token(now: Date = Date()) throws -> String {
         if let current = current.withLock({ $0 }), current.expires.timeIntervalSince(now) > Self.renewal {
             return current.token
         }
@@ -84,7 +90,7 @@ final class HarmonyTokens: Sendable {
     }
 
     /// Push Kit said `token` expired (80200005): the next call signs a new one.
-    func expired(_ token: String) {
+    public func expired(_ token: String) {
         current.withLock { if $0?.token == token { $0 = nil } }
     }
 }
@@ -93,8 +99,8 @@ final class HarmonyTokens: Sendable {
 /// (`POST /v3/{project id}/messages:send`), one token a request, and reads each answer's result
 /// code into a typed outcome (``HMSResult/harmonyOutcome(token:credentialsProven:)``). A token
 /// Push Kit calls expired (80200005) is signed again and the message sent once more.
-struct HarmonyClient: Sendable {
-    static let pushEndpoint = "https://push-api.cloud.huawei.com"
+public struct HarmonyClient: Sendable {
+    public static let pushEndpoint = "https://push-api.cloud.huawei.com"
 
     let tokens: HarmonyTokens
     let http: HTTPClient
@@ -119,7 +125,7 @@ struct HarmonyClient: Sendable {
     }
 
     /// `endpoint`: a stand-in's base URL (nil: Huawei's).
-    init(account: HarmonyServiceAccount, endpoint: String?, http: HTTPClient, logger: Logger) {
+    public init(account: HarmonyServiceAccount, endpoint: String?, http: HTTPClient, logger: Logger) {
         tokens = HarmonyTokens(account: account)
         self.http = http
         self.logger = logger
@@ -131,7 +137,7 @@ struct HarmonyClient: Sendable {
     /// message refused for its token's expiry (80200005) goes again once with a new token; one
     /// refused for its image (80100022: Push Kit shows only images it has checked) goes again
     /// without it.
-    func send(_ messages: [HarmonyMessage]) async -> [PushOutcome] {
+    public func send(_ messages: [HarmonyMessage]) async -> [PushOutcome] {
         var messages = messages
         var results = [HMSResult?](repeating: nil, count: messages.count)
         var outcomes = [PushOutcome?](repeating: nil, count: messages.count)
@@ -201,9 +207,9 @@ struct HarmonyClient: Sendable {
 
 /// One message to one token, as Push Kit's v3 API takes it: the scenario (`push-type` header)
 /// and its `payload`, the token, and `pushOptions.ttl`.
-struct HarmonyMessage: Sendable {
+public struct HarmonyMessage: Sendable {
     /// The scenarios Herald sends (Push Kit's `push-type`).
-    enum PushType: Int, Sendable {
+    public enum PushType: Int, Sendable {
         /// A notification Push Kit shows (`payload.notification`).
         case alert = 0
         /// Data handed to the app (`payload.extraData`): kept on the phone, newest only, until the
@@ -211,17 +217,24 @@ struct HarmonyMessage: Sendable {
         case background = 6
     }
 
-    var token: String
-    var pushType: PushType
-    var payload: JSONValue
+    public var token: String
+    public var pushType: PushType
+    public var payload: JSONValue
     /// Seconds; Push Kit keeps a message at most 15 days.
-    var ttl: Int
+    public var ttl: Int
 
-    static let longestTTL = 15 * 86_400
+    public static let longestTTL = 15 * 86_400
     /// Push Kit's limit on a request's body, not counting its tokens.
-    static let largestBody = 4096
+    public static let largestBody = 4096
 
-    func requestBody() -> [UInt8] {
+    public init(token: String, pushType: PushType, payload: JSONValue, ttl: Int) {
+        self.token = token
+        self.pushType = pushType
+        self.payload = payload
+        self.ttl = ttl
+    }
+
+    public func requestBody() -> [UInt8] {
         JSONValue.object([
             ("payload", payload),
             ("target", .object([("token", .array([.string(token)]))])),
@@ -230,7 +243,7 @@ struct HarmonyMessage: Sendable {
     }
 
     /// Why Push Kit would refuse it as too large (80300008), if it would.
-    var tooLarge: String? {
+    public var tooLarge: String? {
         let bytes = requestBody().count - token.utf8.count
         guard bytes > Self.largestBody else { return nil }
         return "the HarmonyOS message is \(bytes) bytes without its token, over Push Kit's \(Self.largestBody);"
@@ -252,13 +265,13 @@ struct HarmonyMessage: Sendable {
 extension HMSResult {
     /// 80200005: the service account's token expired (the clocks disagree, or it outlived its
     /// hour); worth one more try with a new one.
-    static let tokenExpired = "80200005"
+    public static let tokenExpired = "80200005"
     /// 80100022: an image Push Kit has not checked (its image review).
-    static let imageUnchecked = "80100022"
+    public static let imageUnchecked = "80100022"
 
     /// What a v3 answer means for the message sent to `token` (docs/architecture.md's table of
     /// answers). `credentialsProven`: Push Kit has accepted a send with this service account.
-    func harmonyOutcome(token: String, credentialsProven: Bool) -> PushOutcome {
+    public func harmonyOutcome(token: String, credentialsProven: Bool) -> PushOutcome {
         let words = "HarmonyOS Push Kit \(code ?? "HTTP \(status)"): \(message(without: token))"
         if status == 503 {
             // Traffic control, whatever the body says: the app sends faster than its quota.
@@ -304,7 +317,7 @@ extension HMSResult {
     }
 
     /// A token refused under `reason` (a key of `illegalTokens`).
-    static func harmonyTokenRefused(reason: String, code: String, proven: Bool) -> PushOutcome {
+    public static func harmonyTokenRefused(reason: String, code: String, proven: Bool) -> PushOutcome {
         let words = "HarmonyOS Push Kit \(code): the token is refused (\(reason))"
         switch reason {
         case "tokenFormatError", "tokenPlatformNotSupport":
@@ -326,7 +339,7 @@ extension HMSResult {
 
     /// A token refused as not this project's: the phone's, once a send with this service account
     /// has been accepted; until then, more likely the account's (another project's key file).
-    static func tokenRefused(reason: String, proven: Bool) -> PushOutcome {
+    public static func tokenRefused(reason: String, proven: Bool) -> PushOutcome {
         proven
             ? .tokenInvalid(reason: "HarmonyOS Push Kit: \(reason)")
             : .configurationError(

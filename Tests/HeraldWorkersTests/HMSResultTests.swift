@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldHTTP
 import Testing
 
+@testable import HeraldPushKit
 @testable import HeraldWorkers
 
 /// Each of Huawei Push Kit's documented result codes comes to its outcome (docs/architecture.md,

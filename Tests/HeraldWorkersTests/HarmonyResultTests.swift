@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldHTTP
 import Testing
 
+@testable import HeraldPushKit
 @testable import HeraldWorkers
 
 /// Each of HarmonyOS Push Kit's documented result codes, and each reason a token is refused

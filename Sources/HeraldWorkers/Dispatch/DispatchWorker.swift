@@ -1,13 +1,10 @@
 import Foundation
 import HeraldCore
-import HeraldCrypto
-import HeraldFCM
 import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
 import Logging
 import Metrics
-import Synchronization
 
 /// Sends deliveries and records what became of each. The deliveries are the queue: each claim
 /// leases the due ones (``SQL/claim``: `herald.claim_sends` in

@@ -4,9 +4,12 @@ import Synchronization
 
 /// One provider's way of sending an app's deliveries, in one place: how it is made from the
 /// app's setup (and made again when that changes), how a delivery becomes its request, how
-/// the requests are sent, and what their answers mean for each delivery. Each provider's
-/// client (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`, `HMSClient`) knows no database; its route adds what
-/// Herald keeps: FCM's quota, dry runs, the checks its deliveries need.
+/// the requests are sent, and what their answers mean for each delivery. Every provider has the
+/// same shape: a module of its own for its client, its messages and its typed answers
+/// (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`, which UnifiedPush's distributors speak too, and
+/// `HeraldPushKit` for Huawei's HMS Core and HarmonyOS), which knows no database, and a folder
+/// here for its route, which adds what Herald keeps: FCM's quota, dry runs, the checks its
+/// deliveries need.
 ///
 /// Which deliveries a provider sends is data: its rows of `herald.providers`, `herald.routes`,
 /// `herald.route_targets`, `herald.token_kinds` and `herald.config_scopes`, added by its
@@ -41,6 +44,19 @@ protocol ProviderRoute: Sendable {
 extension ProviderRoute {
     static var sendsToActivityTokens: Bool { false }
     static var turnedOnBy: String? { nil }
+}
+
+/// A provider whose phones register one kind of plain token (`herald.token_kinds`), and that
+/// takes no other target.
+protocol TokenRoute: ProviderRoute {
+    /// The token kind its phones register.
+    static var tokenKind: String { get }
+}
+
+extension TokenRoute {
+    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
+        if case .token(tokenKind, _) = target { true } else { false }
+    }
 }
 
 /// The providers this Herald sends through, by name: a route of `herald.routes` whose provider

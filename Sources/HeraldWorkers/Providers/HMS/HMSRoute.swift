@@ -1,19 +1,15 @@
 import Foundation
 import HeraldCore
+import HeraldPushKit
 
 /// An app's Android phones with HMS Core, through Huawei Push Kit (route `hms`): phones without
 /// Google's services, registered with their Push Kit token (`hms_token`). Made from the app's
 /// OAuth 2.0 client id and the file holding its client secret (`herald.app_hms`).
-struct HMSRoute: ProviderRoute {
+struct HMSRoute: TokenRoute {
     static let name = "hms"
     static let displayName = "Huawei Push Kit"
     static let scopes: [ConfigurationScope] = [.hms]
-    /// The token kind its phones register (`herald.token_kinds`).
     static let tokenKind = "hms_token"
-
-    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
-        if case .token(tokenKind, _) = target { true } else { false }
-    }
 
     /// The app's row of `herald.app_hms`.
     struct Setup: Equatable, Sendable, Decodable {

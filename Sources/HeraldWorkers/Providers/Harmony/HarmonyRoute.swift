@@ -1,19 +1,15 @@
 import Foundation
 import HeraldCore
+import HeraldPushKit
 
 /// An app's HarmonyOS NEXT phones, through Push Kit's v3 API (route `harmony`), registered with
 /// their Push Kit token (`harmony_token`). Made from the app's service-account key file and the
 /// category its notifications go as (`herald.app_harmony`).
-struct HarmonyRoute: ProviderRoute {
+struct HarmonyRoute: TokenRoute {
     static let name = "harmony"
     static let displayName = "HarmonyOS Push Kit"
     static let scopes: [ConfigurationScope] = [.harmony]
-    /// The token kind its phones register (`herald.token_kinds`).
     static let tokenKind = "harmony_token"
-
-    static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
-        if case .token(tokenKind, _) = target { true } else { false }
-    }
 
     /// The app's row of `herald.app_harmony`.
     struct Setup: Equatable, Sendable, Decodable {
