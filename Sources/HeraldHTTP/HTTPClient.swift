@@ -51,10 +51,8 @@ public final class HTTPClient: Sendable {
         public var stallTimeout: Duration = .seconds(5)
         /// A PEM file of trusted CA certificates, instead of the system's (for a TLS stand-in).
         public var caBundle: String?
-        /// Event-loop threads, each with its own share of the connections. One HTTP/2 engine
-        /// thread sends 84,000–93,000 requests/s to a local nginx on the 2-core development
-        /// machine, about 10 µs of CPU a request (libcurl's: 36,000–46,000, about 30 µs).
-        /// Default 2, or 1 on a single core.
+        /// Event-loop threads, each with its own share of the connections (one thread's rate:
+        /// docs/benchmarks.md, "The HTTP client"). Default 2, or 1 on a single core.
         ///
         /// libcurl gets as many loops again, started on its first request, and as many more for
         /// its requests that may not reach private addresses, with the same connection limits.

@@ -39,8 +39,8 @@ enum PostgresTimestamp {
         // PostgreSQL writes 1 BC as 0001 … BC, not as year 0, and reads it back the same way.
         let beforeChrist = year <= 0
         // Without String(format:): Foundation's formatter was a visible share of the daemon's
-        // CPU at a trickle, where every statement carries a timestamp (docs/benchmarks.md, "A
-        // trickle"). Every field is at least 0.
+        // CPU at a trickle, where every statement carries a timestamp (docs/benchmarks-history.md,
+        // "A trickle"). Every field is at least 0.
         func padded(_ value: Int64, _ width: Int) -> String {
             let digits = String(value)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits

@@ -115,22 +115,20 @@ COMMENT ON VIEW herald.route_rules IS
 --
 -- The rows it reads are read inside the function, after the lease, so they are as new as the
 -- rows it leases: a query around the function would read with its own, older snapshot, and
--- could see a delivery's notification as it was before ingest (measured: no expiry yet, in
--- about one run in five).
+-- could see a delivery's notification as it was before ingest (seen: without its expiry).
 --
 -- It must walk deliveries_due in order, stop after `batch` rows, and reach every other row
 -- through a primary key, whatever the planner believes: its statistics lag a sudden backlog,
 -- and a new generation's partition has none. Believing few deliveries are queued, it would
--- rather read every queued row and sort them, once per claim (measured: 100,000 queued, 50 µs a
--- delivery instead of a few); hashing a whole table to join the picked rows cost 75 µs a
--- delivery. So the function allows no sort, no sequential scan and no hash or merge join: what
+-- rather read every queued row and sort them, once per claim, or hash a whole table to join the
+-- picked rows: either costs a large backlog many times a probe's work for every delivery
+-- (docs/benchmarks-history.md). So the function allows no sort, no sequential scan and no hash or merge join: what
 -- is left is the due index in order and nested loops of primary-key probes, right at any size.
 --
 -- Planned once per session (a generic plan, plpgsql's cached one), not at each call: planning
--- its statements over the partitioned tables cost 2-3 ms of the server's CPU (the planner probes
--- the due index's end, over the entries of deliveries just sent), which was the whole of an idle
--- claim and more than a small batch's work; at 1,000 notifications a second it kept a core
--- busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
+-- its statements over the partitioned tables (the planner probes the due index's end, over the
+-- entries of deliveries just sent) cost more than an idle claim's whole work and a small batch's,
+-- and at a steady rate kept a core busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
 -- as they grow (PlanningTests).
 CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, worker text, lease interval,
     held bigint[] DEFAULT '{}') RETURNS TABLE (delivery_id bigint, notification_id bigint, payload_kind text,
@@ -154,8 +152,8 @@ DECLARE
     claimed herald.deliveries[];
     abandoned text[];
 BEGIN
-    -- An idle claim ends here: starting the statement below costs 0.2-0.3 ms of the server's
-    -- CPU over the partitioned tables whatever it finds, and at a steady rate many claims find
+    -- An idle claim ends here: starting the statement below opens the partitioned tables and
+    -- costs the server the same whatever it finds, and at a steady rate many claims find
     -- nothing (a NOTIFY for deliveries another daemon already took). So does an ingest that
     -- leased nothing at birth.
     IF cardinality(held) = 0
@@ -191,8 +189,7 @@ BEGIN
     RETURN QUERY
     WITH problems AS MATERIALIZED (
         -- The failing configurations and the routing rule, read once per claim (a few rows; there
-        -- are usually no problems) rather than by a lookup per delivery (6 µs a delivery,
-        -- measured).
+        -- are usually no problems) rather than by a lookup per delivery, which cost more.
         SELECT p.app_id, p.scope, p.failed_at FROM herald.app_config_problems p
     ), rules AS MATERIALIZED (
         SELECT * FROM herald.route_rules

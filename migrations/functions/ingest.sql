@@ -606,7 +606,7 @@ GRANT EXECUTE ON FUNCTION herald.fill_device_stores(bigint[],timestamp with time
 --
 -- JIT is off in these functions (and the claim's, the record's and the reconcile's): with
 -- sequential scans off, a read of a few rows that has no index to take (herald.platforms, read
--- whole) is estimated so costly that PostgreSQL compiled it, 50 ms an ingest of one.
+-- whole) is estimated so costly that PostgreSQL compiled it, which took longer than the ingest.
 CREATE OR REPLACE FUNCTION herald.ingest_locked(ids bigint[], with_activities boolean, at timestamptz, lease_to text,
     lease_for interval, reserve integer, catch_up_every interval) RETURNS TABLE (accepted integer, rejected integer,
     expired integer, no_devices integer, superseded integer, deliveries integer, leased bigint[])
