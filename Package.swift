@@ -38,9 +38,12 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
 
+        // Which addresses a request may connect to: the HTTP/2 engine's and libcurl's guard.
+        .target(name: "CAddress"),
         // The HTTP/2 engine HeraldHTTP sends https requests with: nghttp2 over OpenSSL, on epoll.
         .target(
             name: "CHTTP2",
+            dependencies: ["CAddress"],
             linkerSettings: [.linkedLibrary("nghttp2"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]
         ),
 
@@ -97,7 +100,7 @@ let package = Package(
         .target(
             name: "HeraldHTTP",
             dependencies: [
-                "CCurl", "CHTTP2", "HeraldCore", .product(name: "Logging", package: "swift-log"),
+                "CAddress", "CCurl", "CHTTP2", "HeraldCore", .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),

@@ -26,7 +26,8 @@ for target in $targets; do
   out=.build/fuzz/$target
   mkdir -p "$out/corpus"
   "$clang" -g -O1 -fuse-ld=lld -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I Sources/CHTTP2/include "Tests/Fuzz/fuzz_$target.c" Sources/CHTTP2/*.c -o "$out/fuzz" \
+    -I Sources/CHTTP2/include -I Sources/CAddress/include "Tests/Fuzz/fuzz_$target.c" Sources/CHTTP2/*.c \
+    Sources/CAddress/*.c -o "$out/fuzz" \
     -lnghttp2 -lssl -lcrypto -lpthread
   echo "==> fuzzing $target for $seconds s"
   status=0

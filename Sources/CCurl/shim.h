@@ -287,8 +287,9 @@ static inline void herald_easy_tcp_keepalive(CURL *easy, long idle_seconds, long
 #endif
 }
 
-// The address classifier is the HTTP/2 engine's too: one copy, in its target.
-#include "../CHTTP2/include/herald_address.h"
+// The address classifier is the HTTP/2 engine's too: one copy, in the CAddress target (which
+// every target importing this module depends on).
+#include <herald_address.h>
 
 // What one transfer may reach, and what it was refused (read after it fails).
 typedef struct {

@@ -3,7 +3,7 @@
 #define HERALD_H2_INTERNAL_H
 #define _GNU_SOURCE
 #include "herald_h2.h"
-#include "herald_address.h"
+#include <herald_address.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

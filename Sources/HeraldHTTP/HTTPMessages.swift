@@ -1,3 +1,4 @@
+import CAddress
 import CCurl
 import Foundation
 

@@ -2,10 +2,11 @@
 // endpoint off loopback, private and metadata addresses. Any 16 bytes are an IPv6 address;
 // every address that carries an IPv4 one (mapped, NAT64, SIIT, 6to4) is judged as that address.
 // Built and run by scripts/fuzz.sh.
-#include "../../Sources/CHTTP2/include/herald_address.h"
+#include "../../Sources/CAddress/include/herald_address.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint32_t ipv4(const uint8_t *b) { return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]; }
 

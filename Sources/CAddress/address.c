@@ -1,26 +1,11 @@
-// Which addresses a request may connect to. A push subscription's endpoint is chosen by a
-// browser (or by whoever registers a device), so a request to it must not reach the host's own
-// services, its private network or the cloud metadata service. The check is made on the address
-// about to be connected to, after the name is resolved (by the HTTP/2 engine, or in libcurl's
-// open-socket callback), so that a name that resolves to 127.0.0.1 (or is re-resolved to it
-// later) is refused as surely as the literal address.
-#ifndef HERALD_ADDRESS_H
-#define HERALD_ADDRESS_H
+// The address classifier (herald_address.h): the HTTP/2 engine's and libcurl's open-socket
+// guard's, one copy.
+#include "herald_address.h"
 
-#include <stdint.h>
 #include <string.h>
 
-#define HERALD_ADDRESS_PUBLIC 0
-#define HERALD_ADDRESS_LOOPBACK 1
-#define HERALD_ADDRESS_PRIVATE 2
-#define HERALD_ADDRESS_LINK_LOCAL 3
-#define HERALD_ADDRESS_UNSPECIFIED 4
-#define HERALD_ADDRESS_SHARED 5
-#define HERALD_ADDRESS_MULTICAST 6
-#define HERALD_ADDRESS_RESERVED 7
-
 // The kind of an IPv4 address, in host byte order.
-static inline int herald_classify_ipv4(uint32_t a) {
+int herald_classify_ipv4(uint32_t a) {
     if ((a >> 24) == 127) return HERALD_ADDRESS_LOOPBACK;                    // 127/8
     if ((a >> 24) == 10) return HERALD_ADDRESS_PRIVATE;                      // 10/8
     if ((a >> 20) == 0xAC1) return HERALD_ADDRESS_PRIVATE;                   // 172.16/12
@@ -38,7 +23,7 @@ static inline int herald_classify_ipv4(uint32_t a) {
 }
 
 // The kind of an IPv6 address; IPv4-mapped (::ffff:a.b.c.d) ones are judged as their IPv4 address.
-static inline int herald_classify_ipv6(const unsigned char b[16]) {
+int herald_classify_ipv6(const unsigned char b[16]) {
     static const unsigned char zeros[16] = {0};
     if (memcmp(b, zeros, 10) == 0 && b[10] == 0xFF && b[11] == 0xFF) {
         return herald_classify_ipv4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
@@ -72,5 +57,3 @@ static inline int herald_classify_ipv6(const unsigned char b[16]) {
     if (b[0] == 0xFF) return HERALD_ADDRESS_MULTICAST;                            // ff00::/8
     return HERALD_ADDRESS_PUBLIC;
 }
-
-#endif
