@@ -71,10 +71,10 @@ void h2_connection_close(connection *c, herald_h2_outcome outcome, const char *m
     engine->dead = c;
     for (request *r = streams.first, *next; r; r = next) {
         next = r->next;
-        h2_complete(engine, r, outcome, message);
+        engine->up.complete(engine, r, outcome, message);
     }
-    if (outcome == HERALD_H2_NOT_HTTP2) h2_fail_waiting(engine, o, outcome, message, NULL);
-    h2_schedule(engine, o);
+    if (outcome == HERALD_H2_NOT_HTTP2) engine->up.fail_waiting(engine, o, outcome, message, NULL);
+    engine->up.schedule(engine, o);
 }
 
 /// A connection that could not be made: the origin's waiting requests fail with its reason if
@@ -90,9 +90,9 @@ static void fail_opening(connection *c, const char *message) {
         return;
     }
     if (c->refused_kind != HERALD_ADDRESS_PUBLIC) {
-        h2_fail_waiting(engine, o, HERALD_H2_REFUSED_ADDRESS, message, c);
+        engine->up.fail_waiting(engine, o, HERALD_H2_REFUSED_ADDRESS, message, c);
     } else {
-        h2_fail_waiting(engine, o, HERALD_H2_CONNECTION, message, NULL);
+        engine->up.fail_waiting(engine, o, HERALD_H2_CONNECTION, message, NULL);
     }
 }
 
@@ -110,8 +110,8 @@ static void connection_ready(connection *c) {
     }
     h2_connection_on(c, EVENT_OPENED, NULL);
     if (watch(c, EPOLLIN) != 0) return;
-    h2_mark_dirty(c);
-    h2_schedule(c->engine, c->origin);
+    c->engine->up.mark_dirty(c);
+    c->engine->up.schedule(c->engine, c->origin);
 }
 
 static void connection_handshake(connection *c) {
@@ -265,7 +265,7 @@ void h2_connection_prepared(resolution *job) {
 int h2_connection_open(herald_h2_engine *engine, origin *o) {
     connection *c = calloc(1, sizeof *c);
     if (!c) {
-        h2_fail_waiting(engine, o, HERALD_H2_OTHER, "out of memory", NULL);
+        engine->up.fail_waiting(engine, o, HERALD_H2_OTHER, "out of memory", NULL);
         return 0;
     }
     c->engine = engine;
@@ -418,7 +418,7 @@ static void connection_read(connection *c) {
         h2_connection_on(c, EVENT_FAILED, message);
         return;
     }
-    h2_mark_dirty(c);  // acknowledgements, window updates
+    c->engine->up.mark_dirty(c);  // acknowledgements, window updates
 }
 
 void h2_connection_event(connection *c, uint32_t events) {
@@ -435,7 +435,7 @@ void h2_connection_event(connection *c, uint32_t events) {
     case PHASE_OPEN:
     case PHASE_DRAINING:
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connection_read(c);
-        if (c->state.phase != PHASE_CLOSED && (events & EPOLLOUT)) h2_mark_dirty(c);
+        if (c->state.phase != PHASE_CLOSED && (events & EPOLLOUT)) c->engine->up.mark_dirty(c);
         return;
     }
 }
@@ -465,7 +465,7 @@ connection_action h2_connection_on(connection *c, connection_event_kind kind, co
         break;
     case ACTION_PING:
         nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, NULL);
-        h2_mark_dirty(c);
+        c->engine->up.mark_dirty(c);
         break;
     case ACTION_FAIL_OPENING:
         fail_opening(c, message);

@@ -267,7 +267,25 @@ typedef struct origin {
     struct origin *next_scheduled;
 } origin;
 
+/// How the lower files report to the ones above them, the only way they reach up, so that the
+/// files form layers: herald_h2.c (the engine) over connection.c (a connection's I/O and state)
+/// over session.c (its nghttp2 session) and prepare.c (name resolution and TLS contexts, off the
+/// loop). To the engine: a request ended; an origin's waiting requests all failed (with the
+/// address refused, if that was why); an origin has requests to place on its connections; a
+/// connection has frames to send. To a connection: an event of its session; a preparation done.
+/// The engine's table is h2_engine_upward; a fuzz target may bring its own.
+typedef struct {
+    void (*complete)(struct herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message);
+    void (*fail_waiting)(struct herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,
+                         const connection *refusal);
+    void (*schedule)(struct herald_h2_engine *engine, origin *o);
+    void (*mark_dirty)(connection *c);
+    connection_action (*connection_on)(connection *c, connection_event_kind kind, const char *message);
+    void (*prepared)(resolution *job);
+} h2_upward;
+
 struct herald_h2_engine {
+    h2_upward up;
     herald_h2_config config;
     char *ca_file;
     herald_h2_completion completion;
@@ -325,10 +343,6 @@ int h2_connection_open(herald_h2_engine *engine, origin *o);
 void h2_connection_flush(connection *c);
 void h2_connection_event(connection *c, uint32_t events);
 // herald_h2.c
-void h2_complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message);
-void h2_fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,
-                     const connection *refusal);
-void h2_schedule(herald_h2_engine *engine, origin *o);
-void h2_mark_dirty(connection *c);
+extern const h2_upward h2_engine_upward;
 
 #endif

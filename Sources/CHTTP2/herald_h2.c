@@ -41,12 +41,12 @@ static void complete_refused(herald_h2_engine *engine, request *r, herald_h2_out
     free(r);  // the fields and body live in the same block
 }
 
-void h2_complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message) {
+static void complete(herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message) {
     complete_refused(engine, r, outcome, message, NULL);
 }
 
-void h2_fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,
-                     const connection *refusal) {
+static void fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,
+                         const connection *refusal) {
     while (o->waiting.first) {
         request *r = o->waiting.first;
         list_remove(&o->waiting, r);
@@ -54,19 +54,28 @@ void h2_fail_waiting(herald_h2_engine *engine, origin *o, herald_h2_outcome outc
     }
 }
 
-void h2_schedule(herald_h2_engine *engine, origin *o) {
+static void schedule(herald_h2_engine *engine, origin *o) {
     if (o->scheduled) return;
     o->scheduled = 1;
     o->next_scheduled = engine->scheduled;
     engine->scheduled = o;
 }
 
-void h2_mark_dirty(connection *c) {
+static void mark_dirty(connection *c) {
     if (c->dirty) return;
     c->dirty = 1;
     c->next_dirty = c->engine->dirty;
     c->engine->dirty = c;
 }
+
+const h2_upward h2_engine_upward = {
+    .complete = complete,
+    .fail_waiting = fail_waiting,
+    .schedule = schedule,
+    .mark_dirty = mark_dirty,
+    .connection_on = h2_connection_on,
+    .prepared = h2_connection_prepared,
+};
 
 /// Makes room under the engine's connection limit, as libcurl's connection cache does: closes a
 /// connection of the class that carries no stream and has none waiting for it. Returns whether
@@ -103,7 +112,7 @@ static void origin_dispatch(herald_h2_engine *engine, origin *o) {
                 h2_connection_on(room, EVENT_NO_MORE_STREAMS, NULL);
                 list_prepend(&o->waiting, r);
             } else if (failure != 0) {
-                h2_complete(engine, r, HERALD_H2_OTHER, nghttp2_strerror(failure));
+                complete(engine, r, HERALD_H2_OTHER, nghttp2_strerror(failure));
             }
             continue;
         }
@@ -137,7 +146,7 @@ static void time_out_streams(herald_h2_engine *engine, connection *c, int64_t no
         r->connection = NULL;
         nghttp2_session_set_stream_user_data(c->session, r->stream_id, NULL);
         nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
-        h2_mark_dirty(c);
+        mark_dirty(c);
         char message[192];
         // A body the server never gave room to is the server's doing, not the network's.
         int shut = r->body_sent < r->body_length &&
@@ -145,7 +154,7 @@ static void time_out_streams(herald_h2_engine *engine, connection *c, int64_t no
                     nghttp2_session_get_remote_window_size(c->session) == 0);
         snprintf(message, sizeof message, "no answer within %ld ms%s", r->timeout_ms,
                  shut ? " (the server's flow-control window left no room for the request's body)" : "");
-        h2_complete(engine, r, HERALD_H2_TIMEOUT, message);
+        complete(engine, r, HERALD_H2_TIMEOUT, message);
     }
 }
 
@@ -164,7 +173,7 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
     for (origin *o = engine->origins; o; o = o->next) {
         // What waits may go now: a connection that went idle under the engine's limit, or the
         // pause after a failed opening, ended.
-        if (o->waiting.first) h2_schedule(engine, o);
+        if (o->waiting.first) schedule(engine, o);
         for (request *r = o->waiting.first, *next; r; r = next) {
             next = r->next;
             if (now < r->deadline) continue;
@@ -172,7 +181,7 @@ static void sweep(herald_h2_engine *engine, int64_t now) {
             char message[128];
             snprintf(message, sizeof message, "no answer within %ld ms (the request waited for a connection)",
                      r->timeout_ms);
-            h2_complete(engine, r, HERALD_H2_TIMEOUT, message);
+            complete(engine, r, HERALD_H2_TIMEOUT, message);
         }
         for (connection *c = o->connections, *next; c; c = next) {
             next = c->next;
@@ -216,6 +225,7 @@ herald_h2_engine *herald_h2_new(const herald_h2_config *config, herald_h2_comple
     if (engine->config.max_connections < 1) engine->config.max_connections = 1;
     engine->ca_file = config->ca_file ? strdup(config->ca_file) : NULL;
     engine->config.ca_file = NULL;  // the copy above is the one kept
+    engine->up = h2_engine_upward;
     engine->completion = completion;
     engine->tls = h2_tls_context(engine->ca_file, error, error_size);
     engine->epoll = epoll_create1(EPOLL_CLOEXEC);
@@ -372,7 +382,7 @@ void herald_h2_submit(herald_h2_engine *engine, const char *url, const char *met
     r->deadline = now_ms() + timeout_ms;
     engine->outstanding++;
     list_append(&o->waiting, r);
-    h2_schedule(engine, o);
+    schedule(engine, o);
 }
 
 void herald_h2_run(herald_h2_engine *engine, int timeout_ms) {
@@ -410,7 +420,7 @@ void herald_h2_free(herald_h2_engine *engine) {
     const char *message = "the HTTP client was shut down";
     for (origin *o = engine->origins; o; o = o->next) {
         while (o->connections) h2_connection_close(o->connections, HERALD_H2_SHUTDOWN, message);
-        h2_fail_waiting(engine, o, HERALD_H2_SHUTDOWN, message, NULL);
+        fail_waiting(engine, o, HERALD_H2_SHUTDOWN, message, NULL);
     }
     engine->scheduled = NULL;
     engine->dirty = NULL;

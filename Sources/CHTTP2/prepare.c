@@ -67,7 +67,7 @@ void h2_drain_mailbox(herald_h2_engine *engine) {
     while (done) {
         resolution *next = done->next;
         if (done->connection) {
-            h2_connection_prepared(done);
+            engine->up.prepared(done);
         } else {
             if (done->reading_for) done->reading_for->reading = 0;
             h2_resolution_free(done);

@@ -23,8 +23,8 @@ int h2_start_stream(connection *c, request *r) {
     r->stream_id = id;
     r->connection = c;
     list_append(&c->streams, r);
-    if (h2_connection_on(c, EVENT_STREAM_STARTED, NULL) == ACTION_REPORT_OPENED) r->opened_connection = 1;
-    h2_mark_dirty(c);
+    if (c->engine->up.connection_on(c, EVENT_STREAM_STARTED, NULL) == ACTION_REPORT_OPENED) r->opened_connection = 1;
+    c->engine->up.mark_dirty(c);
     return 0;
 }
 
@@ -122,9 +122,10 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
         request *r = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (r && r->status >= 200) r->answered = 1;
     }
-    if (frame->hd.type == NGHTTP2_GOAWAY) h2_connection_on(c, EVENT_NO_MORE_STREAMS, NULL);
+    if (frame->hd.type == NGHTTP2_GOAWAY) c->engine->up.connection_on(c, EVENT_NO_MORE_STREAMS, NULL);
     // A GOAWAY's refused streams, or SETTINGS with another stream limit: the queue may move.
-    if (frame->hd.type == NGHTTP2_GOAWAY || frame->hd.type == NGHTTP2_SETTINGS) h2_schedule(c->engine, c->origin);
+    if (frame->hd.type == NGHTTP2_GOAWAY || frame->hd.type == NGHTTP2_SETTINGS)
+        c->engine->up.schedule(c->engine, c->origin);
     return 0;
 }
 
@@ -137,13 +138,13 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     list_remove(&c->streams, r);
     r->connection = NULL;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    h2_schedule(engine, o);
+    engine->up.schedule(engine, o);
     if (r->reset_reason) {
         char message[256];
         snprintf(message, sizeof message, r->reset_detail ? "%s (%s)" : "%s", r->reset_reason, r->reset_detail);
-        h2_complete(engine, r, HERALD_H2_SERVER_MISBEHAVED, message);
+        engine->up.complete(engine, r, HERALD_H2_SERVER_MISBEHAVED, message);
     } else if (error_code == NGHTTP2_NO_ERROR && r->status >= 200 && r->ended) {
-        h2_complete(engine, r, HERALD_H2_OK, NULL);
+        engine->up.complete(engine, r, HERALD_H2_OK, NULL);
     } else if (error_code == NGHTTP2_REFUSED_STREAM && r->status == 0) {
         // Never processed: send it again, first in line, on another stream.
         if (++r->refusals >= MAX_REFUSALS) {
@@ -152,7 +153,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
                      "the server refused the request %d times (it ended its connections before taking it); it was "
                      "never processed",
                      r->refusals);
-            h2_complete(engine, r, HERALD_H2_CONNECTION, message);
+            engine->up.complete(engine, r, HERALD_H2_CONNECTION, message);
         } else {
             r->headers.length = r->response.length = 0;
             r->answered = 0;
@@ -163,7 +164,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
         char message[160];
         snprintf(message, sizeof message, "the server reset the HTTP/2 stream (%s)",
                  nghttp2_http2_strerror(error_code));
-        h2_complete(engine, r, HERALD_H2_CONNECTION, message);
+        engine->up.complete(engine, r, HERALD_H2_CONNECTION, message);
     }
     return 0;
 }

@@ -59,6 +59,7 @@ static request *new_request(int index) {
 static void exchange(const uint8_t *data, size_t size) {
     if (!engine.callbacks) {
         engine.config.max_streams = 100;
+        engine.up = h2_engine_upward;
         engine.completion = on_complete;
         if (h2_session_configure(&engine) != 0) abort();
     }
@@ -87,12 +88,12 @@ static void exchange(const uint8_t *data, size_t size) {
     while (c.streams.first) {
         request *r = c.streams.first;
         list_remove(&c.streams, r);
-        h2_complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
+        engine.up.complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
     }
     while (o.waiting.first) {  // refused, to be sent again
         request *r = o.waiting.first;
         list_remove(&o.waiting, r);
-        h2_complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
+        engine.up.complete(&engine, r, HERALD_H2_CONNECTION, "the connection closed");
     }
     for (int i = 0; i < REQUESTS; i++)
         if (completed[i] != 1) abort();
