@@ -37,18 +37,13 @@ public struct Configuration: Sendable {
     public static let maximumGenerations = 30
     /// Apply missing migrations at startup instead of refusing to start.
     public var autoMigrate: Bool = false
-    /// FCM's base URL; point it at the emulator for tests and demos.
-    public var fcmEndpoint: String = FCMClient.defaultEndpoint
     /// A CA bundle to trust for every provider request (FCM, OAuth tokens, Web Push services:
     /// a TLS stand-in); nil: the system's.
     public var caBundle: String?
-    /// APNs' base URL for every app (a local stand-in); nil: each app's environment decides.
-    public var apnsEndpoint: String?
-    /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
-    /// environment decides.
-    public var apnsChannelsEndpoint: String?
-    /// A stand-in's base URL for a provider, by its name (`hms=http://127.0.0.1:8089`): for the
-    /// providers without a setting of their own.
+    /// A stand-in's base URL for a provider, by its name: `HERALD_FCM_ENDPOINT` (`fcm`),
+    /// `HERALD_APNS_ENDPOINT` (`apns`), `HERALD_APNS_CHANNELS_ENDPOINT` (`apns_channels`, APNs'
+    /// channel management) and `HERALD_PROVIDER_ENDPOINTS` for the rest
+    /// (`hms=http://127.0.0.1:8089`). A provider without one sends to its own servers.
     public var providerEndpoints: [String: String] = [:]
     /// Whether it sends to UnifiedPush distributors, servers anyone can run (a hostile one fails
     /// only its own phones' deliveries: `HostileServerTests`). Default on.
@@ -116,7 +111,7 @@ public struct Configuration: Sendable {
                 "the span of time each partition of notifications and deliveries covers; retention drops whole ones"
             ),
             ("HERALD_AUTO_MIGRATE", "\(defaults.autoMigrate)", "apply missing migrations when the daemon starts"),
-            ("HERALD_FCM_ENDPOINT", defaults.fcmEndpoint, "FCM's base URL (the emulator's, for tests and demos)"),
+            ("HERALD_FCM_ENDPOINT", FCMClient.defaultEndpoint, "FCM's base URL (the emulator's, for tests and demos)"),
             (
                 "HERALD_CA_BUNDLE", "(system CAs)",
                 "PEM file of CAs to trust for FCM, token and Web Push requests (a TLS stand-in's)"
@@ -229,10 +224,13 @@ public struct Configuration: Sendable {
                     + " every claim reads each generation's partitions")
         }
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
-        configuration.fcmEndpoint = reader.string("HERALD_FCM_ENDPOINT") ?? configuration.fcmEndpoint
         configuration.caBundle = reader.string("HERALD_CA_BUNDLE")
-        configuration.apnsEndpoint = reader.string("HERALD_APNS_ENDPOINT")
-        configuration.apnsChannelsEndpoint = reader.string("HERALD_APNS_CHANNELS_ENDPOINT")
+        for (setting, provider) in [
+            ("HERALD_FCM_ENDPOINT", "fcm"), ("HERALD_APNS_ENDPOINT", "apns"),
+            ("HERALD_APNS_CHANNELS_ENDPOINT", "apns_channels"),
+        ] {
+            if let endpoint = reader.string(setting) { configuration.providerEndpoints[provider] = endpoint }
+        }
         for entry in (reader.string("HERALD_PROVIDER_ENDPOINTS") ?? "").split(separator: ",") {
             let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard parts.count == 2, !parts[0].isEmpty, parts[1].hasPrefix("http://") || parts[1].hasPrefix("https://")
@@ -243,7 +241,10 @@ public struct Configuration: Sendable {
             }
             // FCM and APNs have settings of their own; a name no provider has is a typo, which
             // would leave that provider's real endpoint in use.
-            let own = ["fcm": "HERALD_FCM_ENDPOINT", "apns": "HERALD_APNS_ENDPOINT"]
+            let own = [
+                "fcm": "HERALD_FCM_ENDPOINT", "apns": "HERALD_APNS_ENDPOINT",
+                "apns_channels": "HERALD_APNS_CHANNELS_ENDPOINT",
+            ]
             guard own[parts[0]] == nil, Senders.providerNames.contains(parts[0]) else {
                 throw ConfigurationError(
                     setting: "HERALD_PROVIDER_ENDPOINTS",

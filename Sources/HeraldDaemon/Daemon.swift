@@ -57,11 +57,8 @@ public struct Daemon {
         var http = HTTPClient.Configuration()
         http.caBundle = configuration.caBundle
         var providers = Senders.Configuration()
-        providers.fcmEndpoint = configuration.fcmEndpoint
         providers.defaultCredentialsFile = configuration.defaultCredentialsFile
         providers.ratePerSecond = configuration.fcmRateLimit
-        providers.apnsEndpoint = configuration.apnsEndpoint
-        providers.apnsChannelsEndpoint = configuration.apnsChannelsEndpoint
         providers.endpoints = configuration.providerEndpoints
         if configuration.unifiedPush { providers.turnedOn.insert("HERALD_UNIFIEDPUSH") }
         let senders = Senders(
@@ -80,11 +77,15 @@ public struct Daemon {
         var heartbeats: [Heartbeat] = []
         var kinds: [String] = []
         let heldApps = HeldApps()
+        var settings = WorkerSettings()
+        settings.reconcile = configuration.reconcile
+        settings.retryInterval = configuration.rescueInterval
+        settings.publicURL = configuration.publicURL
         for factory in factories {
             for _ in 0..<configuration.concurrency {
                 var context = context(on: connection(.worker), senders: senders, births: births)
                 context.heldApps = heldApps
-                let worker = factory(context)
+                let worker = factory(context, settings)
                 if !kinds.contains(worker.kind) {
                     kinds.append(worker.kind)
                     StatementBounds.countLockWaits(kind: worker.kind)
@@ -159,8 +160,7 @@ public struct Daemon {
             connection: connection, clock: clock, logger: logger, workerID: configuration.workerID,
             lease: configuration.lease,
             backoff: Backoff(base: configuration.backoffBase, cap: configuration.backoffCap),
-            senders: senders, births: births, publicURL: configuration.publicURL, reconcile: configuration.reconcile,
-            retryInterval: configuration.rescueInterval, recordWindow: DispatchWorker.recordWindow)
+            senders: senders, births: births)
     }
 
     /// The longest wait between two tries to reach the database at start.

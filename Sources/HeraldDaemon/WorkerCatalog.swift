@@ -1,9 +1,24 @@
 import HeraldQueue
 import HeraldWorkers
 
+/// What the daemon's configuration says of each worker that has settings of its own.
+public struct WorkerSettings: Sendable {
+    /// The reconcile worker's wake-up interval and grace; ingest's catch-up messages follow the
+    /// same interval.
+    public var reconcile = ReconcileWorker.Settings()
+    /// How often the retry worker makes a pass (`HERALD_RESCUE_INTERVAL`).
+    public var retryInterval = RetryWorker.defaultInterval
+    /// How long dispatch holds a small batch's outcomes to record them with the next ones.
+    public var recordWindow = DispatchWorker.recordWindow
+    /// `HERALD_PUBLIC_URL`, under which payloads carry a report URL.
+    public var publicURL: String?
+
+    public init() {}
+}
+
 /// The workers `herald run` can start, by the names used in `HERALD_WORKERS`.
 public enum WorkerCatalog {
-    public typealias Factory = @Sendable (WorkerContext) -> any BatchWorker
+    public typealias Factory = @Sendable (WorkerContext, WorkerSettings) -> any BatchWorker
 
     /// Workers started by `HERALD_WORKERS=all`: one per ``WorkerKind``. Ingest and dispatch
     /// claim their own tables' rows; reconcile claims `herald.jobs` rows of its kind; retry
@@ -13,19 +28,29 @@ public enum WorkerCatalog {
 
     static func factory(_ kind: WorkerKind) -> Factory {
         switch kind {
-        case .ingest: { IngestWorker(context: $0) }
-        case .dispatch: { DispatchWorker(context: $0) }
+        case .ingest: { IngestWorker(context: $0, catchUpInterval: $1.reconcile.quietPeriod) }
+        case .dispatch: { DispatchWorker(context: $0, recordWindow: $1.recordWindow, publicURL: $1.publicURL) }
         case .reconcile:
-            { JobWorker(ReconcileWorker(context: $0), queue: $0.jobQueue, logger: $0.logger, clock: $0.monotonicClock) }
-        case .retry: { RetryWorker(context: $0) }
+            {
+                JobWorker(
+                    ReconcileWorker(context: $0, settings: $1.reconcile), queue: $0.jobQueue, logger: $0.logger,
+                    clock: $0.monotonicClock)
+            }
+        case .retry: { RetryWorker(context: $0, interval: $1.retryInterval) }
         case .channels:
-            { JobWorker(ChannelWorker(context: $0), queue: $0.jobQueue, logger: $0.logger, clock: $0.monotonicClock) }
+            { context, _ in
+                JobWorker(
+                    ChannelWorker(context: context), queue: context.jobQueue, logger: context.logger,
+                    clock: context.monotonicClock)
+            }
         }
     }
 
     /// Workers that run only when named.
     public static let diagnostic: [String: Factory] = [
-        "sleep": { JobWorker(SleepWorker(), queue: $0.jobQueue, logger: $0.logger, clock: $0.monotonicClock) }
+        "sleep": { context, _ in
+            JobWorker(SleepWorker(), queue: context.jobQueue, logger: context.logger, clock: context.monotonicClock)
+        }
     ]
 
     /// Whether the configured names run workers of `kind`.

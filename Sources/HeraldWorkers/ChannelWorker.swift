@@ -161,7 +161,7 @@ public struct ChannelWorker: JobHandler {
             APNsChannelClient(
                 authentication: route.client.authentication, bundleID: route.topic,
                 environment: route.environment,
-                baseURL: senders.configuration.apnsChannelsEndpoint, http: senders.http))
+                baseURL: senders.configuration.endpoints[APNsRoute.channelsEndpoint], http: senders.http))
     }
 
     /// Records APNs' `answer` for the channel ("deleted", "failed", "waiting": see

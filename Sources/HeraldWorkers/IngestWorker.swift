@@ -20,7 +20,14 @@ public struct IngestWorker: BatchWorker {
     let context: WorkerContext
     private let claimTimer = StatementTimer(kind: WorkerKind.ingest.rawValue, .claim)
 
-    public init(context: WorkerContext) { self.context = context }
+    /// At most one catch-up message per device per this (`HERALD_WAKEUP_INTERVAL`, the reconcile
+    /// worker's wake-up interval: ``ReconcileWorker/Settings/quietPeriod``).
+    let catchUpInterval: Duration
+
+    public init(context: WorkerContext, catchUpInterval: Duration = ReconcileWorker.Settings().quietPeriod) {
+        self.context = context
+        self.catchUpInterval = catchUpInterval
+    }
 
     /// Notifications arrive a producer's commit at a time.
     public var gathersWakeUps: Bool { true }
@@ -67,7 +74,7 @@ public struct IngestWorker: BatchWorker {
                 reserved > 0 ? SQL.ingestNextAndRead : SQL.ingestNext,
                 [
                     limit, now, context.workerID, context.lease.seconds, reserved,
-                    context.reconcile.quietPeriod.seconds, context.heldApps.held(kind: kind, at: now),
+                    catchUpInterval.seconds, context.heldApps.held(kind: kind, at: now),
                 ],
                 reserved: reserved, leasedAt: started)
             claimTimer.finished(took: context.monotonicClock.now - started, rows: counts, logger: context.logger)
@@ -109,7 +116,7 @@ public struct IngestWorker: BatchWorker {
                 "app \(app)'s notifications", kind: kind, until: "in \(wait)", logger: context.logger)
         }
         do {
-            _ = try await ingest(SQL.ingest, [ids, context.clock.now(), context.reconcile.quietPeriod.seconds])
+            _ = try await ingest(SQL.ingest, [ids, context.clock.now(), catchUpInterval.seconds])
             held.release(app, kind: kind)
             return
         } catch let error as PostgresError where error.isLockTimeout {
@@ -119,7 +126,7 @@ public struct IngestWorker: BatchWorker {
         }
         for id in ids {
             do {
-                _ = try await ingest(SQL.ingest, [[id], context.clock.now(), context.reconcile.quietPeriod.seconds])
+                _ = try await ingest(SQL.ingest, [[id], context.clock.now(), catchUpInterval.seconds])
             } catch let error as PostgresError where error.isLockTimeout {
                 return leave(after: error)
             } catch let error as PostgresError where error.kind == .server && !error.isTransient {

@@ -25,7 +25,12 @@ public struct ReconcileWorker: JobHandler {
         public init() {}
     }
 
-    public init(context: WorkerContext) { self.context = context }
+    let settings: Settings
+
+    public init(context: WorkerContext, settings: Settings = .init()) {
+        self.context = context
+        self.settings = settings
+    }
 
     /// How long a batch that failed for a reason not its own waits before it is tried again.
     static let transientDelay: Duration = .seconds(1)
@@ -120,7 +125,6 @@ public struct ReconcileWorker: JobHandler {
 
     /// Applies reports `ids` in one statement.
     private func apply(_ ids: [Int64]) async throws {
-        let settings = context.reconcile
         let counts = try await context.connection.query(
             SQL.reconcile, [ids, context.clock.now(), settings.quietPeriod.seconds, settings.grace.seconds])[0]
         let reports = try counts.decode("reports", as: Int.self)

@@ -3,9 +3,11 @@ import HeraldPostgres
 import HeraldQueue
 import Logging
 
-/// What a worker gets from the daemon: its own connection, the clock, a logger, how it
-/// leases and retries what it claims, the providers' routes every sending worker shares, and the
-/// settings of the workers that have some.
+/// What every worker gets from the daemon: its own connection, the clocks, a logger, how it
+/// leases and retries what it claims, the providers' routes every sending worker shares, and
+/// what the daemon's loops share (births on their way from ingest to dispatch, apps left alone).
+/// A worker's own settings are its own (``DispatchWorker/init(context:recordWindow:publicURL:)``,
+/// ``ReconcileWorker/Settings``, ``RetryWorker/init(context:interval:)``).
 public struct WorkerContext: Sendable {
     public var connection: PostgresConnection
     /// The wall time, for what is stored.
@@ -23,16 +25,6 @@ public struct WorkerContext: Sendable {
     /// Deliveries this daemon's ingest leased at birth, on their way to its dispatch; nil when
     /// the daemon does not run both (ingest then leases nothing).
     public var births: BirthLeases?
-    /// The public base URL of Herald's HTTP endpoint (`HERALD_PUBLIC_URL`): payloads carry a
-    /// report URL under it. Nil: payloads carry the reference only.
-    public var publicURL: String?
-    public var reconcile: ReconcileWorker.Settings
-    /// How often the retry worker makes a pass.
-    public var retryInterval: Duration
-    /// How long dispatch holds a small batch's outcomes to record them with the next ones
-    /// (``RecordGatherer``); zero records each batch's at once. The daemon gathers them
-    /// (``DispatchWorker/recordWindow``).
-    public var recordWindow: Duration
     /// Apps whose rows this daemon's workers found locked by another session, left alone for a
     /// while (``HeldApps``); the daemon shares one among its loops.
     public var heldApps: HeldApps
@@ -40,9 +32,8 @@ public struct WorkerContext: Sendable {
     public init(
         connection: PostgresConnection, clock: any WallClock, logger: Logger, workerID: String = "herald",
         lease: Duration = JobQueue.defaultLease, backoff: Backoff = Backoff(), senders: Senders? = nil,
-        births: BirthLeases? = nil, publicURL: String? = nil, reconcile: ReconcileWorker.Settings = .init(),
-        retryInterval: Duration = RetryWorker.defaultInterval, recordWindow: Duration = .zero,
-        heldApps: HeldApps = HeldApps(), monotonicClock: any MonotonicClock = ContinuousClock()
+        births: BirthLeases? = nil, heldApps: HeldApps = HeldApps(),
+        monotonicClock: any MonotonicClock = ContinuousClock()
     ) {
         self.connection = connection
         self.clock = clock
@@ -53,10 +44,6 @@ public struct WorkerContext: Sendable {
         self.backoff = backoff
         self.senders = senders
         self.births = births
-        self.publicURL = publicURL
-        self.reconcile = reconcile
-        self.retryInterval = retryInterval
-        self.recordWindow = recordWindow
         self.heldApps = heldApps
     }
 

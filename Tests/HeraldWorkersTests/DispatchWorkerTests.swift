@@ -344,7 +344,7 @@ import Testing
         // descriptors are said to be spent).
         try await f.db.execute("UPDATE herald.app_fcm SET credentials_file = '/nonexistent/sa.json'")
         var providers = Senders.Configuration()
-        providers.fcmEndpoint = f.emulator.baseURL
+        providers.endpoints["fcm"] = f.emulator.baseURL
         providers.descriptorsExhausted = { true }
         let context = WorkerContext(
             connection: f.db, clock: SystemClock(), logger: Logger(label: "test"),

@@ -89,7 +89,7 @@ import Testing
         // The new workers carry on: everything due is ingested and sent; the leased and the
         // backing-off deliveries wait their time; the dead one waits for a redrive.
         var fcm = Senders.Configuration()
-        fcm.fcmEndpoint = emulator.baseURL
+        fcm.endpoints["fcm"] = emulator.baseURL
         let context = WorkerContext(
             connection: db, clock: SystemClock(), logger: Logger(label: "test"),
             senders: Senders(http: HTTPClient(), configuration: fcm, logger: Logger(label: "test")))

@@ -34,9 +34,8 @@ import Testing
         }
         try await f.ingest()
         var context = f.context
-        context.recordWindow = window
         context.monotonicClock = clock.monotonic
-        return (f, DispatchWorker(context: context))
+        return (f, DispatchWorker(context: context, recordWindow: window))
     }
 
     @Test func recordsThatFollowCloselyAreHeldAndRecordedTogether() async throws {
@@ -81,9 +80,8 @@ import Testing
             "SELECT herald.send('shop', user_ref => 'alice', title => 'n' || n) FROM generate_series(1, 81) AS n")
         try await f.ingest()
         var context = f.context
-        context.recordWindow = .seconds(2)
         context.monotonicClock = clock.monotonic
-        let worker = DispatchWorker(context: context)
+        let worker = DispatchWorker(context: context, recordWindow: .seconds(2))
         func runs(_ batches: [Int]) async throws {
             for size in batches { #expect(try await worker.runBatch(limit: size, isStopping: { false }) == size) }
         }

@@ -116,7 +116,7 @@ struct ToyPush: ProviderRoute {
         try await f.db.query(
             "INSERT INTO herald.app_toy VALUES ('shop', $1, 'toy-key')", [server.url("")])
         var senders = Senders.Configuration()
-        senders.fcmEndpoint = f.emulator.baseURL
+        senders.endpoints["fcm"] = f.emulator.baseURL
         senders.providers = Providers.compiledIn + [ToyPush.self]
         var context = f.context
         context.senders = Senders(http: HeraldHTTP.HTTPClient(), configuration: senders, logger: context.logger)

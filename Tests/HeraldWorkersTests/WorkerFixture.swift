@@ -5,9 +5,10 @@ import HeraldHTTP
 import HeraldPostgres
 import HeraldQueue
 import HeraldTestSupport
-import HeraldWorkers
 import Logging
 import Testing
+
+@testable import HeraldWorkers
 
 /// A migrated database with app `shop`, the emulator holding its service account, and the
 /// workers' context, for tests that send. With `webPush` or `apns`, the emulator's push
@@ -46,8 +47,7 @@ struct WorkerFixture {
         var vapid: VAPIDKeyFile?
         var apnsKey: SecretFile?
         var providers = Senders.Configuration()
-        providers.fcmEndpoint = emulator.baseURL
-        providers.endpoints = ["hms": emulator.baseURL, "harmony": emulator.baseURL]
+        providers.endpoints = ["fcm": emulator.baseURL, "hms": emulator.baseURL, "harmony": emulator.baseURL]
         if unifiedPush { providers.turnedOn = ["HERALD_UNIFIEDPUSH"] }
         if webPush || apns || apnsCertificate != nil {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)
@@ -61,8 +61,8 @@ struct WorkerFixture {
                 try certificates.joined().write(to: bundle, atomically: true, encoding: .utf8)
                 http.caBundle = bundle.path
             }
-            providers.apnsEndpoint = front.baseURL
-            providers.apnsChannelsEndpoint = front.baseURL
+            providers.endpoints["apns"] = front.baseURL
+            providers.endpoints[APNsRoute.channelsEndpoint] = front.baseURL
             pushService = front
         }
         if webPush {

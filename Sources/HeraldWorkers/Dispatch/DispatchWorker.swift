@@ -38,7 +38,7 @@ public struct DispatchWorker: BatchWorker {
     /// Ends a claim's wait for its routes' answers (``RouteCollector``).
     let collectorTimer: LazyTimer
     /// Small batches' outcomes held to be recorded together; nil when each is recorded at once
-    /// (``WorkerContext/recordWindow`` zero).
+    /// (a record window of zero).
     let recordGatherer: RecordGatherer?
     /// The setups of the apps this loop sends for, read again when an app's row changes.
     let appSetups = AppSetups()
@@ -51,15 +51,18 @@ public struct DispatchWorker: BatchWorker {
     let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
 
-    public init(context: WorkerContext) {
+    /// `recordWindow`: how long it holds a small batch's outcomes to record them with the next
+    /// ones (``RecordGatherer``; the daemon's is ``recordWindow``); zero records each batch's at
+    /// once. `publicURL`: the public base URL of Herald's HTTP endpoint (`HERALD_PUBLIC_URL`),
+    /// under which payloads carry a report URL; nil: they carry the reference only.
+    public init(context: WorkerContext, recordWindow: Duration = .zero, publicURL: String? = nil) {
         self.context = context
-        builder = PayloadBuilder(reportBaseURL: context.publicURL)
+        builder = PayloadBuilder(reportBaseURL: publicURL)
         leaseRenewals = LeaseRenewals(context: context)
         ownWindows = RouteWindows(clock: context.monotonicClock)
         collectorTimer = LazyTimer(clock: context.monotonicClock)
         recordGatherer =
-            context.recordWindow > .zero
-            ? RecordGatherer(window: context.recordWindow, clock: context.monotonicClock) : nil
+            recordWindow > .zero ? RecordGatherer(window: recordWindow, clock: context.monotonicClock) : nil
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {

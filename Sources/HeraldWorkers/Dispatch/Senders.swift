@@ -21,18 +21,13 @@ public struct AppSetup: Sendable, Equatable {
 /// client, with what a provider's routes share across apps (``shared(_:make:)``).
 public actor Senders {
     public struct Configuration: Sendable {
-        public var fcmEndpoint: String = FCMClient.defaultEndpoint
         public var defaultCredentialsFile: String?
         /// Each FCM project's sends a second, for the whole fleet.
         public var ratePerSecond: Double = FCMQuota.defaultRate
-        /// APNs' base URL for every app, instead of Apple's production or development servers (a
-        /// local stand-in); nil: each app's environment decides.
-        public var apnsEndpoint: String?
-        /// APNs' channel-management base URL for every app (a local stand-in); nil: each app's
-        /// environment decides.
-        public var apnsChannelsEndpoint: String?
-        /// A stand-in's base URL for a provider, by its name, for the providers without a setting
-        /// of their own (`HERALD_PROVIDER_ENDPOINTS`: Huawei Push Kit's, the emulator's).
+        /// A base URL a provider sends to instead of its own servers (a local stand-in), by the
+        /// provider's name (`herald.providers`), for every app; a provider with more than one API
+        /// names the others itself (``APNsRoute/channelsEndpoint``). None: the provider's own,
+        /// and for APNs each app's environment decides.
         public var endpoints: [String: String] = [:]
         /// The providers it sends through (tests add their own).
         var providers: [any ProviderRoute.Type] = Providers.compiledIn

@@ -29,9 +29,14 @@ public struct RetryWorker: BatchWorker {
     /// How often a pass runs (`HERALD_RESCUE_INTERVAL`). Default 5 s.
     public static let defaultInterval: Duration = .seconds(5)
 
-    public init(context: WorkerContext) { self.context = context }
+    let interval: Duration
 
-    public var pollInterval: Duration? { context.retryInterval }
+    public init(context: WorkerContext, interval: Duration = Self.defaultInterval) {
+        self.context = context
+        self.interval = interval
+    }
+
+    public var pollInterval: Duration? { interval }
 
     /// One round of the three passes. Returns 0, so the runner waits `pollInterval` (or a NOTIFY
     /// for `retry`) before the next.

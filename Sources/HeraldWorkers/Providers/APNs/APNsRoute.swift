@@ -10,6 +10,9 @@ import HeraldHTTP
 /// `herald.app_apns` and the log: ``APNsCertificates``).
 struct APNsRoute: ProviderRoute {
     static let name = "apns"
+    /// The key of ``Senders/Configuration/endpoints`` for APNs' channel-management API, a host of
+    /// its own (`HERALD_APNS_CHANNELS_ENDPOINT`).
+    static let channelsEndpoint = "apns_channels"
     static let displayName = "APNs"
     static let scopes: [ConfigurationScope] = [.apns]
     static let sendsToActivityTokens = true
@@ -96,7 +99,7 @@ struct APNsRoute: ProviderRoute {
         }
         let environment = APNsEnvironment(rawValue: setup.environment) ?? .production
         let client = APNsClient(
-            authentication: authentication, environment: environment, baseURL: shared.configuration.apnsEndpoint,
+            authentication: authentication, environment: environment, baseURL: shared.configuration.endpoints[name],
             http: shared.http)
         shared.logger.info(
             "loaded the APNs setup",

@@ -43,7 +43,7 @@ struct FCMRoute: ProviderRoute {
         let client = FCMClient(
             projectID: setup.project,
             tokens: AccessTokenSource(account: account, http: shared.http, logger: shared.logger), http: shared.http,
-            configuration: .init(endpoint: shared.configuration.fcmEndpoint))
+            configuration: .init(endpoint: shared.configuration.endpoints[name] ?? FCMClient.defaultEndpoint))
         shared.logger.info(
             "loaded FCM credentials",
             metadata: ["app": "\(app)", "project": "\(setup.project)", "account": "\(account.clientEmail)"])
