@@ -21,8 +21,14 @@ import ServiceLifecycle
 ///    walking them by id a batch per statement (`herald.prune`, `herald.prune_orphans`); then
 ///    the kept reports, idempotency keys and wake-ups older than it (`herald.prune_records`).
 /// Every statement is a short transaction, so retention never holds a snapshot that stops
-/// vacuum. One daemon at a time makes and drops partitions (an advisory lock); the others skip
+/// vacuum. One daemon at a time makes and drops partitions (the `generations` row of
+/// `herald.worker_locks`, which no producer can lock); the others skip
 /// that part. SIGTERM cancels the statement in hand.
+///
+/// Its one starter is the daemon: every `herald run` runs one, whatever `HERALD_WORKERS` names,
+/// on a connection of its own (retention is every deployment's, and a pass waits on locks no
+/// worker's batch should wait behind). The other maintenance passes are the retry worker's
+/// (``RetryWorker``).
 public struct Pruner: Service {
     /// Default retention: 7 days.
     public static let defaultRetention: Duration = .seconds(7 * 24 * 3600)

@@ -22,6 +22,7 @@ import Logging
 /// asks as it records. Deliveries whose lease ran out need no rescue pass: they are due again
 /// when the lease ends, and the next claim takes them over.
 /// Dead items stay queryable in `herald.dead_jobs` until `herald.redrive` queues them again.
+/// Retention is not its: the ``Pruner``, which every daemon starts, keeps the tables to it.
 public struct RetryWorker: BatchWorker {
     public let kind = WorkerKind.retry.rawValue
     let context: WorkerContext
