@@ -11,12 +11,14 @@
 --   read those columns: an app that sends iOS through APNs without them has a configuration
 --   problem of its own (herald.app_problems), as every provider's missing settings are.
 -- - herald.record_sends' two older signatures (the twenty arrays, and the six arguments without
---   push type tokens), which the daemons of releases before 0.10.0 called.
--- - herald.app_setups' copies of the old columns: a daemon of 0.10.0 reads only its app_id,
---   app_version and provider_settings, by name. Made again here, with the text of
---   functions/dispatch.sql, because its old body reads the columns this drops: between this
---   migration and the function files, a running daemon would find it broken. (A database made
---   through the numbered migrations alone has neither it nor those signatures yet: IF EXISTS.)
+--   push type tokens), which daemons built before migrations 31 and 36 called.
+-- - herald.app_setups' copies of the old columns, which it now returns as NULLs (a daemon of
+--   0.10.0 reads only app_id, app_version and provider_settings, by name, but prepared
+--   `SELECT *` of it: its result type stays for this release, functions/dispatch.sql says why).
+--   Replaced here, with the text of functions/dispatch.sql, because its old body reads the
+--   columns this drops: between this migration and the function files, a running daemon would
+--   find it broken. (A database made through the numbered migrations alone has neither it nor
+--   the old signatures of herald.record_sends yet: IF EXISTS.)
 DROP TRIGGER provider_settings_from_apps ON herald.apps;
 DROP TRIGGER apps_from_app_fcm ON herald.app_fcm;
 DROP TRIGGER apps_from_app_apns ON herald.app_apns;
@@ -30,9 +32,10 @@ CREATE TRIGGER app_apns_changed AFTER INSERT OR UPDATE OR DELETE ON herald.app_a
 CREATE TRIGGER app_webpush_changed AFTER INSERT OR UPDATE OR DELETE ON herald.app_webpush
     FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 
-DROP FUNCTION IF EXISTS herald.app_setups(text[]);
-CREATE FUNCTION herald.app_setups(apps text[])
-RETURNS TABLE (app_id text, app_version text, provider_settings jsonb)
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE (app_id text, app_version text,
+    fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[],
+    web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text,
+    apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     settings text;
@@ -43,7 +46,8 @@ BEGIN
     FROM herald.providers p WHERE has_table_privilege(p.settings, 'SELECT') IS TRUE;
     RETURN QUERY EXECUTE format(
         $query$
-        SELECT a.app_id, a.xmin::text,
+        SELECT a.app_id, a.xmin::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text[], NULL::boolean,
+               NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
                coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(jsonb_build_object(%s)) e
                          WHERE e.value <> 'null'::jsonb), '{}')
         FROM herald.apps a

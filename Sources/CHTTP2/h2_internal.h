@@ -273,7 +273,7 @@ typedef struct origin {
 /// loop). To the engine: a request ended; an origin's waiting requests all failed (with the
 /// address refused, if that was why); an origin has requests to place on its connections; a
 /// connection has frames to send. To a connection: an event of its session; a preparation done.
-/// The engine's table is h2_engine_upward; a fuzz target may bring its own.
+/// The engine's table is h2_engine_upward.
 typedef struct {
     void (*complete)(struct herald_h2_engine *engine, request *r, herald_h2_outcome outcome, const char *message);
     void (*fail_waiting)(struct herald_h2_engine *engine, origin *o, herald_h2_outcome outcome, const char *message,

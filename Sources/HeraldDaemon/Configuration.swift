@@ -45,6 +45,10 @@ public struct Configuration: Sendable {
     /// channel management) and `HERALD_PROVIDER_ENDPOINTS` for the rest
     /// (`hms=http://127.0.0.1:8089`). A provider without one sends to its own servers.
     public var providerEndpoints: [String: String] = [:]
+    /// The endpoints with a setting of their own, by the key of ``providerEndpoints`` they fill.
+    static let endpointSettings = [
+        "fcm": "HERALD_FCM_ENDPOINT", "apns": "HERALD_APNS_ENDPOINT", "apns_channels": "HERALD_APNS_CHANNELS_ENDPOINT",
+    ]
     /// Whether it sends to UnifiedPush distributors, servers anyone can run (a hostile one fails
     /// only its own phones' deliveries: `HostileServerTests`). Default on.
     public var unifiedPush = true
@@ -225,10 +229,7 @@ public struct Configuration: Sendable {
         }
         configuration.autoMigrate = try reader.boolean("HERALD_AUTO_MIGRATE") ?? configuration.autoMigrate
         configuration.caBundle = reader.string("HERALD_CA_BUNDLE")
-        for (setting, provider) in [
-            ("HERALD_FCM_ENDPOINT", "fcm"), ("HERALD_APNS_ENDPOINT", "apns"),
-            ("HERALD_APNS_CHANNELS_ENDPOINT", "apns_channels"),
-        ] {
+        for (provider, setting) in Self.endpointSettings {
             if let endpoint = reader.string(setting) { configuration.providerEndpoints[provider] = endpoint }
         }
         for entry in (reader.string("HERALD_PROVIDER_ENDPOINTS") ?? "").split(separator: ",") {
@@ -241,10 +242,7 @@ public struct Configuration: Sendable {
             }
             // FCM and APNs have settings of their own; a name no provider has is a typo, which
             // would leave that provider's real endpoint in use.
-            let own = [
-                "fcm": "HERALD_FCM_ENDPOINT", "apns": "HERALD_APNS_ENDPOINT",
-                "apns_channels": "HERALD_APNS_CHANNELS_ENDPOINT",
-            ]
+            let own = Self.endpointSettings
             guard own[parts[0]] == nil, Senders.providerNames.contains(parts[0]) else {
                 throw ConfigurationError(
                     setting: "HERALD_PROVIDER_ENDPOINTS",

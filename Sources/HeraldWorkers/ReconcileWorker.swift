@@ -14,8 +14,8 @@ public struct ReconcileWorker: JobHandler {
     public let kind = WorkerKind.reconcile.rawValue
     let context: WorkerContext
 
-    /// When wake-ups are sent: these defaults are the only ones (`herald.reconcile` takes them
-    /// at each call).
+    /// When wake-ups are sent (`HERALD_WAKEUP_INTERVAL`, `HERALD_WAKEUP_GRACE` through the
+    /// daemon's `WorkerSettings`; `herald.reconcile` takes them at each call).
     public struct Settings: Sendable {
         /// No second wake-up for a device sooner than this after its last one.
         public var quietPeriod: Duration = .seconds(30 * 60)

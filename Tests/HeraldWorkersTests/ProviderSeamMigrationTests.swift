@@ -75,7 +75,17 @@ import Testing
     @Test func theNextReleaseDropsTheOldColumnsAndKeepsEverySetting() async throws {
         let db = try await databaseAt030()
         try await Migrator(migrations: Migration.embedded.filter { $0.version <= 44 }, functionFiles: []).migrate(db)
+        // As 0.10.0's function files left it: its herald.app_setups (old columns and all), which
+        // its daemons prepared as `SELECT *` and keep prepared while 0.11.0 migrates, and the
+        // six-argument herald.record_sends of the builds before migration 36.
+        try await db.execute(Self.release010Functions)
+        let daemon010 = try await PostgresConnection.connect(db.conninfo)
+        let before = try await daemon010.query("SELECT * FROM herald.app_setups($1)", [["shop"]])
+        #expect(try before[0].decode("app_id", as: String.self) == "shop")
         try await Migrator().migrate(db)
+        // The prepared statement still works: the result type did not change.
+        let after = try await daemon010.query("SELECT * FROM herald.app_setups($1)", [["shop"]])
+        #expect(try after[0].decode("provider_settings", as: String.self).contains(#""project_id": "shop-prod""#))
 
         let columns = try await db.query(
             """
@@ -110,4 +120,27 @@ import Testing
         }
         #expect(refused?.sqlState == "42703", "\(String(describing: refused))")
     }
+
+    /// 0.10.0's text of the functions migration 045 replaces or drops (functions/dispatch.sql at
+    /// 44ccc79), shortened where it does not matter here.
+    static let release010Functions = """
+        CREATE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE (app_id text, app_version text,
+            fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[],
+            web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text,
+            apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
+        LANGUAGE plpgsql STABLE AS $$
+        BEGIN
+            RETURN QUERY
+            SELECT a.app_id, a.xmin::text, a.fcm_project_id, a.credentials_file, a.vapid_key_file, a.vapid_subject,
+                   coalesce(a.web_push_hosts, herald.default_web_push_hosts()), a.web_push_private_addresses,
+                   a.apns_environment, a.apns_bundle_id, a.apns_team_id, a.apns_key_id, a.apns_key_file,
+                   a.apns_certificate_file, '{}'::jsonb
+            FROM herald.apps a WHERE a.app_id = ANY(apps);
+        END;
+        $$;
+        CREATE FUNCTION herald.record_sends(outcomes herald.send_outcome[], worker text, at timestamptz,
+            dead_devices herald.dead_token[], ended_activity_tokens herald.dead_token[], problems herald.config_problem[])
+        RETURNS TABLE (ended text, id bigint, token_hint text, reason text)
+        LANGUAGE sql AS $$ SELECT NULL::text, NULL::bigint, NULL::text, NULL::text WHERE false $$;
+        """
 }

@@ -455,9 +455,15 @@ GRANT EXECUTE ON FUNCTION herald.record_saturation(text,text,text,text,timestamp
 -- provider the app has no row for is left out, and so is a provider whose settings this session
 -- cannot read (a table dropped, a grant missing): its routes fail as a configuration problem of
 -- their own, and every other provider goes on. Read only when an app's version changes, so the
--- statement is made at each call, over the tables herald.providers names then.
-CREATE OR REPLACE FUNCTION herald.app_setups(apps text[])
-RETURNS TABLE (app_id text, app_version text, provider_settings jsonb)
+-- statement is made at each call, over the tables herald.providers names then. The twelve
+-- columns between app_version and provider_settings are always NULL, for 0.10.0's daemons during
+-- an upgrade: they prepared `SELECT *` of this function, and a prepared statement whose result
+-- type changes fails ("cached plan must not change result type") until the connection ends.
+-- Daemons since 0.11.0 name the three columns they read; release 0.12.0 drops the twelve.
+CREATE OR REPLACE FUNCTION herald.app_setups(apps text[]) RETURNS TABLE (app_id text, app_version text,
+    fcm_project_id text, credentials_file text, vapid_key_file text, vapid_subject text, web_push_hosts text[],
+    web_push_private_addresses boolean, apns_environment text, apns_bundle_id text, apns_team_id text,
+    apns_key_id text, apns_key_file text, apns_certificate_file text, provider_settings jsonb)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     settings text;
@@ -468,7 +474,8 @@ BEGIN
     FROM herald.providers p WHERE has_table_privilege(p.settings, 'SELECT') IS TRUE;
     RETURN QUERY EXECUTE format(
         $query$
-        SELECT a.app_id, a.xmin::text,
+        SELECT a.app_id, a.xmin::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text[], NULL::boolean,
+               NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
                coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(jsonb_build_object(%s)) e
                          WHERE e.value <> 'null'::jsonb), '{}')
         FROM herald.apps a

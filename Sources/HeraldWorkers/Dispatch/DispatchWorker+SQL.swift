@@ -12,7 +12,7 @@ extension DispatchWorker {
             """
 
         /// The setups of apps $1, with their rows' versions (`herald.app_setups`, the same file).
-        static let appSetups = "SELECT * FROM herald.app_setups($1)"
+        static let appSetups = "SELECT app_id, app_version, provider_settings FROM herald.app_setups($1)"
 
         /// Records a batch's outcomes in one statement, so in one transaction: the deliveries,
         /// with their leases released; devices, Live Activity tokens and push type tokens whose
