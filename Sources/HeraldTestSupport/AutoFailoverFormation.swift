@@ -41,6 +41,13 @@ public final class AutoFailoverFormation: Sendable {
         }
     }
 
+    /// Returns once one node is primary and the other a secondary in step with it: until then the
+    /// primary commits without its standby (pg_auto_failover's `wait_primary`), and what it
+    /// committed is lost with it.
+    public func waitStable() async throws {
+        _ = try await onOwnThread { [directory] in try runLibraryScript("auto-failover.sh", ["wait-stable", directory]) }
+    }
+
     /// A planned switchover (`pg_autoctl perform switchover`); returns once it is done.
     public func switchover() async throws {
         _ = try await onOwnThread { [directory] in try runLibraryScript("auto-failover.sh", ["switchover", directory]) }

@@ -48,6 +48,10 @@ import Testing
                 ("primary killed", { try await formation.killPrimary() }),
             ]
             for (kind, failover) in failovers {
+                // Synchronous replication again first: after the switchover the old primary takes
+                // a while to come back as a standby, and a primary killed before then takes with it
+                // what it committed alone (nothing Herald can keep).
+                try await formation.waitStable()
                 let sendsBefore = await load.emulator.received.count
                 let sending = await eventually(timeout: .seconds(60), every: .milliseconds(20)) {
                     await load.emulator.received.count > sendsBefore + 200
