@@ -45,7 +45,9 @@ public final class AutoFailoverFormation: Sendable {
     /// primary commits without its standby (pg_auto_failover's `wait_primary`), and what it
     /// committed is lost with it.
     public func waitStable() async throws {
-        _ = try await onOwnThread { [directory] in try runLibraryScript("auto-failover.sh", ["wait-stable", directory]) }
+        _ = try await onOwnThread { [directory] in
+            try runLibraryScript("auto-failover.sh", ["wait-stable", directory])
+        }
     }
 
     /// A planned switchover (`pg_autoctl perform switchover`); returns once it is done.
