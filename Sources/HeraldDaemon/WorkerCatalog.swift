@@ -8,8 +8,6 @@ public struct WorkerSettings: Sendable {
     public var reconcile = ReconcileWorker.Settings()
     /// How often the retry worker makes a pass (`HERALD_RESCUE_INTERVAL`).
     public var retryInterval = RetryWorker.defaultInterval
-    /// How long dispatch holds a small batch's outcomes to record them with the next ones.
-    public var recordWindow = DispatchWorker.recordWindow
     /// `HERALD_PUBLIC_URL`, under which payloads carry a report URL.
     public var publicURL: String?
 
@@ -29,7 +27,8 @@ public enum WorkerCatalog {
     static func factory(_ kind: WorkerKind) -> Factory {
         switch kind {
         case .ingest: { IngestWorker(context: $0, catchUpInterval: $1.reconcile.quietPeriod) }
-        case .dispatch: { DispatchWorker(context: $0, recordWindow: $1.recordWindow, publicURL: $1.publicURL) }
+        case .dispatch:
+            { DispatchWorker(context: $0, recordWindow: DispatchWorker.recordWindow, publicURL: $1.publicURL) }
         case .reconcile:
             {
                 JobWorker(
