@@ -73,10 +73,9 @@ public enum DeliveryLife {
                     error: "the device was registered again at \(registered) (for another user, or after a logout):"
                         + " a delivery made for its earlier registration is not sent to the new one")
             }
-            if let reason = delivery.device?.pushTypeTokenDisabledReason, let type = delivery.payloadKind.apnsPushType {
+            if let reason = delivery.device?.pushTypeTokenDisabledReason, let type = delivery.pushType {
                 return DeliveryResult(
-                    state: .cancelled, error: "the device's \(type.rawValue) token was disabled since ingest: \(reason)"
-                )
+                    state: .cancelled, error: "the device's \(type) token was disabled since ingest: \(reason)")
             }
             if let channel = delivery.channel {
                 switch channel.state {
@@ -112,7 +111,7 @@ public enum DeliveryLife {
                     state: .cancelled,
                     error: delivery.payloadKind == .topic
                         ? "the notification has no topic"
-                        : delivery.payloadKind.apnsPushType.map { "the device has no \($0.rawValue) token any more" }
+                        : delivery.pushType.map { "the device has no \($0) token any more" }
                             ?? "the device has no push token")
             }
             if delivery.route == nil {

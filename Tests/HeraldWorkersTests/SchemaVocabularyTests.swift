@@ -32,9 +32,11 @@ import Testing
         let db = try await TestDatabase.create().connect()
         #expect(
             try await allowed(db, "herald.deliveries", "state") == DeliveryState.allCases.map(\.rawValue).sorted())
-        #expect(
-            try await allowed(db, "herald.deliveries", "payload_kind")
-                == OutgoingDelivery.PayloadKind.allCases.map(\.rawValue).sorted())
+        var built = Set<String>()
+        for provider in Providers.compiledIn {
+            built.formUnion(provider.payloadKinds.map { kind in kind.rawValue })
+        }
+        #expect(try await allowed(db, "herald.deliveries", "payload_kind") == built.sorted())
     }
 
     /// The routing tables and the compiled-in providers agree: every route's provider is one of
@@ -52,28 +54,36 @@ import Testing
         }
         let declared = Providers.compiledIn.flatMap { provider in provider.scopes.map(\.rawValue) }
         #expect(scopes == declared.sorted())
-        let routes = try await RouteCatalog().routes(connection: db)
+        let routes = try await RouteCatalog().contents(connection: db).routes
         #expect(!routes.isEmpty)
         let providers = Providers.byName(Providers.compiledIn)
         for route in routes.values {
             let provider = try #require(providers[route.provider], "\(route)")
             #expect(Set(route.scopes).isSubset(of: provider.scopes), "\(route)")
         }
+        // Each routing rule sends its payload kind through a provider that builds it.
+        let rules = try await db.query("SELECT payload_kind, provider FROM herald.route_rules").map {
+            (OutgoingDelivery.PayloadKind(rawValue: try $0.decode(0)), try $0.decode(1, as: String.self))
+        }
+        for (kind, provider) in rules {
+            #expect(providers[provider]?.payloadKinds.contains(kind) == true, "\(kind) through \(provider)")
+        }
     }
 
     /// `herald.push_types` and Swift agree on each of APNs' other push types: its payload kind
-    /// sends that push type (``OutgoingDelivery/PayloadKind/apnsPushType``), and APNs' route
-    /// takes its token kind for it.
+    /// sends that push type (``APNsRoute/pushTypes``, and the push type the claim gives its
+    /// deliveries), and APNs' route takes its token kind for it.
     @Test func thePushTypesAreTheOnesAPNsSends() async throws {
         let db = try await TestDatabase.create().connect()
         let rows = try await db.query("SELECT push_type, payload_kind, token_kind FROM herald.push_types").map {
             (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self), try $0.decode(2, as: String.self))
         }
-        #expect(
-            Set(rows.map(\.1))
-                == Set(OutgoingDelivery.PayloadKind.allCases.filter { $0.apnsPushType != nil }.map(\.rawValue)))
+        #expect(Set(rows.map(\.1)) == Set(APNsRoute.pushTypes.keys.map(\.rawValue)))
+        let claimed = try await RouteCatalog().contents(connection: db).pushTypes
         for (pushType, payloadKind, tokenKind) in rows {
-            #expect(OutgoingDelivery.PayloadKind(rawValue: payloadKind)?.apnsPushType?.rawValue == pushType)
+            let kind = OutgoingDelivery.PayloadKind(rawValue: payloadKind)
+            #expect(APNsRoute.pushTypes[kind]?.rawValue == pushType)
+            #expect(claimed[kind] == pushType)
             #expect(APNsRoute.pushType(ofTokenKind: tokenKind)?.rawValue == pushType)
             #expect(APNsRoute.accepts(.token(kind: tokenKind, "ab")))
         }

@@ -18,6 +18,7 @@ struct ToyPush: ProviderRoute {
     static let name = "toy"
     static let displayName = "Toy Push"
     static let scopes: [ConfigurationScope] = ["toy"]
+    static let payloadKinds: Set<OutgoingDelivery.PayloadKind> = [.androidData]
 
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
         if case .token(kind: "toy_token", _) = target { true } else { false }

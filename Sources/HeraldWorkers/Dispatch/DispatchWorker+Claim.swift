@@ -11,7 +11,7 @@ extension DispatchWorker {
     /// version of each one's app (for ``AppSetups``). A row that cannot be read (whatever it
     /// holds: a value out of Swift's range, a column out of step) is not sent and ends `failed`
     /// with the reason; the rest of the batch goes on.
-    func read(_ rows: [PostgresRow], routes: [String: OutgoingDelivery.Route], now: Date) -> (
+    func read(_ rows: [PostgresRow], catalog: RouteCatalog.Contents, now: Date) -> (
         readable: [OutgoingDelivery], unreadable: [Int64: DeliveryResult], appVersions: [String: String]
     ) {
         var readable: [OutgoingDelivery] = []
@@ -23,7 +23,7 @@ extension DispatchWorker {
             // The primary key: a bigint, in every row handed here, so always readable.
             guard let id = try? row.decode("delivery_id", as: Int64.self) else { continue }
             do {
-                let delivery = try Self.delivery(from: row, routes: routes, providers: providers)
+                let delivery = try Self.delivery(from: row, catalog: catalog, providers: providers)
                 versions[delivery.appID] = try row.decode("app_version")
                 readable.append(delivery)
             } catch let unknown as NotSendableHere {
@@ -102,28 +102,32 @@ extension DispatchWorker {
     }
 
     static func delivery(
-        from row: PostgresRow, routes: [String: OutgoingDelivery.Route], providers: [String: any ProviderRoute.Type]
+        from row: PostgresRow, catalog: RouteCatalog.Contents, providers: [String: any ProviderRoute.Type]
     ) throws -> OutgoingDelivery {
-        let kindName: String = try row.decode("payload_kind")
-        guard let kind = OutgoingDelivery.PayloadKind(rawValue: kindName) else {
-            throw NotSendableHere.payloadKind(kindName)
-        }
+        let kind = OutgoingDelivery.PayloadKind(rawValue: try row.decode("payload_kind"))
         let target = try OutgoingDelivery.Target(claimed: row, kind: kind)
         let route = try row.decode("route", as: String?.self).map { name in
-            guard let route = routes[name] else { throw NotSendableHere.route(name) }
+            guard let route = catalog.routes[name] else { throw NotSendableHere.route(name) }
             guard let provider = providers[route.provider] else {
                 if let off = compiledIn[route.provider], let setting = off.turnedOnBy {
                     throw NotSendableHere.turnedOff(route, displayName: off.displayName, setting: setting)
                 }
                 throw NotSendableHere.provider(route)
             }
+            guard provider.payloadKinds.contains(kind) else { throw NotSendableHere.payloadKind(kind.rawValue) }
             if let target, !provider.accepts(target) {
                 throw NotSendableHere.target(route, tokenKind: try row.decode("token_kind", as: String?.self) ?? "none")
             }
             return route
         }
+        // Unrouted, it is cancelled: not when it is a kind that none of this daemon's providers
+        // builds (a newer Herald's, whose routes this daemon does not read as that Herald does).
+        if route == nil, !providers.values.contains(where: { $0.payloadKinds.contains(kind) }) {
+            throw NotSendableHere.payloadKind(kind.rawValue)
+        }
         return OutgoingDelivery(
             deliveryID: try row.decode("delivery_id"), appID: try row.decode("app_id"), payloadKind: kind,
+            pushType: catalog.pushTypes[kind],
             attempts: try row.decode("attempts"), abandonedBy: try row.decode("abandoned_by", as: String?.self),
             notification: try OutgoingDelivery.Notification(claimed: row),
             device: try OutgoingDelivery.Device(claimed: row), target: target, route: route,

@@ -80,7 +80,7 @@ public struct DispatchWorker: BatchWorker {
         let claimedAt = min(startedAt, held.leasedAt ?? startedAt)
         let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
         do {
-            let routes = try await routes.routes(connection: context.connection)
+            let catalog = try await routes.contents(connection: context.connection)
             var rows = held.births.map(\.row)
             if context.births?.claimsQueue(holding: !rows.isEmpty) ?? true {
                 let asked = BirthLeases.fromQueue(limit: limit, held: rows.count)
@@ -97,7 +97,7 @@ public struct DispatchWorker: BatchWorker {
                 claimTimer.finished(
                     took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
             }
-            (claimed, unreadable, versions) = read(rows, routes: routes, now: now)
+            (claimed, unreadable, versions) = read(rows, catalog: catalog, now: now)
         } catch {
             if let births = context.births, let leasedAt = held.leasedAt {
                 await BirthLeases.release(births.putBack(held.births, leasedAt: leasedAt), context: context)

@@ -1,5 +1,4 @@
 import Foundation
-import HeraldAPNs
 import HeraldCore
 
 /// What became of a delivery (`herald.deliveries.state`); a test checks these against the
@@ -25,34 +24,23 @@ public enum DeliveryState: String, Sendable, CaseIterable {
 /// its columns' names (`DispatchWorker+Claim.swift`). Its app's setup is the route's
 /// (``AppSetup``), read once per app.
 public struct OutgoingDelivery: Sendable {
-    public enum PayloadKind: String, Sendable, CaseIterable {
-        case androidData = "android_data"
-        /// Herald's catch-up message to an Android device whose store at FCM is full: a silent,
-        /// collapsible data message that makes the app fetch what it missed.
-        case androidWakeup = "android_wakeup"
-        case iosAlert = "ios_alert"
-        case iosBackground = "ios_background"
-        /// Herald's own background push to an iOS device that missed notifications.
-        case iosWakeup = "ios_wakeup"
-        /// A notification Push Kit shows on a HarmonyOS NEXT phone.
-        case harmonyAlert = "harmony_alert"
-        /// A silent notification to a HarmonyOS NEXT phone: data for the app.
-        case harmonyBackground = "harmony_background"
-        case topic
-        /// A browser, through its push service (Web Push).
-        case web
+    /// What a delivery is sent as (`herald.deliveries.payload_kind`), which ingest chose by the
+    /// device's platform (`herald.platforms`) or the notification's kind. Open: each provider
+    /// names the kinds it builds (``ProviderRoute/payloadKinds``) beside its code, and a kind
+    /// none of this daemon's providers builds waits for a daemon that does
+    /// (``DispatchWorker/NotSendableHere``). The three here are Herald's own features, whoever
+    /// sends them.
+    public struct PayloadKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// A notification to a topic (`herald.notifications.topic`), to no device.
+        public static let topic = Self(rawValue: "topic")
         /// An event of a Live Activity, to one of its tokens (``LiveActivity``).
-        case liveActivity = "live_activity"
-        /// A Live Activity update or end to every activity subscribed to a broadcast channel
-        /// (iOS 18), straight to APNs.
-        case broadcast
-        /// APNs' other push types (`herald.push_types`), each to the device's token of that type
-        /// (``Device/pushTypeTokenRowID``), straight to APNs: a WidgetKit push update, a PushKit
-        /// VoIP call, a location query, a Push to Talk burst.
-        case iosWidgets = "ios_widgets"
-        case iosVoIP = "ios_voip"
-        case iosLocation = "ios_location"
-        case iosPushToTalk = "ios_pushtotalk"
+        public static let liveActivity = Self(rawValue: "live_activity")
+        /// A Live Activity update or end to every activity subscribed to a broadcast channel.
+        public static let broadcast = Self(rawValue: "broadcast")
     }
 
     /// What the producer asked to send (`herald.notifications`), as every provider reads it.
@@ -110,9 +98,9 @@ public struct OutgoingDelivery: Sendable {
         /// What the app reports the delivery with (`herald.delivery_reference`, which the claim
         /// makes and `herald.report_delivery` opens).
         public var reportReference: String
-        /// For a push of another type (``PayloadKind/apnsPushType``): the row of
-        /// `herald.push_type_tokens` the target's token is. APNs refusing it disables that
-        /// token, never the device.
+        /// For a push of another type (``OutgoingDelivery/pushType``): the row of
+        /// `herald.push_type_tokens` the target's token is. The provider refusing it disables
+        /// that token, never the device.
         public var pushTypeTokenRowID: Int64? = nil
         /// Why that token is disabled, when it is.
         public var pushTypeTokenDisabledReason: String? = nil
@@ -224,6 +212,9 @@ public struct OutgoingDelivery: Sendable {
     public var deliveryID: Int64
     public var appID: String
     public var payloadKind: PayloadKind
+    /// For a push of another type than the app's own notifications (`herald.push_types`, sent
+    /// with `herald.send_push`): its name, as that table gives it for the payload kind.
+    public var pushType: String? = nil
     /// Claims so far, this one included.
     public var attempts: Int
     /// The worker whose lease on it ran out before it recorded an outcome, if one did.
@@ -248,15 +239,4 @@ extension OutgoingDelivery.PayloadKind {
     /// Sent to a token the app registered for its device: its own, or one of its push type
     /// tokens (not a Live Activity's, a channel or a topic).
     var isAppToken: Bool { self != .liveActivity && self != .broadcast && self != .topic }
-
-    /// The APNs push type of a push sent with `herald.send_push`.
-    var apnsPushType: APNsNotification.PushType? {
-        switch self {
-        case .iosWidgets: .widgets
-        case .iosVoIP: .voip
-        case .iosLocation: .location
-        case .iosPushToTalk: .pushToTalk
-        default: nil
-        }
-    }
 }

@@ -24,6 +24,9 @@ protocol ProviderRoute: Sendable {
     /// Whether it sends to this target. A delivery routed to it with one it does not take waits
     /// (``DispatchWorker/NotSendableHere``): it is never sent as something else.
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool
+    /// The payload kinds it builds messages for. A delivery routed to it with another waits, as
+    /// one with a target it does not take does.
+    static var payloadKinds: Set<OutgoingDelivery.PayloadKind> { get }
     /// The setting that turns it on, for a provider off unless a daemon's setting says so
     /// (UnifiedPush's distributors, servers anyone can run); nil, the default: always on.
     static var turnedOnBy: String? { get }

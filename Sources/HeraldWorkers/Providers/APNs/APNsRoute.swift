@@ -16,6 +16,15 @@ struct APNsRoute: ProviderRoute {
     static let displayName = "APNs"
     static let scopes: [ConfigurationScope] = [.apns]
     static let sendsToActivityTokens = true
+    static let payloadKinds = OutgoingDelivery.PayloadKind.applePush.union([.broadcast]).union(pushTypes.keys)
+
+    /// The payload kinds of APNs' other push types (`herald.push_types`, which
+    /// ``OutgoingDelivery/pushType`` reads), and their types (`SchemaVocabularyTests` holds the
+    /// two to each other).
+    static let pushTypes: [OutgoingDelivery.PayloadKind: APNsNotification.PushType] = [
+        .init(rawValue: "ios_widgets"): .widgets, .init(rawValue: "ios_voip"): .voip,
+        .init(rawValue: "ios_location"): .location, .init(rawValue: "ios_pushtotalk"): .pushToTalk,
+    ]
 
     /// An APNs device token (a Live Activity's own token rides on it), a broadcast channel, or
     /// a device's token for another push type.
@@ -39,9 +48,14 @@ struct APNsRoute: ProviderRoute {
     /// What APNs takes over token-based connections only: Live Activities, location queries
     /// ("supports only token-based authentication") and widget pushes (set up with tokens in
     /// Apple's steps); over a certificate they fail, and the app's alerts go on.
-    static let needsProviderToken: [OutgoingDelivery.PayloadKind: String] = [
-        .liveActivity: "Live Activities", .iosLocation: "location pushes", .iosWidgets: "widget pushes",
-    ]
+    static func needsProviderToken(_ kind: OutgoingDelivery.PayloadKind) -> String? {
+        switch kind == .liveActivity ? .liveActivity : pushTypes[kind] {
+        case .liveActivity: "Live Activities"
+        case .location: "location pushes"
+        case .widgets: "widget pushes"
+        default: nil
+        }
+    }
 
     /// The app's row of `herald.app_apns`.
     struct Setup: Equatable, Sendable, Decodable {
@@ -123,14 +137,14 @@ struct APNsRoute: ProviderRoute {
         var live = batch.filter { !$0.notification.dryRun }
         if case .certificate = client.authentication {
             events += live.compactMap { delivery in
-                Self.needsProviderToken[delivery.payloadKind].map { what in
+                Self.needsProviderToken(delivery.payloadKind).map { what in
                     let refusal = PushOutcome.permanentFailure(
                         reason: "\(what) need token-based authentication: give app \(delivery.appID) an APNs key"
                             + " (key_file, team_id, key_id in herald.app_apns); APNs refuses them over a certificate")
                     return (delivery, .sent(refusal, dryRun: false, at: now))
                 }
             }
-            live.removeAll { Self.needsProviderToken[$0.payloadKind] != nil }
+            live.removeAll { Self.needsProviderToken($0.payloadKind) != nil }
         }
         if !live.isEmpty {
             let answers = await client.answers(live.map { builder.apnsNotification(for: $0, topic: topic, now: now) })
@@ -185,7 +199,7 @@ extension PayloadBuilder {
     /// The notification for an iOS device whose token is an APNs device token, for the app's
     /// bundle id (`topic`).
     public func apnsNotification(for delivery: OutgoingDelivery, topic: String, now: Date) -> APNsNotification {
-        if let type = delivery.payloadKind.apnsPushType {
+        if let type = APNsRoute.pushTypes[delivery.payloadKind] {
             return pushTypeNotification(delivery, type, bundleID: topic)
         }
         let push = applePush(delivery, now: now)

@@ -10,6 +10,7 @@ struct FCMRoute: ProviderRoute {
     static let name = "fcm"
     static let displayName = "FCM"
     static let scopes: [ConfigurationScope] = [.fcm, .fcmAPNs]
+    static let payloadKinds = OutgoingDelivery.PayloadKind.applePush.union([.androidData, .androidWakeup, .topic])
 
     /// The app's row of `herald.app_fcm`.
     struct Setup: Equatable, Sendable, Decodable {
@@ -115,29 +116,24 @@ struct FCMRoute: ProviderRoute {
 }
 
 extension PayloadBuilder {
-    /// The FCM v1 message for a delivery, by its payload kind (see ``PayloadBuilder``).
+    /// The FCM v1 message for a delivery, by its payload kind (see ``PayloadBuilder``): the Apple
+    /// push in FCM's `apns` block, a topic's, or an Android data message.
     public func fcmMessage(for delivery: OutgoingDelivery, now: Date) -> FCMMessage {
         let notification = delivery.notification
         let ttl = Self.ttl(delivery, now: now)
-        switch delivery.payloadKind {
-        // A broadcast, a widget, VoIP, location or Push to Talk push never goes through FCM (its
-        // route is APNs').
-        case .iosAlert, .iosBackground, .iosWakeup, .liveActivity, .broadcast, .iosWidgets, .iosVoIP, .iosLocation,
-            .iosPushToTalk:
+        if OutgoingDelivery.PayloadKind.applePush.contains(delivery.payloadKind) {
             return iosThroughFCM(delivery, now: now)
-        case .topic:
-            return FCMMessage(
-                target: fcmTarget(delivery),
-                data: merged(notification.data, heraldKeys(delivery)),
-                notification: notification.silent
-                    ? nil : .init(title: notification.title, body: notification.body, image: notification.imageURL),
-                android: .init(
-                    priority: notification.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
-                    collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK,
-                    notification: notification.android.proxy.map { .object([("proxy", .string($0.uppercased()))]) }))
-        // HarmonyOS's kinds never go through FCM (their route is Push Kit's).
-        case .androidData, .androidWakeup, .web, .harmonyAlert, .harmonyBackground: return android(delivery, ttl: ttl)
         }
+        guard delivery.payloadKind == .topic else { return android(delivery, ttl: ttl) }
+        return FCMMessage(
+            target: fcmTarget(delivery),
+            data: merged(notification.data, heraldKeys(delivery)),
+            notification: notification.silent
+                ? nil : .init(title: notification.title, body: notification.body, image: notification.imageURL),
+            android: .init(
+                priority: notification.priority == "normal" ? .normal : .high, ttl: .seconds(ttl),
+                collapseKey: notification.collapseKey, directBootOK: notification.android.directBootOK,
+                notification: notification.android.proxy.map { .object([("proxy", .string($0.uppercased()))]) }))
     }
 
     /// A data-only message, which FCM never collapses while the device is offline; the app shows

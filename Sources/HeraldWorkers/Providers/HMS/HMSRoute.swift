@@ -10,6 +10,7 @@ struct HMSRoute: TokenRoute {
     static let displayName = "Huawei Push Kit"
     static let scopes: [ConfigurationScope] = [.hms]
     static let tokenKind = "hms_token"
+    static let payloadKinds: Set<OutgoingDelivery.PayloadKind> = [.androidData]
 
     /// The app's row of `herald.app_hms`.
     struct Setup: Equatable, Sendable, Decodable {

@@ -5,11 +5,19 @@ import HeraldPushKit
 /// An app's HarmonyOS NEXT phones, through Push Kit's v3 API (route `harmony`), registered with
 /// their Push Kit token (`harmony_token`). Made from the app's service-account key file and the
 /// category its notifications go as (`herald.app_harmony`).
+extension OutgoingDelivery.PayloadKind {
+    /// A notification Push Kit shows on a HarmonyOS NEXT phone.
+    static let harmonyAlert = Self(rawValue: "harmony_alert")
+    /// A silent notification to a HarmonyOS NEXT phone: data for the app.
+    static let harmonyBackground = Self(rawValue: "harmony_background")
+}
+
 struct HarmonyRoute: TokenRoute {
     static let name = "harmony"
     static let displayName = "HarmonyOS Push Kit"
     static let scopes: [ConfigurationScope] = [.harmony]
     static let tokenKind = "harmony_token"
+    static let payloadKinds: Set<OutgoingDelivery.PayloadKind> = [.harmonyAlert, .harmonyBackground]
 
     /// The app's row of `herald.app_harmony`.
     struct Setup: Equatable, Sendable, Decodable {

@@ -24,6 +24,7 @@ struct UnifiedPushRoute: ProviderRoute {
     static let turnedOnBy: String? = "HERALD_UNIFIEDPUSH"
     /// The token kind its phones register (`herald.token_kinds`).
     static let tokenKind = "unifiedpush"
+    static let payloadKinds: Set<OutgoingDelivery.PayloadKind> = [.androidData]
 
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
         if case .subscription(tokenKind, _, _, _) = target { true } else { false }

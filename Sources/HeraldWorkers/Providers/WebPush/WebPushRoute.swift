@@ -3,12 +3,19 @@ import HeraldCore
 import HeraldCrypto
 import HeraldWebPush
 
+extension OutgoingDelivery.PayloadKind {
+    /// A notification to a browser: a JSON document its service worker shows
+    /// (``PayloadBuilder/webPushMessage(for:now:)``).
+    static let web = Self(rawValue: "web")
+}
+
 /// An app's browsers on one push service (route `web`, one per push service origin): made from
 /// the app's VAPID key and contact, and the hosts its browsers' subscriptions may name.
 struct WebPushRoute: ProviderRoute {
     static let name = "webpush"
     static let displayName = "Web Push"
     static let scopes: [ConfigurationScope] = [.web]
+    static let payloadKinds: Set<OutgoingDelivery.PayloadKind> = [.web]
 
     /// A browser's subscription.
     static func accepts(_ target: OutgoingDelivery.Target) -> Bool {
