@@ -57,8 +57,9 @@ public struct Daemon {
         var http = HTTPClient.Configuration()
         http.caBundle = configuration.caBundle
         var providers = Senders.Configuration()
-        providers.defaultCredentialsFile = configuration.defaultCredentialsFile
-        providers.ratePerSecond = configuration.fcmRateLimit
+        providers.set(
+            FCMSettings(
+                defaultCredentialsFile: configuration.defaultCredentialsFile, ratePerSecond: configuration.fcmRateLimit))
         providers.endpoints = configuration.providerEndpoints
         if configuration.unifiedPush { providers.turnedOn.insert("HERALD_UNIFIEDPUSH") }
         let senders = Senders(

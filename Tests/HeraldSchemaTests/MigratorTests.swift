@@ -43,7 +43,7 @@ import Testing
                 "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",
                 "providers", "push_type_tokens", "push_types",
                 "redrives", "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations",
-                "secrets", "token_kinds", "wakeups", "worker_locks",
+                "secrets", "token_kinds", "transport_token_kinds", "wakeups", "worker_locks",
             ])
 
         let before = try await schemaSnapshot(connection)

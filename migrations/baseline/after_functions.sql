@@ -90,6 +90,8 @@ INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('live_activity', 'registration_token', 'fcm_apns'),
     ('topic', NULL, 'fcm'),
     ('web', 'web_subscription', 'web');
+INSERT INTO herald.transport_token_kinds (platform, transport, token_kind) VALUES
+    ('ios', 'apns', 'apns_device_token');
 INSERT INTO herald.worker_locks (name) VALUES
     ('generations');
 INSERT INTO herald.secrets (name, value)

@@ -1,4 +1,4 @@
--- The schema after migration 45, for a new database: `herald migrate` applies this file,
+-- The schema after migration 46, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -1016,7 +1016,7 @@ COMMENT ON COLUMN herald.platforms.platform IS 'The platform''s name, as herald.
 COMMENT ON COLUMN herald.platforms.description IS 'The platform in words, as herald.register_device''s error lists it.';
 COMMENT ON COLUMN herald.platforms.payload_kind IS 'The payload kind ingest gives a delivery to a device of this platform.';
 COMMENT ON COLUMN herald.platforms.silent_payload_kind IS 'The payload kind ingest gives a delivery of a silent notification to a device of this platform.';
-COMMENT ON COLUMN herald.platforms.default_token_kind IS 'The token kind a device holds when registered without one (iOS of an ''apns'' app: apns_device_token).';
+COMMENT ON COLUMN herald.platforms.default_token_kind IS 'The token kind a device holds when registered without one, unless its app''s transport for the platform says another (herald.transport_token_kinds).';
 REVOKE ALL ON herald.platforms FROM herald_daemon;
 GRANT SELECT ON herald.platforms TO herald_operator;
 GRANT SELECT ON herald.platforms TO herald_daemon;
@@ -1048,7 +1048,6 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE,
     CONSTRAINT devices_platform_fkey FOREIGN KEY (platform) REFERENCES herald.platforms(platform),
     CONSTRAINT devices_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind),
-    CONSTRAINT "a web device has its subscription's keys" CHECK (((platform <> 'web'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))),
     CONSTRAINT devices_check CHECK (((disabled_at IS NULL) = (disabled_reason IS NULL))),
     CONSTRAINT devices_check1 CHECK (((disabled_at IS NULL) = (disabled_cause IS NULL))),
     CONSTRAINT devices_check2 CHECK (((push_token IS NOT NULL) OR (disabled_at IS NOT NULL))),
@@ -1056,7 +1055,7 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
     CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text))
 );
-ALTER TABLE herald.devices ADD CONSTRAINT "a UnifiedPush device has its keys" CHECK (((token_kind <> 'unifiedpush'::text) OR (push_token IS NULL) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))) NOT VALID;
+ALTER TABLE herald.devices ADD CONSTRAINT "a device's subscription keys are whole" CHECK ((((web_p256dh IS NULL) AND (web_auth IS NULL)) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))) NOT VALID;
 CREATE INDEX devices_enabled_by_user ON herald.devices USING btree (app_id, user_ref) WHERE (disabled_at IS NULL);
 COMMENT ON TABLE herald.devices IS 'One row per app installation: its push token and the token''s kind, its user, and whether it is enabled (herald.register_device, herald.unregister_device). A device whose token died or moved, or that logged out, is disabled, never deleted: operators see when and why, and registering enables it again.';
 COMMENT ON COLUMN herald.devices.id IS 'Herald''s id for the device, which herald.deliveries, herald.wakeups, herald.activity_tokens and herald.push_type_tokens name as device_id, and which every report reference carries.';
@@ -1072,7 +1071,7 @@ COMMENT ON COLUMN herald.devices.registered_at IS 'When herald.register_device w
 COMMENT ON COLUMN herald.devices.last_wakeup_at IS 'When the reconcile worker (herald.reconcile) last queued a silent wake-up for this iOS device because notifications sent to it went unreported; NULL if never. herald.wakeups has each wake-up.';
 COMMENT ON COLUMN herald.devices.web_p256dh IS 'For a subscription token (token_kind web_subscription or unifiedpush): the subscription''s P-256 public key, 65 bytes uncompressed (RFC 8291), that dispatch encrypts each push to. NULL for other token kinds.';
 COMMENT ON COLUMN herald.devices.web_auth IS 'For a subscription token (token_kind web_subscription or unifiedpush): the subscription''s 16-byte authentication secret (RFC 8291), used with web_p256dh to encrypt each push. NULL for other token kinds.';
-COMMENT ON COLUMN herald.devices.token_kind IS 'What push_token is, one of herald.token_kinds; with a delivery''s payload kind it picks the route (herald.route_rules). Given to herald.register_device, or else the platform''s default (apns_device_token on iOS when the app''s ios_transport is apns).';
+COMMENT ON COLUMN herald.devices.token_kind IS 'What push_token is, one of herald.token_kinds; with a delivery''s payload kind it picks the route (herald.route_rules). Given to herald.register_device, or else the platform''s default (herald.platforms, herald.transport_token_kinds).';
 COMMENT ON COLUMN herald.devices.registration_started_at IS 'When the device''s current registration began: its first herald.register_device, or the first after a logout or for another user_ref (a token refresh keeps it). Its report references (herald.pending_notifications) read only deliveries made since.';
 COMMENT ON COLUMN herald.devices.last_reported_at IS 'When the app last reported a delivery to this device (herald.reconcile). A device that has reported since its registration began has its deliveries counted against its provider''s store (herald.routes.device_store_capacity). NULL: never.';
 
@@ -1209,6 +1208,26 @@ COMMENT ON COLUMN herald.route_targets.route IS 'The route it takes (herald.rout
 REVOKE ALL ON herald.route_targets FROM herald_daemon;
 GRANT SELECT ON herald.route_targets TO herald_operator;
 GRANT SELECT ON herald.route_targets TO herald_daemon;
+
+
+-- herald.transport_token_kinds
+-- ----------------------------
+
+CREATE TABLE herald.transport_token_kinds (
+    platform text NOT NULL,
+    transport text NOT NULL,
+    token_kind text NOT NULL,
+    CONSTRAINT transport_token_kinds_pkey PRIMARY KEY (platform, transport),
+    CONSTRAINT transport_token_kinds_platform_fkey FOREIGN KEY (platform) REFERENCES herald.platforms(platform),
+    CONSTRAINT transport_token_kinds_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind)
+);
+COMMENT ON TABLE herald.transport_token_kinds IS 'The token kind a device of a platform holds when registered without one, by the transport its app chose for that platform (herald.apps.ios_transport); no row: the platform''s default_token_kind. Rows belong to the migrations.';
+COMMENT ON COLUMN herald.transport_token_kinds.platform IS 'The device''s platform (herald.platforms).';
+COMMENT ON COLUMN herald.transport_token_kinds.transport IS 'The app''s transport for the platform, as herald.apps.ios_transport holds it.';
+COMMENT ON COLUMN herald.transport_token_kinds.token_kind IS 'The token kind such a device holds (herald.token_kinds).';
+REVOKE ALL ON herald.transport_token_kinds FROM herald_daemon;
+GRANT SELECT ON herald.transport_token_kinds TO herald_operator;
+GRANT SELECT ON herald.transport_token_kinds TO herald_daemon;
 
 
 -- herald.wakeups

@@ -241,7 +241,6 @@ DECLARE
     auth bytea;
     kind text := token_kind;
     kind_row herald.token_kinds;
-    transport text;
     app_row herald.apps;
     platform_row herald.platforms;
 BEGIN
@@ -269,11 +268,12 @@ BEGIN
         RAISE EXCEPTION 'herald.register_device: unknown app %; add it to herald.apps first', quote_literal(app)
             USING ERRCODE = 'foreign_key_violation';
     END IF;
-    transport := app_row.ios_transport;
-    -- What the token is decides how it is sent. Unsaid: the platform's own (herald.platforms), or
-    -- for iOS an APNs device token when the app sends to APNs directly.
-    kind := coalesce(kind, CASE WHEN platform = 'ios' AND transport = 'apns' THEN 'apns_device_token'
-                                ELSE platform_row.default_token_kind END);
+    -- What the token is decides how it is sent. Unsaid: the one of the transport the app chose for
+    -- the platform (an APNs device token for iOS when the app sends to APNs directly), or else the
+    -- platform's own.
+    kind := coalesce(kind, (SELECT t.token_kind FROM herald.transport_token_kinds t
+                            WHERE t.platform = register_device.platform AND t.transport = app_row.ios_transport),
+                     platform_row.default_token_kind);
     SELECT * INTO kind_row FROM herald.token_kinds k WHERE k.token_kind = kind;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.register_device: token_kind must be one of herald.token_kinds (%), not %',

@@ -1,6 +1,5 @@
 import Foundation
 import HeraldCore
-import HeraldFCM
 import HeraldHTTP
 import HeraldPostgres
 import Logging
@@ -21,9 +20,9 @@ public struct AppSetup: Sendable, Equatable {
 /// client, with what a provider's routes share across apps (``shared(_:make:)``).
 public actor Senders {
     public struct Configuration: Sendable {
-        public var defaultCredentialsFile: String?
-        /// Each FCM project's sends a second, for the whole fleet.
-        public var ratePerSecond: Double = FCMQuota.defaultRate
+        /// What the daemon's configuration sets for a provider (``FCMSettings``), by its type:
+        /// each provider reads its own.
+        private var providerSettings: [ObjectIdentifier: any Sendable] = [:]
         /// A base URL a provider sends to instead of its own servers (a local stand-in), by the
         /// provider's name (`herald.providers`), for every app; a provider with more than one API
         /// names the others itself (``APNsRoute/channelsEndpoint``). None: the provider's own,
@@ -36,6 +35,14 @@ public actor Senders {
         /// Whether the process has run out of file descriptors (tests stand in for it).
         public var descriptorsExhausted: @Sendable () -> Bool = FileDescriptors.areExhausted
         public init() {}
+
+        public mutating func set<Settings: Sendable>(_ settings: Settings) {
+            providerSettings[ObjectIdentifier(Settings.self)] = settings
+        }
+
+        func settings<Settings: Sendable>(_ type: Settings.Type) -> Settings? {
+            providerSettings[ObjectIdentifier(type)] as? Settings
+        }
     }
 
     /// The names of the providers compiled in (`herald.providers.provider`).
@@ -52,8 +59,8 @@ public actor Senders {
     nonisolated let clock: any MonotonicClock
     /// Each route made, by app and provider, with the settings row it was made from.
     private var routes: [String: (row: Data?, route: any ProviderRoute)] = [:]
-    /// Where each FCM project's quota is drawn, shared with every daemon on the database; nil:
-    /// this daemon keeps to the rate alone.
+    /// Where a provider's quotas shared with every daemon on the database are drawn (an FCM
+    /// project's); nil: this daemon keeps to the rate alone.
     let quotaConnection: PostgresConnection?
     /// What providers share, by their keys.
     private var sharedByKey: [String: any Sendable] = [:]

@@ -2,6 +2,19 @@ import Foundation
 import HeraldCore
 import HeraldFCM
 
+/// What the daemon's configuration sets for FCM, for every app (``Senders/Configuration/set(_:)``).
+public struct FCMSettings: Sendable {
+    /// `GOOGLE_APPLICATION_CREDENTIALS`: the service-account file of an app that names none.
+    public var defaultCredentialsFile: String?
+    /// Each FCM project's sends a second, for the whole fleet.
+    public var ratePerSecond: Double = FCMQuota.defaultRate
+
+    public init(defaultCredentialsFile: String? = nil, ratePerSecond: Double = FCMQuota.defaultRate) {
+        self.defaultCredentialsFile = defaultCredentialsFile
+        self.ratePerSecond = ratePerSecond
+    }
+}
+
 /// An app's sends through FCM HTTP v1: Android and topic sends (route `fcm`), and iOS devices
 /// with FCM tokens (`fcm_apns`, which also need the app's APNs setup in Firebase). Made from
 /// the app's project and service-account file (or `GOOGLE_APPLICATION_CREDENTIALS`); the
@@ -31,7 +44,8 @@ struct FCMRoute: ProviderRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has no row in herald.app_fcm (its Firebase project)")
         }
-        guard let path = setup.credentialsFile ?? shared.configuration.defaultCredentialsFile else {
+        let settings = shared.configuration.settings(FCMSettings.self) ?? FCMSettings()
+        guard let path = setup.credentialsFile ?? settings.defaultCredentialsFile else {
             throw ConfigurationProblem(
                 "app \(app) has no credentials_file in herald.app_fcm and GOOGLE_APPLICATION_CREDENTIALS is not set")
         }
@@ -50,7 +64,7 @@ struct FCMRoute: ProviderRoute {
             metadata: ["app": "\(app)", "project": "\(setup.project)", "account": "\(account.clientEmail)"])
         let quota = shared.shared("fcm quota \(setup.project)") {
             FCMQuota(
-                project: setup.project, perSecond: shared.configuration.ratePerSecond,
+                project: setup.project, perSecond: settings.ratePerSecond,
                 connection: shared.quotaConnection, logger: shared.logger, clock: shared.clock)
         }
         return FCMRoute(client: client, quota: quota)
