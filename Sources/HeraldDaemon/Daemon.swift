@@ -59,7 +59,8 @@ public struct Daemon {
         var providers = Senders.Configuration()
         providers.set(
             FCMSettings(
-                defaultCredentialsFile: configuration.defaultCredentialsFile, ratePerSecond: configuration.fcmRateLimit))
+                defaultCredentialsFile: configuration.defaultCredentialsFile, ratePerSecond: configuration.fcmRateLimit)
+        )
         providers.endpoints = configuration.providerEndpoints
         if configuration.unifiedPush { providers.turnedOn.insert("HERALD_UNIFIEDPUSH") }
         let senders = Senders(
