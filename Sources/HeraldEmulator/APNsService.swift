@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCrypto
+import Hummingbird
 
 /// A notification the emulator's APNs accepted.
 public struct ReceivedAPNsNotification: Sendable {
@@ -430,5 +431,76 @@ actor APNsService {
         case .garbledAnswer: Answer(status: 400, reason: "Bad\u{0}Reason\r\n\u{7}")
         case .slow: Answer(status: 200, reason: nil)
         }
+    }
+}
+
+extension APNsService: EmulatedService {
+    /// APNs' sends, its broadcasts and channel management (its own host at Apple; a path here), and what makes keys and push-type tokens and lists what was received.
+    nonisolated func addRoutes(to router: inout EmulatorRouter) {
+        let apns = self
+        router.add("POST /3/device/*") { request in
+            let answer = await apns.push(
+                token: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
+                body: [UInt8](request.body))
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            return try Self.response(answer, document: nil)
+        }
+        // Broadcast channels: the management API (its own host at Apple; a path here) and sends.
+        for method in ["POST", "GET", "DELETE"] {
+            for resource in ["channels", "all-channels"] {
+                router.add("\(method) /1/apps/*/\(resource)") { request in
+                    let parts = request.path.split(separator: "/")
+                    let (answer, document) = await apns.manageChannels(
+                        method: method, bundleID: parts.count > 2 ? String(parts[2]) : "",
+                        all: resource == "all-channels", headers: request.headers,
+                        body: [UInt8](request.body))
+                    return try Self.response(answer, document: document)
+                }
+            }
+        }
+        router.add("POST /4/broadcasts/apps/*") { request in
+            let answer = await apns.broadcast(
+                bundleID: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
+                body: [UInt8](request.body))
+            return try Self.response(answer, document: nil)
+        }
+        router.add("POST /emulator/apns-keys") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
+            guard let team = object["team_id"] as? String, let keyID = object["key_id"] as? String,
+                let topics = object["topics"] as? [String]
+            else {
+                return EmulatorRouter.json(400, #"{"error":"expected {\"team_id\", \"key_id\", \"topics\": [...]}"}"#)
+            }
+            let pem = try await apns.makeKey(keyID: keyID, teamID: team, topics: Set(topics))
+            return EmulatorRouter.response(200, contentType: "application/x-pem-file", body: Data(pem.utf8))
+        }
+        router.add("POST /emulator/apns-tokens") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
+            guard let token = object["token"] as? String, let type = object["push_type"] as? String,
+                await apns.bindToken(token, pushType: type)
+            else {
+                return EmulatorRouter.json(
+                    400, #"{"error":"expected {\"token\", \"push_type\": widgets, voip, location or pushtotalk}"}"#)
+            }
+            return EmulatorRouter.json(200, "{}")
+        }
+        router.add("GET /emulator/apns") { _ in
+            let list = await apns.received.map {
+                "{\"device_token\":\(EmulatorRouter.quote($0.deviceToken)),\"apns_id\":\(EmulatorRouter.quote($0.apnsID)),\"headers\":\(String(decoding: try! JSONSerialization.data(withJSONObject: $0.headers, options: [.sortedKeys]), as: UTF8.self)),\"payload\":\($0.payload)}"
+            }
+            return EmulatorRouter.json(200, "[" + list.joined(separator: ",") + "]")
+        }
+    }
+
+    /// APNs' answer: `{"reason": …}` (and a 410's `timestamp`) on an error, or `document` when
+    /// there is one, with the answer's headers.
+    static func response(_ answer: Answer, document: Data?) throws -> Response {
+        var body: [String: Any] = [:]
+        if let reason = answer.reason { body["reason"] = reason }
+        if let timestamp = answer.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+        return EmulatorRouter.response(
+            answer.status, contentType: "application/json",
+            body: try document ?? (body.isEmpty ? Data() : JSONSerialization.data(withJSONObject: body)),
+            headers: answer.headers)
     }
 }

@@ -61,11 +61,13 @@ public struct ReceivedMessage: Sendable {
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class Emulator: Sendable {
-    private let state: EmulatorState
-    private let webPush: WebPushService
-    private let apns: APNsService
-    private let hms: HMSService
-    private let harmony: HarmonyService
+    /// The services the server answers for.
+    private let routes: EmulatorRoutes
+    private var state: EmulatorState { routes.state }
+    private var webPush: WebPushService { routes.webPush }
+    private var apns: APNsService { routes.apns }
+    private var hms: HMSService { routes.hms }
+    private var harmony: HarmonyService { routes.harmony }
     private let server: LoopbackServer
     public var port: UInt16 { server.port }
 
@@ -76,21 +78,12 @@ public final class Emulator: Sendable {
     public static func start(port: UInt16 = 0, host: String = "127.0.0.1") async throws -> Emulator {
         let routes = EmulatorRoutes()
         let server = try await LoopbackServer.start(routes.router(), host: host, port: port)
-        return Emulator(
-            server: server, state: routes.state, webPush: routes.webPush, apns: routes.apns, hms: routes.hms,
-            harmony: routes.harmony)
+        return Emulator(server: server, routes: routes)
     }
 
-    private init(
-        server: LoopbackServer, state: EmulatorState, webPush: WebPushService, apns: APNsService, hms: HMSService,
-        harmony: HarmonyService
-    ) {
+    private init(server: LoopbackServer, routes: EmulatorRoutes) {
         self.server = server
-        self.state = state
-        self.webPush = webPush
-        self.apns = apns
-        self.hms = hms
-        self.harmony = harmony
+        self.routes = routes
     }
 
     /// Stops the server: it no longer listens once this returns, and requests in progress are
@@ -121,14 +114,7 @@ public final class Emulator: Sendable {
     /// Injects `behaviour` for sends to `token` (or to a Web Push endpoint), for the next `times`
     /// sends (nil: until changed).
     public func setBehaviour(_ behaviour: EmulatorBehaviour?, forToken token: String, times: Int? = nil) async {
-        if token.hasPrefix("https://") {
-            await webPush.setBehaviour(behaviour, endpoint: token, times: times)
-        } else {
-            await state.setBehaviour(behaviour, token: token, times: times)
-            await apns.setBehaviour(behaviour, token: token, times: times)
-            await hms.setBehaviour(behaviour, token: token, times: times)
-            await harmony.setBehaviour(behaviour, token: token, times: times)
-        }
+        for service in routes.services { await service.setBehaviour(behaviour, token: token, times: times) }
     }
 
     /// Trusts a Huawei app's OAuth 2.0 client id and secret for token requests; with `urgent`,
@@ -241,192 +227,20 @@ struct EmulatorRoutes {
     let hms = HMSService()
     let harmony = HarmonyService()
 
-    /// The routes. The first that matches a request answers it: `POST /v1/projects/messages:send`
-    /// is Huawei's, for client id `projects`, before FCM's `/v1/projects/*`.
+    /// Each provider's stand-in, in the order their routes are tried.
+    var services: [any EmulatedService] { [hms, harmony, apns, webPush, state] }
+
+    /// The routes: each service's, then the behaviours any of them can be told to give. The
+    /// first that matches a request answers it.
     func router() -> EmulatorRouter {
         var router = EmulatorRouter()
-        let state = self.state
-        let webPush = self.webPush
-        let apns = self.apns
-        let hms = self.hms
-        let harmony = self.harmony
-        router.add("POST /oauth2/v3/token") { request in
-            let (status, json) = await hms.issueToken(form: String(decoding: request.body, as: UTF8.self))
-            return Self.json(status, json)
-        }
-        router.add("POST /v1/*/messages:send") { request in
-            let answer = await hms.send(
-                clientID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
-                authorization: request.headers["authorization"], body: request.body)
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = Self.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
-            return response
-        }
-        router.add("POST /v3/*/messages:send") { request in
-            let answer = await harmony.send(
-                projectID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
-                headers: request.headers, body: request.body)
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = Self.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
-            return response
-        }
-        router.add("POST /emulator/harmony-projects") { request in
-            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
-            guard let project = object["project_id"] as? String, let keyID = object["key_id"] as? String,
-                let subAccount = object["sub_account"] as? String, let publicKey = object["public_key"] as? String,
-                (try? await harmony.registerProject(
-                    project, keyID: keyID, subAccount: subAccount, publicKeyPEM: publicKey)) != nil
-            else {
-                return Self.json(
-                    400,
-                    #"{"error":"expected {\"project_id\", \"key_id\", \"sub_account\", \"public_key\": a PEM public key}"}"#
-                )
-            }
-            return Self.json(200, "{}")
-        }
-        router.add("GET /emulator/harmony") { _ in
-            let list = await harmony.received.map {
-                "{\"project_id\":\(Self.quote($0.projectID)),\"request_id\":\(Self.quote($0.requestID)),\"push_type\":\($0.pushType),\"token\":\(Self.quote($0.token)),\"payload\":\($0.json)}"
-            }
-            return Self.json(200, "[" + list.joined(separator: ",") + "]")
-        }
-        router.add("POST /emulator/hms-apps") { request in
-            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
-            guard let clientID = object["client_id"] as? String, let secret = object["client_secret"] as? String else {
-                return Self.json(400, #"{"error":"expected {\"client_id\": …, \"client_secret\": …}"}"#)
-            }
-            await hms.registerApp(clientID: clientID, secret: secret, urgent: object["urgent"] as? Bool ?? false)
-            return Self.json(200, "{}")
-        }
-        router.add("GET /emulator/hms") { _ in
-            let list = await hms.received.map {
-                "{\"client_id\":\(Self.quote($0.clientID)),\"request_id\":\(Self.quote($0.requestID)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
-            }
-            return Self.json(200, "[" + list.joined(separator: ",") + "]")
-        }
-        router.add("POST /3/device/*") { request in
-            let answer = await apns.push(
-                token: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
-                body: [UInt8](request.body))
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            return try Self.apnsResponse(answer, document: nil)
-        }
-        // Broadcast channels: the management API (its own host at Apple; a path here) and sends.
-        for method in ["POST", "GET", "DELETE"] {
-            for resource in ["channels", "all-channels"] {
-                router.add("\(method) /1/apps/*/\(resource)") { request in
-                    let parts = request.path.split(separator: "/")
-                    let (answer, document) = await apns.manageChannels(
-                        method: method, bundleID: parts.count > 2 ? String(parts[2]) : "",
-                        all: resource == "all-channels", headers: request.headers,
-                        body: [UInt8](request.body))
-                    return try Self.apnsResponse(answer, document: document)
-                }
-            }
-        }
-        router.add("POST /4/broadcasts/apps/*") { request in
-            let answer = await apns.broadcast(
-                bundleID: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
-                body: [UInt8](request.body))
-            return try Self.apnsResponse(answer, document: nil)
-        }
-        router.add("POST /emulator/apns-keys") { request in
-            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
-            guard let team = object["team_id"] as? String, let keyID = object["key_id"] as? String,
-                let topics = object["topics"] as? [String]
-            else { return Self.json(400, #"{"error":"expected {\"team_id\", \"key_id\", \"topics\": [...]}"}"#) }
-            let pem = try await apns.makeKey(keyID: keyID, teamID: team, topics: Set(topics))
-            return Self.response(200, contentType: "application/x-pem-file", body: Data(pem.utf8))
-        }
-        router.add("POST /emulator/apns-tokens") { request in
-            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
-            guard let token = object["token"] as? String, let type = object["push_type"] as? String,
-                await apns.bindToken(token, pushType: type)
-            else {
-                return Self.json(
-                    400, #"{"error":"expected {\"token\", \"push_type\": widgets, voip, location or pushtotalk}"}"#)
-            }
-            return Self.json(200, "{}")
-        }
-        router.add("GET /emulator/apns") { _ in
-            let list = await apns.received.map {
-                "{\"device_token\":\(Self.quote($0.deviceToken)),\"apns_id\":\(Self.quote($0.apnsID)),\"headers\":\(String(decoding: try! JSONSerialization.data(withJSONObject: $0.headers, options: [.sortedKeys]), as: UTF8.self)),\"payload\":\($0.payload)}"
-            }
-            return Self.json(200, "[" + list.joined(separator: ",") + "]")
-        }
-        router.add("POST /push/*") { request in
-            let answer = await webPush.push(
-                id: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
-                body: [UInt8](request.body))
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            return Self.response(
-                answer.status, contentType: "text/plain; charset=UTF-8", body: Data(answer.text.utf8),
-                headers: answer.headers)
-        }
-        router.add("POST /emulator/subscriptions") { request in
-            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
-            guard let base = object["base"] as? String, base.hasPrefix("https://") else {
-                return Self.json(400, #"{"error":"expected {\"base\": \"https://…\"}"}"#)
-            }
-            let subscription = try await webPush.subscribe(
-                base: base, applicationServerKey: object["application_server_key"] as? String)
-            return Self.json(200, subscription.json)
-        }
-        router.add("GET /emulator/web-pushes") { _ in
-            let list = await webPush.received.map {
-                "{\"endpoint\":\(Self.quote($0.endpoint)),\"ttl\":\($0.ttl),\"urgency\":\(Self.quote($0.urgency ?? "")),\"topic\":\(Self.quote($0.topic ?? "")),\"payload\":\($0.payload)}"
-            }
-            return Self.json(200, "[" + list.joined(separator: ",") + "]")
-        }
-        router.add("POST /token") { request in
-            let body = String(decoding: request.body, as: UTF8.self)
-            let (status, json) = await state.issueToken(form: body)
-            return Self.json(status, json)
-        }
-        router.add("POST /v1/projects/*") { request in
-            let body = request.body
-            let answer = await state.send(
-                path: request.path, authorization: request.headers["authorization"], body: body)
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = Self.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
-            return response
-        }
-        router.add("POST /emulator/fcm-devices") { request in
-            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
-            guard let token = object["token"] as? String else {
-                return Self.json(
-                    400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
-            }
-            if object["inactive"] as? Bool == true {
-                await state.makeDeviceInactive(token)
-            } else if let online = object["online"] as? Bool {
-                await state.setDevice(token, online: online)
-            } else {
-                return Self.json(
-                    400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
-            }
-            let device = await state.devices[token] ?? FCMDevice()
-            let received = device.received.map { $0.json }.joined(separator: ",")
-            return Self.json(
-                200,
-                "{\"online\":\(device.online),\"stored\":\(device.storedCount),\"deleted_notices\":\(device.deletedNotices),\"received\":[\(received)]}"
-            )
-        }
-        router.add("GET /emulator/messages") { _ in
-            let messages = await state.messages
-            let list = messages.map {
-                "{\"project\":\(Self.quote($0.projectID)),\"name\":\(Self.quote($0.name)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
-            }
-            return Self.json(200, "[" + list.joined(separator: ",") + "]")
-        }
+        for service in services { service.addRoutes(to: &router) }
+        let services = self.services
         router.add("POST /emulator/behaviours") { request in
             let body = request.body
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
                 let token = object["token"] as? String
-            else { return Self.json(400, #"{"error":"expected {\"token\": …, \"behaviour\": …}"}"#) }
+            else { return EmulatorRouter.json(400, #"{"error":"expected {\"token\": …, \"behaviour\": …}"}"#) }
             let retryAfter = object["retry_after"] as? Int
             let behaviour: EmulatorBehaviour?
             switch object["behaviour"] as? String {
@@ -444,33 +258,20 @@ struct EmulatorRoutes {
             case "garbled_answer": behaviour = .garbledAnswer
             case "slow": behaviour = .slow(milliseconds: object["milliseconds"] as? Int ?? 1000)
             case nil, "none": behaviour = nil
-            case let other?: return Self.json(400, "{\"error\":\(Self.quote("unknown behaviour \(other)"))}")
+            case let other?:
+                return EmulatorRouter.json(400, "{\"error\":\(EmulatorRouter.quote("unknown behaviour \(other)"))}")
             }
-            if token.hasPrefix("https://") {
-                await webPush.setBehaviour(behaviour, endpoint: token, times: object["times"] as? Int)
-            } else {
-                await state.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
-                await apns.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
-                await hms.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
-                await harmony.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
+            for service in services {
+                await service.setBehaviour(behaviour, token: token, times: object["times"] as? Int)
             }
-            return Self.json(200, "{}")
+            return EmulatorRouter.json(200, "{}")
         }
         return router
     }
+}
 
-    /// APNs' answer: `{"reason": …}` (and a 410's `timestamp`) on an error, or `document` when
-    /// there is one, with the answer's headers.
-    static func apnsResponse(_ answer: APNsService.Answer, document: Data?) throws -> Response {
-        var body: [String: Any] = [:]
-        if let reason = answer.reason { body["reason"] = reason }
-        if let timestamp = answer.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
-        return response(
-            answer.status, contentType: "application/json",
-            body: try document ?? (body.isEmpty ? Data() : JSONSerialization.data(withJSONObject: body)),
-            headers: answer.headers)
-    }
-
+/// What every service's handlers answer with.
+extension EmulatorRouter {
     static func json(_ status: Int, _ body: String) -> Response {
         response(status, contentType: "application/json; charset=UTF-8", body: Data(body.utf8))
     }

@@ -101,3 +101,13 @@ struct EmulatorRouter: HTTPResponder {
         (URLComponents(string: target)?.percentEncodedPath).flatMap { URL(string: $0)?.standardized.path } ?? ""
     }
 }
+
+/// A provider's stand-in: the routes it answers, and the errors it can be told to give.
+protocol EmulatedService: Sendable {
+    /// Adds its routes; the services' are tried in the order ``EmulatorRoutes/services`` lists
+    /// them.
+    func addRoutes(to router: inout EmulatorRouter)
+    /// Gives `behaviour` to its next `times` sends (nil: until changed) to `token`, a token or an
+    /// endpoint as it takes them; one it never sends to is never met.
+    func setBehaviour(_ behaviour: EmulatorBehaviour?, token: String, times: Int?) async
+}

@@ -278,3 +278,52 @@ actor EmulatorState {
         return Answer(status: code, json: json)
     }
 }
+
+extension EmulatorState: EmulatedService {
+    /// Google's token endpoint and FCM's sends, the modelled app instances, and what lists what was received.
+    nonisolated func addRoutes(to router: inout EmulatorRouter) {
+        let state = self
+        router.add("POST /token") { request in
+            let body = String(decoding: request.body, as: UTF8.self)
+            let (status, json) = await state.issueToken(form: body)
+            return EmulatorRouter.json(status, json)
+        }
+        router.add("POST /v1/projects/*") { request in
+            let body = request.body
+            let answer = await state.send(
+                path: request.path, authorization: request.headers["authorization"], body: body)
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var response = EmulatorRouter.json(answer.status, answer.json)
+            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
+            return response
+        }
+        router.add("POST /emulator/fcm-devices") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
+            guard let token = object["token"] as? String else {
+                return EmulatorRouter.json(
+                    400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
+            }
+            if object["inactive"] as? Bool == true {
+                await state.makeDeviceInactive(token)
+            } else if let online = object["online"] as? Bool {
+                await state.setDevice(token, online: online)
+            } else {
+                return EmulatorRouter.json(
+                    400, #"{"error":"expected {\"token\", \"online\": true or false, or \"inactive\": true}"}"#)
+            }
+            let device = await state.devices[token] ?? FCMDevice()
+            let received = device.received.map { $0.json }.joined(separator: ",")
+            return EmulatorRouter.json(
+                200,
+                "{\"online\":\(device.online),\"stored\":\(device.storedCount),\"deleted_notices\":\(device.deletedNotices),\"received\":[\(received)]}"
+            )
+        }
+        router.add("GET /emulator/messages") { _ in
+            let messages = await state.messages
+            let list = messages.map {
+                "{\"project\":\(EmulatorRouter.quote($0.projectID)),\"name\":\(EmulatorRouter.quote($0.name)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
+            }
+            return EmulatorRouter.json(200, "[" + list.joined(separator: ",") + "]")
+        }
+    }
+}

@@ -216,3 +216,37 @@ struct PushKitAnswer {
         return PushKitAnswer(status: status, json: #"{"code":"\#(code)","msg":\#(msg),"requestId":"0"}"#)
     }
 }
+
+extension HMSService: EmulatedService {
+    /// Huawei's token endpoint and Push Kit's sends (before FCM's `/v1/projects/*`: client id `projects` is Huawei's), and what registers an app and lists what was received.
+    nonisolated func addRoutes(to router: inout EmulatorRouter) {
+        let hms = self
+        router.add("POST /oauth2/v3/token") { request in
+            let (status, json) = await hms.issueToken(form: String(decoding: request.body, as: UTF8.self))
+            return EmulatorRouter.json(status, json)
+        }
+        router.add("POST /v1/*/messages:send") { request in
+            let answer = await hms.send(
+                clientID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
+                authorization: request.headers["authorization"], body: request.body)
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var response = EmulatorRouter.json(answer.status, answer.json)
+            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
+            return response
+        }
+        router.add("POST /emulator/hms-apps") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
+            guard let clientID = object["client_id"] as? String, let secret = object["client_secret"] as? String else {
+                return EmulatorRouter.json(400, #"{"error":"expected {\"client_id\": …, \"client_secret\": …}"}"#)
+            }
+            await hms.registerApp(clientID: clientID, secret: secret, urgent: object["urgent"] as? Bool ?? false)
+            return EmulatorRouter.json(200, "{}")
+        }
+        router.add("GET /emulator/hms") { _ in
+            let list = await hms.received.map {
+                "{\"client_id\":\(EmulatorRouter.quote($0.clientID)),\"request_id\":\(EmulatorRouter.quote($0.requestID)),\"validate_only\":\($0.validateOnly),\"message\":\($0.json)}"
+            }
+            return EmulatorRouter.json(200, "[" + list.joined(separator: ",") + "]")
+        }
+    }
+}

@@ -260,3 +260,39 @@ actor HarmonyService {
         return (answer, nil)
     }
 }
+
+extension HarmonyService: EmulatedService {
+    /// HarmonyOS Push Kit's sends, and what registers a project and lists what was received.
+    nonisolated func addRoutes(to router: inout EmulatorRouter) {
+        let harmony = self
+        router.add("POST /v3/*/messages:send") { request in
+            let answer = await harmony.send(
+                projectID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
+                headers: request.headers, body: request.body)
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            var response = EmulatorRouter.json(answer.status, answer.json)
+            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
+            return response
+        }
+        router.add("POST /emulator/harmony-projects") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
+            guard let project = object["project_id"] as? String, let keyID = object["key_id"] as? String,
+                let subAccount = object["sub_account"] as? String, let publicKey = object["public_key"] as? String,
+                (try? await harmony.registerProject(
+                    project, keyID: keyID, subAccount: subAccount, publicKeyPEM: publicKey)) != nil
+            else {
+                return EmulatorRouter.json(
+                    400,
+                    #"{"error":"expected {\"project_id\", \"key_id\", \"sub_account\", \"public_key\": a PEM public key}"}"#
+                )
+            }
+            return EmulatorRouter.json(200, "{}")
+        }
+        router.add("GET /emulator/harmony") { _ in
+            let list = await harmony.received.map {
+                "{\"project_id\":\(EmulatorRouter.quote($0.projectID)),\"request_id\":\(EmulatorRouter.quote($0.requestID)),\"push_type\":\($0.pushType),\"token\":\(EmulatorRouter.quote($0.token)),\"payload\":\($0.json)}"
+            }
+            return EmulatorRouter.json(200, "[" + list.joined(separator: ",") + "]")
+        }
+    }
+}

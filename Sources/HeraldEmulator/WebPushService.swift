@@ -72,8 +72,9 @@ actor WebPushService {
         return subscription
     }
 
-    func setBehaviour(_ behaviour: EmulatorBehaviour?, endpoint: String, times: Int?) {
-        behaviours[endpoint] = behaviour.map { ($0, times) }
+    /// `token` is a subscription's endpoint.
+    func setBehaviour(_ behaviour: EmulatorBehaviour?, token: String, times: Int?) {
+        behaviours[token] = behaviour.map { ($0, times) }
     }
 
     func push(id: String, headers: [String: String], body: [UInt8]) -> Answer {
@@ -174,6 +175,37 @@ actor WebPushService {
         case .invalidToken, .senderIDMismatch, .invalidMessage: return Answer(status: 400, text: "bad request")
         case .garbledAnswer: return Answer(status: 400, text: "bad\u{0}request\r\n\u{7}")
         case .slow: return Answer(status: 201, text: "")
+        }
+    }
+}
+
+extension WebPushService: EmulatedService {
+    /// The subscriptions' endpoints, and what makes a subscription and lists what was received.
+    nonisolated func addRoutes(to router: inout EmulatorRouter) {
+        let webPush = self
+        router.add("POST /push/*") { request in
+            let answer = await webPush.push(
+                id: String(request.path.split(separator: "/").last ?? ""), headers: request.headers,
+                body: [UInt8](request.body))
+            if let delay = answer.delay { try await Task.sleep(for: delay) }
+            return EmulatorRouter.response(
+                answer.status, contentType: "text/plain; charset=UTF-8", body: Data(answer.text.utf8),
+                headers: answer.headers)
+        }
+        router.add("POST /emulator/subscriptions") { request in
+            let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
+            guard let base = object["base"] as? String, base.hasPrefix("https://") else {
+                return EmulatorRouter.json(400, #"{"error":"expected {\"base\": \"https://…\"}"}"#)
+            }
+            let subscription = try await webPush.subscribe(
+                base: base, applicationServerKey: object["application_server_key"] as? String)
+            return EmulatorRouter.json(200, subscription.json)
+        }
+        router.add("GET /emulator/web-pushes") { _ in
+            let list = await webPush.received.map {
+                "{\"endpoint\":\(EmulatorRouter.quote($0.endpoint)),\"ttl\":\($0.ttl),\"urgency\":\(EmulatorRouter.quote($0.urgency ?? "")),\"topic\":\(EmulatorRouter.quote($0.topic ?? "")),\"payload\":\($0.payload)}"
+            }
+            return EmulatorRouter.json(200, "[" + list.joined(separator: ",") + "]")
         }
     }
 }
