@@ -32,3 +32,12 @@ GRANT SELECT ON herald.transport_token_kinds TO herald_operator, herald_daemon;
 INSERT INTO herald.transport_token_kinds (platform, transport, token_kind) VALUES ('ios', 'apns', 'apns_device_token');
 COMMENT ON COLUMN herald.platforms.default_token_kind IS 'The token kind a device holds when registered without one, unless its app''s transport for the platform says another (herald.transport_token_kinds).';
 COMMENT ON COLUMN herald.devices.token_kind IS 'What push_token is, one of herald.token_kinds; with a delivery''s payload kind it picks the route (herald.route_rules). Given to herald.register_device, or else the platform''s default (herald.platforms, herald.transport_token_kinds).';
+
+-- Why a push type may be tried no longer than its max_ttl, as ingest's refusal says it: ingest
+-- named VoIP and Push to Talk in a CASE.
+ALTER TABLE herald.push_types ADD COLUMN max_ttl_reason text;
+UPDATE herald.push_types SET max_ttl_reason = CASE WHEN push_type IN ('voip', 'pushtotalk')
+                                                   THEN 'a late one must not ring or play'
+                                                   ELSE 'APNs keeps nothing longer' END;
+ALTER TABLE herald.push_types ALTER COLUMN max_ttl_reason SET NOT NULL;
+COMMENT ON COLUMN herald.push_types.max_ttl_reason IS 'Why it may be tried no longer than max_ttl, as ingest''s refusal of a longer ttl or expires_at says it.';

@@ -57,11 +57,11 @@ INSERT INTO herald.platforms (platform, description, payload_kind, silent_payloa
     ('harmony', 'a HarmonyOS NEXT phone', 'harmony_alert', 'harmony_background', 'harmony_token'),
     ('ios', 'an iPhone or iPad', 'ios_alert', 'ios_background', 'registration_token'),
     ('web', 'a browser', 'web', 'web', 'web_subscription');
-INSERT INTO herald.push_types (push_type, description, payload_kind, token_kind, max_payload_bytes, takes_data, may_be_normal, default_ttl, max_ttl) VALUES
-    ('location', 'location queries (the app''s Location Push Service Extension answers)', 'ios_location', 'apns_location_token', 4096, true, true, NULL, '28 days'),
-    ('pushtotalk', 'Push to Talk (the system wakes the app to play a channel''s audio)', 'ios_pushtotalk', 'apns_pushtotalk_token', 4096, true, false, '00:00:10', '00:01:00'),
-    ('voip', 'PushKit VoIP calls (the app reports each to CallKit)', 'ios_voip', 'apns_voip_token', 5120, true, false, '00:00:30', '00:02:00'),
-    ('widgets', 'WidgetKit push updates (the widgets reload their timelines; iOS 26)', 'ios_widgets', 'apns_widgets_token', 4096, false, false, NULL, '28 days');
+INSERT INTO herald.push_types (push_type, description, payload_kind, token_kind, max_payload_bytes, takes_data, may_be_normal, default_ttl, max_ttl, max_ttl_reason) VALUES
+    ('location', 'location queries (the app''s Location Push Service Extension answers)', 'ios_location', 'apns_location_token', 4096, true, true, NULL, '28 days', 'APNs keeps nothing longer'),
+    ('pushtotalk', 'Push to Talk (the system wakes the app to play a channel''s audio)', 'ios_pushtotalk', 'apns_pushtotalk_token', 4096, true, false, '00:00:10', '00:01:00', 'a late one must not ring or play'),
+    ('voip', 'PushKit VoIP calls (the app reports each to CallKit)', 'ios_voip', 'apns_voip_token', 5120, true, false, '00:00:30', '00:02:00', 'a late one must not ring or play'),
+    ('widgets', 'WidgetKit push updates (the widgets reload their timelines; iOS 26)', 'ios_widgets', 'apns_widgets_token', 4096, false, false, NULL, '28 days', 'APNs keeps nothing longer');
 INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('android_data', 'hms_token', 'hms'),
     ('android_data', 'installation_id', 'fcm'),

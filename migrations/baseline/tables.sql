@@ -1135,6 +1135,7 @@ CREATE TABLE herald.push_types (
     may_be_normal boolean NOT NULL,
     default_ttl interval,
     max_ttl interval NOT NULL,
+    max_ttl_reason text NOT NULL,
     CONSTRAINT push_types_pkey PRIMARY KEY (push_type),
     CONSTRAINT push_types_payload_kind_key UNIQUE (payload_kind),
     CONSTRAINT push_types_token_kind_key UNIQUE (token_kind),
@@ -1150,6 +1151,7 @@ COMMENT ON COLUMN herald.push_types.takes_data IS 'Whether the producer''s data 
 COMMENT ON COLUMN herald.push_types.may_be_normal IS 'Whether priority ''normal'' (APNs'' 5) may be asked for; when false, ingest rejects it.';
 COMMENT ON COLUMN herald.push_types.default_ttl IS 'How long it is tried when the producer gives no ttl or expires_at; NULL: the app''s default_ttl.';
 COMMENT ON COLUMN herald.push_types.max_ttl IS 'The longest it may be tried; ingest rejects a ttl or expires_at beyond it.';
+COMMENT ON COLUMN herald.push_types.max_ttl_reason IS 'Why it may be tried no longer than max_ttl, as ingest''s refusal of a longer ttl or expires_at says it.';
 REVOKE ALL ON herald.push_types FROM herald_daemon;
 GRANT SELECT ON herald.push_types TO herald_operator;
 GRANT SELECT ON herald.push_types TO herald_daemon;

@@ -375,8 +375,7 @@ BEGIN
             WHEN data_problem IS NOT NULL THEN data_problem
             WHEN expires > run_at + type_row.max_ttl THEN
                 format('a %s push may be tried for %s at most (ttl or expires_at): %s', n.push_type, type_row.max_ttl,
-                       CASE WHEN n.push_type IN ('voip', 'pushtotalk') THEN 'a late one must not ring or play'
-                            ELSE 'APNs keeps nothing longer' END)
+                       type_row.max_ttl_reason)
             -- Herald's keys (herald_notification_id, herald_report and its URL) take about 300.
             WHEN octet_length(converted::text) + 300 > type_row.max_payload_bytes THEN
                 format('payload is about %s bytes once encoded, %s over APNs'' %s-byte limit for %s pushes; shorten the data',
