@@ -33,22 +33,13 @@ public struct IngestWorker: BatchWorker {
     public var gathersWakeUps: Bool { true }
 
     enum SQL {
-        /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them; a device
-        /// whose store at its provider is full gets a catch-up message at most every $6 seconds;
-        /// $7 the apps whose notifications to leave alone (``HeldApps``).
+        /// $3 the worker to lease deliveries to at birth, for $4 seconds, up to $5 of them (their
+        /// ids: `leased`, for this daemon's dispatch, ``BirthLeases``); a device whose store at its
+        /// provider is full gets a catch-up message at most every $6 seconds; $7 the apps whose
+        /// notifications to leave alone (``HeldApps``).
         static let ingestNext = """
-            SELECT accepted, rejected, expired, no_devices, superseded, deliveries
+            SELECT accepted, rejected, expired, no_devices, superseded, deliveries, leased
             FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6), $7)
-            """
-        /// As ``ingestNext``, and the deliveries leased at birth read as the claim reads them
-        /// (`herald.claim_sends`' `held`, `migrations/functions/dispatch.sql`), beside the counts:
-        /// one row each, or a row of the counts alone when none was leased (not the leased ids,
-        /// which every row would repeat). The claim sees what ingest made: it is a volatile
-        /// function, so each of its statements takes a new snapshot.
-        static let ingestNextAndRead = """
-            SELECT i.accepted, i.rejected, i.expired, i.no_devices, i.superseded, i.deliveries, s.*
-            FROM herald.ingest_next($1, $2, $3, make_interval(secs => $4), $5, make_interval(secs => $6), $7) i
-            LEFT JOIN LATERAL herald.claim_sends($2, 0, $3, make_interval(secs => $4), i.leased) s ON true
             """
         static let ingest = """
             SELECT accepted, rejected, expired, no_devices, superseded, deliveries
@@ -71,7 +62,7 @@ public struct IngestWorker: BatchWorker {
             let reserved = context.births?.reserve(upTo: limit) ?? 0
             let now = context.clock.now()
             let counts = try await ingest(
-                reserved > 0 ? SQL.ingestNextAndRead : SQL.ingestNext,
+                SQL.ingestNext,
                 [
                     limit, now, context.workerID, context.lease.seconds, reserved,
                     catchUpInterval.seconds, context.heldApps.held(kind: kind, at: now),
@@ -142,24 +133,20 @@ public struct IngestWorker: BatchWorker {
             "rejected a notification that cannot be ingested", metadata: ["notification": "\(id)", "error": "\(error)"])
     }
 
-    /// Runs one ingest statement and hands what it leased at birth (into `reserved` room, leases
-    /// asked for at `leasedAt`), with the rows it read of them, to dispatch; returns how many
-    /// notifications it ingested.
+    /// Runs one ingest statement and hands the ids of what it leased at birth (into `reserved`
+    /// room, leases asked for at `leasedAt`) to dispatch; returns how many notifications it
+    /// ingested.
     private func ingest(
         _ sql: String, _ parameters: [any PostgresEncodable], reserved: Int = 0,
         leasedAt: ContinuousClock.Instant = .now
     ) async throws -> Int {
         let names = ["accepted", "rejected", "expired", "no_devices", "superseded", "deliveries"]
         let counts: [Int]
-        var births: [BirthLeases.Birth] = []
+        var births: [Int64] = []
         do {
             let rows = try await context.connection.query(sql, parameters)
             counts = try names.map { try rows[0].decode($0, as: Int.self) }
-            if reserved > 0 {
-                births = try rows.compactMap { row in
-                    try row.decode("delivery_id", as: Int64?.self).map { BirthLeases.Birth(id: $0, row: row) }
-                }
-            }
+            if reserved > 0 { births = try rows[0].decode("leased", as: [Int64]?.self) ?? [] }
         } catch {
             _ = context.births?.hand([], reserved: reserved, leasedAt: leasedAt)  // the room is free again
             throw error

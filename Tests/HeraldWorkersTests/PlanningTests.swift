@@ -214,19 +214,17 @@ import Testing
             INSERT INTO herald.notifications (app_id, user_ref, title)
             SELECT 'shop', 'user-' || g, 'now' FROM generate_series(1, \(users)) g
             """)
-        // Half leased at birth and read with the ingest, half claimed from the queue.
+        // Half leased at birth, read by the claim beside the half it claims from the queue.
         let (ingest, leased) = try await reading("ingest") { session in
-            try session.query(
-                IngestWorker.SQL.ingestNextAndRead, [users, Date(), "w", 60.0, users / 2, 1800.0, [Int64]()]
-            )
-            .compactMap { try $0.decode("delivery_id", as: Int64?.self) }
+            try session.query(IngestWorker.SQL.ingestNext, [users, Date(), "w", 60.0, users / 2, 1800.0, [Int64]()])[0]
+                .decode("leased", as: [Int64].self)
         }
-        let (claim, queued) = try await reading("claim") { session in
-            try session.query(DispatchWorker.SQL.claim, [Date(), users - leased.count, "w", 60.0]).map {
+        let (claim, claimed) = try await reading("claim") { session in
+            try session.query(DispatchWorker.SQL.claim, [Date(), users - leased.count, "w", 60.0, leased]).map {
                 try $0.decode(0, as: Int64.self)
             }
         }
-        let claimed = leased + queued
+        let queued = claimed.filter { !leased.contains($0) }
         #expect(leased.count == users / 2 && claimed.count == users, "read \(leased.count), claimed \(queued.count)")
         let (extend, _) = try await reading("lease extension") { session in
             try session.query(DispatchWorker.SQL.extendLeases, [claimed, "w", Date(), 60.0], planning: .eachCall)

@@ -108,10 +108,8 @@ COMMENT ON VIEW herald.route_rules IS
 --
 -- `held`: deliveries ingest leased at birth to `worker` (herald.ingest), read beside the `batch`
 -- claimed ones, in the same shape; their lease and attempt were written when they were created.
--- The ingest worker reads its births this way, with no batch, in its own statement
--- (IngestWorker, BirthLeases), and hands them to its daemon's dispatch. That it sees the rows
--- ingest wrote in the same statement depends on this function being volatile (each statement
--- inside it takes a new snapshot): it must not be declared stable.
+-- Ingest hands their ids to its daemon's dispatch (BirthLeases), whose claim reads them so, with
+-- a share of the queue or, at a trickle, with no batch at all.
 --
 -- The rows it reads are read inside the function, after the lease, so they are as new as the
 -- rows it leases: a query around the function would read with its own, older snapshot, and
@@ -165,10 +163,10 @@ BEGIN
     IF NOT EXISTS (SELECT FROM herald.secrets s WHERE s.name = 'report_hmac') THEN
         RAISE EXCEPTION 'herald.secrets has no report_hmac: run herald migrate' USING ERRCODE = 'undefined_object';
     END IF;
-    -- The lease, in a statement of its own, taken only when a batch is asked for: the
-    -- ingest worker reads its births with no batch, and starting this statement opens every
-    -- partition of herald.deliveries and every index of each, to update none. The rows it
-    -- leases are handed on as they are, not read again.
+    -- The lease, in a statement of its own, taken only when a batch is asked for: a claim of
+    -- births alone asks for none, and starting this statement opens every partition of
+    -- herald.deliveries and every index of each, to update none. The rows it leases are handed
+    -- on as they are, not read again.
     IF batch > 0 THEN
         WITH picked AS (
             SELECT d.id, d.locked_by AS abandoned_by

@@ -2,12 +2,33 @@ import Foundation
 import HeraldPostgres
 
 extension DispatchWorker {
-    /// Leases up to `limit` due deliveries (``SQL/claim``) and returns their rows.
-    func claim(limit: Int, now: Date) async throws -> [PostgresRow] {
-        Array(try await context.connection.query(SQL.claim, [now, limit, context.workerID, context.lease.seconds]))
+    /// A batch's work, in one statement (``SQL/claim``): the deliveries ingest leased at birth
+    /// (`births`, their ids), and beside them a share of the queue when it has some
+    /// (``BirthLeases/claimsQueue(holding:)``), up to `limit` in all.
+    func claim(limit: Int, births: [Int64], now: Date) async throws -> [PostgresRow] {
+        let fromQueue = context.births?.claimsQueue(holding: !births.isEmpty) ?? true
+        let asked = fromQueue ? BirthLeases.fromQueue(limit: limit, held: births.count) : 0
+        let rows: [PostgresRow]
+        do {
+            rows = Array(
+                try await context.connection.query(
+                    SQL.claim, [now, asked, context.workerID, context.lease.seconds, births]))
+        } catch {
+            if fromQueue { context.births?.queueSignalled() }
+            throw error
+        }
+        // A full claim leaves more queued: the next batch claims again, births or not.
+        if fromQueue, rows.count - births.count >= asked {
+            let held = Set(births)
+            let queued = rows.count { row in
+                (try? row.decode("delivery_id", as: Int64.self)).map(held.contains) == false
+            }
+            if queued >= asked { context.births?.queueSignalled() }
+        }
+        return rows
     }
 
-    /// Reads claimed deliveries' rows (a claim's, or those ingest read of its births), with the
+    /// Reads claimed deliveries' rows (queued ones a claim leased, or births it read), with the
     /// version of each one's app (for ``AppSetups``). A row that cannot be read (whatever it
     /// holds: a value out of Swift's range, a column out of step) is not sent and ends `failed`
     /// with the reason; the rest of the batch goes on.

@@ -68,8 +68,8 @@ public struct DispatchWorker: BatchWorker {
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
         let startedAt = context.monotonicClock.now
         let now = context.clock.now()
-        // Deliveries ingest leased at birth come first (read already, while half their lease is
-        // left), beside a share claimed from the queue when it has some (BirthLeases).
+        // Deliveries ingest leased at birth come first (while half their lease is left), beside
+        // a share claimed from the queue when it has some (BirthLeases).
         let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil, stale: [])
         if !held.stale.isEmpty {
             // Given back, due now: the next claim takes them (no NOTIFY says so).
@@ -81,22 +81,8 @@ public struct DispatchWorker: BatchWorker {
         let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
         do {
             let catalog = try await routes.contents(connection: context.connection)
-            var rows = held.births.map(\.row)
-            if context.births?.claimsQueue(holding: !rows.isEmpty) ?? true {
-                let asked = BirthLeases.fromQueue(limit: limit, held: rows.count)
-                let queued: [PostgresRow]
-                do {
-                    queued = try await claim(limit: asked, now: now)
-                } catch {
-                    context.births?.queueSignalled()
-                    throw error
-                }
-                // A full claim leaves more queued: the next batch claims again, births or not.
-                if queued.count >= asked { context.births?.queueSignalled() }
-                rows += queued
-                claimTimer.finished(
-                    took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
-            }
+            let rows = try await claim(limit: limit, births: held.births, now: now)
+            claimTimer.finished(took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
             (claimed, unreadable, versions) = read(rows, catalog: catalog, now: now)
         } catch {
             if let births = context.births, let leasedAt = held.leasedAt {

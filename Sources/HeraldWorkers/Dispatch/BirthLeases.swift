@@ -3,36 +3,32 @@ import HeraldPostgres
 import Logging
 import Synchronization
 
-/// Deliveries leased at birth, on their way from this daemon's ingest to its dispatch, each
-/// with its row ready to send.
+/// Deliveries leased at birth, on their way from this daemon's ingest to its dispatch: their
+/// ids, and when their leases were asked for.
 ///
 /// Ingest creates some of the deliveries it makes already leased to this daemon
-/// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and, in the same statement,
-/// reads them as a claim would (`herald.claim_sends`' `held`), then hands them here; the dispatch
-/// loops send them without a statement of their own. That saves each of them the claim's update
-/// of its row, and each commit at a trickle a claim, its round trip and the wait for the
-/// database's wake-up. Nobody else is woken for them: the NOTIFY that wakes dispatch goes out
-/// only for deliveries a claim can take now (`herald.notify_worker`'s `herald.wakes_itself`).
+/// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and hands their ids here;
+/// dispatch's claim reads them beside what it claims from the queue, in one statement
+/// (`herald.claim_sends`' `held`). That saves each of them the claim's update of its row, and
+/// each commit at a trickle the wait for the database's wake-up. Nobody else is woken for them:
+/// the NOTIFY that wakes dispatch goes out only for deliveries a claim can take now
+/// (`herald.notify_worker`'s `herald.wakes_itself`).
 ///
 /// What is reserved is bounded: ingest leases no more than ``room``, so a daemon holds only
 /// what its dispatch takes within moments, and the rest stay queued for any daemon. A dispatch
 /// batch takes up to its size from here; it claims from the queue too (at least ``queueShare``
 /// of its size, however many wait here) when it holds none, when a NOTIFY said deliveries are
 /// queued or the last claim came back full (``queueSignalled()``), and at least once a poll
-/// interval, so that deliveries already
-/// queued (a backlog, retries, scheduled sends coming due) keep their turn. At shutdown what is
-/// still here is given back (``SQL/release``); after a crash, the leases run out and any
-/// daemon's claim takes the deliveries, as for any claim a crash left. A delivery is sent from
-/// here only while half its lease is left, so that no other claim can take it while it is sent;
-/// one that waited longer (the dispatch loops stuck) is given back, due at once for any claim.
+/// interval, so that deliveries already queued (a backlog, retries, scheduled sends coming due)
+/// keep their turn. At shutdown what is still here is given back (``SQL/release``); after a
+/// crash, the leases run out and any daemon's claim takes the deliveries, as for any claim a
+/// crash left. A delivery is sent from here only while half its lease is left, so that no other
+/// claim can take it while it is sent; one that waited longer (the dispatch loops stuck) is
+/// given back, due at once for any claim.
 public final class BirthLeases: Sendable {
-    /// A delivery leased at birth, and its row as `herald.claim_sends` returns it.
-    struct Birth: Sendable {
-        var id: Int64
-        var row: PostgresRow
-    }
     private struct Handed {
-        var births: [Birth]
+        /// The deliveries' ids.
+        var births: [Int64]
         /// When the lease was asked for (before the ingest statement went out): it ends no
         /// earlier than this plus the lease.
         var leasedAt: ContinuousClock.Instant
@@ -104,7 +100,7 @@ public final class BirthLeases: Sendable {
     /// Hands deliveries an ingest statement leased at birth (with `reserved` room promised to
     /// it; none when it failed) to dispatch, and wakes it. Returns the ids of those refused
     /// because dispatch has stopped: the caller gives them back.
-    func hand(_ births: [Birth], reserved: Int, leasedAt: ContinuousClock.Instant) -> [Int64] {
+    func hand(_ births: [Int64], reserved: Int, leasedAt: ContinuousClock.Instant) -> [Int64] {
         let accepted = state.withLock { state -> Bool in
             state.reserved -= reserved
             guard !births.isEmpty else { return true }
@@ -113,27 +109,27 @@ public final class BirthLeases: Sendable {
             state.count += births.count
             return true
         }
-        guard accepted else { return births.map(\.id) }
+        guard accepted else { return births }
         if !births.isEmpty { wake() }
         return []
     }
 
-    /// Takes up to `limit` deliveries, oldest first, with the earliest time their leases were
+    /// Takes up to `limit` deliveries' ids, oldest first, with the earliest time their leases were
     /// asked for. Those asked for longer than `fresh` ago are not sent from here: their ids
     /// come back as `stale`, for the caller to give back. Wakes another loop if some are left.
     func take(upTo limit: Int, fresh: Duration) -> (
-        births: [Birth], leasedAt: ContinuousClock.Instant?, stale: [Int64]
+        births: [Int64], leasedAt: ContinuousClock.Instant?, stale: [Int64]
     ) {
         let now = clock.now
         var stale: [Int64] = []
         let (taken, leasedAt, left) = state.withLock { state in
-            var taken: [Birth] = []
+            var taken: [Int64] = []
             var leasedAt: ContinuousClock.Instant?
             while taken.count < limit, !state.handed.isEmpty {
                 if now - state.handed[0].leasedAt > fresh {
                     let dropped = state.handed.removeFirst().births
                     state.count -= dropped.count
-                    stale += dropped.map(\.id)
+                    stale += dropped
                     continue
                 }
                 let wanted = limit - taken.count
@@ -154,11 +150,11 @@ public final class BirthLeases: Sendable {
 
     /// Puts back, first in line, deliveries a batch took but could not send (the database
     /// away for its claim): they are still leased to this daemon, and the next batch tries them
-    /// again. Returns their ids if dispatch has stopped meanwhile: the caller gives them back.
-    func putBack(_ births: [Birth], leasedAt: ContinuousClock.Instant) -> [Int64] {
+    /// again. Returns them if dispatch has stopped meanwhile: the caller gives them back.
+    func putBack(_ births: [Int64], leasedAt: ContinuousClock.Instant) -> [Int64] {
         guard !births.isEmpty else { return [] }
         return state.withLock { state in
-            guard !state.closed else { return births.map(\.id) }
+            guard !state.closed else { return births }
             state.handed.insert(Handed(births: births, leasedAt: leasedAt), at: 0)
             state.count += births.count
             return []
@@ -196,7 +192,7 @@ public final class BirthLeases: Sendable {
                 state.handed = []
                 state.count = 0
             }
-            return state.handed.flatMap { $0.births.map(\.id) }
+            return state.handed.flatMap(\.births)
         }
     }
 
