@@ -2,10 +2,33 @@ import Foundation
 import HeraldPostgres
 
 extension DispatchWorker {
-    /// A batch's work, in one statement (``SQL/claim``): the deliveries ingest leased at birth
-    /// (`births`, their ids), and beside them a share of the queue when it has some
-    /// (``BirthLeases/claimsQueue(holding:)``), up to `limit` in all.
-    func claim(limit: Int, births: [Int64], now: Date) async throws -> [PostgresRow] {
+    /// A batch's work, up to `limit` deliveries: those ingest leased at birth first (while half
+    /// their lease is left, ``BirthLeases``), and beside them a share claimed from the queue when
+    /// it has some, in one statement. Returns their rows, and when their leases were asked for
+    /// (they end no earlier than this plus the lease). Births it cannot send are given back.
+    func claimBatch(limit: Int, now: Date) async throws -> (rows: [PostgresRow], claimedAt: ContinuousClock.Instant) {
+        let startedAt = context.monotonicClock.now
+        let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil, stale: [])
+        if !held.stale.isEmpty {
+            // Given back, due now: the next claim takes them (no NOTIFY says so).
+            await BirthLeases.release(held.stale, context: context)
+            context.births?.queueSignalled()
+        }
+        do {
+            let rows = try await claim(limit: limit, births: held.births, now: now)
+            claimTimer.finished(took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
+            return (rows, min(startedAt, held.leasedAt ?? startedAt))
+        } catch {
+            if let births = context.births, let leasedAt = held.leasedAt {
+                await BirthLeases.release(births.putBack(held.births, leasedAt: leasedAt), context: context)
+            }
+            throw error
+        }
+    }
+
+    /// One claim (``SQL/claim``): births `births` (their ids) read, and a share of the queue
+    /// leased when it has some (``BirthLeases/claimsQueue(holding:)``), up to `limit` in all.
+    private func claim(limit: Int, births: [Int64], now: Date) async throws -> [PostgresRow] {
         let fromQueue = context.births?.claimsQueue(holding: !births.isEmpty) ?? true
         let asked = fromQueue ? BirthLeases.fromQueue(limit: limit, held: births.count) : 0
         let rows: [PostgresRow]

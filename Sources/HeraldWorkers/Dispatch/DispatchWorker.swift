@@ -47,7 +47,7 @@ public struct DispatchWorker: BatchWorker {
     /// The providers it sends through, by name.
     var providers: [String: any ProviderRoute.Type] { context.senders?.providers ?? Self.compiledIn }
     static let compiledIn = Providers.byName(Providers.compiledIn)
-    private let claimTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .claim)
+    let claimTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .claim)
     let recordTimer = StatementTimer(kind: WorkerKind.dispatch.rawValue, .record)
     private let sendDuration = Metrics.Timer(label: "herald_send_batch_duration_seconds")
 
@@ -66,30 +66,10 @@ public struct DispatchWorker: BatchWorker {
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-        let startedAt = context.monotonicClock.now
         let now = context.clock.now()
-        // Deliveries ingest leased at birth come first (while half their lease is left), beside
-        // a share claimed from the queue when it has some (BirthLeases).
-        let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil, stale: [])
-        if !held.stale.isEmpty {
-            // Given back, due now: the next claim takes them (no NOTIFY says so).
-            await BirthLeases.release(held.stale, context: context)
-            context.births?.queueSignalled()
-        }
-        // The leases end no earlier than this plus the lease.
-        let claimedAt = min(startedAt, held.leasedAt ?? startedAt)
-        let (claimed, unreadable, versions): ([OutgoingDelivery], [Int64: DeliveryResult], [String: String])
-        do {
-            let catalog = try await routes.contents(connection: context.connection)
-            let rows = try await claim(limit: limit, births: held.births, now: now)
-            claimTimer.finished(took: context.monotonicClock.now - startedAt, rows: rows.count, logger: context.logger)
-            (claimed, unreadable, versions) = read(rows, catalog: catalog, now: now)
-        } catch {
-            if let births = context.births, let leasedAt = held.leasedAt {
-                await BirthLeases.release(births.putBack(held.births, leasedAt: leasedAt), context: context)
-            }
-            throw error
-        }
+        let catalog = try await routes.contents(connection: context.connection)
+        let (rows, claimedAt) = try await claimBatch(limit: limit, now: now)
+        let (claimed, unreadable, versions) = read(rows, catalog: catalog, now: now)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
         let apps: [String: AppSetup]
         do {
