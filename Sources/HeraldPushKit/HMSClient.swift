@@ -60,6 +60,11 @@ public struct HMSClient: Sendable {
     }
     let memory = Memory()
 
+    /// Whether Push Kit has accepted a send made with these credentials, as far as this client
+    /// knows; ``noteCredentialsAccepted()`` tells it of one it did not see (another daemon's).
+    public var credentialsAccepted: Bool { memory.accepted }
+    public func noteCredentialsAccepted() { memory.noteAccepted() }
+
     /// Sends each message (a request each, at once); the outcomes come in the same order.
     /// `validateOnly` asks Push Kit to check them without delivering (a dry run). A message
     /// refused for its urgency (80300011) is sent again as NORMAL, and so is every message after.

@@ -111,6 +111,11 @@ public struct HarmonyClient: Sendable {
     /// phone), and whether it refused one of its images (80100022).
     let memory = Memory()
 
+    /// Whether Push Kit has accepted a send made with this service account, as far as this client
+    /// knows; ``noteCredentialsAccepted()`` tells it of one it did not see (another daemon's).
+    public var credentialsAccepted: Bool { memory.accepted }
+    public func noteCredentialsAccepted() { memory.noteAccepted() }
+
     final class Memory: Sendable {
         private let state = Mutex((accepted: false, imageRefused: false))
         var accepted: Bool { state.withLock { $0.accepted } }

@@ -1,7 +1,9 @@
 import Foundation
 import HeraldEmulator
+import HeraldHTTP
 import HeraldPostgres
 import HeraldTestSupport
+import Logging
 import Testing
 
 @testable import HeraldWorkers
@@ -137,6 +139,39 @@ import Testing
         let mate = try await f.delivery(of: "mate")
         #expect(mate.state == "token_invalid", "\(mate)")
         #expect(try await f.delivery(of: "nova").state == "token_invalid")
+        _ = secret
+    }
+
+    /// Whether the app's credentials were ever accepted is known to every daemon
+    /// (`herald.accepted_credentials`): after a restart, or on another daemon, a phone Push Kit
+    /// calls invalid (80300007) is disabled at once, with no false configuration problem holding
+    /// back the app's other Huawei phones.
+    @Test func credentialsAcceptedBeforeARestartAreStillKnownAfterIt() async throws {
+        let f = try await WorkerFixture.make()
+        let secret = try await huaweiApp(f)
+        _ = try await registerHuawei(f, "mate")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "mate").state == "sent")
+        let kept = try await f.db.query("SELECT app_id, account FROM herald.accepted_credentials")
+        #expect(kept.count == 1)
+        #expect(try kept.first?.decode(1, as: String.self) == Self.clientID)
+
+        // A daemon started since, with nothing in its memory: a dead phone is that phone's.
+        var providers = Senders.Configuration()
+        providers.endpoints = ["hms": f.emulator.baseURL]
+        var restarted = f.context
+        restarted.senders = Senders(
+            http: HTTPClient(configuration: .init()), configuration: providers, logger: Logger(label: "test"))
+        let dead = try await registerHuawei(f, "old-mate", user: "bob")
+        await f.emulator.setBehaviour(.unregistered, forToken: dead)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'y')")
+        try await f.ingest()
+        try await DispatchWorker(context: restarted).drain()
+        let refused = try await f.delivery(of: "old-mate")
+        #expect(refused.state == "token_invalid" && refused.error?.contains("80300007") == true, "\(refused)")
+        #expect(try await f.db.query("SELECT 1 FROM herald.app_problems").isEmpty)
         _ = secret
     }
 

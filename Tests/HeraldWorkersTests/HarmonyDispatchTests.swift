@@ -1,8 +1,10 @@
 import Foundation
 import HeraldCrypto
 import HeraldEmulator
+import HeraldHTTP
 import HeraldPostgres
 import HeraldTestSupport
+import Logging
 import Testing
 
 @testable import HeraldWorkers
@@ -154,6 +156,37 @@ import Testing
             "SELECT device_id FROM herald.devices WHERE disabled_at IS NOT NULL ORDER BY device_id"
         ).map { try $0.decode(0, as: String.self) }
         #expect(disabled == ["old-mate", "upgraded-p50"])
+        _ = file
+    }
+
+    /// That a service account was accepted is known to every daemon: one started since takes a
+    /// token refused as not this project's (`noRight`) for the phone's, not the account's.
+    @Test func anAccountAcceptedBeforeARestartIsStillKnownAfterIt() async throws {
+        let f = try await WorkerFixture.make()
+        let file = try await harmonyApp(f)
+        _ = try await registerPhone(f, "mate-70", user: "bob")
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'x')")
+        try await f.ingest()
+        try await f.dispatch()
+        #expect(try await f.delivery(of: "mate-70").state == "sent")
+        #expect(
+            try await f.db.query("SELECT account FROM herald.accepted_credentials WHERE provider = 'harmony'").map {
+                try $0.decode(0, as: String.self)
+            } == ["project \(Self.projectID) key \(Self.keyID)"])
+
+        var providers = Senders.Configuration()
+        providers.endpoints = ["harmony": f.emulator.baseURL]
+        var restarted = f.context
+        restarted.senders = Senders(
+            http: HTTPClient(configuration: .init()), configuration: providers, logger: Logger(label: "test"))
+        let stale = try await registerPhone(f, "upgraded-p50")
+        await f.emulator.setBehaviour(.unregistered, forToken: stale)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'y')")
+        try await f.ingest()
+        try await DispatchWorker(context: restarted).drain()
+        let refused = try await f.delivery(of: "upgraded-p50")
+        #expect(refused.state == "token_invalid", "\(refused)")
+        #expect(try await f.db.query("SELECT 1 FROM herald.app_problems").isEmpty)
         _ = file
     }
 

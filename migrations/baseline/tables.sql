@@ -1,4 +1,4 @@
--- The schema after migration 46, for a new database: `herald migrate` applies this file,
+-- The schema after migration 47, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -858,6 +858,28 @@ COMMENT ON COLUMN herald.providers.settings IS 'The table or view of its setting
 REVOKE ALL ON herald.providers FROM herald_daemon;
 GRANT SELECT ON herald.providers TO herald_operator;
 GRANT SELECT ON herald.providers TO herald_daemon;
+
+
+-- herald.accepted_credentials
+-- ---------------------------
+
+CREATE TABLE herald.accepted_credentials (
+    app_id text NOT NULL,
+    provider text NOT NULL,
+    account text NOT NULL,
+    first_accepted_at timestamp with time zone NOT NULL,
+    CONSTRAINT accepted_credentials_pkey PRIMARY KEY (app_id, provider, account),
+    CONSTRAINT accepted_credentials_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT accepted_credentials_provider_fkey FOREIGN KEY (provider) REFERENCES herald.providers(provider)
+);
+COMMENT ON TABLE herald.accepted_credentials IS 'Credentials a provider has accepted an app''s send with, one row each, written by the daemon that saw it first: a refusal that means a dead token or another app''s credentials alike (Huawei''s 80300007) is read as a dead token only for credentials here.';
+COMMENT ON COLUMN herald.accepted_credentials.app_id IS 'The app whose send was accepted (herald.apps).';
+COMMENT ON COLUMN herald.accepted_credentials.provider IS 'The provider (herald.providers).';
+COMMENT ON COLUMN herald.accepted_credentials.account IS 'The credentials as the provider names them: Huawei''s OAuth 2.0 client id, a HarmonyOS service account''s project and key id.';
+COMMENT ON COLUMN herald.accepted_credentials.first_accepted_at IS 'When a daemon first saw the provider accept a send made with them.';
+REVOKE ALL ON herald.accepted_credentials FROM herald_daemon;
+GRANT INSERT, SELECT ON herald.accepted_credentials TO herald_daemon;
+GRANT DELETE, SELECT ON herald.accepted_credentials TO herald_operator;
 
 
 -- herald.redrives

@@ -24,6 +24,8 @@ struct HMSRoute: TokenRoute {
     }
 
     let client: HMSClient
+    /// The app's client id, as every daemon knows whether Push Kit accepted it.
+    let credentials: AcceptedCredentials
     /// Until when the app's sends wait after Push Kit's traffic control, shared by its routes in
     /// this daemon, so that what comes next waits too rather than being refused in turn.
     let trafficControl: ProviderPause
@@ -49,6 +51,7 @@ struct HMSRoute: TokenRoute {
             client: HMSClient(
                 clientID: setup.clientID, clientSecret: secret, endpoint: shared.configuration.endpoints[name],
                 http: shared.http, logger: shared.logger),
+            credentials: AcceptedCredentials(app: app, provider: name, account: setup.clientID),
             trafficControl: shared.shared("hms traffic control \(setup.clientID)") { ProviderPause() })
     }
 
@@ -62,6 +65,15 @@ struct HMSRoute: TokenRoute {
                 after: wait, reason: "Huawei Push Kit's traffic control, until \(until)")
             return batch.map { ($0, .sent(outcome, dryRun: $0.notification.dryRun, at: now)) }
         }
+        return await credentials.remembered(
+            context: context, accepted: { client.credentialsAccepted }, noteAccepted: client.noteCredentialsAccepted
+        ) { await sendEach(batch, builder: builder, now: now, context: context) }
+    }
+
+    /// Sends the deliveries, the dry runs apart (Push Kit's `validate_only`).
+    private func sendEach(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext)
+        async -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         for dryRun in [false, true] {
             let part = batch.filter { $0.notification.dryRun == dryRun }

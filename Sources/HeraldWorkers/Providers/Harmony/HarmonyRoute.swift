@@ -2,9 +2,6 @@ import Foundation
 import HeraldCore
 import HeraldPushKit
 
-/// An app's HarmonyOS NEXT phones, through Push Kit's v3 API (route `harmony`), registered with
-/// their Push Kit token (`harmony_token`). Made from the app's service-account key file and the
-/// category its notifications go as (`herald.app_harmony`).
 extension OutgoingDelivery.PayloadKind {
     /// A notification Push Kit shows on a HarmonyOS NEXT phone.
     static let harmonyAlert = Self(rawValue: "harmony_alert")
@@ -12,6 +9,9 @@ extension OutgoingDelivery.PayloadKind {
     static let harmonyBackground = Self(rawValue: "harmony_background")
 }
 
+/// An app's HarmonyOS NEXT phones, through Push Kit's v3 API (route `harmony`), registered with
+/// their Push Kit token (`harmony_token`). Made from the app's service-account key file and the
+/// category its notifications go as (`herald.app_harmony`).
 struct HarmonyRoute: TokenRoute {
     static let name = "harmony"
     static let displayName = "HarmonyOS Push Kit"
@@ -31,6 +31,9 @@ struct HarmonyRoute: TokenRoute {
     }
 
     let client: HarmonyClient
+    /// The service account (its project and key id), as every daemon knows whether Push Kit
+    /// accepted it.
+    let credentials: AcceptedCredentials
     let category: String
     /// Until when the app's sends wait after Push Kit's traffic control (its limit is each app's).
     let trafficControl: ProviderPause
@@ -53,6 +56,8 @@ struct HarmonyRoute: TokenRoute {
             client: HarmonyClient(
                 account: account, endpoint: shared.configuration.endpoints[name], http: shared.http,
                 logger: shared.logger),
+            credentials: AcceptedCredentials(
+                app: app, provider: name, account: "project \(account.projectID) key \(account.keyID)"),
             category: setup.category,
             trafficControl: shared.shared("harmony traffic control \(app)") { ProviderPause() })
     }
@@ -85,7 +90,9 @@ struct HarmonyRoute: TokenRoute {
                 reason: "HarmonyOS Push Kit's traffic control, until \(until)")
             return events + live.map { ($0.0, .sent(outcome, dryRun: false, at: now)) }
         }
-        let outcomes = await client.send(live.map(\.1))
+        let outcomes = await credentials.remembered(
+            context: context, accepted: { client.credentialsAccepted }, noteAccepted: client.noteCredentialsAccepted
+        ) { await client.send(live.map(\.1)) }
         let at = context.clock.now()
         for case .overQuota(let after, _) in outcomes {
             trafficControl.pause(until: at.addingTimeInterval(after.seconds))
