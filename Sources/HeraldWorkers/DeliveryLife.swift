@@ -151,9 +151,10 @@ public enum DeliveryLife {
                 result = retry(delivery, reason: reason, notBefore: after ?? .zero, at: at, backoff: backoff)
             case .overQuota(let after, let reason):
                 // Not the delivery's fault, nor an attempt: it waits as its sender does (an FCM
-                // project, in every daemon; a Huawei app, in this one).
+                // project over its quota, in every daemon; a Huawei app under traffic control, in
+                // this one). The provider's words say which.
                 result = DeliveryResult(
-                    state: .queued, error: "waiting: the sender is over its quota: \(reason)",
+                    state: .queued, error: "waiting: the provider holds the sender back: \(reason)",
                     requeue: .postponed(until: at.addingTimeInterval(after.seconds)))
             case .configurationError(let reason, _):
                 result = retry(

@@ -113,8 +113,8 @@ import Testing
             let waited = try await db.query(
                 """
                 SELECT count(*) FROM herald.deliveries
-                WHERE array_to_string(error_history, ' ') LIKE '%over its quota%'
-                   OR last_error LIKE '%over its quota%'
+                WHERE array_to_string(error_history, ' ') LIKE '%holds the sender back%'
+                   OR last_error LIKE '%holds the sender back%'
                 """)[0].decode(0, as: Int.self)
             let refusals = await load.emulator.quotaRefusals(project: "crash").count
             print(

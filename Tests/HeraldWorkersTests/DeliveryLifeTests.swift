@@ -70,7 +70,7 @@ import Testing
         guard case .postponed(let until) = result.requeue else { Issue.record("\(result)"); return }
         #expect(until == now.addingTimeInterval(30))
         #expect(
-            result.error == "waiting: the sender is over its quota: 429 RESOURCE_EXHAUSTED: Quota exceeded")
+            result.error == "waiting: the provider holds the sender back: 429 RESOURCE_EXHAUSTED: Quota exceeded")
     }
 
     @Test func answersEndTheDelivery() throws {

@@ -256,8 +256,15 @@ import Testing
         #expect(await f.emulator.hmsReceived.isEmpty)
         clock.advance(by: .seconds(2))
         try await f.dispatch()
-        #expect(try await f.delivery(of: "mate").state == "sent")
+        let sent = try await f.delivery(of: "mate")
+        #expect(sent.state == "sent")
         #expect(try await f.delivery(of: "nova").state == "sent")
+        // Sent, it shows no error; what it waited for is its history.
+        #expect(sent.error == nil, "\(sent)")
+        let history = try await f.db.query(
+            "SELECT array_to_string(error_history, ' ') FROM herald.deliveries d JOIN herald.devices v"
+                + " ON v.id = d.device_id WHERE v.device_id = 'mate'")[0].decode(0, as: String.self)
+        #expect(history.contains("waiting: the provider holds the sender back") && history.contains("traffic control"))
         _ = secret
     }
 

@@ -159,6 +159,18 @@ import Testing
         _ = file
     }
 
+    /// A notification's `notifyId` takes every value Push Kit allows (0 to 2³¹−1), so that two
+    /// notifications share one only when their ids are 2³¹ apart.
+    @Test func aNotifyIDIsTheNotificationsIdModuloTwoToTheThirtyFirst() {
+        #expect(PayloadBuilder.notifyID(0) == 0)
+        #expect(PayloadBuilder.notifyID(2_147_483_647) == 2_147_483_647, "Push Kit's largest, once missed")
+        #expect(PayloadBuilder.notifyID(2_147_483_648) == 0)
+        #expect(PayloadBuilder.notifyID(2_147_483_648 + 41) == PayloadBuilder.notifyID(41))
+        #expect(PayloadBuilder.notifyID(Int64.max) == 2_147_483_647)
+        let ids = (0..<1000).map { Int64(2_147_483_000) + Int64($0) }
+        #expect(Set(ids.map(PayloadBuilder.notifyID)).count == 1000, "ids fewer than 2³¹ apart never share one")
+    }
+
     /// That a service account was accepted is known to every daemon: one started since takes a
     /// token refused as not this project's (`noRight`) for the phone's, not the account's.
     @Test func anAccountAcceptedBeforeARestartIsStillKnownAfterIt() async throws {

@@ -329,7 +329,8 @@ BEGIN
     SET state = o.state,
         provider_message_id = coalesce(o.message_name, d.provider_message_id),
         provider_unique_id = coalesce(o.unique_id, d.provider_unique_id),
-        last_error = coalesce(o.error, d.last_error),
+        -- Sent, a delivery has no error left: what it met before is in error_history.
+        last_error = CASE WHEN o.state IN ('sent', 'validated') THEN o.error ELSE coalesce(o.error, d.last_error) END,
         error_history = CASE WHEN o.error IS NULL THEN d.error_history
                              ELSE d.error_history
                                   || format('%s %s', to_char(o.answered_at, 'YYYY-MM-DD HH24:MI:SS'), o.error)

@@ -112,6 +112,13 @@ extension PayloadBuilder {
     /// 99, as Push Kit takes it. A silent notification, or one with nothing to show, is a
     /// background message (push-type 6): the same keys, as a JSON object in `extraData`, handed
     /// to the running app.
+    /// A notification's `notifyId`: Push Kit takes 0 to 2³¹−1, and a phone shows one notification
+    /// of an app per id, so the id is the notification's modulo 2³¹, every value Push Kit takes.
+    /// Two notifications share one only when their ids are a multiple of 2³¹ apart (ids count
+    /// every app's notifications): the later replaces the earlier only if the phone still shows
+    /// that one then.
+    static func notifyID(_ notification: Int64) -> Int { Int(notification & Int64(Int32.max)) }
+
     func harmonyMessage(for delivery: OutgoingDelivery, category: String, now: Date) -> HarmonyMessage {
         let notification = delivery.notification
         let token = delivery.target?.deviceToken ?? ""
@@ -132,7 +139,7 @@ extension PayloadBuilder {
         let body = notification.body.flatMap { $0.isEmpty ? nil : $0 } ?? title
         var shown: [(String, JSONValue)] = [
             ("category", .string(category)), ("title", .string(title)), ("body", .string(body)),
-            ("clickAction", .object(click)), ("notifyId", .int(Int(notification.id % Int64(Int32.max)))),
+            ("clickAction", .object(click)), ("notifyId", .int(Self.notifyID(notification.id))),
         ]
         if let image = notification.imageURL { shown.append(("image", .string(image))) }
         if let badge = notification.badge { shown.append(("badge", .object([("setNum", .int(min(badge, 99)))]))) }
