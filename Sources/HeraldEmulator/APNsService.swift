@@ -435,7 +435,8 @@ actor APNsService {
 }
 
 extension APNsService: EmulatedService {
-    /// APNs' sends, its broadcasts and channel management (its own host at Apple; a path here), and what makes keys and push-type tokens and lists what was received.
+    /// APNs' sends, its broadcasts and channel management (its own host at Apple; a path here),
+    /// and what makes keys and push-type tokens and lists what was received.
     nonisolated func addRoutes(to router: inout EmulatorRouter) {
         let apns = self
         router.add("POST /3/device/*") { request in

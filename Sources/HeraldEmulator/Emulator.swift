@@ -276,6 +276,16 @@ extension EmulatorRouter {
         response(status, contentType: "application/json; charset=UTF-8", body: Data(body.utf8))
     }
 
+    /// A JSON answer given after `delay` (a slow provider's), with its `Retry-After` when given.
+    static func json(_ status: Int, _ body: String, after delay: Duration?, retryAfter: Int?) async throws
+        -> Response
+    {
+        if let delay { try await Task.sleep(for: delay) }
+        var answer = json(status, body)
+        if let retryAfter { answer.headers[.retryAfter] = "\(retryAfter)" }
+        return answer
+    }
+
     /// An answer with `body` and its `Content-Length`; `headers` are set after the content type,
     /// each replacing any of its name.
     static func response(_ status: Int, contentType: String, body: Data, headers: [(String, String)] = []) -> Response {

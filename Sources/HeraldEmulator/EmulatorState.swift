@@ -292,10 +292,8 @@ extension EmulatorState: EmulatedService {
             let body = request.body
             let answer = await state.send(
                 path: request.path, authorization: request.headers["authorization"], body: body)
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = EmulatorRouter.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
-            return response
+            return try await EmulatorRouter.json(
+                answer.status, answer.json, after: answer.delay, retryAfter: answer.retryAfter)
         }
         router.add("POST /emulator/fcm-devices") { request in
             let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]

@@ -218,7 +218,8 @@ struct PushKitAnswer {
 }
 
 extension HMSService: EmulatedService {
-    /// Huawei's token endpoint and Push Kit's sends (before FCM's `/v1/projects/*`: client id `projects` is Huawei's), and what registers an app and lists what was received.
+    /// Huawei's token endpoint and Push Kit's sends (before FCM's `/v1/projects/*`: client id `projects` is Huawei's),
+    /// and what registers an app and lists what was received.
     nonisolated func addRoutes(to router: inout EmulatorRouter) {
         let hms = self
         router.add("POST /oauth2/v3/token") { request in
@@ -229,10 +230,8 @@ extension HMSService: EmulatedService {
             let answer = await hms.send(
                 clientID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
                 authorization: request.headers["authorization"], body: request.body)
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = EmulatorRouter.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
-            return response
+            return try await EmulatorRouter.json(
+                answer.status, answer.json, after: answer.delay, retryAfter: answer.retryAfter)
         }
         router.add("POST /emulator/hms-apps") { request in
             let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]

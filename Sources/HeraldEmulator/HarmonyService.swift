@@ -269,10 +269,8 @@ extension HarmonyService: EmulatedService {
             let answer = await harmony.send(
                 projectID: String(request.path.split(separator: "/").dropFirst().first ?? ""),
                 headers: request.headers, body: request.body)
-            if let delay = answer.delay { try await Task.sleep(for: delay) }
-            var response = EmulatorRouter.json(answer.status, answer.json)
-            if let retryAfter = answer.retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
-            return response
+            return try await EmulatorRouter.json(
+                answer.status, answer.json, after: answer.delay, retryAfter: answer.retryAfter)
         }
         router.add("POST /emulator/harmony-projects") { request in
             let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]
