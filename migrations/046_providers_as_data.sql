@@ -5,9 +5,12 @@
 -- token kind become one that names neither. Which kinds are subscriptions is already data
 -- (herald.token_kinds.endpoint_policy), and herald.register_device, the only writer of
 -- devices beside Herald's own functions, parses a subscription of such a kind into its endpoint
--- and both keys. NOT VALID: every row was written under the CHECKs this replaces, which held
--- the same for every device of those kinds, and validating would scan the devices under the
--- ALTER's lock.
+-- and both keys. That a device of such a kind has its keys is now register_device's alone to
+-- keep (the CHECKs refused a web or UnifiedPush device without them); a row written around it
+-- without keys is claimed as a plain token, which the subscription's provider does not take, so
+-- it waits with that reason and is never sent. NOT VALID: every row was written under the
+-- CHECKs this replaces, which made the keys whole too, and validating would scan the devices
+-- under the ALTER's lock.
 ALTER TABLE herald.devices
     DROP CONSTRAINT "a web device has its subscription's keys",
     DROP CONSTRAINT "a UnifiedPush device has its keys",
@@ -21,7 +24,10 @@ CREATE TABLE herald.transport_token_kinds (
     platform text NOT NULL REFERENCES herald.platforms,
     transport text NOT NULL,
     token_kind text NOT NULL REFERENCES herald.token_kinds,
-    PRIMARY KEY (platform, transport)
+    PRIMARY KEY (platform, transport),
+    -- An app chooses a transport for iOS alone (herald.apps.ios_transport), which
+    -- register_device reads for every platform.
+    CHECK (platform = 'ios')
 );
 COMMENT ON TABLE herald.transport_token_kinds IS 'The token kind a device of a platform holds when registered without one, by the transport its app chose for that platform (herald.apps.ios_transport); no row: the platform''s default_token_kind. Rows belong to the migrations.';
 COMMENT ON COLUMN herald.transport_token_kinds.platform IS 'The device''s platform (herald.platforms).';

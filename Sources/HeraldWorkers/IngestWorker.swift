@@ -12,9 +12,9 @@ import Metrics
 /// The notifications are the queue: no job rows, and no lease, since a crash rolls the whole
 /// step back and leaves them `received`.
 ///
-/// When the daemon also dispatches, some of the deliveries are created leased to it, read in
-/// the same statement as a claim reads them, and handed straight to its dispatch
-/// (``BirthLeases``), as many as there is room for.
+/// When the daemon also dispatches, some of the deliveries are created leased to it, and their
+/// ids handed straight to its dispatch (``BirthLeases``), whose claim reads them: as many as
+/// there is room for.
 public struct IngestWorker: BatchWorker {
     public let kind = WorkerKind.ingest.rawValue
     let context: WorkerContext

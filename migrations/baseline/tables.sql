@@ -1243,7 +1243,8 @@ CREATE TABLE herald.transport_token_kinds (
     token_kind text NOT NULL,
     CONSTRAINT transport_token_kinds_pkey PRIMARY KEY (platform, transport),
     CONSTRAINT transport_token_kinds_platform_fkey FOREIGN KEY (platform) REFERENCES herald.platforms(platform),
-    CONSTRAINT transport_token_kinds_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind)
+    CONSTRAINT transport_token_kinds_token_kind_fkey FOREIGN KEY (token_kind) REFERENCES herald.token_kinds(token_kind),
+    CONSTRAINT transport_token_kinds_platform_check CHECK ((platform = 'ios'::text))
 );
 COMMENT ON TABLE herald.transport_token_kinds IS 'The token kind a device of a platform holds when registered without one, by the transport its app chose for that platform (herald.apps.ios_transport); no row: the platform''s default_token_kind. Rows belong to the migrations.';
 COMMENT ON COLUMN herald.transport_token_kinds.platform IS 'The device''s platform (herald.platforms).';

@@ -109,7 +109,11 @@ COMMENT ON VIEW herald.route_rules IS
 -- `held`: deliveries ingest leased at birth to `worker` (herald.ingest), read beside the `batch`
 -- claimed ones, in the same shape; their lease and attempt were written when they were created.
 -- Ingest hands their ids to its daemon's dispatch (BirthLeases), whose claim reads them so, with
--- a share of the queue or, at a trickle, with no batch at all.
+-- a share of the queue or, at a trickle, with no batch at all. A 0.11.0 daemon's ingest still
+-- reads its births itself, calling this beside herald.ingest_next in its own statement: that it
+-- sees the rows ingest wrote in that statement depends on this function being volatile (each
+-- statement inside it takes a new snapshot), so it must not be declared stable while 0.11.0 is
+-- served.
 --
 -- The rows it reads are read inside the function, after the lease, so they are as new as the
 -- rows it leases: a query around the function would read with its own, older snapshot, and
@@ -152,8 +156,7 @@ DECLARE
 BEGIN
     -- An idle claim ends here: starting the statement below opens the partitioned tables and
     -- costs the server the same whatever it finds, and at a steady rate many claims find
-    -- nothing (a NOTIFY for deliveries another daemon already took). So does an ingest that
-    -- leased nothing at birth.
+    -- nothing (a NOTIFY for deliveries another daemon already took).
     IF cardinality(held) = 0
        AND (batch <= 0 OR NOT EXISTS (SELECT FROM herald.deliveries d WHERE d.state = 'queued' AND d.run_at <= at)) THEN
         RETURN;

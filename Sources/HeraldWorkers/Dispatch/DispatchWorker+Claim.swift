@@ -2,12 +2,15 @@ import Foundation
 import HeraldPostgres
 
 extension DispatchWorker {
-    /// A batch's work, up to `limit` deliveries: those ingest leased at birth first (while half
-    /// their lease is left, ``BirthLeases``), and beside them a share claimed from the queue when
-    /// it has some, in one statement. Returns their rows, and when their leases were asked for
-    /// (they end no earlier than this plus the lease). Births it cannot send are given back.
-    func claimBatch(limit: Int, now: Date) async throws -> (rows: [PostgresRow], claimedAt: ContinuousClock.Instant) {
-        let startedAt = context.monotonicClock.now
+    /// A batch's work: up to `limit` deliveries ingest leased at birth first (while half their
+    /// lease is left, ``BirthLeases``), and beside them a share claimed from the queue when it
+    /// has some (at least ``BirthLeases/queueShare`` of `limit`, however many births), in one
+    /// statement leasing until `now` plus the lease. Returns their rows, and when their leases
+    /// were asked for (`startedAt`, read before `now`, or a birth's, earlier): they end no earlier
+    /// than this plus the lease. Births it cannot send are given back.
+    func claimBatch(limit: Int, now: Date, startedAt: ContinuousClock.Instant) async throws -> (
+        rows: [PostgresRow], claimedAt: ContinuousClock.Instant
+    ) {
         let held = context.births?.take(upTo: limit, fresh: context.lease / 2) ?? (births: [], leasedAt: nil, stale: [])
         if !held.stale.isEmpty {
             // Given back, due now: the next claim takes them (no NOTIFY says so).
@@ -27,7 +30,9 @@ extension DispatchWorker {
     }
 
     /// One claim (``SQL/claim``): births `births` (their ids) read, and a share of the queue
-    /// leased when it has some (``BirthLeases/claimsQueue(holding:)``), up to `limit` in all.
+    /// leased when it has some (``BirthLeases/claimsQueue(holding:)``). Births the claim did not
+    /// return (sent or taken since, or with less than half their lease left by the database's
+    /// clock) are given back, so that none waits out its lease.
     private func claim(limit: Int, births: [Int64], now: Date) async throws -> [PostgresRow] {
         let fromQueue = context.births?.claimsQueue(holding: !births.isEmpty) ?? true
         let asked = fromQueue ? BirthLeases.fromQueue(limit: limit, held: births.count) : 0
@@ -40,14 +45,16 @@ extension DispatchWorker {
             if fromQueue { context.births?.queueSignalled() }
             throw error
         }
-        // A full claim leaves more queued: the next batch claims again, births or not.
-        if fromQueue, rows.count - births.count >= asked {
-            let held = Set(births)
-            let queued = rows.count { row in
-                (try? row.decode("delivery_id", as: Int64.self)).map(held.contains) == false
+        var queued = rows.count
+        if !births.isEmpty {
+            var missing = Set(births)
+            for row in rows {
+                if let id = try? row.decode("delivery_id", as: Int64.self), missing.remove(id) != nil { queued -= 1 }
             }
-            if queued >= asked { context.births?.queueSignalled() }
+            await BirthLeases.release(Array(missing), context: context)
         }
+        // A full claim leaves more queued: the next batch claims again, births or not.
+        if fromQueue, queued >= asked { context.births?.queueSignalled() }
         return rows
     }
 
@@ -101,6 +108,8 @@ extension DispatchWorker {
     /// its notification expires; it is never sent as something else.
     enum NotSendableHere: Error, CustomStringConvertible {
         case payloadKind(String)
+        /// `herald.route_targets` sends the kind through a provider that does not build it.
+        case notBuilt(OutgoingDelivery.Route, payloadKind: String)
         case route(String)
         case provider(OutgoingDelivery.Route)
         /// The route's provider is off in this daemon until `setting` turns it on.
@@ -112,6 +121,8 @@ extension DispatchWorker {
         var description: String {
             switch self {
             case .payloadKind(let kind): "payload kind \(kind)"
+            case .notBuilt(let route, let kind):
+                "payload kind \(kind) as provider \(route.provider) builds it (route \(route.name), herald.route_targets)"
             case .route(let name): "route \(name), which herald.routes did not have when this daemon read it"
             case .provider(let route): "provider \(route.provider) (route \(route.name))"
             case .target(let route, let kind):
@@ -158,7 +169,9 @@ extension DispatchWorker {
                 }
                 throw NotSendableHere.provider(route)
             }
-            guard provider.payloadKinds.contains(kind) else { throw NotSendableHere.payloadKind(kind.rawValue) }
+            guard provider.payloadKinds.contains(kind) else {
+                throw NotSendableHere.notBuilt(route, payloadKind: kind.rawValue)
+            }
             if let target, !provider.accepts(target) {
                 throw NotSendableHere.target(route, tokenKind: try row.decode("token_kind", as: String?.self) ?? "none")
             }

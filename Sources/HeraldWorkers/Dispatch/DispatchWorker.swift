@@ -66,9 +66,12 @@ public struct DispatchWorker: BatchWorker {
     }
 
     public func runBatch(limit: Int, isStopping: @escaping @Sendable () -> Bool) async throws -> Int {
-        let now = context.clock.now()
         let catalog = try await routes.contents(connection: context.connection)
-        let (rows, claimedAt) = try await claimBatch(limit: limit, now: now)
+        // Read before the wall time the claim leases until, so that what Swift takes for a
+        // lease's end is never later than the database's.
+        let startedAt = context.monotonicClock.now
+        let now = context.clock.now()
+        let (rows, claimedAt) = try await claimBatch(limit: limit, now: now, startedAt: startedAt)
         let (claimed, unreadable, versions) = read(rows, catalog: catalog, now: now)
         guard !claimed.isEmpty || !unreadable.isEmpty else { return 0 }
         let apps: [String: AppSetup]

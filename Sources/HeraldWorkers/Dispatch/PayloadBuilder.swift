@@ -2,21 +2,12 @@ import Foundation
 import HeraldCore
 
 /// Builds what a delivery is sent as, by its payload kind; each provider's part is in its
-/// route's file (``FCMRoute``, ``APNsRoute``, ``WebPushRoute``), the Apple push that two of them
-/// carry in `ApplePush.swift`, and the parts every provider shares here:
+/// route's file (``FCMRoute``, ``APNsRoute``, ``WebPushRoute``, …), the Apple push that FCM and
+/// APNs both carry in `APNs/ApplePush.swift` (alerts, background pushes and wake-ups, Live
+/// Activities and broadcasts), and here what every provider shares:
 ///
 /// - Android: a data-only message, which FCM never collapses while the device is offline;
 ///   the app shows it itself. `android.ttl` is the time left until the notification expires.
-/// - iOS alert: `aps.alert` with `mutable-content: 1`, so the Notification Service Extension
-///   runs and reports the delivery with `herald_report`.
-/// - iOS background (`silent`, and Herald's wake-ups): `aps` holds only `content-available: 1`,
-///   push type `background`, priority 5; a wake-up expires within two minutes.
-/// - Every iOS push has an `apns-collapse-id` (the collapse key, or the notification id), so
-///   that a repeated send replaces rather than adds. The same push goes through FCM's `apns`
-///   block (``fcmMessage(for:now:)``) or straight to APNs (``apnsNotification(for:topic:now:)``),
-///   by the device's token.
-/// - Live Activity event, or broadcast to a channel: ActivityKit's payload
-///   (``liveActivityPush(_:_:)``), to the activity's token or the channel.
 /// - Topic: a `notification` block, since there is no per-device platform.
 /// - Browser: a JSON document the service worker shows as it is (``webPushMessage(for:now:)``),
 ///   encrypted for the browser; `Topic` from the collapse key, `Urgency` from the priority.

@@ -16,7 +16,17 @@ extension OutgoingDelivery.PayloadKind {
 }
 
 /// The shape of a push to Apple's platforms, which APNs takes straight and FCM in its `apns`
-/// block (see ``PayloadBuilder``).
+/// block (see ``PayloadBuilder``):
+///
+/// - iOS alert: `aps.alert` with `mutable-content: 1`, so the Notification Service Extension
+///   runs and reports the delivery with `herald_report`.
+/// - iOS background (`silent`, and Herald's wake-ups): `aps` holds only `content-available: 1`,
+///   push type `background`, priority 5; a wake-up expires within two minutes.
+/// - Every iOS push has an `apns-collapse-id` (the collapse key, or the notification id), so
+///   that a repeated send replaces rather than adds, whichever way it goes, by the device's
+///   token.
+/// - Live Activity event, or broadcast to a channel: ActivityKit's payload
+///   (``liveActivityPush(_:_:)``), to the activity's token or the channel.
 extension PayloadBuilder {
     /// An iOS notification as APNs takes it, whichever way it goes (FCM's `apns` block or APNs
     /// directly): one home for its shape.
