@@ -34,7 +34,8 @@ import Testing
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "accepted_credentials", "activity_events", "activity_tokens", "app_apns", "app_config_problems", "app_fcm", "app_harmony",
+                "accepted_credentials", "activity_events", "activity_tokens", "app_apns", "app_config_problems",
+                "app_fcm", "app_harmony",
                 "app_hms", "app_unifiedpush",
                 "app_webpush",
                 "apps", "broadcast_channels",
