@@ -1,9 +1,7 @@
 import Foundation
 import HeraldEmulator
-import HeraldHTTP
 import HeraldPostgres
 import HeraldTestSupport
-import Logging
 import Testing
 
 @testable import HeraldWorkers
@@ -159,11 +157,7 @@ import Testing
         #expect(try kept.first?.decode(1, as: String.self) == Self.clientID)
 
         // A daemon started since, with nothing in its memory: a dead phone is that phone's.
-        var providers = Senders.Configuration()
-        providers.endpoints = ["hms": f.emulator.baseURL]
-        var restarted = f.context
-        restarted.senders = Senders(
-            http: HTTPClient(configuration: .init()), configuration: providers, logger: Logger(label: "test"))
+        let restarted = await f.restartedContext()
         let dead = try await registerHuawei(f, "old-mate", user: "bob")
         await f.emulator.setBehaviour(.unregistered, forToken: dead)
         try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'y')")

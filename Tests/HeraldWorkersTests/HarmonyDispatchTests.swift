@@ -1,10 +1,8 @@
 import Foundation
 import HeraldCrypto
 import HeraldEmulator
-import HeraldHTTP
 import HeraldPostgres
 import HeraldTestSupport
-import Logging
 import Testing
 
 @testable import HeraldWorkers
@@ -186,11 +184,7 @@ import Testing
                 try $0.decode(0, as: String.self)
             } == ["project \(Self.projectID) key \(Self.keyID)"])
 
-        var providers = Senders.Configuration()
-        providers.endpoints = ["harmony": f.emulator.baseURL]
-        var restarted = f.context
-        restarted.senders = Senders(
-            http: HTTPClient(configuration: .init()), configuration: providers, logger: Logger(label: "test"))
+        let restarted = await f.restartedContext()
         let stale = try await registerPhone(f, "upgraded-p50")
         await f.emulator.setBehaviour(.unregistered, forToken: stale)
         try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'y')")

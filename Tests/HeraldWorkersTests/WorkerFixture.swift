@@ -175,6 +175,17 @@ struct WorkerFixture {
         try await dispatch()
     }
 
+    /// The fixture's context as a daemon started since would have it: senders of its own, the
+    /// same configuration, nothing in their memory.
+    func restartedContext() async -> WorkerContext {
+        var restarted = context
+        if let senders = context.senders {
+            restarted.senders = Senders(
+                http: await senders.http, configuration: await senders.configuration, logger: await senders.logger)
+        }
+        return restarted
+    }
+
     func ingest() async throws { try await IngestWorker(context: context).drain() }
     func dispatch() async throws { try await DispatchWorker(context: context).drain() }
     func reconcile() async throws { try await queue.drain(ReconcileWorker(context: context)) }
