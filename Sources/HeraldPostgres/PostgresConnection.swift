@@ -42,6 +42,8 @@ public final class PostgresConnection: @unchecked Sendable {
     private var server = ""
     private var everConnected = false
     private var preparedNames: [String: String] = [:]
+    /// Statements prepared on this connection so far, which names the next one.
+    private var preparedCount = 0
     private var setupStatements: [String] = []
     /// The server refused a statement as read-only: close the connection once the session ends.
     private var replaceAfterSession: PostgresError?
@@ -226,6 +228,7 @@ public final class PostgresConnection: @unchecked Sendable {
         if let handle { PQfinish(handle) }
         handle = nil
         preparedNames.removeAll()
+        preparedCount = 0
         replaceAfterSession = nil
     }
 
@@ -282,20 +285,33 @@ public final class PostgresConnection: @unchecked Sendable {
     {
         guard let handle else { throw PostgresError(.connection, "not connected") }
         // Parameters are bound first: one PostgreSQL cannot hold fails before anything is sent.
-        let result = try withBoundParameters(parameters) { count, values, lengths, formats in
-            if planning == .prepared, let statementName = try preparedName(for: sql, handle: handle) {
-                return PQexecPrepared(handle, statementName, count, values, lengths, formats, 0)
+        func run() throws -> PostgresResult {
+            let result = try withBoundParameters(parameters) { count, values, lengths, formats in
+                if planning == .prepared, let statementName = try preparedName(for: sql, handle: handle) {
+                    return PQexecPrepared(handle, statementName, count, values, lengths, formats, 0)
+                }
+                return PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
             }
-            return PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
+            return try consume(result)
         }
-        return try consume(result)
+        do {
+            return try run()
+        } catch let error as PostgresError where error.isResultTypeChanged && preparedNames[sql] != nil {
+            // A function it calls was made again with other columns (a newer release's
+            // migration): prepared again, it returns them, and columns are read by name. Run
+            // again only outside a transaction, which the failure has otherwise aborted.
+            preparedNames[sql] = nil
+            guard PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
+            return try run()
+        }
     }
 
     private func preparedName(for sql: String, handle: OpaquePointer) throws -> String? {
         if let name = preparedNames[sql] { return name }
         guard preparedNames.count < Self.preparedStatementLimit else { return nil }
-        let name = "herald_\(preparedNames.count)"
+        let name = "herald_\(preparedCount)"
         _ = try consume(PQprepare(handle, name, sql, 0, nil))
+        preparedCount += 1
         preparedNames[sql] = name
         return name
     }

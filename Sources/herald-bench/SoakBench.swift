@@ -274,7 +274,7 @@ private struct Sample {
             """
             SELECT coalesce(sum(calls), 0)::float8, coalesce(sum(shared_blks_hit + shared_blks_read), 0)::float8,
                    coalesce(sum(total_exec_time), 0)::float8
-            FROM pg_stat_statements WHERE query LIKE '%herald.claim_sends(%'
+            FROM pg_stat_statements WHERE query LIKE '%herald.claim_batch(%'
             """)[0]
         let claimCost = try claims.map {
             ClaimCost(

@@ -24,6 +24,39 @@ import Testing
         #expect(!plan.contains { $0.contains("JIT") }, "\(plan.joined(separator: "\n"))")
     }
 
+    /// A newer release's migration may make a function again with more columns; a statement
+    /// prepared over it before then is prepared again and returns them (columns are read by
+    /// name). In a transaction, which the refusal aborted, the call fails, and the next is
+    /// prepared again.
+    @Test func aStatementWhoseFunctionGainedColumnsIsPreparedAgain() async throws {
+        let database = try await TestDatabase.create(migrated: false)
+        let connection = try await database.connect()
+        let other = try await database.connect()
+        func make(_ columns: [String]) async throws {
+            try await other.execute(
+                "DROP FUNCTION IF EXISTS shape(); CREATE FUNCTION shape() RETURNS TABLE ("
+                    + columns.map { "\($0) int" }.joined(separator: ", ") + ") LANGUAGE sql AS 'SELECT "
+                    + columns.indices.map { "\($0 + 1)" }.joined(separator: ", ") + "'")
+        }
+        try await make(["a"])
+        let statement = "SELECT * FROM shape() WHERE $1::int IS NOT NULL"
+        #expect(try await connection.query(statement, [1]).columnNames == ["a"])
+        try await make(["a", "b"])
+        let grown = try await connection.query(statement, [1])
+        #expect(grown.columnNames == ["a", "b"])
+        #expect(try grown[0].decode("b", as: Int.self) == 2)
+
+        try await make(["a", "b", "c"])
+        await #expect(throws: PostgresError.self) {
+            try await connection.withSession { session in
+                try session.execute("BEGIN")
+                defer { try? session.execute("ROLLBACK") }
+                return try session.query(statement, [1]).columnNames
+            }
+        }
+        #expect(try await connection.query(statement, [1]).columnNames == ["a", "b", "c"])
+    }
+
     @Test func textWithQuotesAndUnicodeRoundTrips() async throws {
         let database = try await TestDatabase.create(migrated: false)
         let connection = try await database.connect()

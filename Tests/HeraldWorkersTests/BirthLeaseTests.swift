@@ -178,7 +178,7 @@ import Testing
 
         func claim(_ worker: String, at: Date) async throws -> [(id: Int64, attempts: Int, abandonedBy: String?)] {
             try await f.db.query(
-                "SELECT delivery_id, attempts, abandoned_by FROM herald.claim_sends($1, 10, $2, interval '60 seconds', $3)",
+                "SELECT delivery_id, attempts, abandoned_by FROM herald.claim_batch($1, 10, $2, interval '60 seconds', $3)",
                 [at, worker, leased]
             ).map { (try $0.decode(0), try $0.decode(1), try $0.decode(2, as: String?.self)) }
         }
@@ -213,7 +213,7 @@ import Testing
         let (f, leased) = try await Self.twoBirths(at: at)
         try await f.db.query(BirthLeases.SQL.release, [leased, "daemon-a", at])
         let taken = try await f.db.query(
-            "SELECT delivery_id, attempts FROM herald.claim_sends($1, 10, 'daemon-a', interval '60 seconds', $2)",
+            "SELECT delivery_id, attempts FROM herald.claim_batch($1, 10, 'daemon-a', interval '60 seconds', $2)",
             [at.addingTimeInterval(1), leased]
         ).map { (try $0.decode(0, as: Int64.self), try $0.decode(1, as: Int.self)) }
         #expect(taken.map(\.0).sorted() == leased, "each once: \(taken)")

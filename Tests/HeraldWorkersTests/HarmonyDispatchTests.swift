@@ -61,7 +61,7 @@ import Testing
             SELECT herald.send('shop', user_ref => 'alice', title => 'Shipped', body => 'Parcel 42',
                                data => '{"order": "42"}', badge => 150, ttl => interval '2 hours',
                                deep_link => 'https://shop.example/orders/42',
-                               image_url => 'https://shop.example/parcel.png')
+                               image_url => 'https://shop.example/parcel.png', message_class => 'service')
             """)
         try await f.ingest()
         try await f.dispatch()
@@ -74,7 +74,7 @@ import Testing
         #expect(sent.name == received.requestID, "the request id is kept as the provider's message id")
         #expect((7000...7200).contains(received.ttl ?? 0), "\(String(describing: received.ttl))")
         let shown = try #require(received.payload["notification"] as? [String: Any])
-        #expect(shown["category"] as? String == "EXPRESS", "the app's category, from herald.app_harmony")
+        #expect(shown["category"] as? String == "EXPRESS", "a service message's category, from herald.app_harmony")
         #expect(shown["title"] as? String == "Shipped" && shown["body"] as? String == "Parcel 42")
         #expect((shown["badge"] as? [String: Any])?["setNum"] as? Int == 99, "Push Kit's largest badge")
         #expect(shown["notifyId"] as? Int != nil, "a repeated send replaces the notification")

@@ -120,7 +120,7 @@ import Testing
         #expect(kept == ["dead=10", "new=1", "received=10", "retrying=10", "scheduled=10"], "\(kept)")
         // What was scheduled is still claimed when its time comes, with its notification.
         let due = try await db.query(
-            "SELECT count(*) FILTER (WHERE title LIKE 'scheduled%') FROM herald.claim_sends(now() + interval '31 days', 100, 'test', interval '1 minute')"
+            "SELECT count(*) FILTER (WHERE title LIKE 'scheduled%') FROM herald.claim_batch(now() + interval '31 days', 100, 'test', interval '1 minute')"
         )[0].decode(0, as: Int.self)
         #expect(due == 10)
     }

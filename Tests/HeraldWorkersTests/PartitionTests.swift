@@ -428,7 +428,7 @@ import Testing
                         """
                         SELECT herald.send('shop', user_ref => 'alice', title => 'n', send_at => CASE WHEN random() < 0.2 THEN now() + interval '1 day' END);
                         SELECT herald.ingest_next(100);
-                        SELECT count(*) FROM herald.claim_sends(now(), 100, 'w', interval '1 minute');
+                        SELECT count(*) FROM herald.claim_batch(now(), 100, 'w', interval '1 minute');
                         UPDATE herald.deliveries SET state = 'sent', sent_at = now(), finished_at = now(), run_at = NULL, locked_by = NULL
                         WHERE locked_by = 'w' AND state = 'queued';
                         """)

@@ -134,7 +134,7 @@ import Testing
                 """
                 INSERT INTO herald.notifications (app_id, user_ref, title) VALUES ('shop', 'alice', 'early');
                 SELECT herald.ingest_next(100);
-                SELECT count(*) FROM herald.claim_sends(now(), 100, 'w', interval '60 seconds');
+                SELECT count(*) FROM herald.claim_batch(now(), 100, 'w', interval '60 seconds');
                 """)
         }
         // 50,000 notifications with their deliveries sent, and 200 queued.
@@ -156,7 +156,7 @@ import Testing
         let (claimed, rows, entries) = try await connection.transaction { session in
             let before = try session.query(read)[0]
             let claimed = try session.query(
-                "SELECT count(*) FROM herald.claim_sends(now(), 100, 'w', interval '60 seconds')")[0].decode(
+                "SELECT count(*) FROM herald.claim_batch(now(), 100, 'w', interval '60 seconds')")[0].decode(
                     0, as: Int.self)
             let after = try session.query(read)[0]
             return (
@@ -362,7 +362,7 @@ import Testing
         let entries = try await connection.transaction { session in
             let before = try session.query(Self.tableReads("deliveries"))[0].decode(1, as: Int.self)
             let claimed = try session.query(
-                "SELECT count(*) FROM herald.claim_sends(now() + interval '10 minutes', 100, 'w2', interval '5 minutes')"
+                "SELECT count(*) FROM herald.claim_batch(now() + interval '10 minutes', 100, 'w2', interval '5 minutes')"
             )[0].decode(0, as: Int.self)
             #expect(claimed == 0)
             return try session.query(Self.tableReads("deliveries"))[0].decode(1, as: Int.self) - before

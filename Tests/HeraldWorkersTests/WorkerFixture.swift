@@ -47,7 +47,12 @@ struct WorkerFixture {
         var vapid: VAPIDKeyFile?
         var apnsKey: SecretFile?
         var providers = Senders.Configuration()
-        providers.endpoints = ["fcm": emulator.baseURL, "hms": emulator.baseURL, "harmony": emulator.baseURL]
+        // Every provider is pointed at the emulator, which serves each under its own paths, but
+        // APNs, reached only through a TLS front (below).
+        providers.endpoints = Dictionary(
+            uniqueKeysWithValues: Providers.compiledIn.filter { $0 != APNsRoute.self }.map {
+                ($0.name, emulator.baseURL)
+            })
         if unifiedPush { providers.turnedOn = ["HERALD_UNIFIEDPUSH"] }
         if webPush || apns || apnsCertificate != nil {
             let front = try await NginxStandIn.start(upstream: emulator.port, clientCA: apnsCertificate?.path)

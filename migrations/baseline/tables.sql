@@ -1,4 +1,4 @@
--- The schema after migration 47, for a new database: `herald migrate` applies this file,
+-- The schema after migration 48, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -80,8 +80,10 @@ CREATE TABLE herald.apps (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     ios_transport text DEFAULT 'fcm'::text NOT NULL,
     settings_changed_at timestamp with time zone,
+    default_message_class text DEFAULT 'marketing'::text NOT NULL,
     CONSTRAINT apps_pkey PRIMARY KEY (app_id),
     CONSTRAINT apps_app_id_check CHECK ((app_id <> ''::text)),
+    CONSTRAINT apps_default_message_class_check CHECK ((default_message_class = ANY (ARRAY['service'::text, 'marketing'::text]))),
     CONSTRAINT apps_default_priority_check CHECK ((default_priority = ANY (ARRAY['high'::text, 'normal'::text]))),
     CONSTRAINT apps_default_ttl_check CHECK (((default_ttl >= '00:00:00'::interval) AND (default_ttl <= '28 days'::interval))),
     CONSTRAINT apps_ios_transport_check CHECK ((ios_transport = ANY (ARRAY['fcm'::text, 'apns'::text])))
@@ -93,6 +95,7 @@ COMMENT ON COLUMN herald.apps.default_priority IS 'The priority ingest gives a n
 COMMENT ON COLUMN herald.apps.created_at IS 'When the app was added.';
 COMMENT ON COLUMN herald.apps.ios_transport IS 'How iOS devices registered without a token kind are reached: ''fcm'' or ''apns'' (needs herald.app_apns).';
 COMMENT ON COLUMN herald.apps.settings_changed_at IS 'Set when a provider''s settings of the app change, so the daemons reread them at the next claim; NULL: not yet.';
+COMMENT ON COLUMN herald.apps.default_message_class IS 'The message class of a notification that names none: marketing (the default) or service.';
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.apps TO herald_operator;
 
 
@@ -162,7 +165,7 @@ CREATE TABLE herald.app_harmony (
 COMMENT ON TABLE herald.app_harmony IS 'An app''s HarmonyOS Push Kit setup, one row per app that uses it; set by operators, read by the daemons.';
 COMMENT ON COLUMN herald.app_harmony.app_id IS 'The app (herald.apps); the row goes with it.';
 COMMENT ON COLUMN herald.app_harmony.service_account_file IS 'Path to the service-account key file (JSON, naming the project), read by the daemons.';
-COMMENT ON COLUMN herald.app_harmony.category IS 'The category its notifications go as; any but MARKETING needs Huawei''s right to classify notifications.';
+COMMENT ON COLUMN herald.app_harmony.category IS 'The category its service notifications go as (marketing ones go as MARKETING); any but MARKETING needs Huawei''s right to classify notifications.';
 REVOKE ALL ON herald.app_harmony FROM herald_daemon;
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_harmony TO herald_operator;
 GRANT SELECT ON herald.app_harmony TO herald_daemon;
@@ -737,6 +740,7 @@ CREATE TABLE herald.notifications (
     activity_channel text,
     broadcast_channel_id bigint,
     push_type text,
+    message_class text,
     CONSTRAINT "badge must not be negative" CHECK ((badge >= 0)),
     CONSTRAINT "give ttl or expires_at, not both" CHECK (((ttl IS NULL) OR (expires_at IS NULL))),
     CONSTRAINT "ttl must be between 0 and 28 days" CHECK (((ttl >= '00:00:00'::interval) AND (ttl <= '28 days'::interval)))
@@ -823,7 +827,8 @@ COMMENT ON COLUMN herald.notifications.activity_event_at IS 'When the event happ
 COMMENT ON COLUMN herald.notifications.activity_channel IS 'A broadcast''s channel name as the producer gave it (herald.broadcast_activity). NULL: not a broadcast.';
 COMMENT ON COLUMN herald.notifications.broadcast_channel_id IS 'The herald.broadcast_channels row ingest sent the broadcast to. NULL: not a broadcast, or none sent.';
 COMMENT ON COLUMN herald.notifications.push_type IS 'One of herald.push_types (widgets, voip, location, pushtotalk), set only by herald.send_push: its deliveries go to the devices'' tokens of that type. NULL: not such a push.';
-GRANT INSERT (app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge, android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key, send_at, silent, dry_run, ios_interruption_level, ios_relevance_score, ios_filter_criteria, ios_target_content_id, android_direct_boot_ok, android_proxy), SELECT (id, app_id, idempotency_key, state, reason) ON herald.notifications TO herald_producer;
+COMMENT ON COLUMN herald.notifications.message_class IS 'service or marketing: how the phone makers'' push services (Xiaomi, OPPO, vivo, Honor, HarmonyOS) class it, each in its own fields; NULL: the app''s default_message_class.';
+GRANT INSERT (app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge, android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key, send_at, silent, dry_run, ios_interruption_level, ios_relevance_score, ios_filter_criteria, ios_target_content_id, android_direct_boot_ok, android_proxy, message_class), SELECT (id, app_id, idempotency_key, state, reason) ON herald.notifications TO herald_producer;
 REVOKE ALL ON herald.notifications_g0 FROM herald_daemon;
 
 

@@ -7,8 +7,8 @@
 
 -- Signatures this file changed (migration 044): herald.claim_sends returns registered_again_at,
 -- when a delivery's device registered again since it was made (dispatch cancels it). Dropped
--- here, in the transaction that makes the new one, rather than in the numbered migration: between
--- the two every daemon's claim would find none.
+-- here, in the transaction that makes the new one (0.11.0's claim, below), rather than in the
+-- numbered migration: between the two every daemon's claim would find none.
 DROP FUNCTION IF EXISTS herald.claim_sends(timestamp with time zone, integer, text, interval, bigint[]);
 
 -- A token as logs and views show it (never a whole token: it is enough to send to the device):
@@ -110,7 +110,8 @@ COMMENT ON VIEW herald.route_rules IS
 -- claimed ones, in the same shape; their lease and attempt were written when they were created.
 -- Ingest hands their ids to its daemon's dispatch (BirthLeases), whose claim reads them so, with
 -- a share of the queue or, at a trickle, with no batch at all. A 0.11.0 daemon's ingest still
--- reads its births itself, calling this beside herald.ingest_next in its own statement: that it
+-- reads its births itself, calling this (as herald.claim_sends) beside herald.ingest_next in its
+-- own statement: that it
 -- sees the rows ingest wrote in that statement depends on this function being volatile (each
 -- statement inside it takes a new snapshot), so it must not be declared stable while 0.11.0 is
 -- served.
@@ -132,7 +133,7 @@ COMMENT ON VIEW herald.route_rules IS
 -- entries of deliveries just sent) cost more than an idle claim's whole work and a small batch's,
 -- and at a steady rate kept a core busy. With only index probes and nested loops allowed, a plan made on empty tables stays right
 -- as they grow (PlanningTests).
-CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, worker text, lease interval,
+CREATE OR REPLACE FUNCTION herald.claim_batch(at timestamptz, batch integer, worker text, lease interval,
     held bigint[] DEFAULT '{}') RETURNS TABLE (delivery_id bigint, notification_id bigint, payload_kind text,
     attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text,
     device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text,
@@ -145,7 +146,7 @@ CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, wor
     activity_attributes_type text, activity_attributes text, activity_content_state text,
     activity_stale_at timestamptz, activity_dismiss_at timestamptz, activity_event_at timestamptz,
     activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text,
-    push_type_token_id bigint, push_type_token_disabled text, registered_again_at timestamptz)
+    push_type_token_id bigint, push_type_token_disabled text, registered_again_at timestamptz, message_class text)
 LANGUAGE plpgsql SET enable_sort = off SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
 SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 DECLARE
@@ -242,7 +243,8 @@ BEGIN
            -- A delivery belongs to the registration it was made for: the device registered
            -- again since (for another user, or after a logout) is not sent it.
            CASE WHEN dev.user_ref IS DISTINCT FROM n.user_ref AND n.user_ref IS NOT NULL
-                     OR dev.registration_started_at > c.created_at THEN dev.registration_started_at END
+                     OR dev.registration_started_at > c.created_at THEN dev.registration_started_at END,
+           n.message_class
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
@@ -274,6 +276,42 @@ BEGIN
     LEFT JOIN report_key k ON true;
 END;
 $$;
+REVOKE ALL ON FUNCTION herald.claim_batch(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.claim_batch(timestamp with time zone,integer,text,interval,bigint[]) TO herald_daemon;
+
+-- 0.11.0's claim, for its daemons while the support window serves them: herald.claim_batch
+-- without the columns added since (message_class). A daemon prepares its claim as `SELECT *`,
+-- and PostgreSQL refuses to run a prepared statement whose result type changed, so a claim
+-- that grew in place would fail in every 0.11.0 daemon until its connection ended. (Daemons since
+-- prepare such a statement again: PostgresConnection.) The next release drops it.
+CREATE OR REPLACE FUNCTION herald.claim_sends(at timestamptz, batch integer, worker text, lease interval,
+    held bigint[] DEFAULT '{}') RETURNS TABLE (delivery_id bigint, notification_id bigint, payload_kind text,
+    attempts integer, abandoned_by text, device_id bigint, push_token text, token_kind text,
+    device_disabled_reason text, web_p256dh bytea, web_auth bytea, app_id text, app_version text, route text,
+    config_error_at timestamptz, topic text, title text, body text, data text, image_url text, sound text,
+    badge integer, android_channel_id text, ios_category text, ios_thread_id text, deep_link text, priority text,
+    expires_at timestamptz, collapse_key text, silent boolean, dry_run boolean, ios_interruption_level text,
+    ios_relevance_score double precision, ios_filter_criteria text, ios_target_content_id text,
+    android_direct_boot_ok boolean, android_proxy text, activity_token text, activity_token_id bigint,
+    activity_token_ended text, superseded_by bigint, activity_id text, activity_event text,
+    activity_attributes_type text, activity_attributes text, activity_content_state text,
+    activity_stale_at timestamptz, activity_dismiss_at timestamptz, activity_event_at timestamptz,
+    activity_channel text, channel_id text, channel_state text, channel_stores_latest boolean, report_reference text,
+    push_type_token_id bigint, push_type_token_disabled text, registered_again_at timestamptz)
+LANGUAGE sql AS $$
+    SELECT c.delivery_id, c.notification_id, c.payload_kind, c.attempts, c.abandoned_by, c.device_id, c.push_token,
+           c.token_kind, c.device_disabled_reason, c.web_p256dh, c.web_auth, c.app_id, c.app_version, c.route,
+           c.config_error_at, c.topic, c.title, c.body, c.data, c.image_url, c.sound, c.badge, c.android_channel_id,
+           c.ios_category, c.ios_thread_id, c.deep_link, c.priority, c.expires_at, c.collapse_key, c.silent,
+           c.dry_run, c.ios_interruption_level, c.ios_relevance_score, c.ios_filter_criteria,
+           c.ios_target_content_id, c.android_direct_boot_ok, c.android_proxy, c.activity_token,
+           c.activity_token_id, c.activity_token_ended, c.superseded_by, c.activity_id, c.activity_event,
+           c.activity_attributes_type, c.activity_attributes, c.activity_content_state, c.activity_stale_at,
+           c.activity_dismiss_at, c.activity_event_at, c.activity_channel, c.channel_id, c.channel_state,
+           c.channel_stores_latest, c.report_reference, c.push_type_token_id, c.push_type_token_disabled,
+           c.registered_again_at
+    FROM herald.claim_batch(at, batch, worker, lease, held) c;
+$$;
 REVOKE ALL ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,text,interval,bigint[]) TO herald_daemon;
 
@@ -304,7 +342,7 @@ GRANT EXECUTE ON FUNCTION herald.claim_sends(timestamp with time zone,integer,te
 -- or `push_type_token`), with its token as logs may show it (herald.token_hint) and the reason: what
 -- the daemon logs is what was done.
 --
--- Planned once per session, generically, for the reason herald.claim_sends is, and kept to
+-- Planned once per session, generically, for the reason herald.claim_batch is, and kept to
 -- primary-key probes the same way: no sequential scan, no hash or merge join, and
 -- `(d.state = 'queued') IS TRUE`, which the partial index of queued deliveries cannot serve (with
 -- no statistics that index looks tiny, and a plan reading it end to end for every id took up to
@@ -452,7 +490,7 @@ REVOKE ALL ON FUNCTION herald.record_saturation(text,text,text,text,timestamp wi
 GRANT EXECUTE ON FUNCTION herald.record_saturation(text,text,text,text,timestamp with time zone,integer,integer) TO herald_daemon;
 
 -- The setups of the apps named, as the dispatch worker makes their routes from them, with each
--- row's version (as herald.claim_sends returns it): `provider_settings` holds the app's row of
+-- row's version (as herald.claim_batch returns it): `provider_settings` holds the app's row of
 -- each provider's settings (herald.providers.settings), by provider, without its app_id; a
 -- provider the app has no row for is left out, and so is a provider whose settings this session
 -- cannot read (a table dropped, a grant missing): its routes fail as a configuration problem of

@@ -128,7 +128,7 @@ GRANT EXECUTE ON FUNCTION herald.supersede(bigint[],text,timestamp with time zon
 -- update or an end goes to the activity's live update tokens, unless the activity already took
 -- a newer event (then it ends `superseded`, unsent); each delivery it makes supersedes the
 -- token's older one still waiting (cancelled, with the reason), and dispatch cancels an older
--- one it claims later (herald.claim_sends' superseded_by). An end without a content state
+-- one it claims later (herald.claim_batch' superseded_by). An end without a content state
 -- carries the newest, ends the activity and its update tokens (its deliveries still go). A
 -- broadcast is one delivery to its channel, ordered and superseding per channel the same way.
 CREATE OR REPLACE FUNCTION herald.ingest_activity_events(ids bigint[], at timestamptz,
@@ -651,6 +651,7 @@ BEGIN
                -- The app's defaults; a ttl becomes the absolute expires_at it implies, counted
                -- from when the notification is to be sent (a scheduled one's send_at).
                coalesce(n.priority, a.default_priority) AS priority,
+               coalesce(n.message_class, a.default_message_class) AS message_class,
                -- least(): created_at is Herald's, but a restored or hand-written row must not
                -- overflow, nor a send_at at the end of time (refused below, but computed first).
                coalesce(n.expires_at,
@@ -700,6 +701,8 @@ BEGIN
                    WHEN n.android_proxy NOT IN ('allow', 'deny', 'if_priority_lowered') THEN
                        format('android_proxy must be allow, deny or if_priority_lowered, not %s',
                               quote_literal(left(n.android_proxy, 40)))
+                   WHEN n.message_class NOT IN ('service', 'marketing') THEN
+                       format('message_class must be service or marketing, not %s', quote_literal(left(n.message_class, 40)))
                    WHEN n.android_proxy IS NOT NULL AND n.topic IS NULL THEN
                        'android_proxy applies to FCM notification messages, which Herald sends only to topics: a device''s'
                        ' Android app gets a data message and shows it itself; leave android_proxy out'
@@ -722,7 +725,7 @@ BEGIN
                END AS problem
         FROM herald.notifications n
         -- Joins to other tables are LATERAL probes fenced with OFFSET 0, so that no plan can
-        -- turn them inside out and read a whole table once per row (herald.claim_sends).
+        -- turn them inside out and read a whole table once per row (herald.claim_batch).
         LEFT JOIN LATERAL (SELECT a.* FROM herald.apps a WHERE a.app_id = n.app_id OFFSET 0) a ON true
         -- One walk over the data's entries: numbers and booleans become strings (FCM takes
         -- only strings), and the first entry FCM would refuse is named. Data of strings alone,
@@ -864,6 +867,7 @@ BEGIN
                              END
                      END,
             priority = CASE WHEN v.state = 'rejected' THEN n.priority ELSE v.priority END,
+            message_class = CASE WHEN v.state = 'rejected' THEN n.message_class ELSE v.message_class END,
             expires_at = CASE WHEN v.state = 'rejected' THEN n.expires_at ELSE v.expires_at END,
             ttl = CASE WHEN v.state = 'rejected' THEN n.ttl END,
             data = CASE WHEN v.state = 'rejected' THEN n.data ELSE v.data END,
@@ -937,7 +941,7 @@ GRANT EXECUTE ON FUNCTION herald.ingest(bigint[],timestamp with time zone,text,i
 --
 -- The pick walks each partition's notifications_received in id order (a Merge Append) and
 -- stops after `batch`: a partition not analyzed yet looks nearly empty to the planner, which
--- would rather sort every waiting row (enable_sort = off, as in herald.claim_sends).
+-- would rather sort every waiting row (enable_sort = off, as in herald.claim_batch).
 CREATE OR REPLACE FUNCTION herald.ingest_next(batch int, at timestamptz DEFAULT now(), lease_to text DEFAULT NULL,
     lease_for interval DEFAULT NULL, reserve int DEFAULT 0, catch_up_every interval DEFAULT NULL,
     skip_apps text[] DEFAULT '{}')

@@ -191,7 +191,8 @@ CREATE OR REPLACE FUNCTION herald.send(app text, user_ref text DEFAULT NULL, dev
     send_at timestamptz DEFAULT NULL, silent boolean DEFAULT false, dry_run boolean DEFAULT false,
     ios_interruption_level text DEFAULT NULL, ios_relevance_score double precision DEFAULT NULL,
     ios_filter_criteria text DEFAULT NULL, ios_target_content_id text DEFAULT NULL,
-    android_direct_boot_ok boolean DEFAULT NULL, android_proxy text DEFAULT NULL) RETURNS bigint
+    android_direct_boot_ok boolean DEFAULT NULL, android_proxy text DEFAULT NULL, message_class text DEFAULT NULL)
+    RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
@@ -202,22 +203,22 @@ BEGIN
         app_id, idempotency_key, user_ref, device_ids, topic, title, body, data, image_url, sound, badge,
         android_channel_id, ios_category, ios_thread_id, deep_link, priority, ttl, expires_at, collapse_key,
         send_at, silent, dry_run, ios_interruption_level, ios_relevance_score, ios_filter_criteria,
-        ios_target_content_id, android_direct_boot_ok, android_proxy)
+        ios_target_content_id, android_direct_boot_ok, android_proxy, message_class)
     VALUES (
         app, send.idempotency_key, send.user_ref, send.device_ids, send.topic, send.title, send.body, send.data,
         send.image_url, send.sound, send.badge, send.android_channel_id, send.ios_category, send.ios_thread_id,
         send.deep_link, send.priority, send.ttl, send.expires_at, send.collapse_key, send.send_at,
         coalesce(send.silent, false), coalesce(send.dry_run, false), send.ios_interruption_level,
         send.ios_relevance_score, send.ios_filter_criteria, send.ios_target_content_id, send.android_direct_boot_ok,
-        send.android_proxy)
+        send.android_proxy, send.message_class)
     RETURNING n.id INTO notification_id;
     -- Without a row, herald.claim_idempotency_key skipped it: the key was used.
     RETURN coalesce(notification_id, herald.notification_of_key(app, send.idempotency_key));
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) TO herald_producer;
-GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text,text) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.send(text,text,text[],text,text,text,jsonb,text,text,integer,text,text,text,text,text,text,interval,timestamp with time zone,text,timestamp with time zone,boolean,boolean,text,double precision,text,text,boolean,text,text) TO herald_daemon;
 
 -- Register a device, or refresh its token. Returns the device's row id and what happened:
 --   'registered'     new, or updated while enabled;

@@ -320,7 +320,7 @@ CREATE OR REPLACE FUNCTION herald.reconcile(report_ids bigint[], at timestamptz,
 RETURNS TABLE (reports int, delivered int, wakeups int)
 LANGUAGE plpgsql
 -- One plan per session, with nothing but index probes and nested loops, and every lookup of
--- another table a LATERAL probe fenced with OFFSET 0, as in herald.claim_sends: a plan made on
+-- another table a LATERAL probe fenced with OFFSET 0, as in herald.claim_batch: a plan made on
 -- empty tables read every delivery of a grown day once per call (PlanningTests). A row another
 -- session holds locked is waited for half a second at most (docs/architecture.md, "Producers
 -- beside the workers").

@@ -9,7 +9,7 @@ import Synchronization
 /// Ingest creates some of the deliveries it makes already leased to this daemon
 /// (`herald.ingest`'s `lease_to`, `migrations/functions/ingest.sql`) and hands their ids here;
 /// dispatch's claim reads them beside what it claims from the queue, in one statement
-/// (`herald.claim_sends`' `held`). That saves each of them the claim's update of its row, and
+/// (`herald.claim_batch`' `held`). That saves each of them the claim's update of its row, and
 /// each commit at a trickle the wait for the database's wake-up. Nobody else is woken for them:
 /// the NOTIFY that wakes dispatch goes out only for deliveries a claim can take now
 /// (`herald.notify_worker`'s `herald.wakes_itself`).

@@ -195,7 +195,7 @@ extension DispatchWorker {
     }
 }
 
-// Each part of a claimed delivery, decoded by its columns' names (`herald.claim_sends`).
+// Each part of a claimed delivery, decoded by its columns' names (`herald.claim_batch`).
 
 extension OutgoingDelivery.Notification {
     init(claimed row: PostgresRow) throws {
@@ -211,6 +211,9 @@ extension OutgoingDelivery.Notification {
             priority: try row.decode("priority"), expiresAt: try row.decode("expires_at"),
             collapseKey: try row.decode("collapse_key", as: String?.self), silent: try row.decode("silent"),
             dryRun: try row.decode("dry_run"),
+            // Anything but service (NULL for a row ingest did not class) is marketing, the
+            // class that claims less.
+            messageClass: MessageClass(rawValue: try row.decode("message_class", as: String?.self) ?? "") ?? .marketing,
             apple: Apple(
                 category: try row.decode("ios_category", as: String?.self),
                 threadID: try row.decode("ios_thread_id", as: String?.self),

@@ -2,9 +2,9 @@ extension DispatchWorker {
     enum SQL {
         /// Leases up to $2 deliveries, due by $1, to worker $3 for $4 seconds, and reads beside
         /// them the deliveries $5 ingest leased to it at birth; returns everything needed to send
-        /// them but their apps' setups, in one statement (`herald.claim_sends`,
+        /// them but their apps' setups, in one statement (`herald.claim_batch`,
         /// `migrations/functions/dispatch.sql`).
-        static let claim = "SELECT * FROM herald.claim_sends($1, $2, $3, make_interval(secs => $4), $5::bigint[])"
+        static let claim = "SELECT * FROM herald.claim_batch($1, $2, $3, make_interval(secs => $4), $5::bigint[])"
         /// The app of each of the deliveries $1 (its notification's).
         static let apps = """
             SELECT d.id, coalesce(n.app_id, '') FROM herald.deliveries d

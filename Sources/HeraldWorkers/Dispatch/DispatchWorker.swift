@@ -7,7 +7,7 @@ import Logging
 import Metrics
 
 /// Sends deliveries and records what became of each. The deliveries are the queue: each claim
-/// leases the due ones (``SQL/claim``: `herald.claim_sends` in
+/// leases the due ones (``SQL/claim``: `herald.claim_batch` in
 /// `migrations/functions/dispatch.sql`), and each is recorded when its provider answered.
 ///
 /// Per claim: deliveries that cannot or need not be sent end at once (``DeliveryLife``); the

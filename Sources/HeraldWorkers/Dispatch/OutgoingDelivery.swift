@@ -60,8 +60,16 @@ public struct OutgoingDelivery: Sendable {
         public var collapseKey: String? = nil
         public var silent: Bool
         public var dryRun: Bool
+        public var messageClass: MessageClass = .marketing
         public var apple = Apple()
         public var android = Android()
+
+        /// How the phone makers' push services (Xiaomi, OPPO, vivo, Honor, HarmonyOS) class it,
+        /// as the producer said (`message_class`) or the app's default: each provider maps it to
+        /// its own fields. A marketing message has a few a day on each phone and shows quietly.
+        public enum MessageClass: String, Sendable {
+            case service, marketing
+        }
 
         /// The options only Apple's platforms read (`aps`).
         public struct Apple: Sendable {

@@ -11,7 +11,8 @@ extension OutgoingDelivery.PayloadKind {
 
 /// An app's HarmonyOS NEXT phones, through Push Kit's v3 API (route `harmony`), registered with
 /// their Push Kit token (`harmony_token`). Made from the app's service-account key file and the
-/// category its notifications go as (`herald.app_harmony`).
+/// category its service notifications go as (`herald.app_harmony`); a marketing one goes as
+/// MARKETING.
 struct HarmonyRoute: TokenRoute {
     static let name = "harmony"
     static let displayName = "HarmonyOS Push Kit"
@@ -34,6 +35,7 @@ struct HarmonyRoute: TokenRoute {
     /// The service account (its project and key id), as every daemon knows whether Push Kit
     /// accepted it.
     let credentials: AcceptedCredentials
+    /// The category of its service notifications.
     let category: String
     /// Until when the app's sends wait after Push Kit's traffic control (its limit is each app's).
     let trafficControl: ProviderPause
@@ -70,7 +72,9 @@ struct HarmonyRoute: TokenRoute {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var live: [(OutgoingDelivery, HarmonyMessage)] = []
         for delivery in batch {
-            let message = builder.harmonyMessage(for: delivery, category: category, now: now)
+            let message = builder.harmonyMessage(
+                for: delivery, category: delivery.notification.messageClass == .service ? category : "MARKETING",
+                now: now)
             if let tooLarge = message.tooLarge {
                 events.append(
                     (
