@@ -52,17 +52,21 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /v3/{project id}/messages:send` is HarmonyOS Push Kit (``HarmonyService``);
 ///   `POST /emulator/harmony-projects` registers a project's service account
 ///   (`{"project_id": "…", "key_id": "…", "sub_account": "…", "public_key": "<PEM>"}`).
+/// - `POST /v3/message/regid` is Xiaomi Mi Push (``XiaomiService``); `POST /emulator/xiaomi-apps`
+///   registers an app's package name, AppSecret and channels (`{"package_name": "…",
+///   "app_secret": "…", "channels": {"orders": "private", "news": "public"}}`).
 /// - `POST /emulator/fcm-devices` models FCM's store for a token's app instance (``FCMDevice``):
 ///   `{"token": "…", "online": false}` takes the phone offline, `"online": true` brings it back,
 ///   `"inactive": true` makes FCM judge it inactive; it answers what the app has received and
 ///   been told (`received`, `deleted_notices` for `onDeletedMessages()`) and how many wait.
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
-///   `GET /emulator/hms` and `GET /emulator/harmony` list what was received;
+///   `GET /emulator/hms`, `GET /emulator/harmony` and `GET /emulator/xiaomi` list what was received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class Emulator: Sendable {
-    /// The services the server answers for.
-    private let routes: EmulatorRoutes
+    /// The services the server answers for (each service's file may add the methods its tests
+    /// call).
+    let routes: EmulatorRoutes
     private var state: EmulatorState { routes.state }
     private var webPush: WebPushService { routes.webPush }
     private var apns: APNsService { routes.apns }
@@ -226,9 +230,10 @@ struct EmulatorRoutes {
     let apns = APNsService()
     let hms = HMSService()
     let harmony = HarmonyService()
+    let xiaomi = XiaomiService()
 
     /// Each provider's stand-in, in the order their routes are tried.
-    var services: [any EmulatedService] { [hms, harmony, apns, webPush, state] }
+    var services: [any EmulatedService] { [hms, harmony, xiaomi, apns, webPush, state] }
 
     /// The routes: each service's, then the behaviours any of them can be told to give. The
     /// first that matches a request answers it.

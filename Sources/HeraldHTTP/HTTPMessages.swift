@@ -19,6 +19,15 @@ public struct ClientCertificate: Sendable, Equatable {
 }
 
 /// A request for ``HTTPClient``.
+/// An `application/x-www-form-urlencoded` body (the HTML form encoding OAuth 2.0's token
+/// requests and some providers' sends take): each name and value escaped but for letters,
+/// digits and `-._~`, joined by `=` and `&`.
+public func formEncoded(_ fields: [(String, String)]) -> String {
+    let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    func escaped(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
+    return fields.map { "\(escaped($0.0))=\(escaped($0.1))" }.joined(separator: "&")
+}
+
 public struct HTTPRequest: Sendable {
     public var method: String
     public var url: String

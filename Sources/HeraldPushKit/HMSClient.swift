@@ -33,9 +33,9 @@ public struct HMSClient: Sendable {
         let base = endpoint.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         sendURL = "\(base ?? Self.pushEndpoint)/v1/\(clientID)/messages:send"
         let tokenURL = base.map { $0 + "/oauth2/v3/token" } ?? Self.tokenURL
-        let form =
-            "grant_type=client_credentials&client_id=\(Self.formEncoded(clientID))"
-            + "&client_secret=\(Self.formEncoded(clientSecret))"
+        let form = formEncoded([
+            ("grant_type", "client_credentials"), ("client_id", clientID), ("client_secret", clientSecret),
+        ])
         tokens = AccessTokens(name: "Huawei app \(clientID)", logger: logger) { () async throws(AccessTokenError) in
             try await AccessTokens.post(
                 form: form, to: tokenURL, http: http, refusing: "Huawei's token endpoint refused app \(clientID)")
@@ -148,13 +148,6 @@ public struct HMSClient: Sendable {
         reason: "Huawei Push Kit answered 80300007 (all tokens invalid), and no send with these credentials has been"
             + " accepted yet: are herald.app_hms.client_id and its secret this app's?",
         scope: .hms)
-
-    /// `application/x-www-form-urlencoded`'s escaping of a value.
-    public static func formEncoded(_ value: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
-    }
 }
 
 /// One data message to one token, as Push Kit's v1 API takes it: `message.data` is a string

@@ -30,15 +30,15 @@ import Testing
             SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables t
             WHERE schemaname = 'herald'
               AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = format('herald.%I', t.tablename)::regclass)
+              -- A provider's settings table is its migration's, and this test need not learn it.
+              AND format('herald.%I', t.tablename) NOT IN (
+                  SELECT settings::text FROM herald.providers WHERE settings IS NOT NULL)
             """
         )[0].decode(0, as: [String].self)
         #expect(
             tables == [
-                "accepted_credentials", "activity_events", "activity_tokens", "app_apns", "app_config_problems",
-                "app_fcm", "app_harmony",
-                "app_hms", "app_unifiedpush",
-                "app_webpush",
-                "apps", "broadcast_channels",
+                "accepted_credentials", "activity_events", "activity_tokens", "app_config_problems",
+                "app_webpush", "apps", "broadcast_channels",
                 "config_scopes", "deliveries", "delivery_reports", "device_changes", "devices", "fcm_quotas",
                 "generations",
                 "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",

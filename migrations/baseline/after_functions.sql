@@ -19,7 +19,8 @@ INSERT INTO herald.config_scopes (scope, waiting) VALUES
     ('harmony', 'deliveries to HarmonyOS phones'),
     ('hms', 'deliveries through Huawei Push Kit'),
     ('unifiedpush', 'deliveries to Android phones through UnifiedPush distributors'),
-    ('web', 'deliveries to browsers');
+    ('web', 'deliveries to browsers'),
+    ('xiaomi', 'deliveries through Xiaomi Mi Push');
 INSERT INTO herald.generations (generation, first_id, end_id, opened_at, closed_at) VALUES
     (0, -9223372036854775808, 4294967296, '-infinity', now()),
     (1, 4294967296, 8589934592, now(), NULL),
@@ -31,7 +32,8 @@ INSERT INTO herald.providers (provider, settings) VALUES
     ('harmony', 'herald.app_harmony'),
     ('hms', 'herald.app_hms'),
     ('unifiedpush', 'herald.app_unifiedpush'),
-    ('webpush', 'herald.app_webpush_settings');
+    ('webpush', 'herald.app_webpush_settings'),
+    ('xiaomi', 'herald.app_xiaomi');
 INSERT INTO herald.routes (route, provider, description, scopes, device_store_capacity) VALUES
     ('apns', 'apns', 'iOS straight to APNs', '{apns}', NULL),
     ('fcm', 'fcm', 'FCM', '{fcm}', 80),
@@ -39,7 +41,8 @@ INSERT INTO herald.routes (route, provider, description, scopes, device_store_ca
     ('harmony', 'harmony', 'HarmonyOS through Push Kit', '{harmony}', NULL),
     ('hms', 'hms', 'Android through Huawei Push Kit', '{hms}', NULL),
     ('unifiedpush', 'unifiedpush', 'Android through UnifiedPush', '{unifiedpush}', NULL),
-    ('web', 'webpush', 'browsers (Web Push)', '{web}', NULL);
+    ('web', 'webpush', 'browsers (Web Push)', '{web}', NULL),
+    ('xiaomi', 'xiaomi', 'Android through Xiaomi Mi Push', '{xiaomi}', NULL);
 INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape_description, lowercase, endpoint_policy) VALUES
     ('apns_device_token', '{ios}', 'an APNs device token', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the app''s deviceToken as hex)', true, NULL),
     ('apns_location_token', '{ios}', 'a location push token (CLLocationManager.startMonitoringLocationPushes)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', true, NULL),
@@ -51,7 +54,8 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape
     ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)', NULL, NULL, false, NULL),
     ('registration_token', '{android,ios}', 'an FCM registration token', NULL, NULL, false, NULL),
     ('unifiedpush', '{android}', 'a UnifiedPush endpoint with its keys', NULL, NULL, false, 'herald.app_unifiedpush'),
-    ('web_subscription', '{web}', 'a browser''s push subscription', NULL, NULL, false, 'herald.web_push_endpoint_policy');
+    ('web_subscription', '{web}', 'a browser''s push subscription', NULL, NULL, false, 'herald.web_push_endpoint_policy'),
+    ('xiaomi_regid', '{android}', 'a Xiaomi Mi Push regId', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the regId MiPushClient.getRegId gave the app)', false, NULL);
 INSERT INTO herald.platforms (platform, description, payload_kind, silent_payload_kind, default_token_kind) VALUES
     ('android', 'an Android phone', 'android_data', 'android_data', 'registration_token'),
     ('harmony', 'a HarmonyOS NEXT phone', 'harmony_alert', 'harmony_background', 'harmony_token'),
@@ -67,6 +71,7 @@ INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('android_data', 'installation_id', 'fcm'),
     ('android_data', 'registration_token', 'fcm'),
     ('android_data', 'unifiedpush', 'unifiedpush'),
+    ('android_data', 'xiaomi_regid', 'xiaomi'),
     ('android_wakeup', 'installation_id', 'fcm'),
     ('android_wakeup', 'registration_token', 'fcm'),
     ('broadcast', NULL, 'apns'),
@@ -107,6 +112,7 @@ CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.ap
 CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_webpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+CREATE TRIGGER app_xiaomi_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_xiaomi FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER deliveries_notify_dispatch AFTER INSERT ON herald.deliveries FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('dispatch');
 CREATE TRIGGER delivery_reports_enqueue_reconcile AFTER INSERT ON herald.delivery_reports REFERENCING NEW TABLE AS new_reports FOR EACH STATEMENT EXECUTE FUNCTION herald.enqueue_reconcile();
 CREATE TRIGGER devices_record_changes AFTER UPDATE OF disabled_at, disabled_cause ON herald.devices FOR EACH ROW WHEN ((old.disabled_cause IS DISTINCT FROM new.disabled_cause)) EXECUTE FUNCTION herald.record_device_change();

@@ -1,4 +1,4 @@
--- The schema after migration 48, for a new database: `herald migrate` applies this file,
+-- The schema after migration 49, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -239,6 +239,36 @@ COMMENT ON COLUMN herald.app_webpush.private_addresses IS 'Whether endpoints may
 REVOKE ALL ON herald.app_webpush FROM herald_daemon;
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_webpush TO herald_operator;
 GRANT SELECT ON herald.app_webpush TO herald_daemon;
+
+
+-- herald.app_xiaomi
+-- -----------------
+
+CREATE TABLE herald.app_xiaomi (
+    app_id text NOT NULL,
+    app_secret_file text NOT NULL,
+    package_name text NOT NULL,
+    region text DEFAULT 'china'::text NOT NULL,
+    service_channel_id text,
+    marketing_channel_id text,
+    CONSTRAINT app_xiaomi_pkey PRIMARY KEY (app_id),
+    CONSTRAINT app_xiaomi_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT app_xiaomi_app_secret_file_check CHECK ((app_secret_file <> ''::text)),
+    CONSTRAINT app_xiaomi_marketing_channel_id_check CHECK ((marketing_channel_id ~ '^[A-Za-z0-9_.-]{1,200}$'::text)),
+    CONSTRAINT app_xiaomi_package_name_check CHECK ((package_name ~ '^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$'::text)),
+    CONSTRAINT app_xiaomi_region_check CHECK ((region = ANY (ARRAY['china'::text, 'singapore'::text, 'europe'::text, 'russia'::text, 'india'::text]))),
+    CONSTRAINT app_xiaomi_service_channel_id_check CHECK ((service_channel_id ~ '^[A-Za-z0-9_.-]{1,200}$'::text))
+);
+COMMENT ON TABLE herald.app_xiaomi IS 'An app''s Xiaomi Mi Push setup, one row per app that sends to Xiaomi phones.';
+COMMENT ON COLUMN herald.app_xiaomi.app_id IS 'The app (herald.apps).';
+COMMENT ON COLUMN herald.app_xiaomi.app_secret_file IS 'A file holding the app''s AppSecret (Xiaomi''s push console), read by the daemon; the secret never enters the database.';
+COMMENT ON COLUMN herald.app_xiaomi.package_name IS 'The app''s Android package name, as Mi Push''s restricted_package_name.';
+COMMENT ON COLUMN herald.app_xiaomi.region IS 'Where the app''s phones are, which decides Mi Push''s host: china (the default), singapore (any other region), europe (the EEA and the UK), russia or india.';
+COMMENT ON COLUMN herald.app_xiaomi.service_channel_id IS 'The channel (extra.channel_id) the app registered with Xiaomi as a private-message one, for its service notifications; NULL: Mi Push''s default class.';
+COMMENT ON COLUMN herald.app_xiaomi.marketing_channel_id IS 'The channel the app registered with Xiaomi as a public-message one, for its marketing notifications; NULL: Mi Push''s default class.';
+REVOKE ALL ON herald.app_xiaomi FROM herald_daemon;
+GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_xiaomi TO herald_operator;
+GRANT SELECT ON herald.app_xiaomi TO herald_daemon;
 
 
 -- herald.broadcast_channels

@@ -32,6 +32,14 @@ public struct PayloadBuilder: Sendable {
         return remaining.isFinite ? Int(max(0, min(remaining, Double(maxTTL)))) : maxTTL
     }
 
+    /// A notification's id on an Android phone whose push service shows it (HarmonyOS's
+    /// `notifyId`, Mi Push's `notify_id`): they take 0 to 2³¹−1, and a phone shows one
+    /// notification of an app per id, so the id is the notification's modulo 2³¹, every value
+    /// they take. Two notifications share one only when their ids are a multiple of 2³¹ apart
+    /// (ids count every app's notifications): the later replaces the earlier only if the phone
+    /// still shows that one then.
+    static func notifyID(_ notification: Int64) -> Int { Int(notification & Int64(Int32.max)) }
+
     /// Herald's own keys, after the producer's data (Herald's win on a clash).
     func heraldKeys(_ delivery: OutgoingDelivery) -> [(String, String)] {
         var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notification.id))]

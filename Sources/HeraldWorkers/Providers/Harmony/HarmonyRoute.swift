@@ -107,13 +107,6 @@ struct HarmonyRoute: TokenRoute {
 }
 
 extension PayloadBuilder {
-    /// A notification's `notifyId`: Push Kit takes 0 to 2³¹−1, and a phone shows one notification
-    /// of an app per id, so the id is the notification's modulo 2³¹, every value Push Kit takes.
-    /// Two notifications share one only when their ids are a multiple of 2³¹ apart (ids count
-    /// every app's notifications): the later replaces the earlier only if the phone still shows
-    /// that one then.
-    static func notifyID(_ notification: Int64) -> Int { Int(notification & Int64(Int32.max)) }
-
     /// A delivery as a v3 message. A notification is one Push Kit shows (push-type 0, under the
     /// app's `category`); the producer's data and Herald's keys ride in `clickAction.data`, which
     /// the app reads from the Want that opens it (`want.parameters`), and a deep link opens its

@@ -1,0 +1,182 @@
+import Foundation
+import HeraldCore
+import Synchronization
+
+/// An app's Xiaomi phones (MIUI, HyperOS), through Mi Push (route `xiaomi`), registered with
+/// their regId (`xiaomi_regid`). Made from the app's row of `herald.app_xiaomi`: the file holding
+/// its AppSecret, its package name, the region its phones are in (Mi Push reaches a phone only
+/// through its region's host), and the channels its service and marketing notifications go in.
+struct XiaomiRoute: TokenRoute {
+    static let name = "xiaomi"
+    static let displayName = "Xiaomi Mi Push"
+    static let scopes: [ConfigurationScope] = [.xiaomi]
+    static let tokenKind = "xiaomi_regid"
+    static let payloadKinds: Set<OutgoingDelivery.PayloadKind> = [.androidData]
+
+    /// The app's row of `herald.app_xiaomi`.
+    struct Setup: Equatable, Sendable, Decodable {
+        var appSecretFile: String
+        var packageName: String
+        var region: MiPushClient.Region
+        var serviceChannelID: String?
+        var marketingChannelID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case appSecretFile = "app_secret_file"
+            case packageName = "package_name"
+            case region
+            case serviceChannelID = "service_channel_id"
+            case marketingChannelID = "marketing_channel_id"
+        }
+    }
+
+    let app: String
+    let setup: Setup
+    let client: MiPushClient
+    /// The app's secret, as every daemon knows whether Mi Push accepted it: a regId of another
+    /// app is answered as a dead one (20301), so that answer disables a phone only once the
+    /// secret is known to be this app's.
+    let credentials: AcceptedCredentials
+    let accepted: AcceptedHere
+    /// Until when the app's sends wait after Mi Push said they come too fast (10027), shared by
+    /// its routes in this daemon.
+    let rate: ProviderPause
+    /// Until when each class of the app's notifications waits after Mi Push's daily quota
+    /// (200001): a private (service) channel has none, so a marketing quota holds back only
+    /// marketing.
+    let dailyQuota: [OutgoingDelivery.Notification.MessageClass: ProviderPause]
+
+    /// Whether this daemon has seen Mi Push accept a send with the app's secret.
+    final class AcceptedHere: Sendable {
+        private let seen = Mutex(false)
+        var value: Bool { seen.withLock { $0 } }
+        func note() { seen.withLock { $0 = true } }
+    }
+
+    static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> XiaomiRoute {
+        guard let setup else {
+            throw ConfigurationProblem("app \(app) has Xiaomi regIds but no row in herald.app_xiaomi")
+        }
+        let secret: String
+        do {
+            secret = try String(contentsOfFile: setup.appSecretFile, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        } catch {
+            throw ConfigurationProblem(
+                "app \(app): the Xiaomi AppSecret file \(setup.appSecretFile) cannot be read: \(error)")
+        }
+        guard !secret.isEmpty else {
+            throw ConfigurationProblem("app \(app): the Xiaomi AppSecret file \(setup.appSecretFile) is empty")
+        }
+        shared.logger.info(
+            "loaded the Xiaomi Mi Push setup",
+            metadata: ["app": "\(app)", "package": "\(setup.packageName)", "region": "\(setup.region.rawValue)"])
+        return XiaomiRoute(
+            app: app, setup: setup,
+            client: MiPushClient(
+                appSecret: secret, region: setup.region, endpoint: shared.configuration.endpoints[name],
+                http: shared.http),
+            credentials: AcceptedCredentials(app: app, provider: name, account: setup.packageName),
+            accepted: shared.shared("xiaomi accepted \(app) \(setup.packageName)") { AcceptedHere() },
+            rate: shared.shared("xiaomi rate \(app)") { ProviderPause() },
+            dailyQuota: Dictionary(
+                uniqueKeysWithValues: [.service, .marketing].map { messageClass in
+                    (messageClass, shared.shared("xiaomi daily quota \(app) \(messageClass)") { ProviderPause() })
+                }))
+    }
+
+    /// Mi Push has no validate-only request: a dry run is built, not sent.
+    func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
+        -> [(OutgoingDelivery, DeliveryLife.Event)]
+    {
+        var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
+        var live: [(OutgoingDelivery, MiPushMessage)] = []
+        for delivery in batch {
+            if delivery.notification.dryRun {
+                events.append((delivery, .checked(at: now)))
+            } else if let until = [rate, dailyQuota[delivery.notification.messageClass]!]
+                .compactMap({ $0.pausedUntil(now) }).max()
+            {
+                let outcome = PushOutcome.overQuota(
+                    after: .seconds(until.timeIntervalSince(now)), reason: "Xiaomi Mi Push's limit, until \(until)")
+                events.append((delivery, .sent(outcome, dryRun: false, at: now)))
+            } else {
+                live.append((delivery, message(for: delivery, builder: builder, now: now)))
+            }
+        }
+        guard !live.isEmpty else { return events }
+        let results = await credentials.remembered(
+            context: context, accepted: { accepted.value }, noteAccepted: accepted.note
+        ) {
+            let results = await client.send(live.map(\.1))
+            if results.contains(where: { $0.code == MiPushResult.success }) { accepted.note() }
+            return results
+        }
+        let at = context.clock.now()
+        for ((delivery, _), result) in zip(live, results) {
+            let outcome: PushOutcome =
+                result.code == MiPushResult.noValidTargets && !accepted.value
+                ? Self.unprovenSecret(result)
+                : result.outcome(untilTomorrow: Self.untilMidnightInChina(at))
+            if case .overQuota(let after, _) = outcome {
+                let pause =
+                    result.code.map(MiPushResult.dailyQuota.contains) == true
+                    ? dailyQuota[delivery.notification.messageClass]! : rate
+                pause.pause(until: at.addingTimeInterval(after.seconds))
+            }
+            events.append((delivery, .sent(outcome, dryRun: false, at: at)))
+        }
+        return events
+    }
+
+    /// Until a send with the app's secret has been accepted, a regId refused as no valid target
+    /// may be the app's own and the secret another app's: the setup's problem, and no phone is
+    /// disabled for it.
+    static func unprovenSecret(_ result: MiPushResult) -> PushOutcome {
+        .configurationError(
+            reason: "Xiaomi Mi Push answered 20301 (\(result.words)), and no send with this AppSecret has been"
+                + " accepted yet: are herald.app_xiaomi.app_secret_file and package_name this app's?",
+            scope: .xiaomi)
+    }
+
+    /// How long until midnight in China (UTC+8), when Mi Push's daily quotas start again.
+    static func untilMidnightInChina(_ now: Date) -> Duration {
+        let day = 86_400.0
+        let intoDay = (now.timeIntervalSince1970 + 8 * 3600).truncatingRemainder(dividingBy: day)
+        return .seconds(day - intoDay)
+    }
+
+    /// A delivery as a Mi Push message. A notification with a title or a body is one the phone
+    /// shows (one not given takes the other's text, as Mi Push requires both), in the channel of
+    /// its message class (none set: Mi Push's default class, which takes one a day on each
+    /// phone); a tap opens the app, or its deep link (a web page, or an intent URI the app
+    /// handles). A silent one, or one with only data, is a pass-through message. Either carries
+    /// Herald's keys and the producer's data as the payload, which the app reads as from FCM's
+    /// data. Its `notify_id`, from the notification's id, makes a repeated send replace the
+    /// notification rather than add one. Mi Push keeps a message for a phone that is off at
+    /// most a day for a public class, ten for a private one: the TTL is held to that.
+    func message(for delivery: OutgoingDelivery, builder: PayloadBuilder, now: Date) -> MiPushMessage {
+        let notification = delivery.notification
+        let payload = JSONValue.object(builder.androidData(delivery).map { ($0.0, .string($0.1)) })
+        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
+        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
+        var shown: (title: String, description: String, tap: MiPushMessage.Tap, channelID: String?)?
+        if !notification.silent, let text = title ?? body {
+            let tap: MiPushMessage.Tap =
+                switch notification.deepLink {
+                case let link? where link.hasPrefix("https://") || link.hasPrefix("http://"): .openWeb(link)
+                case let link?: .openIntent(link)
+                case nil: .openApp
+                }
+            let channel =
+                notification.messageClass == .service ? setup.serviceChannelID : setup.marketingChannelID
+            shown = (title ?? text, body ?? text, tap, channel)
+        }
+        let longest = notification.messageClass == .service ? 10 * 86_400 : 86_400
+        return MiPushMessage(
+            regID: delivery.target?.deviceToken ?? "", packageName: setup.packageName, shown: shown,
+            payload: String(decoding: payload.encodedBytes, as: UTF8.self),
+            notifyID: PayloadBuilder.notifyID(notification.id),
+            ttlMilliseconds: min(PayloadBuilder.ttl(delivery, now: now), longest) * 1000)
+    }
+}
