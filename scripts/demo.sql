@@ -71,6 +71,17 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-mate', 'android', 'ANDd
                                      token_kind => 'hms_token');
 \endif
 
+-- Alice's third phone is a Xiaomi bought in China: it receives through Xiaomi Mi Push, with the
+-- app's AppSecret, its package name and the channels it registered with Xiaomi for its service
+-- (private) and marketing (public) notifications. (run-local.sh registers them at the emulator.)
+\if :{?xiaomi_secret_file}
+INSERT INTO herald.app_xiaomi (app_id, app_secret_file, package_name, service_channel_id, marketing_channel_id)
+VALUES ('demo-shop', :'xiaomi_secret_file', 'com.example.demoshop', 'orders', 'deals')
+ON CONFLICT (app_id) DO UPDATE SET app_secret_file = excluded.app_secret_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-redmi', 'android', 'd0demo0regid0alice0redmi0x1', 'alice',
+                                     token_kind => 'xiaomi_regid');
+\endif
+
 -- Alice's tablet runs HarmonyOS NEXT: Push Kit shows its notifications, sent with the project's
 -- service-account key file. (run-local.sh makes one and registers its public key at the
 -- emulator.)
@@ -93,9 +104,12 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-fairphone', 'android', 
 
 -- Notifications, each in the producer's own transaction.
 BEGIN;
+-- An order's progress is a service message (message_class): the phone makers' push services
+-- show it as one, in the app's service category or channel, rather than as marketing.
 SELECT herald.send('demo-shop', user_ref => 'alice', title => 'Your order shipped',
                    body => 'Parcel 42 is on its way', data => '{"order_id": 42}',
-                   deep_link => 'demoshop://orders/42', idempotency_key => 'order-42-shipped');
+                   deep_link => 'demoshop://orders/42', idempotency_key => 'order-42-shipped',
+                   message_class => 'service');
 COMMIT;
 SELECT herald.send('demo-shop', user_ref => 'alice', silent => true, data => '{"sync": "rewards"}');
 SELECT herald.send('demo-shop', topic => 'deals', title => 'Flash sale', body => 'Today only');

@@ -42,6 +42,7 @@ import Testing
                 "config_scopes", "deliveries", "delivery_reports", "device_changes", "devices", "fcm_quotas",
                 "generations",
                 "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",
+                "provider_pauses",
                 "providers", "push_type_tokens", "push_types",
                 "redrives", "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations",
                 "secrets", "token_kinds", "transport_token_kinds", "wakeups", "worker_locks",

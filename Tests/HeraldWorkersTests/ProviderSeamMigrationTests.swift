@@ -94,7 +94,8 @@ import Testing
             """)
         #expect(
             try columns.map { try $0.decode(0, as: String.self) } == [
-                "app_id", "created_at", "default_priority", "default_ttl", "ios_transport", "settings_changed_at",
+                "app_id", "created_at", "default_message_class", "default_priority", "default_ttl", "ios_transport",
+                "settings_changed_at",
             ])
         let recordSends = try await db.query(
             "SELECT count(*) FROM pg_proc WHERE proname = 'record_sends' AND pronamespace = 'herald'::regnamespace")

@@ -190,12 +190,15 @@ import Testing
         #expect(try row.decode(2, as: String.self).contains("200001"))
         let wait = try row.decode(3, as: Date.self).timeIntervalSince(clock.now())
         #expect(abs(wait - XiaomiRoute.untilMidnightInChina(clock.now()).seconds) < 0.001)
-        // Bob's marketing waits unsent; his service notification goes.
+        // Bob's marketing waits unsent, on another daemon too; his service notification goes.
         try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'also a sale')")
         try await f.db.query(
             "SELECT herald.send('shop', user_ref => 'bob', title => 'your code', message_class => 'service')")
         try await f.ingest()
-        try await f.dispatch()
+        try await DispatchWorker(context: await f.restartedContext()).drain()
+        let paused = try await f.db.query("SELECT provider, account, reason FROM herald.quota_pauses")
+        #expect(paused.count == 1)
+        #expect(try paused.first?.decode(1, as: String.self) == "app shop (marketing)")
         #expect(await f.emulator.xiaomiReceived.map { $0.fields["title"] } == ["your code"])
 
         await f.emulator.setBehaviour(.unavailable(retryAfter: nil), forToken: full, times: 1)

@@ -1,4 +1,4 @@
--- The schema after migration 49, for a new database: `herald migrate` applies this file,
+-- The schema after migration 50, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -915,6 +915,31 @@ COMMENT ON COLUMN herald.accepted_credentials.first_accepted_at IS 'When a daemo
 REVOKE ALL ON herald.accepted_credentials FROM herald_daemon;
 GRANT INSERT, SELECT ON herald.accepted_credentials TO herald_daemon;
 GRANT DELETE, SELECT ON herald.accepted_credentials TO herald_operator;
+
+
+-- herald.provider_pauses
+-- ----------------------
+
+CREATE TABLE herald.provider_pauses (
+    provider text NOT NULL,
+    account text NOT NULL,
+    part text DEFAULT ''::text NOT NULL,
+    paused_until timestamp with time zone NOT NULL,
+    reason text NOT NULL,
+    paused_at timestamp with time zone NOT NULL,
+    CONSTRAINT provider_pauses_pkey PRIMARY KEY (provider, account, part),
+    CONSTRAINT provider_pauses_provider_fkey FOREIGN KEY (provider) REFERENCES herald.providers(provider)
+);
+COMMENT ON TABLE herald.provider_pauses IS 'Limits a provider set on what an app sends (traffic control, a rate, a daily quota), as the daemon that met one wrote it: every daemon holds back what it covers until paused_until.';
+COMMENT ON COLUMN herald.provider_pauses.provider IS 'The provider (herald.providers).';
+COMMENT ON COLUMN herald.provider_pauses.account IS 'Whose sends it holds back, as its provider names them: "app shop", "client 106892911".';
+COMMENT ON COLUMN herald.provider_pauses.part IS 'Which of them: '''' all, or a message class (''marketing'') when the limit is that class''s.';
+COMMENT ON COLUMN herald.provider_pauses.paused_until IS 'Until when: the provider''s Retry-After, the reset of its quota, or its route''s own pause.';
+COMMENT ON COLUMN herald.provider_pauses.reason IS 'The provider''s answer that set it.';
+COMMENT ON COLUMN herald.provider_pauses.paused_at IS 'When the daemon met it.';
+REVOKE ALL ON herald.provider_pauses FROM herald_daemon;
+GRANT INSERT, SELECT, UPDATE ON herald.provider_pauses TO herald_daemon;
+GRANT DELETE, SELECT ON herald.provider_pauses TO herald_operator;
 
 
 -- herald.redrives

@@ -195,18 +195,23 @@ COMMENT ON VIEW herald.app_problems IS
 
 -- Accounts a provider refused for their quota: every daemon waits until paused_until, and
 -- herald status says so. FCM answers 429 for a project over its quota (herald.fcm_quotas,
--- migration 019). A provider with a quota of its own adds its rows here.
+-- migration 019); the other providers' limits are herald.provider_pauses (migration 050).
 CREATE OR REPLACE VIEW herald.quota_pauses AS
 SELECT 'fcm'::text AS provider, 'FCM project ' || q.project_id AS account, q.paused_until,
        'FCM: ' || coalesce(q.paused_reason, '429') AS reason,
        'if it recurs, lower HERALD_FCM_RATE_LIMIT or the project''s herald.fcm_quotas.per_second, or ask Google for more'::text
            AS advice
 FROM herald.fcm_quotas q
-WHERE q.paused_until > now();
+WHERE q.paused_until > now()
+UNION ALL
+SELECT p.provider, p.account || CASE WHEN p.part <> '' THEN ' (' || p.part || ')' ELSE '' END, p.paused_until, p.reason,
+       'it ends on its own; if it recurs, the app sends more than the provider allows it: send less, or ask the provider for more'::text
+FROM herald.provider_pauses p
+WHERE p.paused_until > now();
 REVOKE ALL ON herald.quota_pauses FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT SELECT ON herald.quota_pauses TO herald_operator, herald_daemon;
 COMMENT ON VIEW herald.quota_pauses IS
-    'Accounts a provider paused for their quota (FCM''s 429): every daemon waits until paused_until';
+    'Accounts a provider paused for their quota or rate (FCM''s 429, herald.provider_pauses): every daemon waits until paused_until';
 
 -- Sessions that hold up Herald's workers (docs/operators.md#sessions-that-hold-up-the-workers):
 -- any other session whose transaction has been open for more than 10 seconds, which holds every

@@ -76,11 +76,90 @@ enum Providers {
     }
 }
 
-/// Until when a provider asked an app's sends to wait (Huawei's traffic control), shared by the
-/// routes that send with the same credentials in this daemon: what comes next waits too, rather
-/// than being refused in turn.
+/// Until when a provider asked what an app sends to wait (Huawei's traffic control, Xiaomi's
+/// rate and daily quota), for every daemon (`herald.provider_pauses`): a daemon that meets the
+/// limit keeps it there, and the others read it before they send, at most once a second each,
+/// so that the fleet waits together rather than being refused in turn. Whose sends it holds
+/// back is the provider's choice (`account`), and a pause may hold back only a part of them
+/// (a message class, when the limit is that class's); the part "" is all of them. An operator
+/// lifts one by deleting its row. If the database cannot say, the pause is this daemon's alone.
 final class ProviderPause: Sendable {
-    private let until = Mutex<Date?>(nil)
-    func pausedUntil(_ now: Date) -> Date? { until.withLock { $0.flatMap { $0 > now ? $0 : nil } } }
-    func pause(until date: Date) { until.withLock { $0 = max($0 ?? date, date) } }
+    let provider: String
+    let account: String
+    private let state = Mutex<(parts: [String: (until: Date, reason: String)], readAt: Date?)>(([:], nil))
+
+    static let rereadAfter: TimeInterval = 1
+
+    init(provider: String, account: String) {
+        self.provider = provider
+        self.account = account
+    }
+
+    enum SQL {
+        static let read = """
+            SELECT part, paused_until, reason FROM herald.provider_pauses WHERE provider = $1 AND account = $2
+            """
+        /// A pause of part $3 of provider $1's account $2 until $4, for $5, met at $6: a later end
+        /// wins.
+        static let keep = """
+            INSERT INTO herald.provider_pauses AS p (provider, account, part, paused_until, reason, paused_at)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (provider, account, part) DO UPDATE
+            SET paused_until = excluded.paused_until, reason = excluded.reason, paused_at = excluded.paused_at
+            WHERE p.paused_until < excluded.paused_until
+            """
+    }
+
+    /// Until when, and why, `part` is held back at `now` (by its own pause or by one of all):
+    /// as this daemon knows it, read again from the fleet's when it last read more than a second
+    /// ago.
+    func pausedUntil(_ now: Date, part: String = "", context: WorkerContext) async -> (until: Date, reason: String)? {
+        // The database keeps an end to the microsecond, which may round it up a little: one that
+        // ends within a millisecond is over.
+        let over = now.addingTimeInterval(0.001)
+        func known(_ parts: [String: (until: Date, reason: String)]) -> (until: Date, reason: String)? {
+            [parts[""], part.isEmpty ? nil : parts[part]].compactMap { $0 }.filter { $0.until > over }
+                .max { $0.until < $1.until }
+        }
+        let due = state.withLock { state in
+            state.readAt.map { now.timeIntervalSince($0) >= Self.rereadAfter || now < $0 } ?? true
+        }
+        if due {
+            do {
+                let rows = try await context.connection.query(SQL.read, [provider, account])
+                let read = try rows.map {
+                    (try $0.decode(0, as: String.self), try $0.decode(1, as: Date.self), try $0.decode(2, as: String.self))
+                }
+                // The fleet's rows are the truth: a pause an operator lifted (deleted) ends here too.
+                state.withLock { state in
+                    state.readAt = now
+                    state.parts = Dictionary(read.map { ($0.0, ($0.1, $0.2)) }) { $1 }
+                }
+            } catch {
+                state.withLock { $0.readAt = now }
+                context.logger.warning(
+                    "could not read whether a provider paused the app's sends",
+                    metadata: ["provider": "\(provider)", "account": "\(account)", "error": "\(error)"])
+            }
+        }
+        return state.withLock { known($0.parts) }
+    }
+
+    /// Holds `part` back until `date` (a later end than the one known wins), for every daemon.
+    func pause(until date: Date, reason: String, part: String = "", context: WorkerContext) async {
+        let later = state.withLock { state in
+            guard date > state.parts[part]?.until ?? .distantPast else { return false }
+            state.parts[part] = (date, reason)
+            return true
+        }
+        guard later else { return }
+        do {
+            try await context.connection.query(
+                SQL.keep, [provider, account, part, date, String(reason.prefix(500)), context.clock.now()])
+        } catch {
+            context.logger.warning(
+                "could not keep a provider's pause for the other daemons",
+                metadata: ["provider": "\(provider)", "account": "\(account)", "error": "\(error)"])
+        }
+    }
 }

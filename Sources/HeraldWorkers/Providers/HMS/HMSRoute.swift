@@ -26,8 +26,8 @@ struct HMSRoute: TokenRoute {
     let client: HMSClient
     /// The app's client id, as every daemon knows whether Push Kit accepted it.
     let credentials: AcceptedCredentials
-    /// Until when the app's sends wait after Push Kit's traffic control, shared by its routes in
-    /// this daemon, so that what comes next waits too rather than being refused in turn.
+    /// Until when the app's sends wait after Push Kit's traffic control, for every daemon, so
+    /// that what comes next waits too rather than being refused in turn.
     let trafficControl: ProviderPause
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HMSRoute {
@@ -52,17 +52,18 @@ struct HMSRoute: TokenRoute {
                 clientID: setup.clientID, clientSecret: secret, endpoint: shared.configuration.endpoints[name],
                 http: shared.http, logger: shared.logger),
             credentials: AcceptedCredentials(app: app, provider: name, account: setup.clientID),
-            trafficControl: shared.shared("hms traffic control \(setup.clientID)") { ProviderPause() })
+            trafficControl: shared.shared("hms traffic control \(setup.clientID)") {
+                ProviderPause(provider: name, account: "client \(setup.clientID)")
+            })
     }
 
     /// A dry run is Push Kit's `validate_only`: checked by Huawei, not sent.
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
-        if let until = trafficControl.pausedUntil(now) {
-            let wait = Duration.seconds(until.timeIntervalSince(now))
+        if let (until, reason) = await trafficControl.pausedUntil(now, context: context) {
             let outcome = PushOutcome.overQuota(
-                after: wait, reason: "Huawei Push Kit's traffic control, until \(until)")
+                after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
             return batch.map { ($0, .sent(outcome, dryRun: $0.notification.dryRun, at: now)) }
         }
         return await credentials.remembered(
@@ -85,8 +86,8 @@ struct HMSRoute: TokenRoute {
             }
             let outcomes = await client.send(messages, validateOnly: dryRun)
             let at = context.clock.now()
-            for case .overQuota(let after, _) in outcomes {
-                trafficControl.pause(until: at.addingTimeInterval(after.seconds))
+            for case .overQuota(let after, let reason) in outcomes {
+                await trafficControl.pause(until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
             }
             events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
         }

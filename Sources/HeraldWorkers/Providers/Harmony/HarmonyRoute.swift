@@ -37,7 +37,8 @@ struct HarmonyRoute: TokenRoute {
     let credentials: AcceptedCredentials
     /// The category of its service notifications.
     let category: String
-    /// Until when the app's sends wait after Push Kit's traffic control (its limit is each app's).
+    /// Until when the app's sends wait after Push Kit's traffic control (its limit is each app's),
+    /// for every daemon.
     let trafficControl: ProviderPause
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HarmonyRoute
@@ -61,7 +62,9 @@ struct HarmonyRoute: TokenRoute {
             credentials: AcceptedCredentials(
                 app: app, provider: name, account: "project \(account.projectID) key \(account.keyID)"),
             category: setup.category,
-            trafficControl: shared.shared("harmony traffic control \(app)") { ProviderPause() })
+            trafficControl: shared.shared("harmony traffic control \(app)") {
+                ProviderPause(provider: name, account: "app \(app)")
+            })
     }
 
     /// Push Kit's v3 API has no validate-only request (its test messages are delivered): a dry
@@ -88,18 +91,17 @@ struct HarmonyRoute: TokenRoute {
             }
         }
         guard !live.isEmpty else { return events }
-        if let until = trafficControl.pausedUntil(now) {
+        if let (until, reason) = await trafficControl.pausedUntil(now, context: context) {
             let outcome = PushOutcome.overQuota(
-                after: .seconds(until.timeIntervalSince(now)),
-                reason: "HarmonyOS Push Kit's traffic control, until \(until)")
+                after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
             return events + live.map { ($0.0, .sent(outcome, dryRun: false, at: now)) }
         }
         let outcomes = await credentials.remembered(
             context: context, accepted: { client.credentialsAccepted }, noteAccepted: client.noteCredentialsAccepted
         ) { await client.send(live.map(\.1)) }
         let at = context.clock.now()
-        for case .overQuota(let after, _) in outcomes {
-            trafficControl.pause(until: at.addingTimeInterval(after.seconds))
+        for case .overQuota(let after, let reason) in outcomes {
+            await trafficControl.pause(until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
         }
         events += zip(live, outcomes).map { ($0.0, .sent($1, dryRun: false, at: at)) }
         return events

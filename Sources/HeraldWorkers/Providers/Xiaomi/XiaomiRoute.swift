@@ -38,13 +38,10 @@ struct XiaomiRoute: TokenRoute {
     /// secret is known to be this app's.
     let credentials: AcceptedCredentials
     let accepted: AcceptedHere
-    /// Until when the app's sends wait after Mi Push said they come too fast (10027), shared by
-    /// its routes in this daemon.
-    let rate: ProviderPause
-    /// Until when each class of the app's notifications waits after Mi Push's daily quota
-    /// (200001): a private (service) channel has none, so a marketing quota holds back only
-    /// marketing.
-    let dailyQuota: [OutgoingDelivery.Notification.MessageClass: ProviderPause]
+    /// Until when the app's sends wait, for every daemon: all of them after Mi Push said they
+    /// come too fast (10027), a message class's after its daily quota (200001; a private channel,
+    /// for service notifications, has none, so a marketing quota holds back only marketing).
+    let limits: ProviderPause
 
     /// Whether this daemon has seen Mi Push accept a send with the app's secret.
     final class AcceptedHere: Sendable {
@@ -78,11 +75,7 @@ struct XiaomiRoute: TokenRoute {
                 http: shared.http),
             credentials: AcceptedCredentials(app: app, provider: name, account: setup.packageName),
             accepted: shared.shared("xiaomi accepted \(app) \(setup.packageName)") { AcceptedHere() },
-            rate: shared.shared("xiaomi rate \(app)") { ProviderPause() },
-            dailyQuota: Dictionary(
-                uniqueKeysWithValues: [.service, .marketing].map { messageClass in
-                    (messageClass, shared.shared("xiaomi daily quota \(app) \(messageClass)") { ProviderPause() })
-                }))
+            limits: shared.shared("xiaomi limits \(app)") { ProviderPause(provider: name, account: "app \(app)") })
     }
 
     /// Mi Push has no validate-only request: a dry run is built, not sent.
@@ -91,14 +84,17 @@ struct XiaomiRoute: TokenRoute {
     {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var live: [(OutgoingDelivery, MiPushMessage)] = []
+        // What the app's limits hold back now, read once for the batch.
+        var held: [OutgoingDelivery.Notification.MessageClass: (until: Date, reason: String)] = [:]
+        for messageClass in [OutgoingDelivery.Notification.MessageClass.service, .marketing] {
+            held[messageClass] = await limits.pausedUntil(now, part: messageClass.rawValue, context: context)
+        }
         for delivery in batch {
             if delivery.notification.dryRun {
                 events.append((delivery, .checked(at: now)))
-            } else if let until = [rate, dailyQuota[delivery.notification.messageClass]!]
-                .compactMap({ $0.pausedUntil(now) }).max()
-            {
+            } else if let (until, reason) = held[delivery.notification.messageClass] {
                 let outcome = PushOutcome.overQuota(
-                    after: .seconds(until.timeIntervalSince(now)), reason: "Xiaomi Mi Push's limit, until \(until)")
+                    after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
                 events.append((delivery, .sent(outcome, dryRun: false, at: now)))
             } else {
                 live.append((delivery, message(for: delivery, builder: builder, now: now)))
@@ -118,11 +114,12 @@ struct XiaomiRoute: TokenRoute {
                 result.code == MiPushResult.noValidTargets && !accepted.value
                 ? Self.unprovenSecret(result)
                 : result.outcome(untilTomorrow: Self.untilMidnightInChina(at))
-            if case .overQuota(let after, _) = outcome {
-                let pause =
+            if case .overQuota(let after, let reason) = outcome {
+                let part =
                     result.code.map(MiPushResult.dailyQuota.contains) == true
-                    ? dailyQuota[delivery.notification.messageClass]! : rate
-                pause.pause(until: at.addingTimeInterval(after.seconds))
+                    ? delivery.notification.messageClass.rawValue : ""
+                await limits.pause(
+                    until: at.addingTimeInterval(after.seconds), reason: reason, part: part, context: context)
             }
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))
         }
