@@ -128,7 +128,10 @@ final class ProviderPause: Sendable {
             do {
                 let rows = try await context.connection.query(SQL.read, [provider, account])
                 let read = try rows.map {
-                    (try $0.decode(0, as: String.self), try $0.decode(1, as: Date.self), try $0.decode(2, as: String.self))
+                    (
+                        try $0.decode(0, as: String.self), try $0.decode(1, as: Date.self),
+                        try $0.decode(2, as: String.self)
+                    )
                 }
                 // The fleet's rows are the truth: a pause an operator lifted (deleted) ends here too.
                 state.withLock { state in

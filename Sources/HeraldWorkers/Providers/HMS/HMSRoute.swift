@@ -87,7 +87,8 @@ struct HMSRoute: TokenRoute {
             let outcomes = await client.send(messages, validateOnly: dryRun)
             let at = context.clock.now()
             for case .overQuota(let after, let reason) in outcomes {
-                await trafficControl.pause(until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
+                await trafficControl.pause(
+                    until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
             }
             events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
         }
