@@ -253,6 +253,16 @@ int herald_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *dat
     return 0;
 }
 
+int herald_digest(int algorithm, const uint8_t *data, size_t length, uint8_t *out) {
+    const EVP_MD *md = algorithm == HERALD_DIGEST_SHA256 ? EVP_sha256() : algorithm == HERALD_DIGEST_MD5 ? EVP_md5() : NULL;
+    unsigned int out_length = 0;
+    if (md == NULL || EVP_Digest(data, length, out, &out_length, md, NULL) != 1) {
+        ERR_clear_error();
+        return -1;
+    }
+    return 0;
+}
+
 int herald_verify_es256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
                         size_t signature_length, char *error, size_t error_size) {
     if (herald_key_kind(key) != HERALD_KEY_EC_P256) {

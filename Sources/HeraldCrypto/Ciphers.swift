@@ -45,6 +45,25 @@ public enum AES128GCM {
     }
 }
 
+/// Digests of a message, as some providers sign their requests with them (OPPO's SHA-256 of its
+/// key, a time and its secret; vivo's MD5), and their lower-case hex.
+public enum Digest {
+    public static func sha256(_ data: [UInt8]) -> [UInt8] { digest(Int32(HERALD_DIGEST_SHA256), data, length: 32) }
+    /// MD5 proves nothing against an attacker: only for a provider that asks for it.
+    public static func md5(_ data: [UInt8]) -> [UInt8] { digest(Int32(HERALD_DIGEST_MD5), data, length: 16) }
+
+    public static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    private static func digest(_ algorithm: Int32, _ data: [UInt8], length: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: length)
+        let status = herald_digest(algorithm, data, data.count, &out)
+        precondition(status == 0, "digest failed")
+        return out
+    }
+}
+
 /// HMAC-SHA-256.
 public enum HMAC {
     public static func sha256(key: [UInt8], _ data: [UInt8]) -> [UInt8] {

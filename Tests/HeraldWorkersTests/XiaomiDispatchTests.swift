@@ -189,7 +189,7 @@ import Testing
         #expect(try row.decode(1, as: Int.self) == 0, "not an attempt")
         #expect(try row.decode(2, as: String.self).contains("200001"))
         let wait = try row.decode(3, as: Date.self).timeIntervalSince(clock.now())
-        #expect(abs(wait - XiaomiRoute.untilMidnightInChina(clock.now()).seconds) < 0.001)
+        #expect(abs(wait - ChinaTime.untilMidnight(clock.now()).seconds) < 0.001)
         // Bob's marketing waits unsent, on another daemon too; his service notification goes.
         try await f.db.query("SELECT herald.send('shop', user_ref => 'bob', title => 'also a sale')")
         try await f.db.query(

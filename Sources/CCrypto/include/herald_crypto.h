@@ -56,6 +56,11 @@ long herald_key_private_pem(const herald_key *key, char *out, size_t out_size, c
 // HMAC-SHA256 of `data` with `key`, written as 32 bytes into `out`. Returns 0, or -1.
 int herald_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length, uint8_t *out);
 
+// A digest of `data`, written into `out` (32 bytes for SHA-256, 16 for MD5). Returns 0, or -1.
+// MD5 is only for providers whose signatures are made with it (vivo's); it proves nothing.
+enum { HERALD_DIGEST_SHA256 = 1, HERALD_DIGEST_MD5 = 2 };
+int herald_digest(int algorithm, const uint8_t *data, size_t length, uint8_t *out);
+
 // ES256 verification of a 64-byte r||s signature: 1 valid, 0 invalid, -1 error.
 int herald_verify_es256(const herald_key *key, const uint8_t *data, size_t length, const uint8_t *signature,
                         size_t signature_length, char *error, size_t error_size);

@@ -113,7 +113,7 @@ struct XiaomiRoute: TokenRoute {
             let outcome: PushOutcome =
                 result.code == MiPushResult.noValidTargets && !accepted.value
                 ? Self.unprovenSecret(result)
-                : result.outcome(untilTomorrow: Self.untilMidnightInChina(at))
+                : result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
             if case .overQuota(let after, let reason) = outcome {
                 let part =
                     result.code.map(MiPushResult.dailyQuota.contains) == true
@@ -134,13 +134,6 @@ struct XiaomiRoute: TokenRoute {
             reason: "Xiaomi Mi Push answered 20301 (\(result.words)), and no send with this AppSecret has been"
                 + " accepted yet: are herald.app_xiaomi.app_secret_file and package_name this app's?",
             scope: .xiaomi)
-    }
-
-    /// How long until midnight in China (UTC+8), when Mi Push's daily quotas start again.
-    static func untilMidnightInChina(_ now: Date) -> Duration {
-        let day = 86_400.0
-        let intoDay = (now.timeIntervalSince1970 + 8 * 3600).truncatingRemainder(dividingBy: day)
-        return .seconds(day - intoDay)
     }
 
     /// A delivery as a Mi Push message. A notification with a title or a body is one the phone
