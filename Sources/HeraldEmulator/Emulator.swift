@@ -55,12 +55,16 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /v3/message/regid` is Xiaomi Mi Push (``XiaomiService``); `POST /emulator/xiaomi-apps`
 ///   registers an app's package name, AppSecret and channels (`{"package_name": "…",
 ///   "app_secret": "…", "channels": {"orders": "private", "news": "public"}}`).
+/// - `POST /api/v1/{app id}/sendMessage` and `POST /auth/token` are Honor Push and its token
+///   endpoint (``HonorService``); `POST /emulator/honor-apps` registers an app's id, client id and
+///   secret (`{"app_id": "…", "client_id": "…", "client_secret": "…"}`).
 /// - `POST /emulator/fcm-devices` models FCM's store for a token's app instance (``FCMDevice``):
 ///   `{"token": "…", "online": false}` takes the phone offline, `"online": true` brings it back,
 ///   `"inactive": true` makes FCM judge it inactive; it answers what the app has received and
 ///   been told (`received`, `deleted_notices` for `onDeletedMessages()`) and how many wait.
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
-///   `GET /emulator/hms`, `GET /emulator/harmony` and `GET /emulator/xiaomi` list what was received;
+///   `GET /emulator/hms`, `GET /emulator/harmony`, `GET /emulator/xiaomi` and `GET /emulator/honor` list what was
+///   received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
 public final class Emulator: Sendable {
@@ -231,9 +235,10 @@ struct EmulatorRoutes {
     let hms = HMSService()
     let harmony = HarmonyService()
     let xiaomi = XiaomiService()
+    let honor = HonorService()
 
     /// Each provider's stand-in, in the order their routes are tried.
-    var services: [any EmulatedService] { [hms, harmony, xiaomi, apns, webPush, state] }
+    var services: [any EmulatedService] { [hms, harmony, xiaomi, honor, apns, webPush, state] }
 
     /// The routes: each service's, then the behaviours any of them can be told to give. The
     /// first that matches a request answers it.

@@ -18,6 +18,7 @@ INSERT INTO herald.config_scopes (scope, waiting) VALUES
     ('fcm_apns', 'iOS deliveries through FCM'),
     ('harmony', 'deliveries to HarmonyOS phones'),
     ('hms', 'deliveries through Huawei Push Kit'),
+    ('honor', 'deliveries through Honor Push'),
     ('unifiedpush', 'deliveries to Android phones through UnifiedPush distributors'),
     ('web', 'deliveries to browsers'),
     ('xiaomi', 'deliveries through Xiaomi Mi Push');
@@ -31,6 +32,7 @@ INSERT INTO herald.providers (provider, settings) VALUES
     ('fcm', 'herald.app_fcm'),
     ('harmony', 'herald.app_harmony'),
     ('hms', 'herald.app_hms'),
+    ('honor', 'herald.app_honor'),
     ('unifiedpush', 'herald.app_unifiedpush'),
     ('webpush', 'herald.app_webpush_settings'),
     ('xiaomi', 'herald.app_xiaomi');
@@ -40,6 +42,7 @@ INSERT INTO herald.routes (route, provider, description, scopes, device_store_ca
     ('fcm_apns', 'fcm', 'iOS through FCM', '{fcm,fcm_apns}', NULL),
     ('harmony', 'harmony', 'HarmonyOS through Push Kit', '{harmony}', NULL),
     ('hms', 'hms', 'Android through Huawei Push Kit', '{hms}', NULL),
+    ('honor', 'honor', 'Android through Honor Push', '{honor}', NULL),
     ('unifiedpush', 'unifiedpush', 'Android through UnifiedPush', '{unifiedpush}', NULL),
     ('web', 'webpush', 'browsers (Web Push)', '{web}', NULL),
     ('xiaomi', 'xiaomi', 'Android through Xiaomi Mi Push', '{xiaomi}', NULL);
@@ -51,6 +54,7 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape
     ('apns_widgets_token', '{ios}', 'a WidgetKit push token (WidgetPushInfo.token)', '^([0-9A-Fa-f]{2}){32,}$', '64 or more hexadecimal digits (the token as hex)', true, NULL),
     ('harmony_token', '{harmony}', 'a HarmonyOS Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token pushService.getToken gave the app)', false, NULL),
     ('hms_token', '{android}', 'a Huawei Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token HmsInstanceId.getToken gave the app)', false, NULL),
+    ('honor_token', '{android}', 'an Honor Push token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token HonorPushClient.getPushToken gave the app)', false, NULL),
     ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)', NULL, NULL, false, NULL),
     ('registration_token', '{android,ios}', 'an FCM registration token', NULL, NULL, false, NULL),
     ('unifiedpush', '{android}', 'a UnifiedPush endpoint with its keys', NULL, NULL, false, 'herald.app_unifiedpush'),
@@ -68,6 +72,7 @@ INSERT INTO herald.push_types (push_type, description, payload_kind, token_kind,
     ('widgets', 'WidgetKit push updates (the widgets reload their timelines; iOS 26)', 'ios_widgets', 'apns_widgets_token', 4096, false, false, NULL, '28 days', 'APNs keeps nothing longer');
 INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('android_data', 'hms_token', 'hms'),
+    ('android_data', 'honor_token', 'honor'),
     ('android_data', 'installation_id', 'fcm'),
     ('android_data', 'registration_token', 'fcm'),
     ('android_data', 'unifiedpush', 'unifiedpush'),
@@ -110,6 +115,7 @@ CREATE TRIGGER app_apns_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_a
 CREATE TRIGGER app_fcm_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_fcm FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_harmony FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+CREATE TRIGGER app_honor_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_honor FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_webpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_xiaomi_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_xiaomi FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();

@@ -1,4 +1,4 @@
--- The schema after migration 50, for a new database: `herald migrate` applies this file,
+-- The schema after migration 53, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -190,6 +190,30 @@ COMMENT ON COLUMN herald.app_hms.client_secret_file IS 'Path to a file holding t
 REVOKE ALL ON herald.app_hms FROM herald_daemon;
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_hms TO herald_operator;
 GRANT SELECT ON herald.app_hms TO herald_daemon;
+
+
+-- herald.app_honor
+-- ----------------
+
+CREATE TABLE herald.app_honor (
+    app_id text NOT NULL,
+    honor_app_id text NOT NULL,
+    client_id text NOT NULL,
+    client_secret_file text NOT NULL,
+    CONSTRAINT app_honor_pkey PRIMARY KEY (app_id),
+    CONSTRAINT app_honor_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT app_honor_client_id_check CHECK ((client_id ~ '^[A-Za-z0-9_.-]{1,128}$'::text)),
+    CONSTRAINT app_honor_client_secret_file_check CHECK ((client_secret_file <> ''::text)),
+    CONSTRAINT app_honor_honor_app_id_check CHECK ((honor_app_id ~ '^[0-9]{1,64}$'::text))
+);
+COMMENT ON TABLE herald.app_honor IS 'An app''s Honor Push setup, one row per app that sends to Honor phones.';
+COMMENT ON COLUMN herald.app_honor.app_id IS 'The app (herald.apps).';
+COMMENT ON COLUMN herald.app_honor.honor_app_id IS 'The app''s id at Honor Push (digits), as its send URL names it.';
+COMMENT ON COLUMN herald.app_honor.client_id IS 'The push service''s OAuth 2.0 Client ID (Honor''s console), not the app id.';
+COMMENT ON COLUMN herald.app_honor.client_secret_file IS 'A file holding the Client Secret, read by the daemon; the secret never enters the database.';
+REVOKE ALL ON herald.app_honor FROM herald_daemon;
+GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_honor TO herald_operator;
+GRANT SELECT ON herald.app_honor TO herald_daemon;
 
 
 -- herald.app_unifiedpush

@@ -40,6 +40,29 @@ public struct PayloadBuilder: Sendable {
     /// still shows that one then.
     static func notifyID(_ notification: Int64) -> Int { Int(notification & Int64(Int32.max)) }
 
+    /// What a tap on a notification a phone maker's push service shows does: open the app, or
+    /// the notification's deep link, an http(s) one as a web page and any other as an intent URI
+    /// the app handles.
+    enum Tap: Sendable, Equatable {
+        case openApp
+        case openIntent(String)
+        case openWeb(String)
+
+        init(deepLink: String?) {
+            switch deepLink {
+            case let link? where link.hasPrefix("https://") || link.hasPrefix("http://"): self = .openWeb(link)
+            case let link?: self = .openIntent(link)
+            case nil: self = .openApp
+            }
+        }
+    }
+
+    /// `text` in at most `limit` characters, the last an ellipsis when it was longer: for a
+    /// push service that refuses a longer title or body rather than cutting it.
+    static func shortened(_ text: String, to limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
+    }
+
     /// Herald's own keys, after the producer's data (Herald's win on a clash).
     func heraldKeys(_ delivery: OutgoingDelivery) -> [(String, String)] {
         var keys: [(String, String)] = [(PayloadKeys.notificationID, String(delivery.notification.id))]

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldPostgres
+import Synchronization
 
 /// An app's credentials at a provider, and whether the provider has accepted a send made with
 /// them, as every daemon knows it (`herald.accepted_credentials`). Some providers answer a token
@@ -11,6 +12,14 @@ struct AcceptedCredentials: Sendable {
     var provider: String
     /// The credentials as the provider names them (Huawei's client id).
     var account: String
+
+    /// Whether this daemon has seen the provider accept a send with them, for a client that
+    /// keeps no memory of its own (Huawei's does): shared by the app's routes in this daemon.
+    final class SeenHere: Sendable {
+        private let seen = Mutex(false)
+        var value: Bool { seen.withLock { $0 } }
+        func note() { seen.withLock { $0 = true } }
+    }
 
     enum SQL {
         /// Whether provider $2 has accepted a send of app $1 with account $3.

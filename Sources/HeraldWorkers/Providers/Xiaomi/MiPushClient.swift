@@ -66,16 +66,10 @@ struct MiPushClient: Sendable {
 /// `PushMessageReceiver` when the notification arrives and when it is tapped. A pass-through
 /// message (`pass_through=1`) shows nothing and hands the app the payload.
 struct MiPushMessage: Sendable {
-    enum Tap: Sendable, Equatable {
-        case openApp
-        case openIntent(String)
-        case openWeb(String)
-    }
-
     var regID: String
     var packageName: String
     /// Nil: a pass-through message.
-    var shown: (title: String, description: String, tap: Tap, channelID: String?)?
+    var shown: (title: String, description: String, tap: PayloadBuilder.Tap, channelID: String?)?
     var payload: String
     var notifyID: Int
     var ttlMilliseconds: Int
@@ -91,8 +85,8 @@ struct MiPushMessage: Sendable {
         ]
         if let shown {
             fields += [
-                ("title", Self.shortened(shown.title, to: Self.longestTitle)),
-                ("description", Self.shortened(shown.description, to: Self.longestDescription)),
+                ("title", PayloadBuilder.shortened(shown.title, to: Self.longestTitle)),
+                ("description", PayloadBuilder.shortened(shown.description, to: Self.longestDescription)),
                 ("notify_type", "-1"), ("notify_id", "\(notifyID)"),
             ]
             switch shown.tap {
@@ -103,11 +97,6 @@ struct MiPushMessage: Sendable {
             if let channel = shown.channelID { fields.append(("extra.channel_id", channel)) }
         }
         return formEncoded(fields)
-    }
-
-    /// `text` in at most `limit` characters, the last an ellipsis when it was longer.
-    static func shortened(_ text: String, to limit: Int) -> String {
-        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
     }
 }
 

@@ -1,6 +1,5 @@
 import Foundation
 import HeraldCore
-import Synchronization
 
 /// An app's Xiaomi phones (MIUI, HyperOS), through Mi Push (route `xiaomi`), registered with
 /// their regId (`xiaomi_regid`). Made from the app's row of `herald.app_xiaomi`: the file holding
@@ -37,18 +36,11 @@ struct XiaomiRoute: TokenRoute {
     /// app is answered as a dead one (20301), so that answer disables a phone only once the
     /// secret is known to be this app's.
     let credentials: AcceptedCredentials
-    let accepted: AcceptedHere
+    let accepted: AcceptedCredentials.SeenHere
     /// Until when the app's sends wait, for every daemon: all of them after Mi Push said they
     /// come too fast (10027), a message class's after its daily quota (200001; a private channel,
     /// for service notifications, has none, so a marketing quota holds back only marketing).
     let limits: ProviderPause
-
-    /// Whether this daemon has seen Mi Push accept a send with the app's secret.
-    final class AcceptedHere: Sendable {
-        private let seen = Mutex(false)
-        var value: Bool { seen.withLock { $0 } }
-        func note() { seen.withLock { $0 = true } }
-    }
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> XiaomiRoute {
         guard let setup else {
@@ -74,7 +66,7 @@ struct XiaomiRoute: TokenRoute {
                 appSecret: secret, region: setup.region, endpoint: shared.configuration.endpoints[name],
                 http: shared.http),
             credentials: AcceptedCredentials(app: app, provider: name, account: setup.packageName),
-            accepted: shared.shared("xiaomi accepted \(app) \(setup.packageName)") { AcceptedHere() },
+            accepted: shared.shared("xiaomi accepted \(app) \(setup.packageName)") { AcceptedCredentials.SeenHere() },
             limits: shared.shared("xiaomi limits \(app)") { ProviderPause(provider: name, account: "app \(app)") })
     }
 
@@ -150,17 +142,11 @@ struct XiaomiRoute: TokenRoute {
         let payload = JSONValue.object(builder.androidData(delivery).map { ($0.0, .string($0.1)) })
         let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
         let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
-        var shown: (title: String, description: String, tap: MiPushMessage.Tap, channelID: String?)?
+        var shown: (title: String, description: String, tap: PayloadBuilder.Tap, channelID: String?)?
         if !notification.silent, let text = title ?? body {
-            let tap: MiPushMessage.Tap =
-                switch notification.deepLink {
-                case let link? where link.hasPrefix("https://") || link.hasPrefix("http://"): .openWeb(link)
-                case let link?: .openIntent(link)
-                case nil: .openApp
-                }
             let channel =
                 notification.messageClass == .service ? setup.serviceChannelID : setup.marketingChannelID
-            shown = (title ?? text, body ?? text, tap, channel)
+            shown = (title ?? text, body ?? text, PayloadBuilder.Tap(deepLink: notification.deepLink), channel)
         }
         let longest = notification.messageClass == .service ? 10 * 86_400 : 86_400
         return MiPushMessage(
