@@ -82,6 +82,16 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-redmi', 'android', 'd0d
                                      token_kind => 'xiaomi_regid');
 \endif
 
+-- Alice's fourth phone is an Honor: it receives through Honor Push, as the app's OAuth 2.0 client.
+-- (run-local.sh registers it at the emulator.)
+\if :{?honor_secret_file}
+INSERT INTO herald.app_honor (app_id, honor_app_id, client_id, client_secret_file)
+VALUES ('demo-shop', '104405925', 'demo-honor-client', :'honor_secret_file')
+ON CONFLICT (app_id) DO UPDATE SET client_secret_file = excluded.client_secret_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-magic', 'android', 'BAEAdemo0token0alice0magic0x1', 'alice',
+                                     token_kind => 'honor_token');
+\endif
+
 -- Alice's tablet runs HarmonyOS NEXT: Push Kit shows its notifications, sent with the project's
 -- service-account key file. (run-local.sh makes one and registers its public key at the
 -- emulator.)

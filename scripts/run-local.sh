@@ -99,6 +99,11 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/xiaomi-apps" \
     -d '{"package_name": "com.example.demoshop", "app_secret": "demo-xiaomi-secret==",
          "channels": {"orders": "private", "deals": "public"}}' >/dev/null
+  # An Honor app's OAuth 2.0 client secret, which the emulator's Honor Push trusts.
+  printf 'demo-honor-secret\n' >.herald-local/honor.secret
+  chmod 600 .herald-local/honor.secret
+  curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/honor-apps" \
+    -d '{"app_id": "104405925", "client_id": "demo-honor-client", "client_secret": "demo-honor-secret"}' >/dev/null
   # A HarmonyOS project's service-account key file, as the HUAWEI Developers API Console gives
   # it; the emulator's Push Kit trusts its public key.
   [ -f .herald-local/harmony-key.pem ] ||
@@ -119,15 +124,16 @@ registration["public_key"] = read("harmony-public.pem")
 open(os.path.join(directory, "harmony-project.json"), "w").write(json.dumps(registration))
 PY
   curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/harmony-projects" -d @.herald-local/harmony-project.json >/dev/null
-  export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT,harmony=$HERALD_FCM_ENDPOINT,xiaomi=$HERALD_FCM_ENDPOINT"
+  export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT,harmony=$HERALD_FCM_ENDPOINT,xiaomi=$HERALD_FCM_ENDPOINT,honor=$HERALD_FCM_ENDPOINT"
   demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription"
     -v "apns_key_file=$PWD/.herald-local/apns-key.p8" -v "hms_secret_file=$PWD/.herald-local/hms.secret"
     -v "harmony_account_file=$PWD/.herald-local/harmony-account.json" -v "distributor=$distributor"
-    -v "xiaomi_secret_file=$PWD/.herald-local/xiaomi.secret")
+    -v "xiaomi_secret_file=$PWD/.herald-local/xiaomi.secret" -v "honor_secret_file=$PWD/.herald-local/honor.secret")
   echo "==> APNs and a Web Push service on https://127.0.0.1:$push_port (what they received:"
   echo "    curl $HERALD_FCM_ENDPOINT/emulator/apns and $HERALD_FCM_ENDPOINT/emulator/web-pushes, decrypted)"
   echo "==> Huawei Push Kit on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/hms,"
-  echo "    for HarmonyOS phones $HERALD_FCM_ENDPOINT/emulator/harmony, for Xiaomi's $HERALD_FCM_ENDPOINT/emulator/xiaomi)"
+  echo "    for HarmonyOS phones $HERALD_FCM_ENDPOINT/emulator/harmony, for Xiaomi's $HERALD_FCM_ENDPOINT/emulator/xiaomi,"
+  echo "    for Honor's $HERALD_FCM_ENDPOINT/emulator/honor)"
 fi
 # The report endpoint, as the demo payloads name it (herald_report_url).
 export HERALD_HTTP_ADDRESS="${HERALD_HTTP_ADDRESS:-127.0.0.1:8480}"
