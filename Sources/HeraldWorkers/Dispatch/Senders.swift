@@ -147,3 +147,19 @@ struct ConfigurationProblem: Error, CustomStringConvertible {
         self.herald = herald
     }
 }
+
+extension ConfigurationProblem {
+    /// A secret an app's settings name by its file (a client secret, an AppSecret), which never
+    /// enters the database: the file's text without its surrounding white space, or why there is
+    /// none (`what` names it: "the Huawei client secret file").
+    static func secret(inFile path: String, app: String, what: String) throws(ConfigurationProblem) -> String {
+        let secret: String
+        do {
+            secret = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        } catch {
+            throw ConfigurationProblem("app \(app): \(what) \(path) cannot be read: \(error)")
+        }
+        guard !secret.isEmpty else { throw ConfigurationProblem("app \(app): \(what) \(path) is empty") }
+        return secret
+    }
+}

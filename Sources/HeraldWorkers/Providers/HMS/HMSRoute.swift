@@ -34,17 +34,7 @@ struct HMSRoute: TokenRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has Huawei Push Kit tokens but no row in herald.app_hms")
         }
-        let secret: String
-        do {
-            secret = try String(contentsOfFile: setup.clientSecretFile, encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        } catch {
-            throw ConfigurationProblem(
-                "app \(app): the Huawei client secret file \(setup.clientSecretFile) cannot be read: \(error)")
-        }
-        guard !secret.isEmpty else {
-            throw ConfigurationProblem("app \(app): the Huawei client secret file \(setup.clientSecretFile) is empty")
-        }
+        let secret = try ConfigurationProblem.secret(inFile: setup.clientSecretFile, app: app, what: "the Huawei client secret file")
         shared.logger.info(
             "loaded the Huawei Push Kit setup", metadata: ["app": "\(app)", "client_id": "\(setup.clientID)"])
         return HMSRoute(

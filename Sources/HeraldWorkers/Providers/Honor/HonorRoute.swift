@@ -38,17 +38,7 @@ struct HonorRoute: TokenRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has Honor push tokens but no row in herald.app_honor")
         }
-        let secret: String
-        do {
-            secret = try String(contentsOfFile: setup.clientSecretFile, encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        } catch {
-            throw ConfigurationProblem(
-                "app \(app): the Honor client secret file \(setup.clientSecretFile) cannot be read: \(error)")
-        }
-        guard !secret.isEmpty else {
-            throw ConfigurationProblem("app \(app): the Honor client secret file \(setup.clientSecretFile) is empty")
-        }
+        let secret = try ConfigurationProblem.secret(inFile: setup.clientSecretFile, app: app, what: "the Honor client secret file")
         shared.logger.info(
             "loaded the Honor Push setup",
             metadata: ["app": "\(app)", "honor_app_id": "\(setup.honorAppID)", "client_id": "\(setup.clientID)"])

@@ -46,17 +46,7 @@ struct XiaomiRoute: TokenRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has Xiaomi regIds but no row in herald.app_xiaomi")
         }
-        let secret: String
-        do {
-            secret = try String(contentsOfFile: setup.appSecretFile, encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        } catch {
-            throw ConfigurationProblem(
-                "app \(app): the Xiaomi AppSecret file \(setup.appSecretFile) cannot be read: \(error)")
-        }
-        guard !secret.isEmpty else {
-            throw ConfigurationProblem("app \(app): the Xiaomi AppSecret file \(setup.appSecretFile) is empty")
-        }
+        let secret = try ConfigurationProblem.secret(inFile: setup.appSecretFile, app: app, what: "the Xiaomi AppSecret file")
         shared.logger.info(
             "loaded the Xiaomi Mi Push setup",
             metadata: ["app": "\(app)", "package": "\(setup.packageName)", "region": "\(setup.region.rawValue)"])
