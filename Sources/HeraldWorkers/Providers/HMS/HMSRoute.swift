@@ -34,7 +34,8 @@ struct HMSRoute: TokenRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has Huawei Push Kit tokens but no row in herald.app_hms")
         }
-        let secret = try ConfigurationProblem.secret(inFile: setup.clientSecretFile, app: app, what: "the Huawei client secret file")
+        let secret = try ConfigurationProblem.secret(
+            inFile: setup.clientSecretFile, app: app, what: "the Huawei client secret file")
         shared.logger.info(
             "loaded the Huawei Push Kit setup", metadata: ["app": "\(app)", "client_id": "\(setup.clientID)"])
         return HMSRoute(

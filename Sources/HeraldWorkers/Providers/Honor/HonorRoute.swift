@@ -38,7 +38,8 @@ struct HonorRoute: TokenRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has Honor push tokens but no row in herald.app_honor")
         }
-        let secret = try ConfigurationProblem.secret(inFile: setup.clientSecretFile, app: app, what: "the Honor client secret file")
+        let secret = try ConfigurationProblem.secret(
+            inFile: setup.clientSecretFile, app: app, what: "the Honor client secret file")
         shared.logger.info(
             "loaded the Honor Push setup",
             metadata: ["app": "\(app)", "honor_app_id": "\(setup.honorAppID)", "client_id": "\(setup.clientID)"])

@@ -46,7 +46,8 @@ struct XiaomiRoute: TokenRoute {
         guard let setup else {
             throw ConfigurationProblem("app \(app) has Xiaomi regIds but no row in herald.app_xiaomi")
         }
-        let secret = try ConfigurationProblem.secret(inFile: setup.appSecretFile, app: app, what: "the Xiaomi AppSecret file")
+        let secret = try ConfigurationProblem.secret(
+            inFile: setup.appSecretFile, app: app, what: "the Xiaomi AppSecret file")
         shared.logger.info(
             "loaded the Xiaomi Mi Push setup",
             metadata: ["app": "\(app)", "package": "\(setup.packageName)", "region": "\(setup.region.rawValue)"])
