@@ -47,6 +47,9 @@ let package = Package(
             linkerSettings: [.linkedLibrary("nghttp2"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]
         ),
 
+        // Child processes for tests, started with none of the test process's descriptors.
+        .target(name: "CSpawn"),
+
         // The C shim over OpenSSL libcrypto: PEM and raw P-256 keys, RS256 and ES256 signatures,
         // ECDH, HKDF, AES-128-GCM.
         .target(
@@ -231,6 +234,7 @@ let package = Package(
             name: "HeraldTestSupport",
             dependencies: [
                 "HeraldPostgres", "HeraldQueue", "HeraldSchema", "HeraldCrypto", "HeraldFCM", "HeraldEmulator",
+                "CSpawn",
                 // LocalServer, a plain HTTP/1.1 server answering with a closure.
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -7,7 +7,7 @@ import Foundation
 /// The real `herald` binary running as a child process, for tests that send it signals
 /// or kill it outright.
 public final class HeraldProcess: @unchecked Sendable {
-    public let process = Process()
+    public let process: ChildProcess
     private let logFile: URL
 
     /// Starts `herald` (or another product built beside it, such as `herald-emulator`)
@@ -16,14 +16,13 @@ public final class HeraldProcess: @unchecked Sendable {
         logFile = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
-        process.executableURL = heraldExecutable.deletingLastPathComponent().appendingPathComponent(executable)
-        process.arguments = arguments
+        defer { try? log.close() }
         // Any free ports for the HTTP endpoints, so daemons started side by side do not collide.
         let ports = ["HERALD_HTTP_ADDRESS": "127.0.0.1:0", "HERALD_METRICS_ADDRESS": "127.0.0.1:0"]
-        process.environment = ProcessInfo.processInfo.environment.merging(ports.merging(environment) { $1 }) { $1 }
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
+        process = try ChildProcess(
+            heraldExecutable.deletingLastPathComponent().appendingPathComponent(executable).path, arguments,
+            environment: ProcessInfo.processInfo.environment.merging(ports.merging(environment) { $1 }) { $1 },
+            standardOutput: log.fileDescriptor, standardError: log.fileDescriptor)
     }
 
     /// Runs `herald` (or `executable`) to completion and returns its exit status and output.
@@ -36,23 +35,19 @@ public final class HeraldProcess: @unchecked Sendable {
             child.send(SIGKILL)
             throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "herald \(arguments) did not exit"])
         }
-        return (child.process.terminationStatus, child.output)
+        return (child.process.terminationStatus ?? -1, child.output)
     }
 
     /// Everything the process wrote to standard output and standard error so far.
     public var output: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
-    public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    public func send(_ signal: Int32) { process.send(signal) }
 
     /// Waits for the process to end; returns false if it is still running after `timeout`.
-    /// Foundation learns of a child's exit from SIGCHLD on a dispatch queue, which the suite's
-    /// busiest moments have delayed by over 10 s even after a SIGKILL: give it a minute.
-    public func waitForExit(timeout: Duration) async -> Bool {
-        await eventually(timeout: timeout, every: .milliseconds(20)) { !process.isRunning }
-    }
+    public func waitForExit(timeout: Duration) async -> Bool { await process.waitForExit(timeout: timeout) }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { process.send(SIGKILL) }
         try? FileManager.default.removeItem(at: logFile)
     }
 }

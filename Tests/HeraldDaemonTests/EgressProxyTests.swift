@@ -39,16 +39,15 @@ import Testing
 
 /// `scripts/lib/connect-proxy.py`, a minimal HTTP CONNECT proxy that logs each tunnel.
 struct ConnectProxy {
-    let process: Process
+    let process: ChildProcess
     let port: Int
 
     static func start(log: String) async throws -> ConnectProxy {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [packageRoot.appendingPathComponent("scripts/lib/connect-proxy.py").path, log]
         let output = Pipe()
-        process.standardOutput = output
-        try process.run()
+        let process = try ChildProcess(
+            "/usr/bin/python3", [packageRoot.appendingPathComponent("scripts/lib/connect-proxy.py").path, log],
+            standardOutput: output.fileHandleForWriting.fileDescriptor)
+        try output.fileHandleForWriting.close()
         // The first line it prints is its port.
         let line = try await onOwnThread { () -> String in
             var bytes: [UInt8] = []
@@ -58,12 +57,11 @@ struct ConnectProxy {
             return String(decoding: bytes, as: UTF8.self)
         }
         guard let port = Int(line) else {
-            process.terminate()
+            process.send(SIGKILL)
             throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "proxy did not start: \(line)"])
         }
         return ConnectProxy(process: process, port: port)
     }
 
-    /// SIGKILL: a child of the test process may inherit an ignored SIGTERM.
-    func stop() { kill(process.processIdentifier, SIGKILL) }
+    func stop() { process.send(SIGKILL) }
 }

@@ -188,13 +188,13 @@ import Testing
 /// A helper script of `scripts/lib/` run as a process of its own, which prints its port on its
 /// first line and reads commands, a line each, on its standard input.
 final class ScriptProcess: @unchecked Sendable {
-    private let process: Process
+    private let process: ChildProcess
     private let input: FileHandle
     private let output: FileHandle
     private let lock = Mutex(())
     let port: Int
 
-    private init(process: Process, input: FileHandle, output: FileHandle, port: Int) {
+    private init(process: ChildProcess, input: FileHandle, output: FileHandle, port: Int) {
         self.process = process
         self.input = input
         self.output = output
@@ -202,17 +202,17 @@ final class ScriptProcess: @unchecked Sendable {
     }
 
     static func start(_ script: String, _ arguments: [String] = []) async throws -> ScriptProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [packageRoot.appendingPathComponent(script).path] + arguments
         let output = Pipe()
         let input = Pipe()
-        process.standardOutput = output
-        process.standardInput = input
-        try process.run()
+        let process = try ChildProcess(
+            "/usr/bin/python3", [packageRoot.appendingPathComponent(script).path] + arguments,
+            standardInput: input.fileHandleForReading.fileDescriptor,
+            standardOutput: output.fileHandleForWriting.fileDescriptor)
+        try input.fileHandleForReading.close()
+        try output.fileHandleForWriting.close()
         let line = try await onOwnThread { try Self.readLine(output.fileHandleForReading) }
         guard let port = Int(line) else {
-            kill(process.processIdentifier, SIGKILL)
+            process.send(SIGKILL)
             throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(script) did not start: \(line)"])
         }
         return ScriptProcess(
@@ -229,8 +229,7 @@ final class ScriptProcess: @unchecked Sendable {
         }
     }
 
-    /// SIGKILL: a child of the test process may inherit an ignored SIGTERM.
-    func stop() { kill(process.processIdentifier, SIGKILL) }
+    func stop() { process.send(SIGKILL) }
 
     private static func readLine(_ handle: FileHandle) throws -> String {
         var bytes: [UInt8] = []
