@@ -29,7 +29,7 @@ standby)
   # fsyncs (they stall every other test on this disk).
   as_postgres "$(postgres_bin)/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
     -D "$dir/data" -R -X stream --checkpoint=fast --no-sync >"$dir/basebackup.log" 2>&1
-  start_postgres "$dir" -c fsync=off >/dev/null
+  POSTGRES_PORT= start_postgres "$dir" -c fsync=off >/dev/null
   echo "$PGPORT"
   ;;
 crash)
