@@ -18,7 +18,6 @@ public struct ClientCertificate: Sendable, Equatable {
     }
 }
 
-/// A request for ``HTTPClient``.
 /// An `application/x-www-form-urlencoded` body (the HTML form encoding OAuth 2.0's token
 /// requests and some providers' sends take): each name and value escaped but for letters,
 /// digits and `-._~`, joined by `=` and `&`.
@@ -28,6 +27,7 @@ public func formEncoded(_ fields: [(String, String)]) -> String {
     return fields.map { "\(escaped($0.0))=\(escaped($0.1))" }.joined(separator: "&")
 }
 
+/// A request for ``HTTPClient``.
 public struct HTTPRequest: Sendable {
     public var method: String
     public var url: String

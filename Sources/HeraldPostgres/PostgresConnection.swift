@@ -296,12 +296,13 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         do {
             return try run()
-        } catch let error as PostgresError where error.isResultTypeChanged && preparedNames[sql] != nil {
+        } catch let error as PostgresError where error.isResultTypeChanged {
             // A function it calls was made again with other columns (a newer release's
             // migration): prepared again, it returns them, and columns are read by name. Run
             // again only outside a transaction, which the failure has otherwise aborted.
-            preparedNames[sql] = nil
-            guard PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
+            guard PQtransactionStatus(handle) == PQTRANS_IDLE, let stale = preparedNames.removeValue(forKey: sql)
+            else { throw error }
+            _ = try consume(PQexec(handle, "DEALLOCATE \(stale)"))
             return try run()
         }
     }

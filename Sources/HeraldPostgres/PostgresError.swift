@@ -53,11 +53,12 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// transaction, so the rows of that statement not locked can go on without it.
     public var isLockTimeout: Bool { sqlState == "55P03" }
 
-    /// A prepared statement whose result's columns changed since it was prepared (a function it
-    /// calls was made again with others): PostgreSQL refuses to run it as prepared.
-    public var isResultTypeChanged: Bool {
-        sqlState == "0A000" && message.hasPrefix("cached plan must not change result type")
-    }
+    /// What PostgreSQL answers a prepared statement whose result's columns changed since it was
+    /// prepared (a function it calls was made again with others): feature_not_supported,
+    /// "cached plan must not change result type" in the server's own language, so the code alone
+    /// says it. Any other refusal of the class comes back the same when the statement is
+    /// prepared again.
+    public var isResultTypeChanged: Bool { sqlState == "0A000" }
 
     /// `true` when the server refused because it cannot take writes now, so a connection to it is
     /// of no use to Herald and another server (found through the connection string's host list and

@@ -13,7 +13,7 @@ import HeraldCore
 /// accepted then outlived the server's close in a daemon another test started, and its client
 /// waited for an end that never came. Here the child closes every descriptor but its three
 /// itself. Its end is learnt by `waitpid` on a thread of its own, not from SIGCHLD on a dispatch
-/// queue, which the suite's busiest moments delayed by over 10 s.
+/// queue, which the suite's busiest moments delayed for seconds.
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     /// Guards `waitStatus`, and tells its waiters when it is set.

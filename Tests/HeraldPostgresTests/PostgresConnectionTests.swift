@@ -45,6 +45,10 @@ import Testing
         let grown = try await connection.query(statement, [1])
         #expect(grown.columnNames == ["a", "b"])
         #expect(try grown[0].decode("b", as: Int.self) == 2)
+        // The server keeps the statement as prepared again, not the old one beside it.
+        let held = try await connection.query(
+            "SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, 'shape' || '()') > 0")
+        #expect(try held[0].decode(0, as: Int.self) == 1)
 
         try await make(["a", "b", "c"])
         await #expect(throws: PostgresError.self) {

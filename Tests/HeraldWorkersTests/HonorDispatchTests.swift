@@ -114,6 +114,24 @@ import Testing
         _ = secret
     }
 
+    /// Before any send with the app's client was accepted, 80300007 may mean the client is
+    /// another app's: it is the app's configuration, and no phone is disabled.
+    @Test func anInvalidTokenBeforeTheClientIsProvenDisablesNoPhone() async throws {
+        let f = try await WorkerFixture.make()
+        let secret = try await honorApp(f)
+        let invalid = try await registerHonor(f, "older-magic")
+        await f.emulator.setBehaviour(.invalidToken, forToken: invalid)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.ingest()
+        try await f.dispatch()
+        let waiting = try await f.delivery(of: "older-magic")
+        #expect(waiting.state == "queued" && waiting.error?.contains("80300007") == true, "\(waiting)")
+        let problem = try await f.db.query("SELECT scope FROM herald.app_problems")
+        #expect(try problem.map { try $0.decode(0, as: String.self) } == ["honor"])
+        #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
+        _ = secret
+    }
+
     /// A client Honor's token endpoint refuses is the app's configuration, scoped to Honor Push:
     /// its Honor phones wait, its other phones are sent, no phone is disabled. An access token
     /// Honor stops taking is fetched again and the message sent.

@@ -244,4 +244,13 @@ import Testing
         #expect(url(.singapore, nil) == "https://sgp-api.xmpush.global.xiaomi.com/v3/message/regid")
         #expect(url(.russia, "http://127.0.0.1:9/") == "http://127.0.0.1:9/v3/message/regid")
     }
+
+    /// China's midnight, when the daily quotas start again, is 16:00 UTC.
+    @Test func chinasDayEndsAtFourPMUTC() throws {
+        let utc = { (text: String) in try #require(ISO8601DateFormatter().date(from: text)) }
+        #expect(ChinaTime.untilMidnight(try utc("2026-12-04T15:59:59Z")) == .seconds(1))
+        #expect(ChinaTime.untilMidnight(try utc("2026-12-04T16:00:00Z")) == .seconds(86_400))
+        #expect(ChinaTime.untilMidnight(try utc("2026-12-04T04:00:00Z")) == .seconds(12 * 3600))
+        #expect(ChinaTime.intoDay(try utc("2026-12-04T01:30:00Z")) == 9.5 * 3600)
+    }
 }

@@ -244,7 +244,8 @@ BEGIN
            -- again since (for another user, or after a logout) is not sent it.
            CASE WHEN dev.user_ref IS DISTINCT FROM n.user_ref AND n.user_ref IS NOT NULL
                      OR dev.registration_started_at > c.created_at THEN dev.registration_started_at END,
-           n.message_class
+           -- One ingested before migration 48 names none: it takes its app's default.
+           coalesce(n.message_class, n.default_message_class)
     -- Everything else a taken delivery needs, by primary key, one probe per row in the order
     -- written: each LATERAL subquery names a column of the row before it, and OFFSET 0 keeps
     -- the planner from pulling it up into a join it could turn inside out (reading a whole
@@ -253,9 +254,10 @@ BEGIN
     FROM taken c
     CROSS JOIN LATERAL (
         -- Any change to the app's row gives it a new xmin.
-        SELECT n.*, a.xmin::text AS app_version
+        SELECT n.*, a.xmin::text AS app_version, a.default_message_class
         FROM herald.notifications n
-        CROSS JOIN LATERAL (SELECT a.xmin FROM herald.apps a WHERE a.app_id = n.app_id OFFSET 0) a
+        CROSS JOIN LATERAL (
+            SELECT a.xmin, a.default_message_class FROM herald.apps a WHERE a.app_id = n.app_id OFFSET 0) a
         WHERE n.id = c.notification_id OFFSET 0) n
     LEFT JOIN LATERAL (SELECT dev.* FROM herald.devices dev WHERE dev.id = c.device_id OFFSET 0) dev ON true
     LEFT JOIN LATERAL (SELECT t.* FROM herald.activity_tokens t WHERE t.id = c.activity_token_id OFFSET 0) t ON true

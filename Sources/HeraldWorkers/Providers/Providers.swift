@@ -86,9 +86,15 @@ enum Providers {
 final class ProviderPause: Sendable {
     let provider: String
     let account: String
-    private let state = Mutex<(parts: [String: (until: Date, reason: String)], readAt: Date?)>(([:], nil))
+    /// The pauses known, when they were last read, and the parts this daemon paused that no read
+    /// has returned yet (a read that began before their rows were written misses them).
+    private let state = Mutex<(parts: [String: (until: Date, reason: String)], readAt: Date?, unconfirmed: Set<String>)>(
+        ([:], nil, []))
 
     static let rereadAfter: TimeInterval = 1
+    /// The longest a pause lasts: a day, as a daily quota does, so one answer that asks for more
+    /// (a Retry-After of weeks) cannot stop an app's sends for longer.
+    static let longest: TimeInterval = 86_400
 
     init(provider: String, account: String) {
         self.provider = provider
@@ -133,10 +139,21 @@ final class ProviderPause: Sendable {
                         try $0.decode(2, as: String.self)
                     )
                 }
-                // The fleet's rows are the truth: a pause an operator lifted (deleted) ends here too.
+                // The fleet's rows are the truth (a pause an operator lifted, deleted, ends here
+                // too), but for one of this daemon's that they do not hold yet.
                 state.withLock { state in
+                    var parts = Dictionary(read.map { ($0.0, (until: $0.1, reason: $0.2)) }) { $1 }
+                    for part in state.unconfirmed {
+                        if let mine = state.parts[part], mine.until > over,
+                            mine.until > parts[part]?.until ?? .distantPast
+                        {
+                            parts[part] = mine
+                        } else {
+                            state.unconfirmed.remove(part)
+                        }
+                    }
                     state.readAt = now
-                    state.parts = Dictionary(read.map { ($0.0, ($0.1, $0.2)) }) { $1 }
+                    state.parts = parts
                 }
             } catch {
                 state.withLock { $0.readAt = now }
@@ -148,11 +165,14 @@ final class ProviderPause: Sendable {
         return state.withLock { known($0.parts) }
     }
 
-    /// Holds `part` back until `date` (a later end than the one known wins), for every daemon.
+    /// Holds `part` back until `date`, a day from now at most (a later end than the one known
+    /// wins), for every daemon.
     func pause(until date: Date, reason: String, part: String = "", context: WorkerContext) async {
+        let date = min(date, context.clock.now().addingTimeInterval(Self.longest))
         let later = state.withLock { state in
             guard date > state.parts[part]?.until ?? .distantPast else { return false }
             state.parts[part] = (date, reason)
+            state.unconfirmed.insert(part)
             return true
         }
         guard later else { return }

@@ -48,9 +48,9 @@ struct MiPushClient: Sendable {
             messages.map {
                 HTTPRequest(url: sendURL, headers: headers, body: Array($0.formBody.utf8), timeout: .seconds(10))
             })
-        return answers.map { answer in
+        return zip(messages, answers).map { message, answer in
             switch answer {
-            case .success(let response): MiPushResult(response)
+            case .success(let response): MiPushResult(response, regID: message.regID)
             case .failure(let error): MiPushResult(failure: error)
             }
         }
@@ -106,17 +106,19 @@ struct MiPushResult: Sendable {
     var status: Int?
     var code: Int?
     var messageID: String?
-    /// `reason` (an error's words) or `description`, at most 300 characters.
+    /// `reason` (an error's words) or `description`, at most 300 characters, the regId left out.
     var words: String
     var retryAfter: Duration?
 
-    init(_ response: HTTPResponse) {
+    init(_ response: HTTPResponse, regID: String) {
         status = response.status
         let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
         code = (object?["code"] as? NSNumber)?.intValue
-        messageID = (object?["data"] as? [String: Any])?["id"] as? String ?? object?["trace_id"] as? String
-        let text = object?["reason"] as? String ?? object?["description"] as? String
-        words = String((text ?? String(decoding: response.body.prefix(300), as: UTF8.self)).prefix(300))
+        messageID = (object?["data"] as? [String: Any])?["id"] as? String
+        let text =
+            object?["reason"] as? String ?? object?["description"] as? String
+            ?? String(decoding: response.body.prefix(300), as: UTF8.self)
+        words = String((regID.isEmpty ? text : text.replacingOccurrences(of: regID, with: "…")).prefix(300))
         retryAfter = response.retryAfter(now: Date())
     }
 
@@ -155,12 +157,14 @@ struct MiPushResult: Sendable {
                 // The secret, the package name, a channel not the app's, an app Xiaomi blocked or
                 // holds for review: the app's setup.
                 return .configurationError(reason: reason, scope: .xiaomi)
-            case 1, -1, 10001, 10002, 10003:
-                return .retry(after: retryAfter, reason: reason)
-            default:
-                // 10008, 10016, 10017 parameters, 65009 too long, 65011 empty, 65014 and 65015
-                // extras, 10018 the request's length: this message, for good.
+            case 10008, 10016, 10017, 10018, 65009, 65011, 65014, 65015:
+                // Parameters, too long, empty, the extras, the request's length: this message,
+                // for good.
                 return .permanentFailure(reason: reason)
+            default:
+                // 1, -1, 10001 to 10003: Mi Push's own failure; and a code Herald does not know,
+                // tried again as far as the delivery's retries go rather than lost at once.
+                return .retry(after: retryAfter, reason: reason)
             }
         }
         switch status {
