@@ -88,8 +88,8 @@ final class ProviderPause: Sendable {
     let account: String
     /// The pauses known, when they were last read, and the parts this daemon paused that no read
     /// has returned yet (a read that began before their rows were written misses them).
-    private let state = Mutex<(parts: [String: (until: Date, reason: String)], readAt: Date?, unconfirmed: Set<String>)>(
-        ([:], nil, []))
+    private typealias Known = (parts: [String: (until: Date, reason: String)], readAt: Date?, unconfirmed: Set<String>)
+    private let state = Mutex<Known>(([:], nil, []))
 
     static let rereadAfter: TimeInterval = 1
     /// The longest a pause lasts: a day, as a daily quota does, so one answer that asks for more
