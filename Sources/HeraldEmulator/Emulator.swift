@@ -58,12 +58,15 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /api/v1/{app id}/sendMessage` and `POST /auth/token` are Honor Push and its token
 ///   endpoint (``HonorService``); `POST /emulator/honor-apps` registers an app's id, client id and
 ///   secret (`{"app_id": "…", "client_id": "…", "client_secret": "…"}`).
+/// - `POST /message/send` and `POST /message/auth` are vivo Push and its auth (``VivoService``);
+///   `POST /emulator/vivo-apps` registers an app's AppID, AppKey and AppSecret (`{"app_id": "…",
+///   "app_key": "…", "app_secret": "…", "operation_limit": 5}`).
 /// - `POST /emulator/fcm-devices` models FCM's store for a token's app instance (``FCMDevice``):
 ///   `{"token": "…", "online": false}` takes the phone offline, `"online": true` brings it back,
 ///   `"inactive": true` makes FCM judge it inactive; it answers what the app has received and
 ///   been told (`received`, `deleted_notices` for `onDeletedMessages()`) and how many wait.
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
-///   `GET /emulator/hms`, `GET /emulator/harmony`, `GET /emulator/xiaomi` and `GET /emulator/honor` list what was
+///   `GET /emulator/hms`, `GET /emulator/harmony`, `GET /emulator/xiaomi`, `GET /emulator/honor` and `GET /emulator/vivo` list what was
 ///   received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
@@ -236,9 +239,10 @@ struct EmulatorRoutes {
     let harmony = HarmonyService()
     let xiaomi = XiaomiService()
     let honor = HonorService()
+    let vivo = VivoService()
 
     /// Each provider's stand-in, in the order their routes are tried.
-    var services: [any EmulatedService] { [hms, harmony, xiaomi, honor, apns, webPush, state] }
+    var services: [any EmulatedService] { [hms, harmony, xiaomi, honor, vivo, apns, webPush, state] }
 
     /// The routes: each service's, then the behaviours any of them can be told to give. The
     /// first that matches a request answers it.

@@ -20,6 +20,7 @@ INSERT INTO herald.config_scopes (scope, waiting) VALUES
     ('hms', 'deliveries through Huawei Push Kit'),
     ('honor', 'deliveries through Honor Push'),
     ('unifiedpush', 'deliveries to Android phones through UnifiedPush distributors'),
+    ('vivo', 'deliveries through vivo Push'),
     ('web', 'deliveries to browsers'),
     ('xiaomi', 'deliveries through Xiaomi Mi Push');
 INSERT INTO herald.generations (generation, first_id, end_id, opened_at, closed_at) VALUES
@@ -34,6 +35,7 @@ INSERT INTO herald.providers (provider, settings) VALUES
     ('hms', 'herald.app_hms'),
     ('honor', 'herald.app_honor'),
     ('unifiedpush', 'herald.app_unifiedpush'),
+    ('vivo', 'herald.app_vivo'),
     ('webpush', 'herald.app_webpush_settings'),
     ('xiaomi', 'herald.app_xiaomi');
 INSERT INTO herald.routes (route, provider, description, scopes, device_store_capacity) VALUES
@@ -44,6 +46,7 @@ INSERT INTO herald.routes (route, provider, description, scopes, device_store_ca
     ('hms', 'hms', 'Android through Huawei Push Kit', '{hms}', NULL),
     ('honor', 'honor', 'Android through Honor Push', '{honor}', NULL),
     ('unifiedpush', 'unifiedpush', 'Android through UnifiedPush', '{unifiedpush}', NULL),
+    ('vivo', 'vivo', 'Android through vivo Push', '{vivo}', NULL),
     ('web', 'webpush', 'browsers (Web Push)', '{web}', NULL),
     ('xiaomi', 'xiaomi', 'Android through Xiaomi Mi Push', '{xiaomi}', NULL);
 INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape_description, lowercase, endpoint_policy) VALUES
@@ -58,6 +61,7 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape
     ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)', NULL, NULL, false, NULL),
     ('registration_token', '{android,ios}', 'an FCM registration token', NULL, NULL, false, NULL),
     ('unifiedpush', '{android}', 'a UnifiedPush endpoint with its keys', NULL, NULL, false, 'herald.app_unifiedpush'),
+    ('vivo_token', '{android}', 'a vivo Push regId', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the regId PushClient.getRegId gave the app)', false, NULL),
     ('web_subscription', '{web}', 'a browser''s push subscription', NULL, NULL, false, 'herald.web_push_endpoint_policy'),
     ('xiaomi_regid', '{android}', 'a Xiaomi Mi Push regId', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the regId MiPushClient.getRegId gave the app)', false, NULL);
 INSERT INTO herald.platforms (platform, description, payload_kind, silent_payload_kind, default_token_kind) VALUES
@@ -76,6 +80,7 @@ INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('android_data', 'installation_id', 'fcm'),
     ('android_data', 'registration_token', 'fcm'),
     ('android_data', 'unifiedpush', 'unifiedpush'),
+    ('android_data', 'vivo_token', 'vivo'),
     ('android_data', 'xiaomi_regid', 'xiaomi'),
     ('android_wakeup', 'installation_id', 'fcm'),
     ('android_wakeup', 'registration_token', 'fcm'),
@@ -117,6 +122,7 @@ CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.ap
 CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_honor_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_honor FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+CREATE TRIGGER app_vivo_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_vivo FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_webpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_xiaomi_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_xiaomi FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER deliveries_notify_dispatch AFTER INSERT ON herald.deliveries FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('dispatch');

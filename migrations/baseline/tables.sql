@@ -241,6 +241,38 @@ GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_unifiedpush TO herald_operato
 GRANT SELECT ON herald.app_unifiedpush TO herald_daemon;
 
 
+-- herald.app_vivo
+-- ---------------
+
+CREATE TABLE herald.app_vivo (
+    app_id text NOT NULL,
+    vivo_app_id text NOT NULL,
+    app_key text NOT NULL,
+    app_secret_file text NOT NULL,
+    service_category text NOT NULL,
+    marketing_category text DEFAULT 'MARKETING'::text NOT NULL,
+    test_mode boolean DEFAULT false NOT NULL,
+    CONSTRAINT app_vivo_pkey PRIMARY KEY (app_id),
+    CONSTRAINT app_vivo_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT app_vivo_app_key_check CHECK ((app_key ~ '^[A-Za-z0-9-]{1,128}$'::text)),
+    CONSTRAINT app_vivo_app_secret_file_check CHECK ((app_secret_file <> ''::text)),
+    CONSTRAINT app_vivo_marketing_category_check CHECK ((marketing_category = ANY (ARRAY['NEWS'::text, 'CONTENT'::text, 'MARKETING'::text, 'SOCIAL'::text]))),
+    CONSTRAINT app_vivo_service_category_check CHECK ((service_category = ANY (ARRAY['IM'::text, 'ACCOUNT'::text, 'TODO'::text, 'DEVICE_REMINDER'::text, 'ORDER'::text, 'SUBSCRIPTION'::text]))),
+    CONSTRAINT app_vivo_vivo_app_id_check CHECK ((vivo_app_id ~ '^[0-9]{1,18}$'::text))
+);
+COMMENT ON TABLE herald.app_vivo IS 'An app''s vivo Push setup, one row per app that sends to vivo phones.';
+COMMENT ON COLUMN herald.app_vivo.app_id IS 'The app (herald.apps).';
+COMMENT ON COLUMN herald.app_vivo.vivo_app_id IS 'The app''s AppID at vivo Push (digits).';
+COMMENT ON COLUMN herald.app_vivo.app_key IS 'The app''s AppKey at vivo Push (not secret: the AppSecret signs with it).';
+COMMENT ON COLUMN herald.app_vivo.app_secret_file IS 'A file holding the AppSecret, read by the daemon; the secret never enters the database.';
+COMMENT ON COLUMN herald.app_vivo.service_category IS 'The system-message category (classification 1) of the app''s service notifications: IM, ACCOUNT, TODO, DEVICE_REMINDER, ORDER or SUBSCRIPTION, as vivo approved for the app.';
+COMMENT ON COLUMN herald.app_vivo.marketing_category IS 'The operation-message category (classification 0) of its marketing notifications: NEWS, CONTENT, MARKETING (the default) or SOCIAL.';
+COMMENT ON COLUMN herald.app_vivo.test_mode IS 'Send with pushMode 1: only to the test phones entered in vivo''s console (an app under review can send no other way).';
+REVOKE ALL ON herald.app_vivo FROM herald_daemon;
+GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_vivo TO herald_operator;
+GRANT SELECT ON herald.app_vivo TO herald_daemon;
+
+
 -- herald.app_webpush
 -- ------------------
 
