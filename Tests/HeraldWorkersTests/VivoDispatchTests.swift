@@ -113,7 +113,10 @@ import Testing
                                ttl => interval '3 days')
             """, [long])
         try await f.db.query(
-            "SELECT herald.send('shop', user_ref => 'alice', title => 'your code', message_class => 'service')")
+            """
+            SELECT herald.send('shop', user_ref => 'alice', title => 'your code', message_class => 'service',
+                               ttl => interval '3 days')
+            """)
         try await f.ingest()
         try await f.dispatch()
         #expect(await f.emulator.vivoReceived.map { $0.body["title"] as? String } == ["your code"])
