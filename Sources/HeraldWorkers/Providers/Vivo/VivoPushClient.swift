@@ -133,8 +133,9 @@ extension String {
 /// with a system `category`, for service; 0 an operation message for marketing, which vivo shows
 /// quietly, only in its daytime and a few a day on each phone), `clientCustomMap` (the producer's
 /// data and Herald's keys, which the app reads from the tapped intent's extras), a `requestId`
-/// from the delivery, so that vivo takes a retried send once, and a `notifyId`, so a repeated send
-/// replaces the notification.
+/// from the delivery (doc 362: "用户请求唯一标识", at most 64 characters; that vivo takes a
+/// retried send once by it is how the issue reads it, not confirmed by vivo's pages), and a
+/// `notifyId`, so a repeated send replaces the notification.
 struct VivoMessage: Sendable {
     var appID: String
     var regID: String
@@ -191,6 +192,8 @@ struct VivoMessage: Sendable {
     }
 
     var requestBody: [UInt8] {
+        // appId (v2.9.2, checked against the authToken's: 10094) as a number, as the SDK's
+        // getToken takes it; modood/pushapi sends a string (not confirmed which vivo prefers).
         var fields: [(String, JSONValue)] = [
             ("appId", Int(appID).map(JSONValue.int) ?? .string(appID)), ("regId", .string(regID)),
             ("notifyType", .int(service ? 4 : 1)),
