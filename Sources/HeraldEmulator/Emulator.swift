@@ -58,6 +58,10 @@ public struct ReceivedMessage: Sendable {
 /// - `POST /api/v1/{app id}/sendMessage` and `POST /auth/token` are Honor Push and its token
 ///   endpoint (``HonorService``); `POST /emulator/honor-apps` registers an app's id, client id and
 ///   secret (`{"app_id": "…", "client_id": "…", "client_secret": "…"}`).
+/// - `POST /server/v1/message/notification/unicast` and `POST /server/v1/auth` are OPPO Push
+///   (``OPPOService``); `POST /emulator/oppo-apps` registers an app's AppKey, MasterSecret,
+///   channels and public daily limit (`{"app_key": "…", "master_secret": "…", "channels":
+///   {"orders": "private"}, "public_daily_limit": 100000}`).
 /// - `POST /message/send` and `POST /message/auth` are vivo Push and its auth (``VivoService``);
 ///   `POST /emulator/vivo-apps` registers an app's AppID, AppKey and AppSecret (`{"app_id": "…",
 ///   "app_key": "…", "app_secret": "…", "operation_limit": 5}`).
@@ -66,7 +70,8 @@ public struct ReceivedMessage: Sendable {
 ///   `"inactive": true` makes FCM judge it inactive; it answers what the app has received and
 ///   been told (`received`, `deleted_notices` for `onDeletedMessages()`) and how many wait.
 /// - `GET /emulator/messages`, `GET /emulator/web-pushes`, `GET /emulator/apns` and
-///   `GET /emulator/hms`, `GET /emulator/harmony`, `GET /emulator/xiaomi`, `GET /emulator/honor` and `GET /emulator/vivo` list what was
+///   `GET /emulator/hms`, `GET /emulator/harmony`, `GET /emulator/xiaomi`, `GET /emulator/honor`,
+///   `GET /emulator/oppo` and `GET /emulator/vivo` list what was
 ///   received;
 ///   `POST /emulator/behaviours` injects an error for a token or endpoint
 ///   (`{"token": "…", "behaviour": "unavailable", "retry_after": 1, "times": 2}`).
@@ -239,10 +244,11 @@ struct EmulatorRoutes {
     let harmony = HarmonyService()
     let xiaomi = XiaomiService()
     let honor = HonorService()
+    let oppo = OPPOService()
     let vivo = VivoService()
 
     /// Each provider's stand-in, in the order their routes are tried.
-    var services: [any EmulatedService] { [hms, harmony, xiaomi, honor, vivo, apns, webPush, state] }
+    var services: [any EmulatedService] { [hms, harmony, xiaomi, honor, oppo, vivo, apns, webPush, state] }
 
     /// The routes: each service's, then the behaviours any of them can be told to give. The
     /// first that matches a request answers it.

@@ -19,6 +19,7 @@ INSERT INTO herald.config_scopes (scope, waiting) VALUES
     ('harmony', 'deliveries to HarmonyOS phones'),
     ('hms', 'deliveries through Huawei Push Kit'),
     ('honor', 'deliveries through Honor Push'),
+    ('oppo', 'deliveries through OPPO Push'),
     ('unifiedpush', 'deliveries to Android phones through UnifiedPush distributors'),
     ('vivo', 'deliveries through vivo Push'),
     ('web', 'deliveries to browsers'),
@@ -34,6 +35,7 @@ INSERT INTO herald.providers (provider, settings) VALUES
     ('harmony', 'herald.app_harmony'),
     ('hms', 'herald.app_hms'),
     ('honor', 'herald.app_honor'),
+    ('oppo', 'herald.app_oppo'),
     ('unifiedpush', 'herald.app_unifiedpush'),
     ('vivo', 'herald.app_vivo'),
     ('webpush', 'herald.app_webpush_settings'),
@@ -45,6 +47,7 @@ INSERT INTO herald.routes (route, provider, description, scopes, device_store_ca
     ('harmony', 'harmony', 'HarmonyOS through Push Kit', '{harmony}', NULL),
     ('hms', 'hms', 'Android through Huawei Push Kit', '{hms}', NULL),
     ('honor', 'honor', 'Android through Honor Push', '{honor}', NULL),
+    ('oppo', 'oppo', 'Android through OPPO Push', '{oppo}', NULL),
     ('unifiedpush', 'unifiedpush', 'Android through UnifiedPush', '{unifiedpush}', NULL),
     ('vivo', 'vivo', 'Android through vivo Push', '{vivo}', NULL),
     ('web', 'webpush', 'browsers (Web Push)', '{web}', NULL),
@@ -59,6 +62,7 @@ INSERT INTO herald.token_kinds (token_kind, platforms, description, shape, shape
     ('hms_token', '{android}', 'a Huawei Push Kit token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token HmsInstanceId.getToken gave the app)', false, NULL),
     ('honor_token', '{android}', 'an Honor Push token', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the token HonorPushClient.getPushToken gave the app)', false, NULL),
     ('installation_id', '{android,ios}', 'a Firebase Installation ID (FCM)', NULL, NULL, false, NULL),
+    ('oppo_token', '{android}', 'an OPPO Push registration id', '^((([0-9A-Za-z]{2,10})_)?[A-Za-z0-9_]*_)?[0-9a-fA-F]{32}$|^[0-9a-fA-F]{24}$', '32 hex digits after an optional prefix such as CN_, or 24 hex digits (the registration id HeytapPushManager.getRegister gave the app)', false, NULL),
     ('registration_token', '{android,ios}', 'an FCM registration token', NULL, NULL, false, NULL),
     ('unifiedpush', '{android}', 'a UnifiedPush endpoint with its keys', NULL, NULL, false, 'herald.app_unifiedpush'),
     ('vivo_token', '{android}', 'a vivo Push regId', '^[A-Za-z0-9_.:=+/-]{16,}$', '16 or more letters, digits and -_.:=+/ (the regId PushClient.getRegId gave the app)', false, NULL),
@@ -78,6 +82,7 @@ INSERT INTO herald.route_targets (payload_kind, token_kind, route) VALUES
     ('android_data', 'hms_token', 'hms'),
     ('android_data', 'honor_token', 'honor'),
     ('android_data', 'installation_id', 'fcm'),
+    ('android_data', 'oppo_token', 'oppo'),
     ('android_data', 'registration_token', 'fcm'),
     ('android_data', 'unifiedpush', 'unifiedpush'),
     ('android_data', 'vivo_token', 'vivo'),
@@ -121,6 +126,7 @@ CREATE TRIGGER app_fcm_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_fc
 CREATE TRIGGER app_harmony_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_harmony FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_hms_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_hms FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_honor_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_honor FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
+CREATE TRIGGER app_oppo_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_oppo FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_unifiedpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_unifiedpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_vivo_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_vivo FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();
 CREATE TRIGGER app_webpush_changed AFTER INSERT OR DELETE OR UPDATE ON herald.app_webpush FOR EACH ROW EXECUTE FUNCTION herald.provider_settings_changed();

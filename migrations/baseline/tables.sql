@@ -216,6 +216,39 @@ GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_honor TO herald_operator;
 GRANT SELECT ON herald.app_honor TO herald_daemon;
 
 
+-- herald.app_oppo
+-- ---------------
+
+CREATE TABLE herald.app_oppo (
+    app_id text NOT NULL,
+    app_key text NOT NULL,
+    master_secret_file text NOT NULL,
+    region text DEFAULT 'china'::text NOT NULL,
+    service_channel_id text,
+    marketing_channel_id text,
+    service_category text DEFAULT 'ACCOUNT'::text NOT NULL,
+    CONSTRAINT app_oppo_pkey PRIMARY KEY (app_id),
+    CONSTRAINT app_oppo_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT app_oppo_app_key_check CHECK ((app_key ~ '^[A-Za-z0-9]{1,64}$'::text)),
+    CONSTRAINT app_oppo_marketing_channel_id_check CHECK ((marketing_channel_id ~ '^[A-Za-z0-9_.-]{1,200}$'::text)),
+    CONSTRAINT app_oppo_master_secret_file_check CHECK ((master_secret_file <> ''::text)),
+    CONSTRAINT app_oppo_region_check CHECK ((region = ANY (ARRAY['china'::text, 'international'::text]))),
+    CONSTRAINT app_oppo_service_category_check CHECK ((service_category = ANY (ARRAY['IM'::text, 'ACCOUNT'::text, 'DEVICE_REMINDER'::text, 'ORDER'::text, 'TODO'::text, 'SUBSCRIPTION'::text]))),
+    CONSTRAINT app_oppo_service_channel_id_check CHECK ((service_channel_id ~ '^[A-Za-z0-9_.-]{1,200}$'::text))
+);
+COMMENT ON TABLE herald.app_oppo IS 'An app''s OPPO Push setup, one row per app that sends to OPPO, OnePlus and realme phones.';
+COMMENT ON COLUMN herald.app_oppo.app_id IS 'The app (herald.apps).';
+COMMENT ON COLUMN herald.app_oppo.app_key IS 'The app''s AppKey at OPPO Push (not its AppId), as the auth request sends it.';
+COMMENT ON COLUMN herald.app_oppo.master_secret_file IS 'A file holding the app''s MasterSecret (OPPO''s push platform), read by the daemon; the secret never enters the database.';
+COMMENT ON COLUMN herald.app_oppo.region IS 'Where the app''s phones are, which decides OPPO Push''s host: china (the default) or international.';
+COMMENT ON COLUMN herald.app_oppo.service_channel_id IS 'The private channel (通讯与服务) the app registered with OPPO, for its service notifications; NULL: they go through the public channel.';
+COMMENT ON COLUMN herald.app_oppo.marketing_channel_id IS 'A public channel the app registered with OPPO, for its marketing notifications; NULL: OPPO''s default one.';
+COMMENT ON COLUMN herald.app_oppo.service_category IS 'The OPPO category of the app''s service notifications, one of its service ones: IM, ACCOUNT (the default), DEVICE_REMINDER, ORDER, TODO or SUBSCRIPTION; marketing ones are MARKETING.';
+REVOKE ALL ON herald.app_oppo FROM herald_daemon;
+GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_oppo TO herald_operator;
+GRANT SELECT ON herald.app_oppo TO herald_daemon;
+
+
 -- herald.app_unifiedpush
 -- ----------------------
 

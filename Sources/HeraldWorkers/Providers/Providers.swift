@@ -68,7 +68,7 @@ enum Providers {
     /// Every provider compiled in. A new one is one line here.
     static let compiledIn: [any ProviderRoute.Type] = [
         FCMRoute.self, APNsRoute.self, WebPushRoute.self, HMSRoute.self, HarmonyRoute.self, UnifiedPushRoute.self,
-        XiaomiRoute.self, HonorRoute.self, VivoRoute.self,
+        XiaomiRoute.self, HonorRoute.self, OPPORoute.self, VivoRoute.self,
     ]
 
     static func byName(_ providers: [any ProviderRoute.Type]) -> [String: any ProviderRoute.Type] {
