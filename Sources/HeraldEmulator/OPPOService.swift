@@ -41,8 +41,9 @@ public struct ReceivedOPPOMessage: Sendable {
 ///   `verify_registration_id` and `notification` (40, 41): only OPPO's notification fields, a
 ///   `title` of 1 to 50 characters and a `content` of 1 to 200 (style 1), `style` 1 to 5,
 ///   `click_action_type` 0, 1 or 4 with `click_action_activity`, 2 with an http(s)
-///   `click_action_url`, or 5 with one, `action_parameters` a JSON object in a string,
-///   `off_line_ttl` 1 second to 10 days, `notify_id` an integer, `category` one of OPPO's
+///   `click_action_url`, or 5 with one (at most 500 characters), `action_parameters` a JSON
+///   object in a string, `off_line_ttl` an hour to 10 days, `notify_id` an integer, `category`
+///   one of OPPO's
 ///   (service: IM, ACCOUNT, DEVICE_REMINDER, ORDER, TODO, SUBSCRIPTION; marketing: MARKETING,
 ///   NEWS, CONTENT, SOCIAL), `notify_level` 1, 2 or 16, and a `channel_id` the app registered
 ///   (a marketing category is refused in a private channel: Herald's reading of OPPO's rule that
@@ -207,9 +208,10 @@ actor OPPOService {
                 (try? JSONSerialization.jsonObject(with: Data(text.utf8))) is [String: Any]
             else { return (41, "action_parameters is a JSON object in a string") }
         }
-        if let ttl = notification["off_line_ttl"], !(1...864_000).contains(ttl as? Int ?? 0) {
-            return (41, "off_line_ttl is 1 second to 10 days")
+        if let ttl = notification["off_line_ttl"], !(3600...864_000).contains(ttl as? Int ?? 0) {
+            return (41, "off_line_ttl is an hour to 10 days")
         }
+        if url.count > 500 { return (41, "click_action_url is at most 500 characters") }
         if let id = notification["notify_id"], !(id is Int) { return (41, "notify_id is an integer") }
         if let level = notification["notify_level"], ![1, 2, 16].contains(level as? Int ?? 0) {
             return (41, "notify_level is 1, 2 or 16")

@@ -274,6 +274,21 @@ import Testing
         for code in [12, 40, 41, 31] { #expect(kind(outcome(code)) == "failed", "\(code)") }
     }
 
+    /// OPPO keeps a message an hour to ten days: a TTL is held to that.
+    @Test func theTTLIsHeldToOPPOsRange() {
+        func ttl(_ seconds: Int) -> Int? {
+            let message = OPPOMessage(
+                regID: "r", title: "t", content: "c", tap: .openApp, actionParameters: "{}", channelID: nil,
+                category: "MARKETING", notifyLevel: 1, notifyID: 1, appMessageID: "a", ttl: seconds)
+            return message.notification.first { $0.0 == "off_line_ttl" }.map { value -> Int? in
+                if case .int(let seconds) = value.1 { seconds } else { nil }
+            } ?? nil
+        }
+        #expect(ttl(0) == 3600 && ttl(60) == 3600, "an hour at least")
+        #expect(ttl(7200) == 7200)
+        #expect(ttl(30 * 86_400) == 864_000, "ten days at most")
+    }
+
     /// OPPO Push reaches a phone through its region's host; a stand-in's base replaces it. The
     /// auth request's sign is the SDK's (`Auth.getSign`).
     @Test func eachRegionHasItsHostAndTheSignIsOPPOs() {

@@ -160,7 +160,7 @@ struct OPPOPushClient: Sendable {
 /// goes in (`channel_id`: the app's private, "通讯与服务" channel for a service message; none, or a
 /// public one, for marketing), OPPO's message class (`category`) and how loudly it is shown
 /// (`notify_level`: 1 the notification bar, 2 and the lock screen, 16 and a banner, ring and
-/// vibration), `off_line` and `off_line_ttl` (seconds, at most 10 days), a `notify_id` that makes
+/// vibration), `off_line` and `off_line_ttl` (seconds, an hour to 10 days), a `notify_id` that makes
 /// a repeated send replace it, and an `app_message_id` that makes OPPO send one message id to
 /// one target once.
 struct OPPOMessage: Sendable {
@@ -179,6 +179,9 @@ struct OPPOMessage: Sendable {
 
     static let longestTitle = 50
     static let longestContent = 200
+    /// OPPO keeps a message for a phone that is off an hour at least and ten days at most
+    /// (`off_line_ttl`): a notification with less than an hour left is kept that hour.
+    static let shortestTTL = 3600
     static let longestTTL = 10 * 86_400
 
     var notification: [(String, JSONValue)] {
@@ -196,7 +199,7 @@ struct OPPOMessage: Sendable {
         if let channelID { fields.append(("channel_id", .string(channelID))) }
         fields += [
             ("category", .string(category)), ("notify_level", .int(notifyLevel)), ("notify_id", .int(notifyID)),
-            ("off_line", .bool(true)), ("off_line_ttl", .int(min(max(ttl, 1), Self.longestTTL))),
+            ("off_line", .bool(true)), ("off_line_ttl", .int(min(max(ttl, Self.shortestTTL), Self.longestTTL))),
         ]
         return fields
     }
