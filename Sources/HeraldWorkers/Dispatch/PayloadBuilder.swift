@@ -27,6 +27,16 @@ public struct PayloadBuilder: Sendable {
     static let maxTTL = 28 * 86_400
 
     /// Seconds until the delivery expires, within what providers accept.
+    /// The text a phone maker's push service shows for a notification: its title and body, one
+    /// not given taking the other's (they require both); nil for a silent notification, or one
+    /// with neither, which such a service carries as data or not at all.
+    static func shownText(_ notification: OutgoingDelivery.Notification) -> (title: String, body: String)? {
+        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
+        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
+        guard !notification.silent, let text = title ?? body else { return nil }
+        return (title ?? text, body ?? text)
+    }
+
     static func ttl(_ delivery: OutgoingDelivery, now: Date) -> Int {
         let remaining = delivery.notification.expiresAt.timeIntervalSince(now)
         return remaining.isFinite ? Int(max(0, min(remaining, Double(maxTTL)))) : maxTTL

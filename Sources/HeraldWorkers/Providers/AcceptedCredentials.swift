@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldPostgres
 import Synchronization
 
@@ -19,6 +20,15 @@ struct AcceptedCredentials: Sendable {
         private let seen = Mutex(false)
         var value: Bool { seen.withLock { $0 } }
         func note() { seen.withLock { $0 = true } }
+    }
+
+    /// A dead token's answer (`answered`, in the provider's words) met before any send with the
+    /// credentials was accepted: they may be another app's, so it is the app's configuration
+    /// (`scope`, `check` naming its settings), and no phone is disabled for it.
+    static func unproven(_ answered: String, check: String, scope: ConfigurationScope) -> PushOutcome {
+        .configurationError(
+            reason: "\(answered), and no send with these credentials has been accepted yet: are \(check) this app's?",
+            scope: scope)
     }
 
     enum SQL {

@@ -116,10 +116,10 @@ final class ProviderPause: Sendable {
             """
     }
 
-    /// Until when, and why, `part` is held back at `now` (by its own pause or by one of all):
-    /// as this daemon knows it, read again from the fleet's when it last read more than a second
-    /// ago.
-    func pausedUntil(_ now: Date, part: String = "", context: WorkerContext) async -> (until: Date, reason: String)? {
+    /// What becomes of a send of `part` at `now` while a pause holds it back (its own or one of
+    /// all): it waits for the pause's end, not an attempt; nil when none does. As this daemon
+    /// knows the pauses, read again from the fleet's when it last read more than a second ago.
+    func holdsBack(_ now: Date, part: String = "", context: WorkerContext) async -> PushOutcome? {
         // The database keeps an end to the microsecond, which may round it up a little: one that
         // ends within a millisecond is over.
         let over = now.addingTimeInterval(0.001)
@@ -162,12 +162,24 @@ final class ProviderPause: Sendable {
                     metadata: ["provider": "\(provider)", "account": "\(account)", "error": "\(error)"])
             }
         }
-        return state.withLock { known($0.parts) }
+        return state.withLock { known($0.parts) }.map { Self.heldBack(until: $0.until, after: $0.reason, now: now) }
+    }
+
+    /// A send held back until `until` after `reason`: it waits, not an attempt.
+    static func heldBack(until: Date, after reason: String, now: Date) -> PushOutcome {
+        .overQuota(after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+    }
+
+    /// Holds `part` back for as long as `outcome`, met at `at`, asks when it is a provider's limit
+    /// (`overQuota`), for every daemon.
+    func pause(for outcome: PushOutcome, at: Date, part: String = "", context: WorkerContext) async {
+        guard case .overQuota(let after, let reason) = outcome else { return }
+        await pause(until: at.addingTimeInterval(after.seconds), reason: reason, part: part, context: context)
     }
 
     /// Holds `part` back until `date`, a day from now at most (a later end than the one known
     /// wins), for every daemon.
-    func pause(until date: Date, reason: String, part: String = "", context: WorkerContext) async {
+    private func pause(until date: Date, reason: String, part: String, context: WorkerContext) async {
         let date = min(date, context.clock.now().addingTimeInterval(Self.longest))
         let later = state.withLock { state in
             guard date > state.parts[part]?.until ?? .distantPast else { return false }

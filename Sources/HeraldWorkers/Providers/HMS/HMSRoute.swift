@@ -52,9 +52,7 @@ struct HMSRoute: TokenRoute {
     func send(_ batch: [OutgoingDelivery], builder: PayloadBuilder, now: Date, context: WorkerContext) async
         -> [(OutgoingDelivery, DeliveryLife.Event)]
     {
-        if let (until, reason) = await trafficControl.pausedUntil(now, context: context) {
-            let outcome = PushOutcome.overQuota(
-                after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+        if let outcome = await trafficControl.holdsBack(now, context: context) {
             return batch.map { ($0, .sent(outcome, dryRun: $0.notification.dryRun, at: now)) }
         }
         return await credentials.remembered(
@@ -77,10 +75,7 @@ struct HMSRoute: TokenRoute {
             }
             let outcomes = await client.send(messages, validateOnly: dryRun)
             let at = context.clock.now()
-            for case .overQuota(let after, let reason) in outcomes {
-                await trafficControl.pause(
-                    until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
-            }
+            for outcome in outcomes { await trafficControl.pause(for: outcome, at: at, context: context) }
             events += zip(part, outcomes).map { ($0, .sent($1, dryRun: dryRun, at: at)) }
         }
         return events

@@ -91,18 +91,14 @@ struct HarmonyRoute: TokenRoute {
             }
         }
         guard !live.isEmpty else { return events }
-        if let (until, reason) = await trafficControl.pausedUntil(now, context: context) {
-            let outcome = PushOutcome.overQuota(
-                after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+        if let outcome = await trafficControl.holdsBack(now, context: context) {
             return events + live.map { ($0.0, .sent(outcome, dryRun: false, at: now)) }
         }
         let outcomes = await credentials.remembered(
             context: context, accepted: { client.credentialsAccepted }, noteAccepted: client.noteCredentialsAccepted
         ) { await client.send(live.map(\.1)) }
         let at = context.clock.now()
-        for case .overQuota(let after, let reason) in outcomes {
-            await trafficControl.pause(until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
-        }
+        for outcome in outcomes { await trafficControl.pause(for: outcome, at: at, context: context) }
         events += zip(live, outcomes).map { ($0.0, .sent($1, dryRun: false, at: at)) }
         return events
     }

@@ -62,9 +62,7 @@ struct HonorRoute: TokenRoute {
         let live = batch.filter { !$0.notification.dryRun }
         var events = batch.filter(\.notification.dryRun).map { ($0, DeliveryLife.Event.checked(at: now)) }
         guard !live.isEmpty else { return events }
-        if let (until, reason) = await rate.pausedUntil(now, context: context) {
-            let outcome = PushOutcome.overQuota(
-                after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+        if let outcome = await rate.holdsBack(now, context: context) {
             return events + live.map { ($0, .sent(outcome, dryRun: false, at: now)) }
         }
         let results = await credentials.remembered(
@@ -78,14 +76,11 @@ struct HonorRoute: TokenRoute {
         for (delivery, result) in zip(live, results) {
             var outcome = result.outcome
             if case .tokenInvalid = outcome, result.code == HonorResult.allTokensInvalid, !accepted.value {
-                outcome = .configurationError(
-                    reason: "Honor Push answered 80300007 (all tokens invalid), and no send with this client has been"
-                        + " accepted yet: are herald.app_honor's honor_app_id, client_id and secret this app's?",
-                    scope: .honor)
+                outcome = AcceptedCredentials.unproven(
+                    "Honor Push answered 80300007 (all tokens invalid)",
+                    check: "herald.app_honor's honor_app_id, client_id and secret", scope: .honor)
             }
-            if case .overQuota(let after, let reason) = outcome {
-                await rate.pause(until: at.addingTimeInterval(after.seconds), reason: reason, context: context)
-            }
+            await rate.pause(for: outcome, at: at, context: context)
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))
         }
         return events
@@ -100,12 +95,10 @@ struct HonorRoute: TokenRoute {
     func message(for delivery: OutgoingDelivery, builder: PayloadBuilder, now: Date) -> HonorMessage {
         let notification = delivery.notification
         let data = JSONValue.object(builder.androidData(delivery).map { ($0.0, .string($0.1)) })
-        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
-        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
         var shown: (title: String, body: String, tap: PayloadBuilder.Tap, service: Bool, notifyID: Int)?
-        if !notification.silent, let text = title ?? body {
+        if let text = PayloadBuilder.shownText(notification) {
             shown = (
-                title ?? text, body ?? text, PayloadBuilder.Tap(deepLink: notification.deepLink),
+                text.title, text.body, PayloadBuilder.Tap(deepLink: notification.deepLink),
                 notification.messageClass == .service, PayloadBuilder.notifyID(notification.id)
             )
         }

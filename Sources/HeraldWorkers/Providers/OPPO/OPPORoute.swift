@@ -82,9 +82,9 @@ struct OPPORoute: TokenRoute {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var live: [(OutgoingDelivery, OPPOMessage)] = []
         // What the app's limits hold back now, read once for the batch.
-        var held: [String: (until: Date, reason: String)] = [:]
+        var held: [String: PushOutcome] = [:]
         for part in ["private", "public"] {
-            held[part] = await limits.pausedUntil(now, part: part, context: context)
+            held[part] = await limits.holdsBack(now, part: part, context: context)
         }
         for delivery in batch {
             guard let message = message(for: delivery, builder: builder, now: now) else {
@@ -96,9 +96,7 @@ struct OPPORoute: TokenRoute {
             }
             if delivery.notification.dryRun {
                 events.append((delivery, .checked(at: now)))
-            } else if let (until, reason) = held[channel(of: delivery)] {
-                let outcome = PushOutcome.overQuota(
-                    after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+            } else if let outcome = held[channel(of: delivery)] {
                 events.append((delivery, .sent(outcome, dryRun: false, at: now)))
             } else {
                 live.append((delivery, message))
@@ -109,11 +107,8 @@ struct OPPORoute: TokenRoute {
         let at = context.clock.now()
         for ((delivery, _), result) in zip(live, results) {
             let outcome = result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
-            if case .overQuota(let after, let reason) = outcome {
-                let part = result.code == OPPOResult.dailyLimit ? channel(of: delivery) : ""
-                await limits.pause(
-                    until: at.addingTimeInterval(after.seconds), reason: reason, part: part, context: context)
-            }
+            let part = result.code == OPPOResult.dailyLimit ? channel(of: delivery) : ""
+            await limits.pause(for: outcome, at: at, part: part, context: context)
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))
         }
         return events
@@ -130,13 +125,11 @@ struct OPPORoute: TokenRoute {
     /// the device, its `app_message_id`, so a send repeated after a lost answer is shown once.
     func message(for delivery: OutgoingDelivery, builder: PayloadBuilder, now: Date) -> OPPOMessage? {
         let notification = delivery.notification
-        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
-        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
-        guard !notification.silent, let text = title ?? body else { return nil }
+        guard let text = PayloadBuilder.shownText(notification) else { return nil }
         let parameters = JSONValue.object(builder.androidData(delivery).map { ($0.0, .string($0.1)) })
         let service = notification.messageClass == .service
         return OPPOMessage(
-            regID: delivery.target?.deviceToken ?? "", title: title ?? text, content: body ?? text,
+            regID: delivery.target?.deviceToken ?? "", title: text.title, content: text.body,
             tap: PayloadBuilder.Tap(deepLink: notification.deepLink),
             actionParameters: String(decoding: parameters.encodedBytes, as: UTF8.self),
             channelID: service ? setup.serviceChannelID : setup.marketingChannelID,

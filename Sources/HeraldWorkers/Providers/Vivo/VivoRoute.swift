@@ -86,24 +86,21 @@ struct VivoRoute: TokenRoute {
     {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var live: [(OutgoingDelivery, VivoMessage)] = []
-        var held: [OutgoingDelivery.Notification.MessageClass: (until: Date, reason: String)] = [:]
+        var held: [OutgoingDelivery.Notification.MessageClass: PushOutcome] = [:]
         for messageClass in [OutgoingDelivery.Notification.MessageClass.service, .marketing] {
-            held[messageClass] = await limits.pausedUntil(now, part: messageClass.rawValue, context: context)
+            held[messageClass] = await limits.holdsBack(now, part: messageClass.rawValue, context: context)
         }
         if held[.marketing] == nil, let wait = Self.untilMarketingHours(now) {
-            held[.marketing] = (
-                now.addingTimeInterval(wait.seconds),
-                "vivo delivers marketing (operation messages) only 7:00-23:00 in China"
-            )
+            held[.marketing] = ProviderPause.heldBack(
+                until: now.addingTimeInterval(wait.seconds),
+                after: "vivo delivers marketing (operation messages) only 7:00-23:00 in China", now: now)
         }
         for delivery in batch {
             if delivery.notification.dryRun {
                 events.append((delivery, .checked(at: now)))
             } else if let problem = Self.unsendable(delivery) {
                 events.append((delivery, .sent(.permanentFailure(reason: problem), dryRun: false, at: now)))
-            } else if let (until, reason) = held[delivery.notification.messageClass] {
-                let outcome = PushOutcome.overQuota(
-                    after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+            } else if let outcome = held[delivery.notification.messageClass] {
                 events.append((delivery, .sent(outcome, dryRun: false, at: now)))
             } else {
                 let message = message(for: delivery, builder: builder, now: now)
@@ -126,17 +123,15 @@ struct VivoRoute: TokenRoute {
         for ((delivery, _), result) in zip(live, results) {
             var outcome = result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
             if case .tokenInvalid = outcome, !accepted.value {
-                outcome = .configurationError(
-                    reason: "vivo Push answered 10302 (\(result.words)), and no send with this app's key has been"
-                        + " accepted yet: are herald.app_vivo's vivo_app_id, app_key and secret this app's?",
-                    scope: .vivo)
+                outcome = AcceptedCredentials.unproven(
+                    "vivo Push answered 10302 (\(result.words))",
+                    check: "herald.app_vivo's vivo_app_id, app_key and secret", scope: .vivo)
             }
-            if case .overQuota(let after, let reason) = outcome, result.result != VivoResult.phoneDailyLimit {
+            if result.result != VivoResult.phoneDailyLimit {
                 let part =
                     result.result.map(VivoResult.dailyQuota.contains) == true
                     ? delivery.notification.messageClass.rawValue : ""
-                await limits.pause(
-                    until: at.addingTimeInterval(after.seconds), reason: reason, part: part, context: context)
+                await limits.pause(for: outcome, at: at, part: part, context: context)
             }
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))
         }
@@ -146,9 +141,7 @@ struct VivoRoute: TokenRoute {
     /// Why vivo Push cannot carry a delivery at all: it shows every message it takes, and has no
     /// pass-through (silent or data-only) message.
     static func unsendable(_ delivery: OutgoingDelivery) -> String? {
-        let notification = delivery.notification
-        let shown = [notification.title, notification.body].contains { !($0 ?? "").isEmpty }
-        if notification.silent || !shown {
+        guard PayloadBuilder.shownText(delivery.notification) != nil else {
             return "vivo Push shows every message it takes and has no pass-through message: a silent or"
                 + " data-only notification cannot go through it"
         }
@@ -163,13 +156,11 @@ struct VivoRoute: TokenRoute {
     /// and a `notifyId` from the notification's id.
     func message(for delivery: OutgoingDelivery, builder: PayloadBuilder, now: Date) -> VivoMessage {
         let notification = delivery.notification
-        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
-        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
-        let text = title ?? body ?? ""
+        let text = PayloadBuilder.shownText(notification) ?? ("", "")
         let service = notification.messageClass == .service
         return VivoMessage(
-            appID: setup.vivoAppID, regID: delivery.target?.deviceToken ?? "", title: title ?? text,
-            content: body ?? text, tap: PayloadBuilder.Tap(deepLink: notification.deepLink), service: service,
+            appID: setup.vivoAppID, regID: delivery.target?.deviceToken ?? "", title: text.title,
+            content: text.body, tap: PayloadBuilder.Tap(deepLink: notification.deepLink), service: service,
             category: service ? setup.serviceCategory : setup.marketingCategory,
             custom: builder.merged(notification.data, builder.heraldKeys(delivery)),
             requestID: "herald-\(delivery.deliveryID)", notifyID: PayloadBuilder.notifyID(notification.id),

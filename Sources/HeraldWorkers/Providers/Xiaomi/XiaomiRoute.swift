@@ -68,16 +68,14 @@ struct XiaomiRoute: TokenRoute {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var live: [(OutgoingDelivery, MiPushMessage)] = []
         // What the app's limits hold back now, read once for the batch.
-        var held: [OutgoingDelivery.Notification.MessageClass: (until: Date, reason: String)] = [:]
+        var held: [OutgoingDelivery.Notification.MessageClass: PushOutcome] = [:]
         for messageClass in [OutgoingDelivery.Notification.MessageClass.service, .marketing] {
-            held[messageClass] = await limits.pausedUntil(now, part: messageClass.rawValue, context: context)
+            held[messageClass] = await limits.holdsBack(now, part: messageClass.rawValue, context: context)
         }
         for delivery in batch {
             if delivery.notification.dryRun {
                 events.append((delivery, .checked(at: now)))
-            } else if let (until, reason) = held[delivery.notification.messageClass] {
-                let outcome = PushOutcome.overQuota(
-                    after: .seconds(until.timeIntervalSince(now)), reason: "held back until \(until) after \(reason)")
+            } else if let outcome = held[delivery.notification.messageClass] {
                 events.append((delivery, .sent(outcome, dryRun: false, at: now)))
             } else {
                 live.append((delivery, message(for: delivery, builder: builder, now: now)))
@@ -95,28 +93,16 @@ struct XiaomiRoute: TokenRoute {
         for ((delivery, _), result) in zip(live, results) {
             let outcome: PushOutcome =
                 result.code == MiPushResult.noValidTargets && !accepted.value
-                ? Self.unprovenSecret(result)
+                ? AcceptedCredentials.unproven(
+                    "Xiaomi Mi Push answered 20301 (\(result.words))",
+                    check: "herald.app_xiaomi.app_secret_file and package_name", scope: .xiaomi)
                 : result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
-            if case .overQuota(let after, let reason) = outcome {
-                let part =
-                    result.code.map(MiPushResult.dailyQuota.contains) == true
-                    ? delivery.notification.messageClass.rawValue : ""
-                await limits.pause(
-                    until: at.addingTimeInterval(after.seconds), reason: reason, part: part, context: context)
-            }
+            let part =
+                result.code.map(MiPushResult.dailyQuota.contains) == true ? delivery.notification.messageClass.rawValue : ""
+            await limits.pause(for: outcome, at: at, part: part, context: context)
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))
         }
         return events
-    }
-
-    /// Until a send with the app's secret has been accepted, a regId refused as no valid target
-    /// may be the app's own and the secret another app's: the setup's problem, and no phone is
-    /// disabled for it.
-    static func unprovenSecret(_ result: MiPushResult) -> PushOutcome {
-        .configurationError(
-            reason: "Xiaomi Mi Push answered 20301 (\(result.words)), and no send with this AppSecret has been"
-                + " accepted yet: are herald.app_xiaomi.app_secret_file and package_name this app's?",
-            scope: .xiaomi)
     }
 
     /// A delivery as a Mi Push message. A notification with a title or a body is one the phone
@@ -131,13 +117,11 @@ struct XiaomiRoute: TokenRoute {
     func message(for delivery: OutgoingDelivery, builder: PayloadBuilder, now: Date) -> MiPushMessage {
         let notification = delivery.notification
         let payload = JSONValue.object(builder.androidData(delivery).map { ($0.0, .string($0.1)) })
-        let title = notification.title.flatMap { $0.isEmpty ? nil : $0 }
-        let body = notification.body.flatMap { $0.isEmpty ? nil : $0 }
         var shown: (title: String, description: String, tap: PayloadBuilder.Tap, channelID: String?)?
-        if !notification.silent, let text = title ?? body {
+        if let text = PayloadBuilder.shownText(notification) {
             let channel =
                 notification.messageClass == .service ? setup.serviceChannelID : setup.marketingChannelID
-            shown = (title ?? text, body ?? text, PayloadBuilder.Tap(deepLink: notification.deepLink), channel)
+            shown = (text.title, text.body, PayloadBuilder.Tap(deepLink: notification.deepLink), channel)
         }
         let longest = notification.messageClass == .service ? 10 * 86_400 : 86_400
         return MiPushMessage(
