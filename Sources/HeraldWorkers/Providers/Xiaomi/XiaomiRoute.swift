@@ -98,7 +98,8 @@ struct XiaomiRoute: TokenRoute {
                     check: "herald.app_xiaomi.app_secret_file and package_name", scope: .xiaomi)
                 : result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
             let part =
-                result.code.map(MiPushResult.dailyQuota.contains) == true ? delivery.notification.messageClass.rawValue : ""
+                result.code.map(MiPushResult.dailyQuota.contains) == true
+                ? delivery.notification.messageClass.rawValue : ""
             await limits.pause(for: outcome, at: at, part: part, context: context)
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))
         }
