@@ -92,6 +92,27 @@ SELECT * FROM herald.register_device('demo-shop', 'alice-magic', 'android', 'BAE
                                      token_kind => 'honor_token');
 \endif
 
+-- Alice's fifth phone is a OnePlus bought in China: it receives through OPPO Push, with the app's
+-- AppKey, its MasterSecret and the channels it registered with OPPO (a private one for its service
+-- notifications). OPPO has no silent message: the silent sync below fails on it, saying so.
+\if :{?oppo_secret_file}
+INSERT INTO herald.app_oppo (app_id, app_key, master_secret_file, service_channel_id, marketing_channel_id, service_category)
+VALUES ('demo-shop', 'demooppokey42', :'oppo_secret_file', 'orders', 'deals', 'ORDER')
+ON CONFLICT (app_id) DO UPDATE SET master_secret_file = excluded.master_secret_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-oneplus', 'android', 'CN_5f3d9c0a4b7e2d18a6c1f0e9b8d7a6c5', 'alice',
+                                     token_kind => 'oppo_token');
+\endif
+
+-- And her sixth a vivo: vivo Push, with the app's AppID, AppKey and AppSecret. vivo shows
+-- marketing only by day in China, so a marketing notification to it waits for 7:00 there.
+\if :{?vivo_secret_file}
+INSERT INTO herald.app_vivo (app_id, vivo_app_id, app_key, app_secret_file, service_category)
+VALUES ('demo-shop', '105469478', 'demo-vivo-key', :'vivo_secret_file', 'ORDER')
+ON CONFLICT (app_id) DO UPDATE SET app_secret_file = excluded.app_secret_file;
+SELECT * FROM herald.register_device('demo-shop', 'alice-vivo', 'android', '15638535410301000000001', 'alice',
+                                     token_kind => 'vivo_token');
+\endif
+
 -- Alice's tablet runs HarmonyOS NEXT: Push Kit shows its notifications, sent with the project's
 -- service-account key file. (run-local.sh makes one and registers its public key at the
 -- emulator.)

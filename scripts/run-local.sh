@@ -104,6 +104,16 @@ if [ -z "${HERALD_FCM_ENDPOINT:-}" ]; then
   chmod 600 .herald-local/honor.secret
   curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/honor-apps" \
     -d '{"app_id": "104405925", "client_id": "demo-honor-client", "client_secret": "demo-honor-secret"}' >/dev/null
+  # An OPPO app's MasterSecret and its channels, and a vivo app's AppSecret, which the
+  # emulator's OPPO Push and vivo Push trust.
+  printf 'demo-oppo-master-secret\n' >.herald-local/oppo.secret
+  printf 'demo-vivo-secret\n' >.herald-local/vivo.secret
+  chmod 600 .herald-local/oppo.secret .herald-local/vivo.secret
+  curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/oppo-apps" \
+    -d '{"app_key": "demooppokey42", "master_secret": "demo-oppo-master-secret",
+         "channels": {"orders": "private", "deals": "public"}}' >/dev/null
+  curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/vivo-apps" \
+    -d '{"app_id": 105469478, "app_key": "demo-vivo-key", "app_secret": "demo-vivo-secret"}' >/dev/null
   # A HarmonyOS project's service-account key file, as the HUAWEI Developers API Console gives
   # it; the emulator's Push Kit trusts its public key.
   [ -f .herald-local/harmony-key.pem ] ||
@@ -124,16 +134,18 @@ registration["public_key"] = read("harmony-public.pem")
 open(os.path.join(directory, "harmony-project.json"), "w").write(json.dumps(registration))
 PY
   curl -sf -X POST "$HERALD_FCM_ENDPOINT/emulator/harmony-projects" -d @.herald-local/harmony-project.json >/dev/null
-  export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT,harmony=$HERALD_FCM_ENDPOINT,xiaomi=$HERALD_FCM_ENDPOINT,honor=$HERALD_FCM_ENDPOINT"
+  export HERALD_PROVIDER_ENDPOINTS="hms=$HERALD_FCM_ENDPOINT,harmony=$HERALD_FCM_ENDPOINT,xiaomi=$HERALD_FCM_ENDPOINT,honor=$HERALD_FCM_ENDPOINT,oppo=$HERALD_FCM_ENDPOINT,vivo=$HERALD_FCM_ENDPOINT"
   demo_browser=(-v "vapid_key_file=$PWD/.herald-local/vapid.pem" -v "subscription=$subscription"
     -v "apns_key_file=$PWD/.herald-local/apns-key.p8" -v "hms_secret_file=$PWD/.herald-local/hms.secret"
     -v "harmony_account_file=$PWD/.herald-local/harmony-account.json" -v "distributor=$distributor"
-    -v "xiaomi_secret_file=$PWD/.herald-local/xiaomi.secret" -v "honor_secret_file=$PWD/.herald-local/honor.secret")
+    -v "xiaomi_secret_file=$PWD/.herald-local/xiaomi.secret" -v "honor_secret_file=$PWD/.herald-local/honor.secret"
+    -v "oppo_secret_file=$PWD/.herald-local/oppo.secret" -v "vivo_secret_file=$PWD/.herald-local/vivo.secret")
   echo "==> APNs and a Web Push service on https://127.0.0.1:$push_port (what they received:"
   echo "    curl $HERALD_FCM_ENDPOINT/emulator/apns and $HERALD_FCM_ENDPOINT/emulator/web-pushes, decrypted)"
   echo "==> Huawei Push Kit on $HERALD_FCM_ENDPOINT (what it received: curl $HERALD_FCM_ENDPOINT/emulator/hms,"
   echo "    for HarmonyOS phones $HERALD_FCM_ENDPOINT/emulator/harmony, for Xiaomi's $HERALD_FCM_ENDPOINT/emulator/xiaomi,"
-  echo "    for Honor's $HERALD_FCM_ENDPOINT/emulator/honor)"
+  echo "    for Honor's $HERALD_FCM_ENDPOINT/emulator/honor, OPPO's $HERALD_FCM_ENDPOINT/emulator/oppo and vivo's"
+  echo "    $HERALD_FCM_ENDPOINT/emulator/vivo)"
 fi
 # The report endpoint, as the demo payloads name it (herald_report_url).
 export HERALD_HTTP_ADDRESS="${HERALD_HTTP_ADDRESS:-127.0.0.1:8480}"
