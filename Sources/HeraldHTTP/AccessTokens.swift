@@ -68,6 +68,35 @@ public actor AccessTokens {
         if current?.token == token { current = nil }
     }
 
+    /// Answers for `count` requests sent with a token: `send` sends those of the indices it is
+    /// given, in their order, with the token it is given; the ones whose answer the provider
+    /// `refused` for the token are sent once more with a fresh one. Without a token, a request's
+    /// answer is `noToken`'s.
+    public nonisolated func sending<Answer: Sendable>(
+        _ count: Int, noToken: (AccessTokenError) -> Answer, refused: (Answer) -> Bool,
+        send: (_ token: String, _ indices: [Int]) async -> [Answer]
+    ) async -> [Answer] {
+        var answers = [Answer?](repeating: nil, count: count)
+        var pending = Array(0..<count)
+        for attempt in 0..<2 where !pending.isEmpty {
+            let token: String
+            do {
+                token = try await self.token()
+            } catch {
+                let reason = error as? AccessTokenError ?? .unavailable("\(error)")
+                for index in pending { answers[index] = noToken(reason) }
+                break
+            }
+            var again: [Int] = []
+            for (index, answer) in zip(pending, await send(token, pending)) {
+                if attempt == 0 && refused(answer) { again.append(index) } else { answers[index] = answer }
+            }
+            if !again.isEmpty { await rejected(token) }
+            pending = again
+        }
+        return answers.map { $0! }
+    }
+
     private func fetch() async throws -> String {
         var lastError: AccessTokenError?
         for attempt in 1...configuration.attempts {

@@ -5,10 +5,11 @@ import Synchronization
 /// One provider's way of sending an app's deliveries, in one place: how it is made from the
 /// app's setup (and made again when that changes), how a delivery becomes its request, how
 /// the requests are sent, and what their answers mean for each delivery. Every provider has the
-/// same shape: a module of its own for its client, its messages and its typed answers
-/// (`HeraldFCM`, `HeraldAPNs`, `HeraldWebPush`, which UnifiedPush's distributors speak too, and
-/// `HeraldPushKit` for Huawei's HMS Core and HarmonyOS), which knows no database, and a folder
-/// here for its route, which adds what Herald keeps: FCM's quota, dry runs, the checks its
+/// same shape: a client for its requests, its messages and its typed answers, which knows no
+/// database (a module of its own when more than dispatch uses it: `HeraldFCM`, `HeraldAPNs`,
+/// `HeraldWebPush`, which UnifiedPush's distributors speak too, and `HeraldPushKit` for Huawei's
+/// HMS Core and HarmonyOS; else a file of its route's folder, as the phone makers' are), and a
+/// folder here for its route, which adds what Herald keeps: FCM's quota, dry runs, the checks its
 /// deliveries need.
 ///
 /// Which deliveries a provider sends is data: its rows of `herald.providers`, `herald.routes`,

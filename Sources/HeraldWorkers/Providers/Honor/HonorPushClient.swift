@@ -40,40 +40,23 @@ struct HonorPushClient: Sendable {
     /// Sends each message (a request each, at once); the answers come in the same order, each
     /// read as the outcome for its token.
     func send(_ messages: [HonorMessage]) async -> [HonorResult] {
-        var results = [HonorResult?](repeating: nil, count: messages.count)
-        var pending = Array(messages.indices)
-        for attempt in 0..<2 where !pending.isEmpty {
-            let token: String
-            do {
-                token = try await tokens.token()
-            } catch let error as AccessTokenError {
-                for index in pending { results[index] = HonorResult(tokenError: error) }
-                break
-            } catch {
-                for index in pending { results[index] = HonorResult(tokenError: .unavailable("\(error)")) }
-                break
-            }
+        await tokens.sending(messages.count, noToken: HonorResult.init(tokenError:), refused: \.accessTokenRefused) {
+            token, indices in
             let headers = [
                 ("Authorization", "Bearer \(token)"), ("Content-Type", "application/json;charset=UTF-8"),
                 ("timestamp", "\(Int64(Date().timeIntervalSince1970 * 1000))"),
             ]
             let answers = await http.send(
-                pending.map {
+                indices.map {
                     HTTPRequest(url: sendURL, headers: headers, body: messages[$0].requestBody, timeout: .seconds(10))
                 })
-            var again: [Int] = []
-            for (index, answer) in zip(pending, answers) {
-                let result =
-                    switch answer {
-                    case .success(let response): HonorResult(response, token: messages[index].token)
-                    case .failure(let error): HonorResult(failure: error)
-                    }
-                if result.accessTokenRefused && attempt == 0 { again.append(index) } else { results[index] = result }
+            return zip(indices, answers).map { index, answer in
+                switch answer {
+                case .success(let response): HonorResult(response, token: messages[index].token)
+                case .failure(let error): HonorResult(failure: error)
+                }
             }
-            if !again.isEmpty { await tokens.rejected(token) }
-            pending = again
         }
-        return results.map { $0! }
     }
 }
 
@@ -172,12 +155,7 @@ struct HonorResult: Sendable {
 
     /// What it means for the message (docs/architecture.md's table of answers).
     var outcome: PushOutcome {
-        if let tokenError {
-            return switch tokenError {
-            case .configuration(let reason): .configurationError(reason: reason, scope: .honor)
-            case .unavailable(let reason): .retry(after: nil, reason: reason)
-            }
-        }
+        if let tokenError { return tokenError.outcome(scope: .honor) }
         let reason = "Honor Push \(code.map { "\($0)" } ?? status.map { "HTTP \($0)" } ?? ""): \(words)"
         if tokenExpired { return .tokenInvalid(reason: "Honor Push listed the token in expireTokens") }
         switch (status, code) {

@@ -105,47 +105,27 @@ struct OPPOPushClient: Sendable {
     /// Sends each message (a request each, at once); the answers come in the same order, each
     /// read as the outcome for its registration id.
     func send(_ messages: [OPPOMessage]) async -> [OPPOResult] {
-        var results = [OPPOResult?](repeating: nil, count: messages.count)
-        var pending = Array(messages.indices)
-        for attempt in 0..<2 where !pending.isEmpty {
-            let token: String
-            do {
-                token = try await tokens.token()
-            } catch let error as AccessTokenError {
-                for index in pending { results[index] = OPPOResult(tokenError: error) }
-                break
-            } catch {
-                for index in pending { results[index] = OPPOResult(tokenError: .unavailable("\(error)")) }
-                break
-            }
+        await tokens.sending(
+            messages.count, noToken: OPPOResult.init(tokenError:), refused: { $0.code == OPPOResult.invalidAuthToken }
+        ) { token, indices in
             // The SDK and OPPO's older pages put `auth_token` in the form; the newer pages name it
             // a header. Both are sent, the same token.
             let headers = [
                 ("Content-Type", "application/x-www-form-urlencoded;charset=UTF-8"), ("auth_token", token),
             ]
             let answers = await http.send(
-                pending.map {
+                indices.map {
                     HTTPRequest(
                         url: sendURL, headers: headers, body: Array(messages[$0].formBody(authToken: token).utf8),
                         timeout: .seconds(10))
                 })
-            var again: [Int] = []
-            for (index, answer) in zip(pending, answers) {
-                let result =
-                    switch answer {
-                    case .success(let response): OPPOResult(response, regID: messages[index].regID)
-                    case .failure(let error): OPPOResult(failure: error)
-                    }
-                if result.code == OPPOResult.invalidAuthToken && attempt == 0 {
-                    again.append(index)
-                } else {
-                    results[index] = result
+            return zip(indices, answers).map { index, answer in
+                switch answer {
+                case .success(let response): OPPOResult(response, regID: messages[index].regID)
+                case .failure(let error): OPPOResult(failure: error)
                 }
             }
-            if !again.isEmpty { await tokens.rejected(token) }
-            pending = again
         }
-        return results.map { $0! }
     }
 }
 
@@ -264,12 +244,7 @@ struct OPPOResult: Sendable {
 
     /// What it means for the message (docs/architecture.md's table of answers).
     func outcome(untilTomorrow: Duration) -> PushOutcome {
-        if let tokenError {
-            return switch tokenError {
-            case .configuration(let reason): .configurationError(reason: reason, scope: .oppo)
-            case .unavailable(let reason): .retry(after: nil, reason: reason)
-            }
-        }
+        if let tokenError { return tokenError.outcome(scope: .oppo) }
         let said = "OPPO Push \(code.map(String.init) ?? status.map { "HTTP \($0)" } ?? "")"
         let reason = "\(said): \(words)"
         if let code {
@@ -297,19 +272,6 @@ struct OPPOResult: Sendable {
                 return .permanentFailure(reason: reason)
             }
         }
-        switch status {
-        case 401, 403:
-            return .configurationError(reason: reason, scope: .oppo)
-        case 404:
-            return .configurationError(
-                reason: "\(said): the send URL is wrong (HERALD_PROVIDER_ENDPOINTS?)", scope: .oppo)
-        case 400:
-            return .permanentFailure(reason: reason)
-        case 429:
-            return .overQuota(after: retryAfter ?? .seconds(1), reason: reason + " (the app's rate)")
-        default:
-            // No answer, a 5xx, or a 200 without a code.
-            return .retry(after: retryAfter, reason: reason)
-        }
+        return .ofStatus(status, said: said, reason: reason, retryAfter: retryAfter, scope: .oppo)
     }
 }

@@ -88,37 +88,20 @@ struct VivoPushClient: Sendable {
     /// Sends each message (a request each, at once); the answers come in the same order, each
     /// read as the outcome for its regId.
     func send(_ messages: [VivoMessage]) async -> [VivoResult] {
-        var results = [VivoResult?](repeating: nil, count: messages.count)
-        var pending = Array(messages.indices)
-        for attempt in 0..<2 where !pending.isEmpty {
-            let token: String
-            do {
-                token = try await tokens.token()
-            } catch let error as AccessTokenError {
-                for index in pending { results[index] = VivoResult(tokenError: error) }
-                break
-            } catch {
-                for index in pending { results[index] = VivoResult(tokenError: .unavailable("\(error)")) }
-                break
-            }
+        await tokens.sending(messages.count, noToken: VivoResult.init(tokenError:), refused: \.authTokenRefused) {
+            token, indices in
             let headers = [("authToken", token), ("Content-Type", "application/json;charset=UTF-8")]
             let answers = await http.send(
-                pending.map {
+                indices.map {
                     HTTPRequest(url: sendURL, headers: headers, body: messages[$0].requestBody, timeout: .seconds(10))
                 })
-            var again: [Int] = []
-            for (index, answer) in zip(pending, answers) {
-                let result =
-                    switch answer {
-                    case .success(let response): VivoResult(response, regID: messages[index].regID)
-                    case .failure(let error): VivoResult(failure: error)
-                    }
-                if result.authTokenRefused && attempt == 0 { again.append(index) } else { results[index] = result }
+            return zip(indices, answers).map { index, answer in
+                switch answer {
+                case .success(let response): VivoResult(response, regID: messages[index].regID)
+                case .failure(let error): VivoResult(failure: error)
+                }
             }
-            if !again.isEmpty { await tokens.rejected(token) }
-            pending = again
         }
-        return results.map { $0! }
     }
 }
 
@@ -283,12 +266,7 @@ struct VivoResult: Sendable {
     /// What it means for the message (docs/architecture.md's table of answers).
     /// `untilTomorrow`: until midnight in China, when vivo's daily counts start again.
     func outcome(untilTomorrow: Duration) -> PushOutcome {
-        if let tokenError {
-            return switch tokenError {
-            case .configuration(let reason): .configurationError(reason: reason, scope: .vivo)
-            case .unavailable(let reason): .retry(after: nil, reason: reason)
-            }
-        }
+        if let tokenError { return tokenError.outcome(scope: .vivo) }
         let said = "vivo Push \(result.map(String.init) ?? status.map { "HTTP \($0)" } ?? "")"
         let reason = "\(said): \(words)"
         if let result {
@@ -312,19 +290,6 @@ struct VivoResult: Sendable {
                 return .permanentFailure(reason: reason)
             }
         }
-        switch status {
-        case 401, 403:
-            return .configurationError(reason: reason, scope: .vivo)
-        case 404:
-            return .configurationError(
-                reason: "\(said): the send URL is wrong (HERALD_PROVIDER_ENDPOINTS?)", scope: .vivo)
-        case 400:
-            return .permanentFailure(reason: reason)
-        case 429:
-            return .overQuota(after: retryAfter ?? .seconds(1), reason: reason + " (the app's rate)")
-        default:
-            // No answer, a 5xx ("Internet server error!"), or a 200 without a result.
-            return .retry(after: retryAfter, reason: reason)
-        }
+        return .ofStatus(status, said: said, reason: reason, retryAfter: retryAfter, scope: .vivo)
     }
 }

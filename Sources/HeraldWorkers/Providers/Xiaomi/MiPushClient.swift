@@ -167,19 +167,6 @@ struct MiPushResult: Sendable {
                 return .retry(after: retryAfter, reason: reason)
             }
         }
-        switch status {
-        case 401, 403:
-            return .configurationError(reason: reason, scope: .xiaomi)
-        case 404:
-            return .configurationError(
-                reason: "\(said): the send URL is wrong (HERALD_PROVIDER_ENDPOINTS?)", scope: .xiaomi)
-        case 400:
-            return .permanentFailure(reason: reason)
-        case 429:
-            return .overQuota(after: retryAfter ?? .seconds(1), reason: reason + " (the app's rate)")
-        default:
-            // No answer, a 5xx, or a 200 without a code.
-            return .retry(after: retryAfter, reason: reason)
-        }
+        return .ofStatus(status, said: said, reason: reason, retryAfter: retryAfter, scope: .xiaomi)
     }
 }
