@@ -208,11 +208,7 @@ import Testing
         try await f.ingest()
         try await f.dispatch()
         #expect(try await f.delivery(of: "pixel").state == "sent")
-        let waiting = try await f.delivery(of: "mate-70")
-        #expect(waiting.state == "queued" && waiting.error?.contains("80200001") == true, "\(waiting)")
-        let problem = try await f.db.query("SELECT scope FROM herald.app_problems")
-        #expect(try problem.map { try $0.decode(0, as: String.self) } == ["harmony"])
-        #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
+        try await f.expectHeldBackForItsSetup("mate-70", saying: "80200001", scope: "harmony")
 
         let fixed = try Self.keyFile(try Self.key.get())
         try await f.db.query("UPDATE herald.app_harmony SET service_account_file = $1", [fixed.path])

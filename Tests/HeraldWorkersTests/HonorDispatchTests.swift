@@ -124,11 +124,7 @@ import Testing
         try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
         try await f.ingest()
         try await f.dispatch()
-        let waiting = try await f.delivery(of: "older-magic")
-        #expect(waiting.state == "queued" && waiting.error?.contains("80300007") == true, "\(waiting)")
-        let problem = try await f.db.query("SELECT scope FROM herald.app_problems")
-        #expect(try problem.map { try $0.decode(0, as: String.self) } == ["honor"])
-        #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
+        try await f.expectHeldBackForItsSetup("older-magic", saying: "80300007", scope: "honor")
         _ = secret
     }
 
@@ -144,11 +140,7 @@ import Testing
         try await f.ingest()
         try await f.dispatch()
         #expect(try await f.delivery(of: "pixel").state == "sent")
-        let waiting = try await f.delivery(of: "magic")
-        #expect(waiting.state == "queued" && waiting.error?.contains("unauthorized_client") == true, "\(waiting)")
-        let problem = try await f.db.query("SELECT scope FROM herald.app_problems")
-        #expect(try problem.map { try $0.decode(0, as: String.self) } == ["honor"])
-        #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
+        try await f.expectHeldBackForItsSetup("magic", saying: "unauthorized_client", scope: "honor")
 
         let fixed = try SecretFile(contents: "the-client-secret", suffix: ".secret")
         try await f.db.query("UPDATE herald.app_honor SET client_secret_file = $1", [fixed.path])

@@ -204,6 +204,23 @@ struct WorkerFixture {
         return (try row.decode(0), try row.decode(1, as: String?.self), try row.decode(2, as: String?.self))
     }
 
+    /// What a provider's refusal of the app's setup leaves: `device`'s delivery waiting with
+    /// `words` in its last error, one problem, of `scope`, and no phone disabled.
+    func expectHeldBackForItsSetup(
+        _ device: String, saying words: String, scope: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let waiting = try await delivery(of: device)
+        #expect(
+            waiting.state == "queued" && waiting.error?.contains(words) == true, "\(waiting)",
+            sourceLocation: sourceLocation)
+        let problems = try await db.query("SELECT scope FROM herald.app_problems").map {
+            try $0.decode(0, as: String.self)
+        }
+        #expect(problems == [scope], sourceLocation: sourceLocation)
+        let disabled = try await db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL")
+        #expect(disabled.isEmpty, "no phone is disabled for the app's setup", sourceLocation: sourceLocation)
+    }
+
     func message(to token: String) async -> [String: Any]? {
         await emulator.received.last { $0.target == token }?.message
     }

@@ -162,11 +162,7 @@ import Testing
         try await f.ingest()
         try await f.dispatch()
         #expect(try await f.delivery(of: "pixel").state == "sent")
-        let waiting = try await f.delivery(of: "redmi")
-        #expect(waiting.state == "queued" && waiting.error?.contains("21301") == true, "\(waiting)")
-        let problem = try await f.db.query("SELECT scope FROM herald.app_problems")
-        #expect(try problem.map { try $0.decode(0, as: String.self) } == ["xiaomi"])
-        #expect(try await f.db.query("SELECT 1 FROM herald.devices WHERE disabled_at IS NOT NULL").isEmpty)
+        try await f.expectHeldBackForItsSetup("redmi", saying: "21301", scope: "xiaomi")
         _ = secret
     }
 
