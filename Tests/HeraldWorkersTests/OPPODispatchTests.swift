@@ -120,7 +120,22 @@ import Testing
         _ = secret
     }
 
-    /// A registration id OPPO calls invalid (10000) disables that phone alone.
+    /// Before any send with the app's key was accepted, 10000 may mean the key is another app's:
+    /// it is the app's configuration, and no phone is disabled.
+    @Test func anInvalidRegistrationIDBeforeTheKeyIsProvenDisablesNoPhone() async throws {
+        let f = try await WorkerFixture.make()
+        let secret = try await oppoApp(f)
+        let dead = try await registerOPPO(f, "old-find")
+        await f.emulator.setBehaviour(.unregistered, forToken: dead)
+        try await f.db.query("SELECT herald.send('shop', user_ref => 'alice', title => 'x')")
+        try await f.ingest()
+        try await f.dispatch()
+        try await f.expectHeldBackForItsSetup("old-find", saying: "10000", scope: "oppo")
+        _ = secret
+    }
+
+    /// A registration id OPPO calls invalid (10000) disables that phone alone, once a send with
+    /// the app's key has been accepted.
     @Test func anInvalidRegistrationIDDisablesItsPhoneAlone() async throws {
         let f = try await WorkerFixture.make()
         let secret = try await oppoApp(f)
@@ -268,22 +283,22 @@ import Testing
         #expect(kind(outcome(-2)) == "quota 1" && kind(outcome(13)) == "quota 1")
         for code in [11, 14, 15, 26, 27, 28, 29, 30] { #expect(kind(outcome(code)) == "config oppo", "\(code)") }
         #expect(kind(outcome(-1)) == "retry" && kind(outcome(-3)) == "retry")
-        for code in [12, 40, 41, 31] { #expect(kind(outcome(code)) == "failed", "\(code)") }
+        for code in [12, 40, 41, 31, 32] { #expect(kind(outcome(code)) == "failed", "\(code)") }
+        #expect(kind(outcome(77)) == "retry", "a code Herald does not know is tried again")
     }
 
-    /// OPPO keeps a message an hour to ten days: a TTL is held to that.
+    /// OPPO keeps a message an hour to ten days: a longer TTL is held to ten days, and one under an
+    /// hour is not kept for a phone that is off (shown now or never, not after it expired).
     @Test func theTTLIsHeldToOPPOsRange() {
-        func ttl(_ seconds: Int) -> Int? {
+        func offline(_ seconds: Int) -> [String: JSONValue] {
             let message = OPPOMessage(
                 regID: "r", title: "t", content: "c", tap: .openApp, actionParameters: "{}", channelID: nil,
                 category: "MARKETING", notifyLevel: 1, notifyID: 1, appMessageID: "a", ttl: seconds)
-            return message.notification.first { $0.0 == "off_line_ttl" }.map { value -> Int? in
-                if case .int(let seconds) = value.1 { seconds } else { nil }
-            } ?? nil
+            return Dictionary(message.notification.filter { $0.0.hasPrefix("off_line") }) { $1 }
         }
-        #expect(ttl(0) == 3600 && ttl(60) == 3600, "an hour at least")
-        #expect(ttl(7200) == 7200)
-        #expect(ttl(30 * 86_400) == 864_000, "ten days at most")
+        #expect(offline(0) == ["off_line": .bool(false)] && offline(3599) == ["off_line": .bool(false)])
+        #expect(offline(3600) == ["off_line": .bool(true), "off_line_ttl": .int(3600)])
+        #expect(offline(30 * 86_400) == ["off_line": .bool(true), "off_line_ttl": .int(864_000)], "ten days at most")
     }
 
     /// OPPO Push reaches a phone through its region's host; a stand-in's base replaces it. The

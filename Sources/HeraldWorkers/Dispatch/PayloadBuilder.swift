@@ -26,7 +26,6 @@ public struct PayloadBuilder: Sendable {
     /// (`herald.max_ttl()`, which ingest holds producers to; this guards rows from before).
     static let maxTTL = 28 * 86_400
 
-    /// Seconds until the delivery expires, within what providers accept.
     /// The text a phone maker's push service shows for a notification: its title and body, one
     /// not given taking the other's (they require both); nil for a silent notification, or one
     /// with neither, which such a service carries as data or not at all.
@@ -37,6 +36,7 @@ public struct PayloadBuilder: Sendable {
         return (title ?? text, body ?? text)
     }
 
+    /// Seconds until the delivery expires, within what providers accept.
     static func ttl(_ delivery: OutgoingDelivery, now: Date) -> Int {
         let remaining = delivery.notification.expiresAt.timeIntervalSince(now)
         return remaining.isFinite ? Int(max(0, min(remaining, Double(maxTTL)))) : maxTTL

@@ -160,7 +160,8 @@ struct OPPOMessage: Sendable {
     static let longestTitle = 50
     static let longestContent = 200
     /// OPPO keeps a message for a phone that is off an hour at least and ten days at most
-    /// (`off_line_ttl`): a notification with less than an hour left is kept that hour.
+    /// (`off_line_ttl`): a notification with less than an hour left is not kept (`off_line`
+    /// false), so that it is shown now or not at all, never after it expired.
     static let shortestTTL = 3600
     static let longestTTL = 10 * 86_400
 
@@ -179,8 +180,10 @@ struct OPPOMessage: Sendable {
         if let channelID { fields.append(("channel_id", .string(channelID))) }
         fields += [
             ("category", .string(category)), ("notify_level", .int(notifyLevel)), ("notify_id", .int(notifyID)),
-            ("off_line", .bool(true)), ("off_line_ttl", .int(min(max(ttl, Self.shortestTTL), Self.longestTTL))),
         ]
+        fields += ttl < Self.shortestTTL
+            ? [("off_line", .bool(false))]
+            : [("off_line", .bool(true)), ("off_line_ttl", .int(min(ttl, Self.longestTTL)))]
         return fields
     }
 
@@ -264,12 +267,14 @@ struct OPPOResult: Sendable {
                     reason: reason + " (a fresh auth token was refused too: is the app key this app's?)", scope: .oppo)
             case _ where Self.setupRefused.contains(code):
                 return .configurationError(reason: reason, scope: .oppo)
-            case -1, -3:
-                return .retry(after: retryAfter, reason: reason)
-            default:
-                // 12 the HTTP method, 40 a missing argument, 41 an invalid one (a channel not the
-                // app's, a title too long), 31, 32: this message, for good.
+            case 12, 31, 32, 40, 41:
+                // The HTTP method, a missing argument, an invalid one (a channel not the app's, a
+                // title too long): this message, for good.
                 return .permanentFailure(reason: reason)
+            default:
+                // -1, -3: OPPO's own failure; and a code Herald does not know, tried again as far
+                // as the delivery's retries go rather than lost at once.
+                return .retry(after: retryAfter, reason: reason)
             }
         }
         return .ofStatus(status, said: said, reason: reason, retryAfter: retryAfter, scope: .oppo)

@@ -44,6 +44,11 @@ struct OPPORoute: TokenRoute {
     let app: String
     let setup: Setup
     let client: OPPOPushClient
+    /// The app's key, as every daemon knows whether OPPO Push accepted a send made with it: a
+    /// registration id of another app may well be answered as an invalid one (10000), so that
+    /// answer disables a phone only once the key is known to be the app's.
+    let credentials: AcceptedCredentials
+    let accepted: AcceptedCredentials.SeenHere
     /// Until when the app's sends wait, for every daemon: all of them after OPPO said they come
     /// too fast (-2, 13), those through its public channel after its daily limit (33; the private
     /// channel, for service notifications, has none).
@@ -63,6 +68,8 @@ struct OPPORoute: TokenRoute {
             client: OPPOPushClient(
                 appKey: setup.appKey, masterSecret: secret, region: setup.region,
                 endpoint: shared.configuration.endpoints[name], http: shared.http, logger: shared.logger),
+            credentials: AcceptedCredentials(app: app, provider: name, account: "key \(setup.appKey)"),
+            accepted: shared.shared("oppo accepted \(app) \(setup.appKey)") { AcceptedCredentials.SeenHere() },
             limits: shared.shared("oppo limits \(app)") { ProviderPause(provider: name, account: "app \(app)") })
     }
 
@@ -103,10 +110,21 @@ struct OPPORoute: TokenRoute {
             }
         }
         guard !live.isEmpty else { return events }
-        let results = await client.send(live.map(\.1))
+        let results = await credentials.remembered(
+            context: context, accepted: { accepted.value }, noteAccepted: accepted.note
+        ) {
+            let results = await client.send(live.map(\.1))
+            if results.contains(where: { $0.code == OPPOResult.success }) { accepted.note() }
+            return results
+        }
         let at = context.clock.now()
         for ((delivery, _), result) in zip(live, results) {
-            let outcome = result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
+            var outcome = result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
+            if case .tokenInvalid = outcome, !accepted.value {
+                outcome = AcceptedCredentials.unproven(
+                    "OPPO Push answered 10000 (\(result.words))",
+                    check: "herald.app_oppo's app_key and master_secret_file", scope: .oppo)
+            }
             let part = result.code == OPPOResult.dailyLimit ? channel(of: delivery) : ""
             await limits.pause(for: outcome, at: at, part: part, context: context)
             events.append((delivery, .sent(outcome, dryRun: false, at: at)))

@@ -76,6 +76,9 @@ struct VivoPushClient: Sendable {
                 throw AccessTokenError.unavailable("vivo Push's auth answered 0 without an authToken")
             }
             return (token, 2 * 3600)
+        case (401, _), (403, _):
+            throw AccessTokenError.configuration(
+                "vivo Push refused app \(appID)'s appKey and appSecret (HTTP \(response.status): \(desc))")
         case (_, VivoResult.tooFrequent?), (429, _), (500...599, _), (_, nil):
             throw AccessTokenError.unavailable("vivo Push's auth answered \(result ?? response.status): \(desc)")
         default:
@@ -285,9 +288,14 @@ struct VivoResult: Sendable {
                 return .overQuota(after: untilTomorrow, reason: reason + " (this phone's operation messages today)")
             case Self.tooFast, Self.tooFrequent:
                 return .overQuota(after: retryAfter ?? .seconds(1), reason: reason + " (the app's rate)")
-            default:
-                // A parameter vivo refuses (a length, a category, a skipType): this message, for good.
+            case 10_000...10_999:
+                // vivo's request errors (a parameter it refuses: a length, a category, a
+                // skipType): this message, for good.
                 return .permanentFailure(reason: reason)
+            default:
+                // A code Herald does not know, tried again as far as the delivery's retries go
+                // rather than lost at once.
+                return .retry(after: retryAfter, reason: reason)
             }
         }
         return .ofStatus(status, said: said, reason: reason, retryAfter: retryAfter, scope: .vivo)

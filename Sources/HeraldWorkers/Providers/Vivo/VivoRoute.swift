@@ -96,19 +96,16 @@ struct VivoRoute: TokenRoute {
                 after: "vivo delivers marketing (operation messages) only 7:00-23:00 in China", now: now)
         }
         for delivery in batch {
-            if delivery.notification.dryRun {
+            let message = message(for: delivery, builder: builder, now: now)
+            if let problem = Self.unsendable(delivery) ?? message.customProblem {
+                let failed = PushOutcome.permanentFailure(reason: problem)
+                events.append((delivery, .sent(failed, dryRun: delivery.notification.dryRun, at: now)))
+            } else if delivery.notification.dryRun {
                 events.append((delivery, .checked(at: now)))
-            } else if let problem = Self.unsendable(delivery) {
-                events.append((delivery, .sent(.permanentFailure(reason: problem), dryRun: false, at: now)))
             } else if let outcome = held[delivery.notification.messageClass] {
                 events.append((delivery, .sent(outcome, dryRun: false, at: now)))
             } else {
-                let message = message(for: delivery, builder: builder, now: now)
-                if let problem = message.customProblem {
-                    events.append((delivery, .sent(.permanentFailure(reason: problem), dryRun: false, at: now)))
-                } else {
-                    live.append((delivery, message))
-                }
+                live.append((delivery, message))
             }
         }
         guard !live.isEmpty else { return events }
@@ -152,7 +149,7 @@ struct VivoRoute: TokenRoute {
     /// text, as vivo requires both), its class from its message class (service: a system message
     /// in the app's service category; marketing: an operation message in its marketing
     /// category), its tap opening the app or its deep link, the producer's data and Herald's keys
-    /// as `clientCustomMap`, a `requestId` from the delivery's id (a retried send is taken once),
+    /// as `clientCustomMap`, a `requestId` from the delivery's id (so that vivo may take a retried send once: not confirmed),
     /// and a `notifyId` from the notification's id.
     func message(for delivery: OutgoingDelivery, builder: PayloadBuilder, now: Date) -> VivoMessage {
         let notification = delivery.notification
