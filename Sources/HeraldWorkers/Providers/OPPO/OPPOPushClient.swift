@@ -181,7 +181,8 @@ struct OPPOMessage: Sendable {
         fields += [
             ("category", .string(category)), ("notify_level", .int(notifyLevel)), ("notify_id", .int(notifyID)),
         ]
-        fields += ttl < Self.shortestTTL
+        fields +=
+            ttl < Self.shortestTTL
             ? [("off_line", .bool(false))]
             : [("off_line", .bool(true)), ("off_line_ttl", .int(min(ttl, Self.longestTTL)))]
         return fields
