@@ -50,9 +50,7 @@ struct HonorRoute: TokenRoute {
                 endpoint: shared.configuration.endpoints[name], http: shared.http, logger: shared.logger),
             credentials: AcceptedCredentials(app: app, provider: name, account: account),
             accepted: shared.shared("honor accepted \(app) \(account)") { AcceptedCredentials.SeenHere() },
-            rate: shared.shared("honor rate \(setup.honorAppID)") {
-                ProviderPause(provider: name, account: "app \(setup.honorAppID)")
-            })
+            rate: shared.shared("honor rate \(app)") { ProviderPause(provider: name, account: "app \(app)") })
     }
 
     /// Honor Push has no validate-only request: a dry run is built, not sent.

@@ -67,9 +67,7 @@ struct VivoRoute: TokenRoute {
                 endpoint: shared.configuration.endpoints[name], http: shared.http, logger: shared.logger),
             credentials: AcceptedCredentials(app: app, provider: name, account: account),
             accepted: shared.shared("vivo accepted \(app) \(account)") { AcceptedCredentials.SeenHere() },
-            limits: shared.shared("vivo limits \(setup.vivoAppID)") {
-                ProviderPause(provider: name, account: "app \(setup.vivoAppID)")
-            })
+            limits: shared.shared("vivo limits \(app)") { ProviderPause(provider: name, account: "app \(app)") })
     }
 
     /// How long a marketing notification waits at `now` for vivo's daytime, or nil in it.
