@@ -253,7 +253,7 @@ import Testing
         try await DispatchWorker(context: await f.restartedContext()).drain()
         let paused = try await f.db.query("SELECT account, part FROM herald.provider_pauses WHERE provider = 'vivo'")
         #expect(paused.count == 1)
-        #expect(try paused.first?.decode(0, as: String.self) == "app shop", "named by Herald's app, as every provider's")
+        #expect(try paused.first?.decode(0, as: String.self) == "app shop", "named by Herald's app")
         #expect(try paused.first?.decode(1, as: String.self) == "marketing")
         #expect(await f.emulator.vivoReceived.map { $0.body["title"] as? String } == ["your code"])
 
