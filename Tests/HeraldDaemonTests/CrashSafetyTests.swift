@@ -68,7 +68,7 @@ import Testing
         try await takingTurns {
             let count = 2000
             let later = 200
-            let cluster = try PrivateCluster()
+            let cluster = try await onOwnThread { try PrivateCluster() }
             let admin = try await PostgresConnection.connect(cluster.conninfo("postgres"))
             try await admin.execute("CREATE DATABASE herald")
             await admin.close()
