@@ -44,6 +44,18 @@ struct AcceptedCredentials: Sendable {
             """
     }
 
+    /// ``remembered(context:accepted:noteAccepted:send:)`` for a client that keeps no memory of
+    /// its own: this daemon's is `seen`, noted once one of the answers `send` returns `isAccepted`.
+    func remembered<Answer>(
+        seen: SeenHere, context: WorkerContext, send: () async -> [Answer], isAccepted: (Answer) -> Bool
+    ) async -> [Answer] {
+        await remembered(context: context, accepted: { seen.value }, noteAccepted: seen.note) {
+            let answers = await send()
+            if answers.contains(where: isAccepted) { seen.note() }
+            return answers
+        }
+    }
+
     /// Runs `send` with a client's memory of these credentials (`accepted`, `noteAccepted`) made
     /// good by every daemon's: read while this daemon has not seen them accepted, and kept once
     /// it has. If the database cannot say, the memory is this daemon's alone.

@@ -64,12 +64,9 @@ struct HonorRoute: TokenRoute {
             return events + live.map { ($0, .sent(outcome, dryRun: false, at: now)) }
         }
         let results = await credentials.remembered(
-            context: context, accepted: { accepted.value }, noteAccepted: accepted.note
-        ) {
-            let results = await client.send(live.map { message(for: $0, builder: builder, now: now) })
-            if results.contains(where: { if case .sent = $0.outcome { true } else { false } }) { accepted.note() }
-            return results
-        }
+            seen: accepted, context: context,
+            send: { await client.send(live.map { message(for: $0, builder: builder, now: now) }) },
+            isAccepted: { if case .sent = $0.outcome { true } else { false } })
         let at = context.clock.now()
         for (delivery, result) in zip(live, results) {
             var outcome = result.outcome

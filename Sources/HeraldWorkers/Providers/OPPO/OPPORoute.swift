@@ -111,12 +111,8 @@ struct OPPORoute: TokenRoute {
         }
         guard !live.isEmpty else { return events }
         let results = await credentials.remembered(
-            context: context, accepted: { accepted.value }, noteAccepted: accepted.note
-        ) {
-            let results = await client.send(live.map(\.1))
-            if results.contains(where: { $0.code == OPPOResult.success }) { accepted.note() }
-            return results
-        }
+            seen: accepted, context: context, send: { await client.send(live.map(\.1)) },
+            isAccepted: { $0.code == OPPOResult.success })
         let at = context.clock.now()
         for ((delivery, _), result) in zip(live, results) {
             var outcome = result.outcome(untilTomorrow: ChinaTime.untilMidnight(at))
