@@ -27,11 +27,25 @@ enum PostgresTimestamp {
         // ±1e17 s (three billion years) is far outside PostgreSQL's range yet keeps the
         // arithmetic below within Int64 for any Date.
         let bounded = min(max(interval, -1e17), 1e17)
-        var seconds = Int64(bounded.rounded(.down))
-        var micros = Int64(((bounded - Double(seconds)) * 1_000_000).rounded())
-        if micros >= 1_000_000 {
-            seconds += 1
-            micros -= 1_000_000
+        var seconds: Int64
+        var micros: Int64
+        // The microsecond PostgreSQL's `to_timestamp(float8)` makes of the same epoch seconds
+        // (their offset from 2000, times a million, rounded half to even), so that a time sent
+        // as text and one sent as a number, as composites carry times, are one instant even
+        // within a hair of a half microsecond.
+        let sinceY2K = ((bounded - 946_684_800) * 1_000_000).rounded(.toNearestOrEven)
+        if abs(sinceY2K) < 9e18 {
+            let total = Int64(sinceY2K)
+            let y2kSeconds = total >= 0 ? total / 1_000_000 : (total - 999_999) / 1_000_000
+            seconds = y2kSeconds + 946_684_800
+            micros = total - y2kSeconds * 1_000_000
+        } else {
+            seconds = Int64(bounded.rounded(.down))
+            micros = Int64(((bounded - Double(seconds)) * 1_000_000).rounded())
+            if micros >= 1_000_000 {
+                seconds += 1
+                micros -= 1_000_000
+            }
         }
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400

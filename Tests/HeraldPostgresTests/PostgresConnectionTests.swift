@@ -178,6 +178,30 @@ import Testing
         #expect(array.count == 2 && array.allSatisfy { Self.sameInstant($0, epoch) })
     }
 
+    /// A Date bound as a timestamp and the same Date sent as epoch seconds (composites carry times
+    /// that way, read with `to_timestamp`) are the same microsecond, even within a hair of a half
+    /// one: a delivery told to wait until a time is due at that time. Where the two rounded apart,
+    /// a claim at exactly a delivery's `run_at` found it a microsecond early.
+    @Test func aDateIsTheSameMicrosecondAsTimestampAndAsEpochSeconds() async throws {
+        let connection = try await TestDatabase.create(migrated: false).connect()
+        var generator = SystemRandomNumberGenerator()
+        let dates =
+            (0..<20_000).map { index -> Date in
+                // Whole microseconds and a half, with the Double's own error either side of it.
+                let micros = Double(Int64.random(in: 1_700_000_000_000_000...1_900_000_000_000_000, using: &generator))
+                let half = index.isMultiple(of: 2) ? 0.5 : Double.random(in: 0..<1, using: &generator)
+                return Date(timeIntervalSince1970: (micros + half) / 1_000_000)
+            } + [Date(timeIntervalSince1970: -1.0000005), Date(timeIntervalSince1970: 0.0000005)]
+        let apart = try await connection.query(
+            """
+            SELECT count(*) FILTER (WHERE to_timestamp(u.epoch) <> u.at),
+                   min(to_timestamp(u.epoch)::text || ' <> ' || u.at::text) FILTER (WHERE to_timestamp(u.epoch) <> u.at)
+            FROM unnest($1::float8[], $2::timestamptz[]) AS u(epoch, at)
+            """, [dates.map(\.timeIntervalSince1970), dates])[0]
+        let example = try apart.decode(1, as: String?.self) ?? ""
+        #expect(try apart.decode(0, as: Int64.self) == 0, "\(example)")
+    }
+
     /// A NUL would end a C string early: the value is refused, naming the parameter, before
     /// anything reaches the server; arrays of strings too.
     @Test func textHoldingNULIsRefusedNotTruncated() async throws {

@@ -249,20 +249,10 @@ import Testing
         #expect(try await f.delivery(of: "nova").state == "queued")
         #expect(await f.emulator.hmsReceived.isEmpty)
         clock.advance(by: .seconds(2))
-        // Until both are sent, as a daemon's loop claims again: once, in CI, the first drain after
-        // the clock moved left Alice's delivery, due, for a later claim (why is not yet known).
-        let bothSent = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
-            try await f.dispatch()
-            let mate = try await f.delivery(of: "mate").state
-            let nova = try await f.delivery(of: "nova").state
-            return mate == "sent" && nova == "sent"
-        }
-        let left = try await f.db.query(
-            "SELECT d.state, d.attempts, d.locked_by, d.run_at::text, d.last_error FROM herald.deliveries d"
-                + " WHERE d.state <> 'sent'"
-        ).map { row in try (0..<5).map { try row.decode($0, as: String?.self) ?? "" }.joined(separator: " | ") }
-        #expect(bothSent, "after the pause, at \(clock.now()): \(left)")
+        try await f.dispatch()
         let sent = try await f.delivery(of: "mate")
+        #expect(sent.state == "sent")
+        #expect(try await f.delivery(of: "nova").state == "sent")
         // Sent, it shows no error; what it waited for is its history.
         #expect(sent.error == nil, "\(sent)")
         let history = try await f.db.query(
