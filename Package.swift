@@ -139,7 +139,7 @@ let package = Package(
         .target(
             name: "HeraldEmulator",
             dependencies: [
-                "HeraldFCM", "HeraldWebPush", "HeraldCrypto", "HeraldCore",
+                "HeraldFCM", "HeraldWebPush", "HeraldCrypto", "HeraldCore", "HeraldHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -175,7 +175,7 @@ let package = Package(
         .target(
             name: "HeraldEndpoint",
             dependencies: [
-                "HeraldCore", "HeraldPostgres", "HeraldStatus",
+                "HeraldCore", "HeraldPostgres", "HeraldStatus", "HeraldPushKit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -292,7 +292,7 @@ let package = Package(
             name: "HeraldWorkersTests",
             dependencies: [
                 "HeraldWorkers", "HeraldQueue", "HeraldStatus", "HeraldPostgres", "HeraldTestSupport", "HeraldFCM",
-                "HeraldPushKit", "HeraldEmulator",
+                "HeraldPushKit", "HeraldEmulator", "HeraldEndpoint", "HeraldCrypto",
                 "HeraldHTTP", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

@@ -9,6 +9,8 @@ public struct ReceivedHMSMessage: Sendable {
     public var json: String
     public var validateOnly: Bool
     public var requestID: String
+    /// `android.bi_tag`, which the message's receipt gives back.
+    public var receiptTag: String? { (message["android"] as? [String: Any])?["bi_tag"] as? String }
 
     /// The `message` object, parsed.
     public var message: [String: Any] {

@@ -12,6 +12,8 @@ public struct ReceivedHarmonyMessage: Sendable {
     public var json: String
     public var ttl: Int?
     public var requestID: String
+    /// `pushOptions.biTag`, which the message's receipt gives back.
+    public var receiptTag: String?
 
     /// The `payload` object, parsed.
     public var payload: [String: Any] {
@@ -96,7 +98,8 @@ actor HarmonyService {
         received.append(
             ReceivedHarmonyMessage(
                 projectID: projectID, token: token, pushType: pushType, json: payload,
-                ttl: (object["pushOptions"] as? [String: Any])?["ttl"] as? Int, requestID: requestID))
+                ttl: (object["pushOptions"] as? [String: Any])?["ttl"] as? Int, requestID: requestID,
+                receiptTag: (object["pushOptions"] as? [String: Any])?["biTag"] as? String))
         return PushKitAnswer(
             status: 200, json: #"{"code":"80000000","msg":"Success","requestId":"\#(requestID)"}"#, delay: delay)
     }
@@ -146,6 +149,9 @@ actor HarmonyService {
             let known: Set<String> = ["testMessage", "ttl", "biTag", "receiptId", "collapseKey"]
             if let unknown = Set(options.keys).subtracting(known).first {
                 return ("80100001", "Check Parameter Error: unknown member pushOptions.\(unknown)")
+            }
+            if let tag = options["biTag"], (tag as? String)?.utf8.count ?? 65 > 64 {
+                return ("80100001", "Check Parameter Error: biTag is a string of at most 64 bytes")
             }
             if let ttl = options["ttl"] {
                 guard let ttl = ttl as? Int, (1...15 * 86_400).contains(ttl) else {

@@ -49,6 +49,10 @@ public struct Endpoint: Service {
         public var port: Int
         public var timeout: Duration = .seconds(10)
         public var maxBodyBytes = 4096
+        /// The largest post of a provider's receipts: Push Kit merges up to 1000 statuses in one.
+        public var maxReceiptBytes = 1 << 20
+        /// The time receipts' signatures are checked against.
+        public var clock: any WallClock = SystemClock()
         /// The most connections open at once: a quarter of the process's file descriptors
         /// (`RLIMIT_NOFILE`), at most 4096, so the database, the push services and the files
         /// always have the rest.

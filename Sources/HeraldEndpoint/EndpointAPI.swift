@@ -15,6 +15,8 @@ final class EndpointAPI: Sendable {
     let settings: Endpoint.Settings
     let logger: Logger
     private let next = Atomic<Int>(0)
+    /// Each receipt key file's bytes, and when they were read.
+    let receiptKeys = Mutex<[String: (key: [UInt8], readAt: ContinuousClock.Instant)]>([:])
 
     init(connections: [PostgresConnection], settings: Endpoint.Settings, logger: Logger) {
         self.connections = connections
@@ -51,6 +53,10 @@ final class EndpointAPI: Sendable {
         }
         router.get("v1/pending/:reference") { request, context in
             await self.pending(request, reference: context.parameters.get("reference") ?? "")
+        }
+        router.post("v1/receipts/:provider/:app") { request, context in
+            await self.receipts(
+                request, provider: context.parameters.get("provider") ?? "", app: context.parameters.get("app") ?? "")
         }
     }
 
@@ -302,9 +308,10 @@ final class EndpointAPI: Sendable {
         var response: Response
     }
 
-    /// The body, unless it is too large (413) or too slow to arrive (408).
-    func readBody(_ request: Request) async -> Result<ByteBuffer, Refusal> {
-        let limit = settings.maxBodyBytes
+    /// The body, unless it is over `limit` bytes (413; the settings' `maxBodyBytes` unless said)
+    /// or too slow to arrive (408).
+    func readBody(_ request: Request, limit: Int? = nil) async -> Result<ByteBuffer, Refusal> {
+        let limit = limit ?? settings.maxBodyBytes
         let tooLarge = Refusal(
             response: Self.json(
                 .contentTooLarge, ["outcome": "too_large", "message": "the body is over \(limit) bytes"], close: true))

@@ -161,14 +161,23 @@ public struct HMSMessage: Sendable {
     public var urgent: Bool
     /// Seconds; Push Kit keeps a message at most 15 days.
     public var ttl: Int
+    /// The delivery's tag (`bi_tag`), which the message's receipt gives back.
+    public var receiptTag: String?
+    /// The receipt configuration its receipt goes by (`receipt_id`); nil: the app's default.
+    public var receiptID: String?
 
     public static let longestTTL = 15 * 86_400
 
-    public init(token: String, data: [(String, String)], urgent: Bool, ttl: Int) {
+    public init(
+        token: String, data: [(String, String)], urgent: Bool, ttl: Int, receiptTag: String? = nil,
+        receiptID: String? = nil
+    ) {
         self.token = token
         self.data = data
         self.urgent = urgent
         self.ttl = ttl
+        self.receiptTag = receiptTag
+        self.receiptID = receiptID
     }
 
     public func requestBody(validateOnly: Bool) -> [UInt8] {
@@ -181,10 +190,12 @@ public struct HMSMessage: Sendable {
                     ("data", .string(String(decoding: document.encodedBytes, as: UTF8.self))),
                     (
                         "android",
-                        .object([
-                            ("collapse_key", .int(-1)), ("urgency", .string(urgent ? "HIGH" : "NORMAL")),
-                            ("ttl", .string("\(min(max(ttl, 0), Self.longestTTL))s")),
-                        ])
+                        .object(
+                            [
+                                ("collapse_key", .int(-1)), ("urgency", .string(urgent ? "HIGH" : "NORMAL")),
+                                ("ttl", .string("\(min(max(ttl, 0), Self.longestTTL))s")),
+                            ] + (receiptTag.map { [("bi_tag", .string($0))] } ?? [])
+                                + (receiptID.map { [("receipt_id", .string($0))] } ?? []))
                     ),
                     ("token", .array([.string(token)])),
                 ])

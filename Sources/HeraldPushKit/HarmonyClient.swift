@@ -227,23 +227,37 @@ public struct HarmonyMessage: Sendable {
     public var payload: JSONValue
     /// Seconds; Push Kit keeps a message at most 15 days.
     public var ttl: Int
+    /// The delivery's tag (`pushOptions.biTag`), which the message's receipt gives back.
+    public var receiptTag: String?
+    /// The receipt configuration its receipt goes by (`pushOptions.receiptId`); nil: the app's
+    /// default.
+    public var receiptID: String?
 
     public static let longestTTL = 15 * 86_400
     /// Push Kit's limit on a request's body, not counting its tokens.
     public static let largestBody = 4096
 
-    public init(token: String, pushType: PushType, payload: JSONValue, ttl: Int) {
+    public init(
+        token: String, pushType: PushType, payload: JSONValue, ttl: Int, receiptTag: String? = nil,
+        receiptID: String? = nil
+    ) {
         self.token = token
         self.pushType = pushType
         self.payload = payload
         self.ttl = ttl
+        self.receiptTag = receiptTag
+        self.receiptID = receiptID
     }
 
     public func requestBody() -> [UInt8] {
-        JSONValue.object([
+        let options: [(String, JSONValue)] =
+            [("ttl", .int(min(max(ttl, 1), Self.longestTTL)))]
+            + (receiptTag.map { [("biTag", .string($0))] } ?? [])
+            + (receiptID.map { [("receiptId", .string($0))] } ?? [])
+        return JSONValue.object([
             ("payload", payload),
             ("target", .object([("token", .array([.string(token)]))])),
-            ("pushOptions", .object([("ttl", .int(min(max(ttl, 1), Self.longestTTL)))])),
+            ("pushOptions", .object(options)),
         ]).encodedBytes
     }
 

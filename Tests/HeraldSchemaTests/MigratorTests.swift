@@ -43,7 +43,7 @@ import Testing
                 "generations",
                 "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",
                 "provider_pauses",
-                "providers", "push_type_tokens", "push_types",
+                "providers", "push_type_tokens", "push_types", "receipt_nonces",
                 "redrives", "route_saturation", "route_targets", "routes", "schema_functions", "schema_migrations",
                 "secrets", "token_kinds", "transport_token_kinds", "wakeups", "worker_locks",
             ])

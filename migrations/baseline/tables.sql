@@ -1,4 +1,4 @@
--- The schema after migration 53, for a new database: `herald migrate` applies this file,
+-- The schema after migration 54, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -49,6 +49,16 @@ CREATE TYPE herald.dead_token AS (
     token text,
     reason text,
     since double precision
+);
+
+CREATE TYPE herald.provider_receipt AS (
+    delivery_id bigint,
+    token text,
+    message_id text,
+    delivered boolean,
+    meaning text,
+    at double precision,
+    effect text
 );
 
 CREATE TYPE herald.send_outcome AS (
@@ -157,15 +167,25 @@ CREATE TABLE herald.app_harmony (
     app_id text NOT NULL,
     service_account_file text NOT NULL,
     category text DEFAULT 'MARKETING'::text NOT NULL,
+    receipt_username text,
+    receipt_key_file text,
+    receipt_id text,
     CONSTRAINT app_harmony_pkey PRIMARY KEY (app_id),
     CONSTRAINT app_harmony_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT "a receipt configuration has a user name and a key" CHECK (((receipt_username IS NULL) = (receipt_key_file IS NULL))),
     CONSTRAINT app_harmony_category_check CHECK ((category = ANY (ARRAY['IM'::text, 'VOIP'::text, 'SUBSCRIPTION'::text, 'TRAVEL'::text, 'HEALTH'::text, 'WORK'::text, 'ACCOUNT'::text, 'EXPRESS'::text, 'FINANCE'::text, 'DEVICE_REMINDER'::text, 'MAIL'::text, 'MARKETING'::text]))),
+    CONSTRAINT app_harmony_receipt_id_check CHECK ((receipt_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
+    CONSTRAINT app_harmony_receipt_key_file_check CHECK ((receipt_key_file <> ''::text)),
+    CONSTRAINT app_harmony_receipt_username_check CHECK ((receipt_username ~ '^[^[:cntrl:]]{1,128}$'::text)),
     CONSTRAINT app_harmony_service_account_file_check CHECK ((service_account_file <> ''::text))
 );
 COMMENT ON TABLE herald.app_harmony IS 'An app''s HarmonyOS Push Kit setup, one row per app that uses it; set by operators, read by the daemons.';
 COMMENT ON COLUMN herald.app_harmony.app_id IS 'The app (herald.apps); the row goes with it.';
 COMMENT ON COLUMN herald.app_harmony.service_account_file IS 'Path to the service-account key file (JSON, naming the project), read by the daemons.';
 COMMENT ON COLUMN herald.app_harmony.category IS 'The category its service notifications go as (marketing ones go as MARKETING); any but MARKETING needs Huawei''s right to classify notifications.';
+COMMENT ON COLUMN herald.app_harmony.receipt_username IS 'The callback user name of the app''s receipt configuration (V2) in AppGallery Connect: with receipt_key_file, receipts posted to /v1/receipts/harmony/{app} are checked and recorded. NULL: receipts are refused.';
+COMMENT ON COLUMN herald.app_harmony.receipt_key_file IS 'A file holding the receipt configuration''s callback key, read by the daemons'' endpoints; the key never enters the database. NULL with receipt_username.';
+COMMENT ON COLUMN herald.app_harmony.receipt_id IS 'The receipt configuration''s id (AppGallery Connect), sent with every message as pushOptions.receiptId. NULL: the app''s default receipt configuration.';
 REVOKE ALL ON herald.app_harmony FROM herald_daemon;
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_harmony TO herald_operator;
 GRANT SELECT ON herald.app_harmony TO herald_daemon;
@@ -178,15 +198,25 @@ CREATE TABLE herald.app_hms (
     app_id text NOT NULL,
     client_id text NOT NULL,
     client_secret_file text NOT NULL,
+    receipt_username text,
+    receipt_key_file text,
+    receipt_id text,
     CONSTRAINT app_hms_pkey PRIMARY KEY (app_id),
     CONSTRAINT app_hms_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT "a receipt configuration has a user name and a key" CHECK (((receipt_username IS NULL) = (receipt_key_file IS NULL))),
     CONSTRAINT app_hms_client_id_check CHECK ((client_id ~ '^[0-9]{1,64}$'::text)),
-    CONSTRAINT app_hms_client_secret_file_check CHECK ((client_secret_file <> ''::text))
+    CONSTRAINT app_hms_client_secret_file_check CHECK ((client_secret_file <> ''::text)),
+    CONSTRAINT app_hms_receipt_id_check CHECK ((receipt_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
+    CONSTRAINT app_hms_receipt_key_file_check CHECK ((receipt_key_file <> ''::text)),
+    CONSTRAINT app_hms_receipt_username_check CHECK ((receipt_username ~ '^[^[:cntrl:]]{1,128}$'::text))
 );
 COMMENT ON TABLE herald.app_hms IS 'An app''s Huawei Push Kit credentials, one row per app that uses it; set by operators, read by the daemons.';
 COMMENT ON COLUMN herald.app_hms.app_id IS 'The app (herald.apps); the row goes with it.';
 COMMENT ON COLUMN herald.app_hms.client_id IS 'The app''s OAuth 2.0 client id in AppGallery Connect (its app id, digits).';
 COMMENT ON COLUMN herald.app_hms.client_secret_file IS 'Path to a file holding the client secret, read by the daemons; the secret never enters the database.';
+COMMENT ON COLUMN herald.app_hms.receipt_username IS 'The callback user name of the app''s receipt configuration in AppGallery Connect: with receipt_key_file, receipts posted to /v1/receipts/hms/{app} are checked and recorded. NULL: receipts are refused.';
+COMMENT ON COLUMN herald.app_hms.receipt_key_file IS 'A file holding the receipt configuration''s callback key, read by the daemons'' endpoints; the key never enters the database. NULL with receipt_username.';
+COMMENT ON COLUMN herald.app_hms.receipt_id IS 'The receipt configuration''s id (AppGallery Connect), sent with every message as android.receipt_id so its receipts go to that configuration''s URL. NULL: the app''s default receipt configuration.';
 REVOKE ALL ON herald.app_hms FROM herald_daemon;
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_hms TO herald_operator;
 GRANT SELECT ON herald.app_hms TO herald_daemon;
@@ -465,6 +495,9 @@ CREATE TABLE herald.deliveries (
     stored_until timestamp with time zone,
     held_since timestamp with time zone,
     fetched_at timestamp with time zone,
+    receipt text,
+    receipt_reason text,
+    receipt_at timestamp with time zone,
     CONSTRAINT "a queued delivery has a run_at" CHECK (((state <> 'queued'::text) OR (run_at IS NOT NULL))),
     CONSTRAINT "only a failed delivery is dead" CHECK (((dead_at IS NULL) OR (state = 'failed'::text)))
 ) PARTITION BY LIST (kept);
@@ -558,6 +591,9 @@ COMMENT ON COLUMN herald.deliveries.push_type_token_id IS 'For a widgets, VoIP, 
 COMMENT ON COLUMN herald.deliveries.stored_until IS 'For a delivery counted in its device''s store at the provider (herald.routes.device_store_capacity): until when the provider may keep it there, its expiry. It counts while queued, or sent and unreported since the device last reported (herald.stored_messages). NULL: not counted.';
 COMMENT ON COLUMN herald.deliveries.held_since IS 'When it began waiting because its device''s store at the provider was full; while held, run_at is its expiry. A report from the device releases it (herald.reconcile), a fetch marks it delivered (herald.missed_notifications). NULL: not held.';
 COMMENT ON COLUMN herald.deliveries.fetched_at IS 'When the app''s backend first fetched it for the app (herald.missed_notifications); once the app asks past it, it is delivered. A held delivery fetched is not released to be sent. NULL: not fetched.';
+COMMENT ON COLUMN herald.deliveries.receipt IS 'What the provider''s receipt says (herald.record_receipts): delivered (it reached the device) or not_delivered (receipt_reason says why). A delivered receipt is final; a later not_delivered one replaces an earlier one. NULL: no receipt (the provider sends none, or the app did not set them up).';
+COMMENT ON COLUMN herald.deliveries.receipt_reason IS 'The receipt''s meaning in words, with the provider''s code: Huawei Push Kit receipt 6: the notification was not shown … NULL: no receipt.';
+COMMENT ON COLUMN herald.deliveries.receipt_at IS 'When the provider says it happened (Push Kit: when it reached the device, or when the receipt was made if it did not). NULL: no receipt.';
 REVOKE ALL ON herald.deliveries_g0 FROM herald_daemon;
 
 
@@ -627,7 +663,7 @@ CREATE TABLE herald.device_changes (
     changed_at timestamp with time zone DEFAULT now() NOT NULL,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT device_changes_pkey PRIMARY KEY (id),
-    CONSTRAINT device_changes_change_check CHECK ((change = ANY (ARRAY['token_invalid'::text, 'token_moved'::text, 'logged_out'::text, 'disabled'::text, 'enabled'::text])))
+    CONSTRAINT device_changes_change_check CHECK ((change = ANY (ARRAY['token_invalid'::text, 'token_moved'::text, 'logged_out'::text, 'disabled'::text, 'enabled'::text, 'notifications_off'::text, 'notifications_on'::text])))
 );
 CREATE INDEX device_changes_changed ON herald.device_changes USING btree (changed_at);
 CREATE INDEX device_changes_feed ON herald.device_changes USING btree (app_id, xid, id);
@@ -635,7 +671,7 @@ COMMENT ON TABLE herald.device_changes IS 'One row per change of a device''s sta
 COMMENT ON COLUMN herald.device_changes.id IS 'The change''s id, in the order changes were made; with xid, the feed''s cursor.';
 COMMENT ON COLUMN herald.device_changes.app_id IS 'The device''s app (herald.apps).';
 COMMENT ON COLUMN herald.device_changes.device_id IS 'The producer''s id for the device (herald.devices.device_id).';
-COMMENT ON COLUMN herald.device_changes.change IS 'token_invalid (a provider declared its token dead), token_moved (another device of the app registered its token), logged_out (herald.unregister_device), disabled (by an operator) or enabled (registered again, or herald.enable_device).';
+COMMENT ON COLUMN herald.device_changes.change IS 'token_invalid (a provider declared its token dead), token_moved (another device of the app registered its token), logged_out (herald.unregister_device), disabled (by an operator), enabled (registered again, or herald.enable_device), notifications_off (a provider''s receipt says the device''s notifications are turned off; it stays enabled) or notifications_on (a later receipt says one reached it).';
 COMMENT ON COLUMN herald.device_changes.reason IS 'Why, in words: the provider''s error, the logout''s reason, the device the token moved to. NULL for enabled.';
 COMMENT ON COLUMN herald.device_changes.token_hint IS 'The token it had, as logs show one (herald.token_hint), never the token.';
 COMMENT ON COLUMN herald.device_changes.changed_at IS 'When the change was made.';
@@ -1031,6 +1067,26 @@ GRANT INSERT, SELECT, UPDATE ON herald.provider_pauses TO herald_daemon;
 GRANT DELETE, SELECT ON herald.provider_pauses TO herald_operator;
 
 
+-- herald.receipt_nonces
+-- ---------------------
+
+CREATE TABLE herald.receipt_nonces (
+    provider text NOT NULL,
+    app_id text NOT NULL,
+    nonce text NOT NULL,
+    seen_at timestamp with time zone NOT NULL,
+    CONSTRAINT receipt_nonces_pkey PRIMARY KEY (provider, app_id, nonce)
+);
+CREATE INDEX receipt_nonces_seen ON herald.receipt_nonces USING btree (seen_at);
+COMMENT ON TABLE herald.receipt_nonces IS 'The nonce of each provider receipt taken in the last ten minutes, per provider and app: a signed receipt posted again is refused as replayed. Kept by herald.record_receipts.';
+COMMENT ON COLUMN herald.receipt_nonces.provider IS 'The provider whose receipt it was (herald.providers).';
+COMMENT ON COLUMN herald.receipt_nonces.app_id IS 'The app the receipt was posted for (herald.apps).';
+COMMENT ON COLUMN herald.receipt_nonces.nonce IS 'The nonce its signature covered (Push Kit: the X-HUAWEI-CALLBACK-ID header''s nonce).';
+COMMENT ON COLUMN herald.receipt_nonces.seen_at IS 'When it was taken.';
+REVOKE ALL ON herald.receipt_nonces FROM herald_daemon;
+GRANT SELECT ON herald.receipt_nonces TO herald_operator;
+
+
 -- herald.redrives
 -- ---------------
 
@@ -1213,6 +1269,8 @@ CREATE TABLE herald.devices (
     token_kind text DEFAULT 'registration_token'::text NOT NULL,
     registration_started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_reported_at timestamp with time zone,
+    notifications_off_at timestamp with time zone,
+    notifications_off_reason text,
     CONSTRAINT devices_pkey PRIMARY KEY (id),
     CONSTRAINT devices_app_id_device_id_key UNIQUE (app_id, device_id),
     CONSTRAINT devices_app_id_push_token_key UNIQUE (app_id, push_token),
@@ -1224,7 +1282,8 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_check2 CHECK (((push_token IS NOT NULL) OR (disabled_at IS NOT NULL))),
     CONSTRAINT devices_device_id_check CHECK ((device_id <> ''::text)),
     CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
-    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text))
+    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text)),
+    CONSTRAINT "notifications off has its reason" CHECK (((notifications_off_at IS NULL) = (notifications_off_reason IS NULL)))
 );
 ALTER TABLE herald.devices ADD CONSTRAINT "a device's subscription keys are whole" CHECK ((((web_p256dh IS NULL) AND (web_auth IS NULL)) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))) NOT VALID;
 CREATE INDEX devices_enabled_by_user ON herald.devices USING btree (app_id, user_ref) WHERE (disabled_at IS NULL);
@@ -1245,6 +1304,8 @@ COMMENT ON COLUMN herald.devices.web_auth IS 'For a subscription token (token_ki
 COMMENT ON COLUMN herald.devices.token_kind IS 'What push_token is, one of herald.token_kinds; with a delivery''s payload kind it picks the route (herald.route_rules). Given to herald.register_device, or else the platform''s default (herald.platforms, herald.transport_token_kinds).';
 COMMENT ON COLUMN herald.devices.registration_started_at IS 'When the device''s current registration began: its first herald.register_device, or the first after a logout or for another user_ref (a token refresh keeps it). Its report references (herald.pending_notifications) read only deliveries made since.';
 COMMENT ON COLUMN herald.devices.last_reported_at IS 'When the app last reported a delivery to this device (herald.reconcile). A device that has reported since its registration began has its deliveries counted against its provider''s store (herald.routes.device_store_capacity). NULL: never.';
+COMMENT ON COLUMN herald.devices.notifications_off_at IS 'When a provider''s receipt last said the device did not show a notification because notifications are turned off (by the user, or the app''s own switch); NULL once a later receipt says one reached it. The device stays enabled.';
+COMMENT ON COLUMN herald.devices.notifications_off_reason IS 'The receipt''s words for it. NULL with notifications_off_at.';
 
 
 -- herald.activity_tokens

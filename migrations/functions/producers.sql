@@ -372,19 +372,25 @@ $$;
 REVOKE ALL ON FUNCTION herald.device_changes_channel_of(text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 
 -- The trigger devices_record_changes (migration 039) calls it when a device is disabled, or
--- enabled again, whichever function did it: the change goes to herald.device_changes for the
--- app's backend, and a NOTIFY on the app's own channel (herald.device_changes_channel), with the
--- app's id as payload, tells those who listen (once per transaction and app: PostgreSQL folds
--- identical notifications).
+-- enabled again, whichever function did it, and devices_record_notification_changes (054) when a
+-- provider's receipt says its notifications are turned off, or on again: the change goes to
+-- herald.device_changes for the app's backend, and a NOTIFY on the app's own channel
+-- (herald.device_changes_channel), with the app's id as payload, tells those who listen (once
+-- per transaction and app: PostgreSQL folds identical notifications).
 CREATE OR REPLACE FUNCTION herald.record_device_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     INSERT INTO herald.device_changes (app_id, device_id, change, reason, token_hint)
-    VALUES (NEW.app_id, NEW.device_id,
-            CASE NEW.disabled_cause WHEN 'token_invalid' THEN 'token_invalid' WHEN 'token_moved' THEN 'token_moved'
-                                    WHEN 'logout' THEN 'logged_out' WHEN 'operator' THEN 'disabled'
-                                    ELSE 'enabled' END,
-            NEW.disabled_reason, herald.token_hint(coalesce(NEW.push_token, OLD.push_token)));
+    SELECT NEW.app_id, NEW.device_id, c.change, c.reason, herald.token_hint(coalesce(NEW.push_token, OLD.push_token))
+    FROM (SELECT CASE WHEN NEW.notifications_off_at IS NULL THEN 'notifications_on' ELSE 'notifications_off' END,
+                 NEW.notifications_off_reason
+          WHERE TG_NAME = 'devices_record_notification_changes'
+          UNION ALL
+          SELECT CASE NEW.disabled_cause WHEN 'token_invalid' THEN 'token_invalid' WHEN 'token_moved' THEN 'token_moved'
+                                         WHEN 'logout' THEN 'logged_out' WHEN 'operator' THEN 'disabled'
+                                         ELSE 'enabled' END,
+                 NEW.disabled_reason
+          WHERE TG_NAME <> 'devices_record_notification_changes') AS c(change, reason);
     PERFORM pg_notify(herald.device_changes_channel_of(NEW.app_id), NEW.app_id);
     RETURN NULL;
 END;

@@ -471,3 +471,106 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,interval,interval,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,interval,interval,interval) TO herald_daemon;
+
+-- Records the receipts a provider posted for `app` (the endpoint checked their signature, which
+-- covered `nonce`): each on its delivery, and what it proves on the device. A receipt counts only
+-- for a delivery of that app's, sent through that provider to the token the receipt names (and,
+-- once the send's answer is recorded, in that send: `message_id`); any other is refused, and
+-- says nothing of whose delivery it named. Never backwards: a delivered receipt is final, and a
+-- not_delivered one replaces only an older not_delivered one; the delivery's state is the
+-- provider's answer to the send and stays as it is. What a recorded receipt proves: token_dead
+-- soft-disables the device as a dead token does in an answer (if it still has that token and
+-- registered it before the send, and no other session holds it locked); notifications_off
+-- marks the device (notifications_off_at, the device feed's notifications_off), and a later
+-- delivered receipt clears that.
+--
+-- A nonce taken before (within the ten minutes herald.receipt_nonces keeps) refuses the whole
+-- post as replayed. Returns each outcome and how many receipts had it: recorded, known (the same
+-- or an older word than the one recorded), unknown_delivery, other_token, other_send, replayed.
+CREATE OR REPLACE FUNCTION herald.record_receipts(
+    provider text, app text, nonce text, receipts herald.provider_receipt[], at timestamptz)
+RETURNS TABLE (outcome text, receipts_count int)
+LANGUAGE plpgsql
+SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
+SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET lock_timeout TO '500ms'
+AS $$
+#variable_conflict use_variable
+BEGIN
+    DELETE FROM herald.receipt_nonces n WHERE n.seen_at < at - interval '10 minutes';
+    INSERT INTO herald.receipt_nonces (provider, app_id, nonce, seen_at) VALUES (provider, app, nonce, at)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'replayed'::text, cardinality(receipts);
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH given AS (
+        SELECT u.delivery_id, u.token, u.message_id, u.delivered, u.meaning, to_timestamp(u.at) AS said_at,
+               CASE WHEN u.delivered THEN 'delivered' ELSE u.effect END AS effect, u.ord
+        FROM unnest(receipts) WITH ORDINALITY AS u(delivery_id, token, message_id, delivered, meaning, at, effect, ord)
+    ), judged AS (
+        SELECT g.*, d.id, d.device_id, coalesce(d.sent_at, d.created_at) AS sent,
+               CASE WHEN d.id IS NULL OR dev.app_id IS DISTINCT FROM app
+                         OR NOT EXISTS (SELECT FROM herald.route_targets t JOIN herald.routes r ON r.route = t.route
+                                        WHERE t.payload_kind = d.payload_kind AND t.token_kind = dev.token_kind
+                                          AND r.provider = record_receipts.provider)
+                         THEN 'unknown_delivery'
+                    WHEN dev.push_token IS DISTINCT FROM g.token THEN 'other_token'
+                    WHEN d.provider_message_id IS DISTINCT FROM g.message_id AND d.provider_message_id IS NOT NULL
+                         THEN 'other_send'
+                    ELSE 'matched' END AS verdict
+        FROM given g
+        LEFT JOIN herald.deliveries d ON d.id = ANY(ARRAY[g.delivery_id])
+        LEFT JOIN herald.devices dev ON dev.id = ANY(ARRAY[d.device_id])
+    ), best AS (
+        -- One receipt a delivery: delivered first, then the latest.
+        SELECT DISTINCT ON (j.id) j.* FROM judged j WHERE j.verdict = 'matched'
+        ORDER BY j.id, j.delivered DESC, j.said_at DESC
+    ), recorded AS (
+        UPDATE herald.deliveries AS d
+        SET receipt = CASE WHEN b.delivered THEN 'delivered' ELSE 'not_delivered' END,
+            receipt_reason = b.meaning, receipt_at = b.said_at
+        FROM best b
+        WHERE d.id = ANY(ARRAY[b.id])
+          AND (d.receipt IS NULL
+               OR (d.receipt = 'not_delivered' AND (b.delivered OR b.said_at > d.receipt_at)))
+        RETURNING d.id
+    ), device_effect AS (
+        -- One change a device, as one statement may change a row only once: a dead token first,
+        -- then the latest word.
+        SELECT DISTINCT ON (b.device_id) b.*
+        FROM best b
+        WHERE b.id IN (SELECT r.id FROM recorded r) AND b.effect IN ('token_dead', 'notifications_off', 'delivered')
+        ORDER BY b.device_id, b.effect = 'token_dead' DESC, b.said_at DESC
+    ), changed AS (
+        UPDATE herald.devices AS dev
+        SET disabled_at = CASE WHEN e.effect = 'token_dead' THEN at ELSE dev.disabled_at END,
+            disabled_cause = CASE WHEN e.effect = 'token_dead' THEN 'token_invalid' ELSE dev.disabled_cause END,
+            disabled_reason = CASE WHEN e.effect = 'token_dead' THEN e.meaning ELSE dev.disabled_reason END,
+            notifications_off_at = CASE e.effect WHEN 'notifications_off' THEN e.said_at WHEN 'delivered' THEN NULL
+                                                 ELSE dev.notifications_off_at END,
+            notifications_off_reason = CASE e.effect WHEN 'notifications_off' THEN e.meaning WHEN 'delivered' THEN NULL
+                                                     ELSE dev.notifications_off_reason END
+        FROM device_effect e
+        WHERE dev.id = ANY(ARRAY[e.device_id]) AND dev.push_token = e.token
+          AND CASE e.effect
+                  WHEN 'token_dead' THEN dev.disabled_at IS NULL AND dev.registered_at <= e.sent
+                  WHEN 'notifications_off' THEN dev.notifications_off_at IS NULL OR dev.notifications_off_at < e.said_at
+                  ELSE dev.notifications_off_at < e.said_at END
+          AND dev.id = ANY(ARRAY(SELECT free.id FROM herald.devices free WHERE free.id = e.device_id
+                                 FOR NO KEY UPDATE SKIP LOCKED))
+        RETURNING dev.id
+    )
+    -- What the device changes did is theirs to say (the device feed); they run whether or not
+    -- this reads them.
+    SELECT o.outcome, count(*)::int
+    FROM (SELECT CASE WHEN j.verdict <> 'matched' THEN j.verdict
+                      WHEN j.ord IN (SELECT b.ord FROM best b WHERE b.id IN (SELECT r.id FROM recorded r))
+                           THEN 'recorded'
+                      ELSE 'known' END AS outcome
+          FROM judged j) o
+    GROUP BY o.outcome;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.record_receipts(text,text,text,herald.provider_receipt[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_receipts(text,text,text,herald.provider_receipt[],timestamp with time zone) TO herald_daemon;

@@ -16,10 +16,12 @@ struct HMSRoute: TokenRoute {
     struct Setup: Equatable, Sendable, Decodable {
         var clientID: String
         var clientSecretFile: String
+        var receiptID: String?
 
         enum CodingKeys: String, CodingKey {
             case clientID = "client_id"
             case clientSecretFile = "client_secret_file"
+            case receiptID = "receipt_id"
         }
     }
 
@@ -29,6 +31,8 @@ struct HMSRoute: TokenRoute {
     /// Until when the app's sends wait after Push Kit's traffic control, for every daemon, so
     /// that what comes next waits too rather than being refused in turn.
     let trafficControl: ProviderPause
+    /// The receipt configuration its messages' receipts go by; nil: the app's default.
+    let receiptID: String?
 
     static func make(app: String, setup: Setup?, shared: isolated Senders) throws(ConfigurationProblem) -> HMSRoute {
         guard let setup else {
@@ -45,7 +49,7 @@ struct HMSRoute: TokenRoute {
             credentials: AcceptedCredentials(app: app, provider: name, account: setup.clientID),
             trafficControl: shared.shared("hms traffic control \(setup.clientID)") {
                 ProviderPause(provider: name, account: "client \(setup.clientID)")
-            })
+            }, receiptID: setup.receiptID)
     }
 
     /// A dry run is Push Kit's `validate_only`: checked by Huawei, not sent.
@@ -71,7 +75,8 @@ struct HMSRoute: TokenRoute {
             let messages = part.map { delivery in
                 HMSMessage(
                     token: delivery.target?.deviceToken ?? "", data: builder.androidData(delivery),
-                    urgent: delivery.notification.priority != "normal", ttl: PayloadBuilder.ttl(delivery, now: now))
+                    urgent: delivery.notification.priority != "normal", ttl: PayloadBuilder.ttl(delivery, now: now),
+                    receiptTag: ProviderReceipt.tag(deliveryID: delivery.deliveryID), receiptID: receiptID)
             }
             let outcomes = await client.send(messages, validateOnly: dryRun)
             let at = context.clock.now()

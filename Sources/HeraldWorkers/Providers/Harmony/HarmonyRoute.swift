@@ -24,10 +24,12 @@ struct HarmonyRoute: TokenRoute {
     struct Setup: Equatable, Sendable, Decodable {
         var serviceAccountFile: String
         var category: String
+        var receiptID: String?
 
         enum CodingKeys: String, CodingKey {
             case serviceAccountFile = "service_account_file"
             case category
+            case receiptID = "receipt_id"
         }
     }
 
@@ -37,6 +39,8 @@ struct HarmonyRoute: TokenRoute {
     let credentials: AcceptedCredentials
     /// The category of its service notifications.
     let category: String
+    /// The receipt configuration its messages' receipts go by; nil: the app's default.
+    let receiptID: String?
     /// Until when the app's sends wait after Push Kit's traffic control (its limit is each app's),
     /// for every daemon.
     let trafficControl: ProviderPause
@@ -61,7 +65,7 @@ struct HarmonyRoute: TokenRoute {
                 logger: shared.logger),
             credentials: AcceptedCredentials(
                 app: app, provider: name, account: "project \(account.projectID) key \(account.keyID)"),
-            category: setup.category,
+            category: setup.category, receiptID: setup.receiptID,
             trafficControl: shared.shared("harmony traffic control \(app)") {
                 ProviderPause(provider: name, account: "app \(app)")
             })
@@ -75,9 +79,11 @@ struct HarmonyRoute: TokenRoute {
         var events: [(OutgoingDelivery, DeliveryLife.Event)] = []
         var live: [(OutgoingDelivery, HarmonyMessage)] = []
         for delivery in batch {
-            let message = builder.harmonyMessage(
+            var message = builder.harmonyMessage(
                 for: delivery, category: delivery.notification.messageClass == .service ? category : "MARKETING",
                 now: now)
+            message.receiptTag = ProviderReceipt.tag(deliveryID: delivery.deliveryID)
+            message.receiptID = receiptID
             if let tooLarge = message.tooLarge {
                 events.append(
                     (

@@ -1,0 +1,155 @@
+import Foundation
+import HeraldCore
+import HeraldPostgres
+import HeraldPushKit
+import Hummingbird
+import Metrics
+import NIOCore
+import Synchronization
+
+/// The providers' receipts (`POST /v1/receipts/{provider}/{app}`): the URL an app registers with
+/// its provider (AppGallery Connect's receipt configuration, for Push Kit), each post checked with
+/// the app's callback credentials and recorded by `herald.record_receipts`.
+extension EndpointAPI {
+    /// The providers whose receipts Herald takes, by the name their URL has.
+    static let receiptReaders: [String: any ReceiptReader] = Dictionary(
+        uniqueKeysWithValues: [PushKitReceipts.android, PushKitReceipts.harmony].map { ($0.provider, $0) })
+
+    enum ReceiptSQL {
+        static func credentials(_ table: String) -> String {
+            "SELECT receipt_username, receipt_key_file FROM \(table) WHERE app_id = $1"
+        }
+        static let record = """
+            SELECT outcome, receipts_count FROM herald.record_receipts($1, $2, $3, $4::herald.provider_receipt[], $5)
+            """
+    }
+
+    /// A receipt as `herald.provider_receipt` takes it.
+    struct ReceiptRow: PostgresComposite {
+        var receipt: ProviderReceipt
+
+        func writeFields(to record: inout PostgresRecordWriter) {
+            record.append(receipt.deliveryID)
+            record.append(receipt.token)
+            record.append(receipt.messageID)
+            record.append(receipt.delivered)
+            record.append(receipt.meaning)
+            record.append(receipt.at.timeIntervalSince1970)
+            record.append(receipt.effect.rawValue)
+        }
+    }
+
+    func receipts(_ request: Request, provider: String, app: String) async -> Response {
+        guard let reader = Self.receiptReaders[provider] else {
+            return Self.json(
+                .notFound,
+                [
+                    "message":
+                        "no provider named \(provider.prefix(40)) posts receipts here; these do: "
+                        + Self.receiptReaders.keys.sorted().joined(separator: ", ")
+                ])
+        }
+        func refused(_ status: HTTPResponse.Status, _ refusal: ReceiptRefusal) -> Response {
+            Counter(label: "herald_receipts_refused_total", dimensions: [("provider", provider)]).increment()
+            return Self.rawJSON(status, reader.refusedAnswer(refusal))
+        }
+        if let refusal = Self.controlCharacterRefusal([("app", app)]) {
+            return refused(.badRequest, ReceiptRefusal(.malformed, refusal))
+        }
+        let credentials: ReceiptCredentials
+        switch await receiptCredentials(reader, app: app) {
+        case .success(let found?): credentials = found
+        case .success(nil):
+            return refused(
+                .forbidden,
+                ReceiptRefusal(
+                    .unauthenticated,
+                    "app \(app.prefix(100)) takes no \(provider) receipts: set receipt_username and receipt_key_file"
+                        + " in \(reader.settingsTable) to the callback user name and key of its receipt configuration"))
+        case .failure(let refusal): return refusal.response
+        }
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        let nonce: String
+        switch reader.authenticate(headers: headers, credentials: credentials, now: settings.clock.now()) {
+        case .success(let checked): nonce = checked
+        case .failure(let refusal): return refused(.unauthorized, refusal)
+        }
+        let body: ByteBuffer
+        switch await readBody(request, limit: settings.maxReceiptBytes) {
+        case .success(let bytes): body = bytes
+        case .failure(let refusal): return refusal.response
+        }
+        let read: (receipts: [ProviderReceipt], unreadable: Int)
+        switch reader.receipts(in: Array(buffer: body)) {
+        case .success(let receipts): read = receipts
+        case .failure(let refusal): return refused(.badRequest, refusal)
+        }
+        do {
+            let rows = try await connection.query(
+                ReceiptSQL.record,
+                [provider, app, nonce, read.receipts.map(ReceiptRow.init), settings.clock.now()])
+            var outcomes = try Dictionary(
+                rows.map { (try $0.decode(0, as: String.self), try $0.decode(1, as: Int.self)) }
+            ) {
+                $0 + $1
+            }
+            if read.unreadable > 0 { outcomes["unreadable", default: 0] += read.unreadable }
+            if outcomes["replayed"] != nil {
+                return refused(
+                    .unauthorized,
+                    ReceiptRefusal(.unauthenticated, "this signature's nonce was taken before: a receipt is taken once")
+                )
+            }
+            for (outcome, count) in outcomes {
+                Counter(label: "herald_receipts_total", dimensions: [("provider", provider), ("outcome", outcome)])
+                    .increment(by: count)
+            }
+            return Self.rawJSON(.ok, reader.acceptedAnswer)
+        } catch {
+            let (status, message) = failure(error, route: "receipts")
+            return Self.rawJSON(status, reader.refusedAnswer(ReceiptRefusal(.malformed, message)))
+        }
+    }
+
+    /// The app's receipt credentials, its key read from its file (kept for a minute, so a key
+    /// changed in its file is taken within one); nil when the app has none set.
+    func receiptCredentials(_ reader: any ReceiptReader, app: String) async -> Result<
+        ReceiptCredentials?, Refusal
+    > {
+        let row: PostgresRow
+        do {
+            guard let found = try await connection.query(ReceiptSQL.credentials(reader.settingsTable), [app]).first
+            else { return .success(nil) }
+            row = found
+        } catch {
+            let (status, message) = failure(error, route: "receipts")
+            return .failure(Refusal(response: Self.json(status, ["message": message])))
+        }
+        guard let username = try? row.decode(0, as: String?.self), let path = try? row.decode(1, as: String?.self)
+        else { return .success(nil) }
+        let now = ContinuousClock.now
+        if let cached = receiptKeys.withLock({ $0[path] }), now - cached.readAt < .seconds(60) {
+            return .success(ReceiptCredentials(username: username, key: cached.key))
+        }
+        guard let key = FileManager.default.contents(atPath: path), !key.isEmpty else {
+            logger.error(
+                "the receipt key file cannot be read",
+                metadata: ["app": "\(app)", "provider": "\(reader.provider)", "file": "\(path)"])
+            return .failure(
+                Refusal(
+                    response: Self.json(
+                        .internalServerError, ["message": "Herald cannot read this app's receipt key; its log says why"]
+                    )
+                ))
+        }
+        receiptKeys.withLock { $0[path] = ([UInt8](key), now) }
+        return .success(ReceiptCredentials(username: username, key: [UInt8](key)))
+    }
+
+    static func rawJSON(_ status: HTTPResponse.Status, _ json: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json)))
+    }
+}
