@@ -243,7 +243,9 @@ public struct StatusReport: Sendable, Codable, Equatable {
             if kind.dead > 0 {
                 problems.append(
                     kind.kind == WorkerKind.dispatch.rawValue
-                        ? "\(kind.dead) dead deliveries (herald.dead_jobs)" : "\(kind.dead) dead \(kind.kind) job(s)")
+                        ? "\(kind.dead) dead deliveries (herald.dead_jobs; the path of one:"
+                            + " SELECT * FROM herald.notification_path(app, notification => id))"
+                        : "\(kind.dead) dead \(kind.kind) job(s)")
             }
             if let age = kind.oldestReadySeconds, age > maximumReadyAge {
                 problems.append("\(kind.kind) backlog: oldest ready job waited \(Int(age))s")

@@ -1,6 +1,8 @@
 -- reconcile: the reports apps send back with their delivery references (herald.open_reference;
 -- dispatch.sql makes them), the pending fetch (herald.report_delivery,
--- herald.pending_notifications), and the reconcile worker's step.
+-- herald.pending_notifications), the reconcile worker's step, the providers' receipts
+-- (herald.record_receipts), and what a backend reads of its devices and notifications
+-- (herald.device_states, herald.notification_path).
 --
 -- What runs now: `herald migrate` applies this file again whenever its text changes (after the
 -- numbered migrations), so edit it in place. migrations/README.md says when a change needs a
@@ -574,3 +576,118 @@ END;
 $$;
 REVOKE ALL ON FUNCTION herald.record_receipts(text,text,text,herald.provider_receipt[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.record_receipts(text,text,text,herald.provider_receipt[],timestamp with time zone) TO herald_daemon;
+
+-- What became of a notification, step by step: for one notification (by id, or by its
+-- idempotency key), or for one user's notifications since `since` (newest first, at most
+-- `max_notifications`), every step in order with its time: its commit, ingest's verdict, each of
+-- the user's devices it did not go to and why (disabled, and since when), and for each delivery
+-- its fan-out, its holds for the device's store, each attempt's answer (the delivery's error
+-- history), its send, the provider's receipt, the app's reports, its fetch, a wake-up sent to
+-- the device meanwhile, and where it ended and why (or what it waits for). Tokens as logs show
+-- them. Only for an app the session acts for; an operator's for any.
+--   SELECT * FROM herald.notification_path('shop', notification => 4294967301);
+--   SELECT * FROM herald.notification_path('shop', user_ref => 'alice', since => now() - interval '6 hours');
+-- A user's notifications are found by reading the app's notifications of the generations open
+-- since `since` (no index by user): keep `since` short on a busy database.
+CREATE OR REPLACE FUNCTION herald.notification_path(
+    app text, notification bigint DEFAULT NULL, idempotency_key text DEFAULT NULL, user_ref text DEFAULT NULL,
+    since timestamptz DEFAULT now() - interval '1 day', max_notifications int DEFAULT 20)
+RETURNS TABLE (notification_id bigint, device_id text, token_hint text, at timestamptz, step text, detail text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    chosen bigint[];
+BEGIN
+    PERFORM herald.check_acts_for(app, 'herald.notification_path');
+    IF num_nonnulls(notification, idempotency_key, user_ref) <> 1 THEN
+        RAISE EXCEPTION 'herald.notification_path: give one of notification, idempotency_key and user_ref'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    chosen := ARRAY(
+        SELECT n.id FROM herald.notifications n
+        WHERE n.app_id = app
+          AND (notification IS NULL OR n.id = notification)
+          AND (idempotency_key IS NULL OR (n.idempotency_key = idempotency_key AND n.idempotency_key IS NOT NULL))
+          AND (user_ref IS NULL OR (n.user_ref = user_ref AND n.created_at >= since
+               AND n.id >= coalesce((SELECT min(g.first_id) FROM herald.generations g
+                                     WHERE g.closed_at IS NULL OR g.closed_at >= since), 0)))
+        ORDER BY n.id DESC LIMIT greatest(max_notifications, 1));
+    RETURN QUERY
+    WITH n AS (
+        SELECT * FROM herald.notifications n WHERE n.id = ANY(chosen)
+    ), d AS (
+        SELECT d.*, dev.device_id AS device, herald.token_hint(coalesce(pt.token, act.token, dev.push_token)) AS hint
+        FROM herald.deliveries d
+        LEFT JOIN herald.devices dev ON dev.id = d.device_id
+        LEFT JOIN herald.push_type_tokens pt ON pt.id = d.push_type_token_id
+        LEFT JOIN herald.activity_tokens act ON act.id = d.activity_token_id
+        WHERE d.notification_id = ANY(chosen)
+    ), steps AS (
+        SELECT n.id, NULL::text AS device, NULL::text AS hint, n.created_at AS happened, 'committed' AS what,
+               coalesce('to user ' || n.user_ref, 'to devices ' || array_to_string(n.device_ids, ', '),
+                        'to topic ' || n.topic, 'to activity ' || n.activity_id, 'to its channel')
+               || CASE WHEN n.send_at IS NULL THEN '' ELSE ', to send at ' || n.send_at END AS words, 0 AS rank
+        FROM n
+        UNION ALL
+        SELECT n.id, NULL, NULL, coalesce(n.ingested_at, now()),
+               CASE n.state WHEN 'received' THEN 'waiting for ingest' ELSE n.state END,
+               coalesce(n.reason, CASE n.state WHEN 'accepted' THEN (SELECT count(*) FROM d WHERE d.notification_id = n.id)
+                                                                    || ' deliveries' END), 1
+        FROM n
+        UNION ALL
+        -- The user's devices it did not go to: disabled before ingest.
+        SELECT n.id, v.device_id, herald.token_hint(v.push_token), v.disabled_at, 'not sent to',
+               format('disabled since %s: %s (%s)', v.disabled_at, v.disabled_cause, v.disabled_reason), 2
+        FROM n JOIN herald.devices v ON v.app_id = n.app_id AND v.user_ref = n.user_ref
+        WHERE v.disabled_at <= coalesce(n.ingested_at, now())
+          AND NOT EXISTS (SELECT FROM d WHERE d.notification_id = n.id AND d.device_id = v.id)
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint, d.created_at, 'fanned out', d.payload_kind, 3 FROM d
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint, d.held_since, 'held for the device''s store',
+               CASE WHEN d.stored_until IS NULL THEN NULL ELSE 'counted in its store until ' || d.stored_until END, 4
+        FROM d WHERE d.held_since IS NOT NULL
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint,
+               -- Kept to the second: not before the delivery was made, in that second.
+               CASE WHEN e.entry ~ '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d '
+                    THEN greatest(left(e.entry, 19)::timestamp AT TIME ZONE 'UTC', d.created_at) END,
+               'answered', regexp_replace(e.entry, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ', ''), 5
+        FROM d CROSS JOIN LATERAL unnest(d.error_history) AS e(entry)
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint, d.sent_at, CASE d.state WHEN 'validated' THEN 'validated' ELSE 'sent' END,
+               CASE WHEN d.provider_message_id IS NULL THEN NULL ELSE 'the provider''s id: ' || d.provider_message_id END, 6
+        FROM d WHERE d.sent_at IS NOT NULL
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint, d.receipt_at, 'receipt: ' || d.receipt, d.receipt_reason, 7
+        FROM d WHERE d.receipt IS NOT NULL
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint, r.happened, r.what, NULL, 8
+        FROM d CROSS JOIN LATERAL (VALUES (d.delivered_at, 'the app reported it delivered'),
+                                          (d.seen_at, 'the app reported it seen'),
+                                          (d.opened_at, 'the app reported it opened'),
+                                          (d.fetched_at, 'the app fetched it')) AS r(happened, what)
+        WHERE r.happened IS NOT NULL
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint, w.created_at, 'the device was woken',
+               format('a silent wake-up to fetch %s missed', w.missed), 9
+        FROM d JOIN herald.wakeups w
+          ON int8range(w.device_id, w.device_id, '[]') && int8range(d.device_id, d.device_id, '[]')
+         AND tstzrange(w.created_at, w.quiet_until) && tstzrange(d.sent_at, coalesce(d.delivered_at, d.finished_at, now()))
+        WHERE d.sent_at IS NOT NULL AND d.payload_kind NOT IN ('ios_wakeup', 'android_wakeup')
+        UNION ALL
+        SELECT d.notification_id, d.device, d.hint,
+               CASE WHEN d.state = 'queued' THEN d.run_at ELSE coalesce(d.finished_at, d.sent_at) END,
+               CASE WHEN d.state = 'queued' THEN CASE WHEN d.attempts > 0 AND d.locked_by IS NOT NULL THEN 'being sent'
+                                                      ELSE 'waiting' END
+                    ELSE 'ended ' || d.state END,
+               d.last_error, 10
+        FROM d WHERE d.state NOT IN ('sent', 'validated')
+    )
+    SELECT s.id, s.device, s.hint, s.happened, s.what, s.words FROM steps s
+    ORDER BY s.id DESC, s.device NULLS FIRST, s.happened NULLS LAST, s.rank;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) TO herald_producer;
+GRANT EXECUTE ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) TO herald_operator;
