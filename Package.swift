@@ -310,7 +310,7 @@ let package = Package(
         .testTarget(
             name: "HeraldDaemonTests",
             dependencies: [
-                "HeraldDaemon", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldEmulator",
+                "HeraldDaemon", "HeraldQueue", "HeraldPostgres", "HeraldTestSupport", "HeraldEmulator", "HeraldHTTP",
             ]
         ),
     ]

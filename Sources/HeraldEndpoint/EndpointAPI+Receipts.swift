@@ -20,7 +20,8 @@ extension EndpointAPI {
             "SELECT receipt_username, receipt_key_file FROM \(table) WHERE app_id = $1"
         }
         static let record = """
-            SELECT outcome, receipts_count FROM herald.record_receipts($1, $2, $3, $4::herald.provider_receipt[], $5)
+            SELECT outcome, seconds_after_commit
+            FROM herald.record_receipts($1, $2, $3, $4::herald.provider_receipt[], $5)
             """
     }
 
@@ -49,19 +50,21 @@ extension EndpointAPI {
                         + Self.receiptReaders.keys.sorted().joined(separator: ", ")
                 ])
         }
-        func refused(_ status: HTTPResponse.Status, _ refusal: ReceiptRefusal) -> Response {
-            Counter(label: "herald_receipts_refused_total", dimensions: [("provider", provider)]).increment()
+        // Counted by provider and why, never by the app the URL names: anyone may post any name.
+        func refused(_ status: HTTPResponse.Status, _ why: String, _ refusal: ReceiptRefusal) -> Response {
+            Counter(label: "herald_receipts_refused_total", dimensions: [("provider", provider), ("reason", why)])
+                .increment()
             return Self.rawJSON(status, reader.refusedAnswer(refusal))
         }
         if let refusal = Self.controlCharacterRefusal([("app", app)]) {
-            return refused(.badRequest, ReceiptRefusal(.malformed, refusal))
+            return refused(.badRequest, "malformed", ReceiptRefusal(.malformed, refusal))
         }
         let credentials: ReceiptCredentials
         switch await receiptCredentials(reader, app: app) {
         case .success(let found?): credentials = found
         case .success(nil):
             return refused(
-                .forbidden,
+                .forbidden, "not_set_up",
                 ReceiptRefusal(
                     .unauthenticated,
                     "app \(app.prefix(100)) takes no \(provider) receipts: set receipt_username and receipt_key_file"
@@ -73,7 +76,7 @@ extension EndpointAPI {
         let nonce: String
         switch reader.authenticate(headers: headers, credentials: credentials, now: settings.clock.now()) {
         case .success(let checked): nonce = checked
-        case .failure(let refusal): return refused(.unauthorized, refusal)
+        case .failure(let refusal): return refused(.unauthorized, "unauthenticated", refusal)
         }
         let body: ByteBuffer
         switch await readBody(request, limit: settings.maxReceiptBytes) {
@@ -83,27 +86,32 @@ extension EndpointAPI {
         let read: (receipts: [ProviderReceipt], unreadable: Int)
         switch reader.receipts(in: Array(buffer: body)) {
         case .success(let receipts): read = receipts
-        case .failure(let refusal): return refused(.badRequest, refusal)
+        case .failure(let refusal): return refused(.badRequest, "malformed", refusal)
         }
         do {
             let rows = try await connection.query(
                 ReceiptSQL.record,
                 [provider, app, nonce, read.receipts.map(ReceiptRow.init), settings.clock.now()])
-            var outcomes = try Dictionary(
-                rows.map { (try $0.decode(0, as: String.self), try $0.decode(1, as: Int.self)) }
-            ) {
-                $0 + $1
+            let outcomes = try rows.map {
+                (outcome: try $0.decode(0, as: String.self), delay: try $0.decode(1, as: Double?.self))
             }
-            if read.unreadable > 0 { outcomes["unreadable", default: 0] += read.unreadable }
-            if outcomes["replayed"] != nil {
+            if outcomes.contains(where: { $0.outcome == "replayed" }) {
                 return refused(
-                    .unauthorized,
+                    .unauthorized, "replayed",
                     ReceiptRefusal(.unauthenticated, "this signature's nonce was taken before: a receipt is taken once")
                 )
             }
-            for (outcome, count) in outcomes {
-                Counter(label: "herald_receipts_total", dimensions: [("provider", provider), ("outcome", outcome)])
-                    .increment(by: count)
+            var counts = Dictionary(outcomes.map { ($0.outcome, 1) }, uniquingKeysWith: +)
+            if read.unreadable > 0 { counts["unreadable", default: 0] += read.unreadable }
+            for (outcome, count) in counts {
+                Counter(
+                    label: "herald_receipts_total",
+                    dimensions: [("provider", provider), ("app", app), ("outcome", outcome)]
+                ).increment(by: count)
+            }
+            let delays = Timer(label: "herald_receipt_delay_seconds", dimensions: [("provider", provider)])
+            for case let seconds? in outcomes.map(\.delay) where seconds >= 0 {
+                delays.recordNanoseconds(Int64(min(seconds, 1e9) * 1e9))
             }
             return Self.rawJSON(.ok, reader.acceptedAnswer)
         } catch {

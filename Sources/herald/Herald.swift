@@ -63,7 +63,12 @@ struct Run: AsyncParsableCommand {
         do { configuration = try options.load() } catch { throw fail(error) }
         let logger = bootstrapLogging(configuration)
         let metrics = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
+        var factory = PrometheusMetricsFactory(registry: metrics)
+        // A provider's receipt comes seconds to hours after the commit, not milliseconds.
+        factory.durationHistogramBuckets["herald_receipt_delay_seconds"] = [
+            1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600,
+        ].map { .seconds($0) }
+        MetricsSystem.bootstrap(factory)
         do {
             try await Daemon(configuration: configuration, logger: logger, metrics: metrics).run()
         } catch {

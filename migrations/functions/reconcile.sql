@@ -487,11 +487,13 @@ GRANT EXECUTE ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,int
 -- delivered receipt clears that.
 --
 -- A nonce taken before (within the ten minutes herald.receipt_nonces keeps) refuses the whole
--- post as replayed. Returns each outcome and how many receipts had it: recorded, known (the same
--- or an older word than the one recorded), unknown_delivery, other_token, other_send, replayed.
+-- post as replayed (one row, replayed). Otherwise a row a receipt: its outcome (delivered or
+-- not_delivered, recorded; known, the same or an older word than the one recorded;
+-- unknown_delivery, other_token, other_send) and, for one matched, the seconds from the
+-- notification's commit to the provider's time.
 CREATE OR REPLACE FUNCTION herald.record_receipts(
     provider text, app text, nonce text, receipts herald.provider_receipt[], at timestamptz)
-RETURNS TABLE (outcome text, receipts_count int)
+RETURNS TABLE (outcome text, seconds_after_commit float8)
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off' SET enable_hashjoin TO 'off' SET enable_mergejoin TO 'off'
 SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET lock_timeout TO '500ms'
@@ -502,7 +504,7 @@ BEGIN
     INSERT INTO herald.receipt_nonces (provider, app_id, nonce, seen_at) VALUES (provider, app, nonce, at)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'replayed'::text, cardinality(receipts);
+        RETURN QUERY SELECT 'replayed'::text, NULL::float8;
         RETURN;
     END IF;
     RETURN QUERY
@@ -511,7 +513,7 @@ BEGIN
                CASE WHEN u.delivered THEN 'delivered' ELSE u.effect END AS effect, u.ord
         FROM unnest(receipts) WITH ORDINALITY AS u(delivery_id, token, message_id, delivered, meaning, at, effect, ord)
     ), judged AS (
-        SELECT g.*, d.id, d.device_id, coalesce(d.sent_at, d.created_at) AS sent,
+        SELECT g.*, d.id, d.device_id, coalesce(d.sent_at, d.created_at) AS sent, n.created_at AS committed_at,
                CASE WHEN d.id IS NULL OR dev.app_id IS DISTINCT FROM app
                          OR NOT EXISTS (SELECT FROM herald.route_targets t JOIN herald.routes r ON r.route = t.route
                                         WHERE t.payload_kind = d.payload_kind AND t.token_kind = dev.token_kind
@@ -524,6 +526,7 @@ BEGIN
         FROM given g
         LEFT JOIN herald.deliveries d ON d.id = ANY(ARRAY[g.delivery_id])
         LEFT JOIN herald.devices dev ON dev.id = ANY(ARRAY[d.device_id])
+        LEFT JOIN herald.notifications n ON n.id = ANY(ARRAY[d.notification_id])
     ), best AS (
         -- One receipt a delivery: delivered first, then the latest.
         SELECT DISTINCT ON (j.id) j.* FROM judged j WHERE j.verdict = 'matched'
@@ -565,13 +568,12 @@ BEGIN
     )
     -- What the device changes did is theirs to say (the device feed); they run whether or not
     -- this reads them.
-    SELECT o.outcome, count(*)::int
-    FROM (SELECT CASE WHEN j.verdict <> 'matched' THEN j.verdict
-                      WHEN j.ord IN (SELECT b.ord FROM best b WHERE b.id IN (SELECT r.id FROM recorded r))
-                           THEN 'recorded'
-                      ELSE 'known' END AS outcome
-          FROM judged j) o
-    GROUP BY o.outcome;
+    SELECT CASE WHEN j.verdict <> 'matched' THEN j.verdict
+                WHEN j.ord IN (SELECT b.ord FROM best b WHERE b.id IN (SELECT r.id FROM recorded r))
+                     THEN CASE WHEN j.delivered THEN 'delivered' ELSE 'not_delivered' END
+                ELSE 'known' END,
+           CASE WHEN j.verdict = 'matched' THEN extract(epoch FROM j.said_at - j.committed_at)::float8 END
+    FROM judged j;
 END;
 $$;
 REVOKE ALL ON FUNCTION herald.record_receipts(text,text,text,herald.provider_receipt[],timestamp with time zone) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
