@@ -70,6 +70,7 @@ COMMENT ON COLUMN herald.receipt_nonces.app_id IS 'The app the receipt was poste
 COMMENT ON COLUMN herald.receipt_nonces.nonce IS 'The nonce its signature covered (Push Kit: the X-HUAWEI-CALLBACK-ID header''s nonce).';
 COMMENT ON COLUMN herald.receipt_nonces.seen_at IS 'When it was taken.';
 REVOKE ALL ON herald.receipt_nonces FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT SELECT, INSERT, DELETE ON herald.receipt_nonces TO herald_daemon;
 GRANT SELECT ON herald.receipt_nonces TO herald_operator;
 
 -- One receipt as the endpoint read it, for herald.record_receipts.

@@ -105,6 +105,11 @@ public struct Daemon {
             Pruner(
                 connection: connection(.retention), retention: configuration.retention,
                 partitionInterval: configuration.partitionInterval, logger: logger))
+        services.append(
+            FCMDeliveryDataReader(
+                connection: connection(.retention), http: HTTPClient(configuration: http, logger: logger),
+                endpoint: configuration.providerEndpoints["fcm"],
+                defaultCredentialsFile: configuration.defaultCredentialsFile, clock: clock, logger: logger))
         if let address = configuration.httpAddress {
             services.append(endpoint(.app, at: address, connections: 2))
         }

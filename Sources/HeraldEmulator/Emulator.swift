@@ -133,6 +133,21 @@ public final class Emulator: Sendable {
         for service in routes.services { await service.setBehaviour(behaviour, token: token, times: times) }
     }
 
+    /// The FCM Data API's delivery data for Android app `appID` of `project`: each row an
+    /// `AndroidDeliveryData` object (`appId`, `date` {year, month, day}, `analyticsLabel`, `data`),
+    /// served page by page as Google does.
+    public func setFCMDeliveryData(project: String, appID: String, rows: [[String: Any]]) async {
+        let json = rows.map {
+            String(
+                decoding: (try? JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) ?? Data("{}".utf8),
+                as: UTF8.self)
+        }
+        await state.setDeliveryData(project: project, appID: appID, rows: json)
+    }
+
+    /// Requests the FCM Data API's stand-in took.
+    public var fcmDeliveryDataRequests: Int { get async { await state.deliveryDataRequests } }
+
     /// Trusts a Huawei app's OAuth 2.0 client id and secret for token requests; with `urgent`,
     /// it has Huawei's right to send urgent (HIGH) messages.
     public func registerHMSApp(clientID: String, secret: String, urgent: Bool = false) async {

@@ -10,6 +10,8 @@ struct EmulatorRequest: Sendable {
     /// The headers, names lower-cased; of a name sent more than once, the last value.
     var headers: [String: String]
     var body: Data
+    /// The query's parameters, percent-decoded; of a name given more than once, the last value.
+    var query: [String: String] = [:]
 }
 
 /// A route: methods and a path pattern. The pattern's components are matched one to one with
@@ -82,8 +84,12 @@ struct EmulatorRouter: HTTPResponder {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         do {
+            let query = (URLComponents(string: request.head.path ?? "/")?.queryItems ?? []).reduce(into: [:]) {
+                $0[$1.name] = $1.value ?? ""
+            }
             return try await route.handler(
-                EmulatorRequest(method: method, path: path, headers: headers, body: Data(body.readableBytesView)))
+                EmulatorRequest(
+                    method: method, path: path, headers: headers, body: Data(body.readableBytesView), query: query))
         } catch {
             return Response(status: .internalServerError)
         }

@@ -21,6 +21,11 @@ actor EmulatorState {
 
     private var accounts: [String: Account] = [:]
     private var accessTokens: [String: (project: String, expires: Date)] = [:]
+    /// The access tokens issued for the `cloud-platform` scope, which the FCM Data API asks for.
+    private var cloudPlatformTokens: Set<String> = []
+    /// The delivery data the FCM Data API's stand-in serves, by project and Android app id.
+    private var deliveryData: [String: [String]] = [:]
+    private(set) var deliveryDataRequests = 0
     private var behaviours: [String: (behaviour: EmulatorBehaviour, remaining: Int?)] = [:]
     private var tokenFailures: [(status: Int, error: String)] = []
     private var tokenLifetime = 3600
@@ -122,6 +127,7 @@ actor EmulatorState {
 
         let token = "emulator-" + UUID().uuidString.lowercased()
         accessTokens[token] = (account.project, Date().addingTimeInterval(Double(tokenLifetime)))
+        if scopes.contains("https://www.googleapis.com/auth/cloud-platform") { cloudPlatformTokens.insert(token) }
         return (200, #"{"access_token":"\#(token)","expires_in":\#(tokenLifetime),"token_type":"Bearer"}"#)
     }
 
@@ -193,6 +199,52 @@ actor EmulatorState {
         messages.append(received)
         if !validateOnly, devices[target] != nil { devices[target]?.accept(received, now: received.at) }
         return Answer(status: 200, json: #"{"name":"\#(name)"}"#, delay: delay)
+    }
+
+    // MARK: - Delivery data
+
+    /// Serves `rows` (AndroidDeliveryData objects, as JSON) for `appID` of `project`.
+    func setDeliveryData(project: String, appID: String, rows: [String]) {
+        deliveryData["\(project)/\(appID)"] = rows
+    }
+
+    /// `GET /v1beta1/projects/{project}/androidApps/{app id}/deliveryData`, as the FCM Data API
+    /// answers it: a token of the project's with the `cloud-platform` scope (403 without it),
+    /// `pageSize` from 1 (default 1000, more taken as 10,000), pages chained by `pageToken`, 404
+    /// for an app it has no data of.
+    func deliveryData(path: String, query: [String: String], authorization: String?) -> Answer {
+        deliveryDataRequests += 1
+        let pieces = path.split(separator: "/").map(String.init)
+        guard pieces.count == 6, pieces[0] == "v1beta1", pieces[1] == "projects", pieces[3] == "androidApps",
+            pieces[5] == "deliveryData"
+        else { return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: nil) }
+        let project = pieces[2]
+        let appID = pieces[4].removingPercentEncoding ?? pieces[4]
+        guard let bearer = authorization, bearer.hasPrefix("Bearer "),
+            let grant = accessTokens[String(bearer.dropFirst(7))], grant.expires > Date()
+        else {
+            return fcmError(
+                401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", errorCode: nil)
+        }
+        guard grant.project == project, cloudPlatformTokens.contains(String(bearer.dropFirst(7))) else {
+            return fcmError(
+                403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.", errorCode: nil)
+        }
+        guard appID.contains(":android:"), let rows = deliveryData["\(project)/\(appID)"] else {
+            return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: nil)
+        }
+        let size = query["pageSize"].map { Int($0) ?? -1 } ?? 1000
+        guard size >= 0 else {
+            return fcmError(400, "INVALID_ARGUMENT", "Invalid value at 'page_size' (TYPE_INT32)", errorCode: nil)
+        }
+        let pageSize = size == 0 ? 1000 : min(size, 10_000)
+        let start = query["pageToken"].flatMap { Int($0) } ?? 0
+        guard start >= 0, start <= rows.count else {
+            return fcmError(400, "INVALID_ARGUMENT", "Invalid page token.", errorCode: nil)
+        }
+        let page = rows[start..<min(rows.count, start + pageSize)]
+        let next = start + pageSize < rows.count ? #","nextPageToken":"\#(start + pageSize)""# : ""
+        return Answer(status: 200, json: #"{"androidDeliveryData":["# + page.joined(separator: ",") + "]" + next + "}")
     }
 
     private func answer(for behaviour: EmulatorBehaviour) -> Answer {
@@ -294,6 +346,11 @@ extension EmulatorState: EmulatedService {
                 path: request.path, authorization: request.headers["authorization"], body: body)
             return try await EmulatorRouter.json(
                 answer.status, answer.json, after: answer.delay, retryAfter: answer.retryAfter)
+        }
+        router.add("GET /v1beta1/projects/*") { request in
+            let answer = await state.deliveryData(
+                path: request.path, query: request.query, authorization: request.headers["authorization"])
+            return EmulatorRouter.json(answer.status, answer.json)
         }
         router.add("POST /emulator/fcm-devices") { request in
             let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]

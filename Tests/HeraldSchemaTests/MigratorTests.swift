@@ -39,7 +39,8 @@ import Testing
             tables == [
                 "accepted_credentials", "activity_events", "activity_tokens", "app_config_problems",
                 "app_webpush", "apps", "broadcast_channels",
-                "config_scopes", "deliveries", "delivery_reports", "device_changes", "devices", "fcm_quotas",
+                "config_scopes", "deliveries", "delivery_reports", "device_changes", "devices", "fcm_delivery_days",
+                "fcm_delivery_reads", "fcm_quotas",
                 "generations",
                 "idempotency_keys", "jobs", "live_activities", "notifications", "platforms", "producer_apps",
                 "provider_pauses",

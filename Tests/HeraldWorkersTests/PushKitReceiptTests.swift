@@ -91,9 +91,13 @@ import Testing
         }
         try await f.ingest()
         try await f.dispatch()
+        // As the daemon's role, which production runs it as.
+        let login = "daemon_\(f.database.name.suffix(8))"
+        try await f.db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
+        let daemon = try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)")
         let (ports, listening) = AsyncStream<Int>.makeStream()
         let endpoint = Endpoint(
-            settings: Endpoint.Settings(host: "127.0.0.1", port: 0), connections: [try await f.database.connect()],
+            settings: Endpoint.Settings(host: "127.0.0.1", port: 0), connections: [daemon],
             logger: Logger(label: "test"), onListening: { listening.yield($0) })
         let server = Task { try await endpoint.run() }
         var iterator = ports.makeAsyncIterator()

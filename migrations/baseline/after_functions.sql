@@ -135,6 +135,7 @@ CREATE TRIGGER deliveries_notify_dispatch AFTER INSERT ON herald.deliveries FOR 
 CREATE TRIGGER delivery_reports_enqueue_reconcile AFTER INSERT ON herald.delivery_reports REFERENCING NEW TABLE AS new_reports FOR EACH STATEMENT EXECUTE FUNCTION herald.enqueue_reconcile();
 CREATE TRIGGER devices_record_changes AFTER UPDATE OF disabled_at, disabled_cause ON herald.devices FOR EACH ROW WHEN ((old.disabled_cause IS DISTINCT FROM new.disabled_cause)) EXECUTE FUNCTION herald.record_device_change();
 CREATE TRIGGER devices_record_notification_changes AFTER UPDATE OF notifications_off_at ON herald.devices FOR EACH ROW WHEN (((old.notifications_off_at IS NULL) IS DISTINCT FROM (new.notifications_off_at IS NULL))) EXECUTE FUNCTION herald.record_device_change();
+CREATE TRIGGER fcm_delivery_days_noop BEFORE UPDATE ON herald.fcm_delivery_days FOR EACH ROW WHEN ((NOT (old.* IS DISTINCT FROM new.*))) EXECUTE FUNCTION suppress_redundant_updates_trigger();
 CREATE TRIGGER jobs_notify_on_insert AFTER INSERT ON herald.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_new_jobs();
 CREATE TRIGGER notifications_notify_ingest AFTER INSERT ON herald.notifications FOR EACH STATEMENT EXECUTE FUNCTION herald.notify_worker('ingest');
 CREATE TRIGGER notifications_idempotency_key BEFORE INSERT ON herald.notifications_rotating FOR EACH ROW WHEN ((new.idempotency_key IS NOT NULL)) EXECUTE FUNCTION herald.claim_idempotency_key();

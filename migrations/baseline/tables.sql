@@ -1,4 +1,4 @@
--- The schema after migration 54, for a new database: `herald migrate` applies this file,
+-- The schema after migration 55, for a new database: `herald migrate` applies this file,
 -- then migrations/functions/, then after_functions.sql (migrations/README.md, "Two paths to
 -- one schema"). Generated from a database the numbered migrations built; never edited by
 -- hand. The notes on tables and columns are their COMMENT ONs.
@@ -49,6 +49,13 @@ CREATE TYPE herald.dead_token AS (
     token text,
     reason text,
     since double precision
+);
+
+CREATE TYPE herald.fcm_delivery_day AS (
+    day date,
+    analytics_label text,
+    accepted bigint,
+    data jsonb
 );
 
 CREATE TYPE herald.provider_receipt AS (
@@ -147,14 +154,17 @@ CREATE TABLE herald.app_fcm (
     app_id text NOT NULL,
     project_id text NOT NULL,
     credentials_file text,
+    android_app_id text,
     CONSTRAINT app_fcm_pkey PRIMARY KEY (app_id),
     CONSTRAINT app_fcm_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE,
+    CONSTRAINT app_fcm_android_app_id_check CHECK ((android_app_id ~ '^1:[0-9]+:android:[0-9a-f]+$'::text)),
     CONSTRAINT app_fcm_project_id_check CHECK ((project_id <> ''::text))
 );
 COMMENT ON TABLE herald.app_fcm IS 'An app''s FCM settings (Android, topics, iOS through FCM), one row per app; set by operators, read by daemons.';
 COMMENT ON COLUMN herald.app_fcm.app_id IS 'The app (herald.apps); the row goes with it.';
 COMMENT ON COLUMN herald.app_fcm.project_id IS 'The Firebase project the app''s messages go through; every app in it shares its quota.';
 COMMENT ON COLUMN herald.app_fcm.credentials_file IS 'Path to the service-account JSON file the daemons read; NULL: GOOGLE_APPLICATION_CREDENTIALS.';
+COMMENT ON COLUMN herald.app_fcm.android_app_id IS 'The app''s Firebase App ID for Android (1:<project number>:android:<hash>): with it, a daemon reads the FCM Data API''s delivery data for the app once a day (herald.fcm_delivery_days). NULL: not read.';
 REVOKE ALL ON herald.app_fcm FROM herald_daemon;
 GRANT DELETE, INSERT, SELECT, UPDATE ON herald.app_fcm TO herald_operator;
 GRANT SELECT ON herald.app_fcm TO herald_daemon;
@@ -679,6 +689,68 @@ COMMENT ON COLUMN herald.device_changes.xid IS 'The transaction that made it: he
 GRANT SELECT ON herald.device_changes TO herald_operator;
 
 
+-- herald.fcm_delivery_days
+-- ------------------------
+
+CREATE TABLE herald.fcm_delivery_days (
+    app_id text NOT NULL,
+    day date NOT NULL,
+    analytics_label text NOT NULL,
+    accepted bigint,
+    delivered real,
+    pending real,
+    collapsed real,
+    dropped_too_many_pending real,
+    dropped_app_force_stopped real,
+    dropped_device_inactive real,
+    dropped_ttl_expired real,
+    data jsonb NOT NULL,
+    herald_sent bigint,
+    herald_held bigint,
+    read_at timestamp with time zone NOT NULL,
+    CONSTRAINT fcm_delivery_days_pkey PRIMARY KEY (app_id, day, analytics_label),
+    CONSTRAINT fcm_delivery_days_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE
+);
+COMMENT ON TABLE herald.fcm_delivery_days IS 'The FCM Data API''s delivery data of each Android app (herald.app_fcm.android_app_id), a row per day (Google''s, America/Los_Angeles) and analytics label, read once a day, beside Herald''s count of what it sent through FCM to the app''s Android devices that day. Kept for the retention.';
+COMMENT ON COLUMN herald.fcm_delivery_days.app_id IS 'The app (herald.apps).';
+COMMENT ON COLUMN herald.fcm_delivery_days.day IS 'The day, as Google counts it (America/Los_Angeles).';
+COMMENT ON COLUMN herald.fcm_delivery_days.analytics_label IS 'The messages'' analytics label; empty for those sent without one (Herald''s, unless a producer set one).';
+COMMENT ON COLUMN herald.fcm_delivery_days.accepted IS 'Messages FCM accepted for the app that day, counting only devices that share usage and diagnostics with Google (countMessagesAccepted); the shares below are of these.';
+COMMENT ON COLUMN herald.fcm_delivery_days.delivered IS 'Percent delivered to the device.';
+COMMENT ON COLUMN herald.fcm_delivery_days.pending IS 'Percent neither delivered nor dropped by the day''s end: the device was offline (some arrive later).';
+COMMENT ON COLUMN herald.fcm_delivery_days.collapsed IS 'Percent replaced by a later message with the same collapse key.';
+COMMENT ON COLUMN herald.fcm_delivery_days.dropped_too_many_pending IS 'Percent dropped because over 100 messages waited for the offline device (Herald''s catch-up exists for these).';
+COMMENT ON COLUMN herald.fcm_delivery_days.dropped_app_force_stopped IS 'Percent dropped because the app was force-stopped.';
+COMMENT ON COLUMN herald.fcm_delivery_days.dropped_device_inactive IS 'Percent dropped because FCM holds the device inactive.';
+COMMENT ON COLUMN herald.fcm_delivery_days.dropped_ttl_expired IS 'Percent that expired before the device came online.';
+COMMENT ON COLUMN herald.fcm_delivery_days.data IS 'Google''s whole data object for the day (delivery performance, priority lowered, proxy notifications, and whatever it adds).';
+COMMENT ON COLUMN herald.fcm_delivery_days.herald_sent IS 'Deliveries Herald sent through FCM to the app''s Android devices that day (Google''s day), every label together; on the row of the empty label only.';
+COMMENT ON COLUMN herald.fcm_delivery_days.herald_held IS 'Deliveries Herald held back that day because the device''s store at FCM was full (herald.deliveries.held_since); on the row of the empty label only.';
+COMMENT ON COLUMN herald.fcm_delivery_days.read_at IS 'When it was last read from Google.';
+GRANT SELECT ON herald.fcm_delivery_days TO herald_operator;
+
+
+-- herald.fcm_delivery_reads
+-- -------------------------
+
+CREATE TABLE herald.fcm_delivery_reads (
+    app_id text NOT NULL,
+    next_read_at timestamp with time zone NOT NULL,
+    read_at timestamp with time zone,
+    problem text,
+    CONSTRAINT fcm_delivery_reads_pkey PRIMARY KEY (app_id),
+    CONSTRAINT fcm_delivery_reads_app_id_fkey FOREIGN KEY (app_id) REFERENCES herald.apps(app_id) ON UPDATE CASCADE ON DELETE CASCADE
+);
+COMMENT ON TABLE herald.fcm_delivery_reads IS 'When each app''s FCM delivery data is read next (a daemon claims it by moving next_read_at on), when it was last read, and the problem the last read met.';
+COMMENT ON COLUMN herald.fcm_delivery_reads.app_id IS 'The app (herald.apps).';
+COMMENT ON COLUMN herald.fcm_delivery_reads.next_read_at IS 'When a daemon reads it next: after a read, the next day''s; while a daemon reads it, that read''s end at the latest.';
+COMMENT ON COLUMN herald.fcm_delivery_reads.read_at IS 'When it was last read. NULL: never.';
+COMMENT ON COLUMN herald.fcm_delivery_reads.problem IS 'Why the last read failed (Google''s answer, the credentials), in words; NULL when it worked.';
+REVOKE ALL ON herald.fcm_delivery_reads FROM herald_daemon;
+GRANT INSERT, SELECT, UPDATE ON herald.fcm_delivery_reads TO herald_daemon;
+GRANT SELECT ON herald.fcm_delivery_reads TO herald_operator;
+
+
 -- herald.fcm_quotas
 -- -----------------
 
@@ -1084,6 +1156,7 @@ COMMENT ON COLUMN herald.receipt_nonces.app_id IS 'The app the receipt was poste
 COMMENT ON COLUMN herald.receipt_nonces.nonce IS 'The nonce its signature covered (Push Kit: the X-HUAWEI-CALLBACK-ID header''s nonce).';
 COMMENT ON COLUMN herald.receipt_nonces.seen_at IS 'When it was taken.';
 REVOKE ALL ON herald.receipt_nonces FROM herald_daemon;
+GRANT DELETE, INSERT, SELECT ON herald.receipt_nonces TO herald_daemon;
 GRANT SELECT ON herald.receipt_nonces TO herald_operator;
 
 

@@ -693,3 +693,94 @@ $$;
 REVOKE ALL ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) TO herald_operator;
+
+-- Herald's count of what it sent through FCM to app's Android devices on `day` (Google's day,
+-- America/Los_Angeles), and of what it held back that day because the device's store at FCM was
+-- full. Reads the day's deliveries of the generations open then (no index by day): once a day
+-- per app, by herald.record_fcm_delivery_days.
+CREATE OR REPLACE FUNCTION herald.fcm_sent_on(app text, day date, OUT sent bigint, OUT held bigint)
+LANGUAGE sql STABLE AS $$
+    WITH bounds AS (
+        SELECT day::timestamp AT TIME ZONE 'America/Los_Angeles' AS lo,
+               (day + 1)::timestamp AT TIME ZONE 'America/Los_Angeles' AS hi
+    )
+    SELECT count(*) FILTER (WHERE d.sent_at >= b.lo AND d.sent_at < b.hi),
+           count(*) FILTER (WHERE d.held_since >= b.lo AND d.held_since < b.hi)
+    FROM bounds b
+    JOIN herald.deliveries d
+      ON d.id >= coalesce((SELECT min(g.first_id) FROM herald.generations g
+                           WHERE g.closed_at IS NULL OR g.closed_at >= b.lo), 0)
+     AND ((d.sent_at >= b.lo AND d.sent_at < b.hi) OR (d.held_since >= b.lo AND d.held_since < b.hi))
+    JOIN herald.devices v ON v.id = d.device_id AND v.app_id = app AND v.platform = 'android'
+    WHERE EXISTS (SELECT FROM herald.route_targets t JOIN herald.routes r ON r.route = t.route
+                  WHERE t.payload_kind = d.payload_kind AND t.token_kind = v.token_kind AND r.provider = 'fcm');
+$$;
+REVOKE ALL ON FUNCTION herald.fcm_sent_on(text,date) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.fcm_sent_on(text,date) TO herald_daemon;
+
+-- Claims the apps whose FCM delivery data is due at `at` (each app with an android_app_id gets a
+-- row of herald.fcm_delivery_reads, due at once), for `lease`: another daemon takes one only
+-- once that passed. Skips a row another session holds.
+CREATE OR REPLACE FUNCTION herald.claim_fcm_delivery_reads(at timestamptz, lease interval)
+RETURNS TABLE (app_id text, project_id text, credentials_file text, android_app_id text)
+LANGUAGE plpgsql SET lock_timeout TO '500ms' AS $$
+#variable_conflict use_column
+BEGIN
+    INSERT INTO herald.fcm_delivery_reads (app_id, next_read_at)
+    SELECT f.app_id, claim_fcm_delivery_reads.at FROM herald.app_fcm f WHERE f.android_app_id IS NOT NULL
+    ON CONFLICT DO NOTHING;
+    RETURN QUERY
+    UPDATE herald.fcm_delivery_reads r SET next_read_at = claim_fcm_delivery_reads.at + lease
+    FROM herald.app_fcm f
+    WHERE f.app_id = r.app_id AND f.android_app_id IS NOT NULL
+      AND r.app_id IN (SELECT x.app_id FROM herald.fcm_delivery_reads x
+                       WHERE x.next_read_at <= claim_fcm_delivery_reads.at FOR UPDATE SKIP LOCKED)
+    RETURNING r.app_id, f.project_id, f.credentials_file, f.android_app_id;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.claim_fcm_delivery_reads(timestamp with time zone,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.claim_fcm_delivery_reads(timestamp with time zone,interval) TO herald_daemon;
+
+-- Keeps what a read of `app`'s FCM delivery data found at `at`: each day and label as Google
+-- gives it (a day read again takes Google's newer figures), the day's own count of Herald's on
+-- the row of the empty label; the next read a day later. A read that failed (`problem`) keeps its
+-- problem and is tried again in an hour.
+CREATE OR REPLACE FUNCTION herald.record_fcm_delivery_days(
+    app text, days herald.fcm_delivery_day[], at timestamptz, problem text)
+RETURNS void
+LANGUAGE plpgsql SET lock_timeout TO '500ms' AS $$
+#variable_conflict use_variable
+BEGIN
+    IF problem IS NULL THEN
+        INSERT INTO herald.fcm_delivery_days AS k (
+            app_id, day, analytics_label, accepted, delivered, pending, collapsed, dropped_too_many_pending,
+            dropped_app_force_stopped, dropped_device_inactive, dropped_ttl_expired, data, herald_sent, herald_held,
+            read_at)
+        SELECT app, u.day, coalesce(u.analytics_label, ''), u.accepted,
+               (u.data #>> '{messageOutcomePercents,delivered}')::real,
+               (u.data #>> '{messageOutcomePercents,pending}')::real,
+               (u.data #>> '{messageOutcomePercents,collapsed}')::real,
+               (u.data #>> '{messageOutcomePercents,droppedTooManyPendingMessages}')::real,
+               (u.data #>> '{messageOutcomePercents,droppedAppForceStopped}')::real,
+               (u.data #>> '{messageOutcomePercents,droppedDeviceInactive}')::real,
+               (u.data #>> '{messageOutcomePercents,droppedTtlExpired}')::real,
+               u.data, c.sent, c.held, at
+        FROM unnest(days) AS u
+        LEFT JOIN LATERAL herald.fcm_sent_on(app, u.day) c ON coalesce(u.analytics_label, '') = ''
+        ON CONFLICT (app_id, day, analytics_label) DO UPDATE
+        SET accepted = excluded.accepted, delivered = excluded.delivered, pending = excluded.pending,
+            collapsed = excluded.collapsed, dropped_too_many_pending = excluded.dropped_too_many_pending,
+            dropped_app_force_stopped = excluded.dropped_app_force_stopped,
+            dropped_device_inactive = excluded.dropped_device_inactive,
+            dropped_ttl_expired = excluded.dropped_ttl_expired, data = excluded.data,
+            herald_sent = excluded.herald_sent, herald_held = excluded.herald_held, read_at = excluded.read_at;
+    END IF;
+    UPDATE herald.fcm_delivery_reads r
+    SET read_at = CASE WHEN problem IS NULL THEN at ELSE r.read_at END,
+        problem = record_fcm_delivery_days.problem,
+        next_read_at = at + CASE WHEN problem IS NULL THEN interval '1 day' ELSE interval '1 hour' END
+    WHERE r.app_id = app;
+END;
+$$;
+REVOKE ALL ON FUNCTION herald.record_fcm_delivery_days(text,herald.fcm_delivery_day[],timestamp with time zone,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_fcm_delivery_days(text,herald.fcm_delivery_day[],timestamp with time zone,text) TO herald_daemon;

@@ -277,7 +277,7 @@ GRANT EXECUTE ON FUNCTION herald.prune(interval,integer,bigint) TO herald_daemon
 -- with the traffic, oldest first: kept delivery reports processed before now() - older_than
 -- (through delivery_reports_kept_processed), idempotency keys older than that whose notification
 -- is gone (its generation retired, and it was not kept), wake-ups whose quiet period ended
--- before it, and device changes made before it. Returns the most it deleted from one table: call it again while that is `batch`.
+-- before it, device changes made before it, and FCM's delivery data of days before it. Returns the most it deleted from one table: call it again while that is `batch`.
 CREATE OR REPLACE FUNCTION herald.prune_records(older_than interval, batch int)
 RETURNS int
 LANGUAGE sql AS $$
@@ -326,10 +326,17 @@ LANGUAGE sql AS $$
         WHERE id IN (SELECT c.id FROM herald.device_changes c WHERE c.changed_at < now() - older_than
                      ORDER BY c.changed_at LIMIT batch)
         RETURNING 1
+    ), fcm_days AS (
+        DELETE FROM herald.fcm_delivery_days
+        WHERE (app_id, day, analytics_label) IN (
+            SELECT f.app_id, f.day, f.analytics_label FROM herald.fcm_delivery_days f
+            WHERE f.day < (now() - older_than)::date ORDER BY f.day LIMIT batch)
+        RETURNING 1
     )
     SELECT greatest((SELECT count(*) FROM reports), (SELECT count(*) FROM keys), (SELECT count(*) FROM wakeups),
                     (SELECT count(*) FROM activities), (SELECT count(*) FROM activity_tokens),
-                    (SELECT count(*) FROM push_type_tokens), (SELECT count(*) FROM changes))::int
+                    (SELECT count(*) FROM push_type_tokens), (SELECT count(*) FROM changes),
+                    (SELECT count(*) FROM fcm_days))::int
 $$;
 REVOKE ALL ON FUNCTION herald.prune_records(interval,integer) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
 GRANT EXECUTE ON FUNCTION herald.prune_records(interval,integer) TO herald_daemon;
