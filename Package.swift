@@ -223,7 +223,7 @@ let package = Package(
             name: "herald-bench",
             dependencies: [
                 "HeraldDaemon", "HeraldSchema", "HeraldQueue", "HeraldWorkers", "HeraldPostgres", "HeraldHTTP",
-                "HeraldFCM", "HeraldCrypto", "HeraldWebPush",
+                "HeraldFCM", "HeraldCrypto", "HeraldWebPush", "HeraldEndpoint",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -19,7 +19,7 @@ struct Bench: AsyncParsableCommand {
         abstract: "Benchmarks that print figures.",
         subcommands: [
             QueueBench.self, HTTPBench.self, PrepareEndToEnd.self, LatencyBench.self, SoakBench.self, CryptoBench.self,
-            PathsBench.self,
+            PathsBench.self, ReceiptsBench.self,
         ])
 }
 
