@@ -47,6 +47,36 @@ import Testing
         _ = r.secret
     }
 
+    /// Held while the phone's store at FCM was full, and fetched by the app after the catch-up
+    /// message woke it: the path says each, in order.
+    @Test func oneHeldForTheStoreAndFetched() async throws {
+        let catchUp = CatchUpTests()
+        let f = try await catchUp.reportingPhone()
+        let producer = try await f.producer()
+        await f.emulator.setFCMDevice(CatchUpTests.token, online: false)
+        try await catchUp.send(f, titles: (1...85).map { "Order \($0)" })
+        let held = try await f.db.query(
+            "SELECT notification_id FROM herald.deliveries WHERE held_since IS NOT NULL ORDER BY id DESC LIMIT 1")[0]
+            .decode(0, as: Int64.self)
+        var after: Int64? = nil
+        while let last = try await producer.query(
+            "SELECT cursor FROM herald.missed_notifications('shop', 'pixel', $1, 50)", [after]
+        ).last {
+            after = try last.decode(0, as: Int64.self)
+        }
+        try await f.reconcile()
+        try await f.dispatch()
+        let path = try await Self.path(f.db, "notification => $1", [held]).filter { !$0.hasPrefix("pixel: answered") }
+        let steps = path.map { $0.split(separator: " (").first.map(String.init) ?? $0 }
+        #expect(
+            steps == [
+                "committed", "accepted", "pixel: fanned out", "pixel: held for the device's store",
+                "pixel: the device was woken", "pixel: the app fetched it", "pixel: the app reported it delivered",
+                "pixel: ended delivered",
+            ], "\(path)")
+        #expect(path.contains("pixel: the device was woken (a silent wake-up to fetch 5 missed)"), "\(path)")
+    }
+
     /// One that expired before it could go: its attempt's answer, and where it ended.
     @Test func oneThatExpiredWaitingForItsProvider() async throws {
         let f = try await WorkerFixture.make()

@@ -646,7 +646,8 @@ BEGIN
         UNION ALL
         SELECT d.notification_id, d.device, d.hint, d.created_at, 'fanned out', d.payload_kind, 3 FROM d
         UNION ALL
-        SELECT d.notification_id, d.device, d.hint, d.held_since, 'held for the device''s store',
+        -- Held at birth by ingest, whose time is taken just before the delivery's row is made.
+        SELECT d.notification_id, d.device, d.hint, greatest(d.held_since, d.created_at), 'held for the device''s store',
                CASE WHEN d.stored_until IS NULL THEN NULL ELSE 'counted in its store until ' || d.stored_until END, 4
         FROM d WHERE d.held_since IS NOT NULL
         UNION ALL
@@ -671,12 +672,13 @@ BEGIN
                                           (d.fetched_at, 'the app fetched it')) AS r(happened, what)
         WHERE r.happened IS NOT NULL
         UNION ALL
-        SELECT d.notification_id, d.device, d.hint, w.created_at, 'the device was woken',
+        SELECT d.notification_id, d.device, d.hint, greatest(w.created_at, d.created_at), 'the device was woken',
                format('a silent wake-up to fetch %s missed', w.missed), 9
         FROM d JOIN herald.wakeups w
           ON int8range(w.device_id, w.device_id, '[]') && int8range(d.device_id, d.device_id, '[]')
-         AND tstzrange(w.created_at, w.quiet_until) && tstzrange(d.sent_at, coalesce(d.delivered_at, d.finished_at, now()))
-        WHERE d.sent_at IS NOT NULL AND d.payload_kind NOT IN ('ios_wakeup', 'android_wakeup')
+         AND w.created_at >= coalesce(d.sent_at, d.held_since)
+         AND w.created_at <= coalesce(d.delivered_at, d.fetched_at, d.finished_at, now())
+        WHERE coalesce(d.sent_at, d.held_since) IS NOT NULL AND d.payload_kind NOT IN ('ios_wakeup', 'android_wakeup')
         UNION ALL
         SELECT d.notification_id, d.device, d.hint,
                CASE WHEN d.state = 'queued' THEN d.run_at ELSE coalesce(d.finished_at, d.sent_at) END,
