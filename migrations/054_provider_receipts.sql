@@ -38,17 +38,20 @@ COMMENT ON COLUMN herald.deliveries.receipt_at IS 'When the provider says it hap
 -- What a device's receipts say of it that is not a dead token: its user turned its notifications
 -- off (Push Kit's receipt 6), until a later receipt says one was shown. The backend reads it in
 -- the device feed (notifications_off, notifications_on); the device stays enabled.
+-- The checks go on NOT VALID (as in 024): every row meets them, and proving it would read the
+-- whole table under its lock, holding up every worker.
 ALTER TABLE herald.devices
     ADD COLUMN notifications_off_at timestamptz,
     ADD COLUMN notifications_off_reason text,
     ADD CONSTRAINT "notifications off has its reason" CHECK (
-        (notifications_off_at IS NULL) = (notifications_off_reason IS NULL));
+        (notifications_off_at IS NULL) = (notifications_off_reason IS NULL)) NOT VALID;
 COMMENT ON COLUMN herald.devices.notifications_off_at IS 'When a provider''s receipt last said the device did not show a notification because notifications are turned off (by the user, or the app''s own switch); NULL once a later receipt says one reached it. The device stays enabled.';
 COMMENT ON COLUMN herald.devices.notifications_off_reason IS 'The receipt''s words for it. NULL with notifications_off_at.';
 
 ALTER TABLE herald.device_changes DROP CONSTRAINT device_changes_change_check;
 ALTER TABLE herald.device_changes ADD CONSTRAINT device_changes_change_check CHECK (change = ANY (ARRAY[
-    'token_invalid', 'token_moved', 'logged_out', 'disabled', 'enabled', 'notifications_off', 'notifications_on']));
+    'token_invalid', 'token_moved', 'logged_out', 'disabled', 'enabled', 'notifications_off', 'notifications_on']))
+    NOT VALID;
 COMMENT ON COLUMN herald.device_changes.change IS 'token_invalid (a provider declared its token dead), token_moved (another device of the app registered its token), logged_out (herald.unregister_device), disabled (by an operator), enabled (registered again, or herald.enable_device), notifications_off (a provider''s receipt says the device''s notifications are turned off; it stays enabled) or notifications_on (a later receipt says one reached it).';
 CREATE TRIGGER devices_record_notification_changes AFTER UPDATE OF notifications_off_at ON herald.devices
     FOR EACH ROW WHEN ((OLD.notifications_off_at IS NULL) IS DISTINCT FROM (NEW.notifications_off_at IS NULL))
@@ -70,7 +73,7 @@ COMMENT ON COLUMN herald.receipt_nonces.app_id IS 'The app the receipt was poste
 COMMENT ON COLUMN herald.receipt_nonces.nonce IS 'The nonce its signature covered (Push Kit: the X-HUAWEI-CALLBACK-ID header''s nonce).';
 COMMENT ON COLUMN herald.receipt_nonces.seen_at IS 'When it was taken.';
 REVOKE ALL ON herald.receipt_nonces FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT SELECT, INSERT, DELETE ON herald.receipt_nonces TO herald_daemon;
+GRANT SELECT, INSERT, UPDATE, DELETE ON herald.receipt_nonces TO herald_daemon;
 GRANT SELECT ON herald.receipt_nonces TO herald_operator;
 
 -- One receipt as the endpoint read it, for herald.record_receipts.

@@ -60,8 +60,12 @@ public protocol ReceiptReader: Sendable {
     /// The app's settings table that holds its receipt credentials (`receipt_username`,
     /// `receipt_key_file`).
     var settingsTable: String { get }
-    /// The signature's nonce, once checked against the app's credentials at `now`; the refusal
-    /// otherwise.
+    /// Why a post's signature cannot be right whatever the app's credentials (no header, a
+    /// malformed one, one signed too far from `now`), checked before the credentials are read;
+    /// nil when it may be.
+    func screen(headers: [String: String], now: Date) -> ReceiptRefusal?
+    /// What makes the signature one of a kind (its time and nonce), once checked against the
+    /// app's credentials at `now`, so that it is taken once; the refusal otherwise.
     func authenticate(headers: [String: String], credentials: ReceiptCredentials, now: Date) -> Result<
         String, ReceiptRefusal
     >

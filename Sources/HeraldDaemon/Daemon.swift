@@ -109,7 +109,8 @@ public struct Daemon {
             FCMDeliveryDataReader(
                 connection: connection(.retention), http: HTTPClient(configuration: http, logger: logger),
                 endpoint: configuration.providerEndpoints["fcm"],
-                defaultCredentialsFile: configuration.defaultCredentialsFile, clock: clock, logger: logger))
+                defaultCredentialsFile: configuration.defaultCredentialsFile, retention: configuration.retention,
+                clock: clock, logger: logger))
         if let address = configuration.httpAddress {
             services.append(endpoint(.app, at: address, connections: 2))
         }

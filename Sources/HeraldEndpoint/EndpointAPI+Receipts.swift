@@ -59,6 +59,12 @@ extension EndpointAPI {
         if let refusal = Self.controlCharacterRefusal([("app", app)]) {
             return refused(.badRequest, "malformed", ReceiptRefusal(.malformed, refusal))
         }
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        // Before the database is asked anything: a post that cannot be signed right costs nothing.
+        if let refusal = reader.screen(headers: headers, now: settings.clock.now()) {
+            return refused(.unauthorized, "unauthenticated", refusal)
+        }
         let credentials: ReceiptCredentials
         switch await receiptCredentials(reader, app: app) {
         case .success(let found?): credentials = found
@@ -71,8 +77,6 @@ extension EndpointAPI {
                         + " in \(reader.settingsTable) to the callback user name and key of its receipt configuration"))
         case .failure(let refusal): return refusal.response
         }
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.canonicalName] = field.value }
         let nonce: String
         switch reader.authenticate(headers: headers, credentials: credentials, now: settings.clock.now()) {
         case .success(let checked): nonce = checked
@@ -81,7 +85,10 @@ extension EndpointAPI {
         let body: ByteBuffer
         switch await readBody(request, limit: settings.maxReceiptBytes) {
         case .success(let bytes): body = bytes
-        case .failure(let refusal): return refusal.response
+        case .failure(let refusal):
+            Counter(label: "herald_receipts_refused_total", dimensions: [("provider", provider), ("reason", "body")])
+                .increment()
+            return refusal.response
         }
         let read: (receipts: [ProviderReceipt], unreadable: Int)
         switch reader.receipts(in: Array(buffer: body)) {
@@ -110,7 +117,8 @@ extension EndpointAPI {
                 ).increment(by: count)
             }
             let delays = Timer(label: "herald_receipt_delay_seconds", dimensions: [("provider", provider)])
-            for case let seconds? in outcomes.map(\.delay) where seconds >= 0 {
+            for outcome in outcomes where ["delivered", "not_delivered"].contains(outcome.outcome) {
+                guard let seconds = outcome.delay, seconds >= 0 else { continue }
                 delays.recordNanoseconds(Int64(min(seconds, 1e9) * 1e9))
             }
             return Self.rawJSON(.ok, reader.acceptedAnswer)

@@ -62,7 +62,7 @@ public struct FCMDeliveryData: Sendable {
                 response = try await http.send(
                     HTTPRequest(
                         method: "GET", url: url,
-                        headers: [("Authorization", "Bearer \(token)"), ("x-goog-user-project", project)], body: [],
+                        headers: [("Authorization", "Bearer \(token)")], body: [],
                         timeout: .seconds(30)))
             } catch {
                 throw Failure(description: "the FCM Data API could not be reached: \(error)")
@@ -83,11 +83,11 @@ public struct FCMDeliveryData: Sendable {
         return days
     }
 
-    /// A row, or nil when it has no whole date.
+    /// A row, or nil when its date is not a day of the calendar.
     static func day(_ row: [String: Any]) -> Day? {
         guard let date = row["date"] as? [String: Any], let year = date["year"] as? Int,
-            let month = date["month"] as? Int,
-            let day = date["day"] as? Int, (1...9999).contains(year), (1...12).contains(month), (1...31).contains(day)
+            let month = date["month"] as? Int, let day = date["day"] as? Int, (1...9999).contains(year),
+            DateComponents(calendar: Calendar(identifier: .gregorian), year: year, month: month, day: day).isValidDate
         else { return nil }
         let data = row["data"] as? [String: Any] ?? [:]
         let json = (try? JSONSerialization.data(withJSONObject: data, options: [.sortedKeys])) ?? Data("{}".utf8)

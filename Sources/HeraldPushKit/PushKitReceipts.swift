@@ -22,8 +22,12 @@ public struct PushKitReceipts: ReceiptReader {
     /// by its newer ones).
     public static let mostStatuses = 1000
 
-    public func authenticate(headers: [String: String], credentials: ReceiptCredentials, now: Date) -> Result<
-        String, ReceiptRefusal
+    /// The header's parts, once its shape and time are right: `timestamp=…; nonce=…; value=…`
+    /// (spaces after the semicolons or not, as Huawei's pages differ), the time in milliseconds
+    /// (13 digits, as every example of Huawei's is: with one form only, no signed text reads two
+    /// ways), within ``window`` of `now`.
+    func header(_ headers: [String: String], now: Date) -> Result<
+        (timestamp: String, nonce: String, value: [UInt8]), ReceiptRefusal
     > {
         guard let header = headers["x-huawei-callback-id"] else {
             return .failure(
@@ -45,7 +49,8 @@ public struct PushKitReceipts: ReceiptReader {
         }
         guard let signedAt = Self.time(timestamp) else {
             return .failure(
-                ReceiptRefusal(.unauthenticated, "X-HUAWEI-CALLBACK-ID's timestamp is not a time in milliseconds"))
+                ReceiptRefusal(
+                    .unauthenticated, "X-HUAWEI-CALLBACK-ID's timestamp is not a time in milliseconds (13 digits)"))
         }
         guard abs(signedAt.timeIntervalSince(now)) <= Self.window else {
             return .failure(
@@ -58,9 +63,29 @@ public struct PushKitReceipts: ReceiptReader {
             return .failure(
                 ReceiptRefusal(.unauthenticated, "X-HUAWEI-CALLBACK-ID's nonce is not a UUID's letters and digits"))
         }
-        let signed = [UInt8]((timestamp + nonce + credentials.username).utf8)
-        guard let given = Data(base64Encoded: value).map([UInt8].init), given.count == 32,
-            Self.keys(credentials.key).contains(where: { Self.same(HMAC.sha256(key: $0, signed), given) })
+        guard let given = Data(base64Encoded: value).map([UInt8].init), given.count == 32 else {
+            return .failure(
+                ReceiptRefusal(.unauthenticated, "X-HUAWEI-CALLBACK-ID's value is not a Base64 HMAC-SHA256"))
+        }
+        return .success((timestamp, nonce, given))
+    }
+
+    public func screen(headers: [String: String], now: Date) -> ReceiptRefusal? {
+        if case .failure(let refusal) = header(headers, now: now) { return refusal }
+        return nil
+    }
+
+    /// The replay key is the whole signed text but the user name: the time and the nonce.
+    public func authenticate(headers: [String: String], credentials: ReceiptCredentials, now: Date) -> Result<
+        String, ReceiptRefusal
+    > {
+        let parts: (timestamp: String, nonce: String, value: [UInt8])
+        switch header(headers, now: now) {
+        case .success(let checked): parts = checked
+        case .failure(let refusal): return .failure(refusal)
+        }
+        let signed = [UInt8]((parts.timestamp + parts.nonce + credentials.username).utf8)
+        guard Self.keys(credentials.key).contains(where: { Self.same(HMAC.sha256(key: $0, signed), parts.value) })
         else {
             return .failure(
                 ReceiptRefusal(
@@ -68,7 +93,7 @@ public struct PushKitReceipts: ReceiptReader {
                     "the X-HUAWEI-CALLBACK-ID signature does not match: are herald.\(settingsTable.dropFirst(7))"
                         + ".receipt_username and the key in receipt_key_file the receipt configuration's?"))
         }
-        return .success(nonce)
+        return .success("\(parts.timestamp):\(parts.nonce)")
     }
 
     public func receipts(in body: [UInt8]) -> Result<(receipts: [ProviderReceipt], unreadable: Int), ReceiptRefusal> {
@@ -140,15 +165,13 @@ public struct PushKitReceipts: ReceiptReader {
             meaning: "Huawei Push Kit receipt \(outcome.result): \(state.words)", at: at, effect: state.effect)
     }
 
-    /// A time in milliseconds since 1970 (13 digits, as every example of Huawei's is), or in
-    /// seconds (10 digits, as one of its pages says), from 2001 to 2286.
+    /// A time in milliseconds since 1970, 13 digits (2001 to 2286), as every example of Huawei's
+    /// is; one of its pages says seconds, but none shows them.
     static func time(_ text: String) -> Date? {
-        guard text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int64(text) else { return nil }
-        switch text.count {
-        case 13: return Date(timeIntervalSince1970: Double(value) / 1000)
-        case 10: return Date(timeIntervalSince1970: Double(value))
-        default: return nil
+        guard text.utf8.count == 13, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int64(text) else {
+            return nil
         }
+        return Date(timeIntervalSince1970: Double(value) / 1000)
     }
 
     /// The callback key's bytes: Huawei's newer receipt configurations give it in Base64, to be

@@ -77,6 +77,30 @@ import Testing
         #expect(path.contains("pixel: the device was woken (a silent wake-up to fetch 5 missed)"), "\(path)")
     }
 
+    /// Sent to an iPhone that was offline, unreported while a later one was: the wake-up that
+    /// made the app fetch it is on its path.
+    @Test func oneSentUnreportedAndWoken() async throws {
+        let reconcile = ReconcileTests()
+        let clock = ManualClock.aheadOfTheDatabase()
+        let f = try await WorkerFixture.make(clock: clock)
+        try await f.register("iphone", "ios")
+        let references = try await reconcile.sendAlerts(f, to: "iphone", count: 2, title: "Order")
+        clock.advance(by: .seconds(300))
+        #expect(try await reconcile.report(f, references[1], device: "iphone").outcome == "accepted")
+        try await f.reconcile()
+        try await f.dispatch()
+        #expect(await reconcile.wakeups(f, to: "iphone").count == 1)
+        let first = try await f.db.query(
+            "SELECT min(notification_id) FROM herald.deliveries WHERE payload_kind = 'ios_alert'")[0].decode(
+                0, as: Int64.self)
+        let path = try await Self.path(f.db, "notification => $1", [first])
+        let steps = path.map { $0.split(separator: " (").first.map(String.init) ?? $0 }
+        #expect(
+            steps == [
+                "committed", "accepted", "iphone: fanned out", "iphone: sent", "iphone: the device was woken",
+            ], "\(path)")
+    }
+
     /// One that expired before it could go: its attempt's answer, and where it ended.
     @Test func oneThatExpiredWaitingForItsProvider() async throws {
         let f = try await WorkerFixture.make()

@@ -205,8 +205,9 @@ import Testing
 
         // Taken once; the same signature again is a replay.
         let nonce = UUID().uuidString.lowercased()
-        #expect(try await r.post(nonce: nonce).status == 200)
-        let replay = try await r.post(states: [token("mate"): 2], nonce: nonce)
+        let signedAt = Date()
+        #expect(try await r.post(at: signedAt, nonce: nonce).status == 200)
+        let replay = try await r.post(states: [token("mate"): 2], at: signedAt, nonce: nonce)
         #expect(replay.status == 401 && replay.body.contains("taken before"), "\(replay)")
         let recorded = try await r.receipts()
         #expect(recorded["mate"]?.hasPrefix("delivered") == true)
@@ -220,29 +221,67 @@ import Testing
     }
 
     /// A status that is not one (no token, a NUL in it, a fraction for a code), or one for a token
-    /// that is not the delivery's, spoils only itself.
+    /// that is not the delivery's, or another send's, spoils only itself: posted alone, they change
+    /// nothing; the good one after them is recorded.
     @Test func aStatusThatIsNotOneSpoilsOnlyItself() async throws {
         let r = try await start(phones: ["mate"])
         defer { r.server.cancel() }
         let sent = try #require(await r.f.emulator.hmsReceived.first)
         let millis = Int64(Date().timeIntervalSince1970 * 1000)
-        let statuses: [[String: Any]] = [
-            ["biTag": sent.receiptTag ?? "", "status": 0, "timestamp": millis, "requestId": sent.requestID],
-            ["token": "a\u{0}b", "biTag": sent.receiptTag ?? "", "status": 2, "timestamp": millis],
-            ["token": sent.token, "biTag": sent.receiptTag ?? "", "status": 2.5, "timestamp": millis],
-            ["token": sent.token + "x", "biTag": sent.receiptTag ?? "", "status": 2, "timestamp": millis],
-            [
-                "token": sent.token, "biTag": sent.receiptTag ?? "", "status": 0, "timestamp": millis,
-                "requestId": sent.requestID,
-            ],
+        let tag = sent.receiptTag ?? ""
+        func post(_ statuses: [[String: Any]]) async throws -> (status: Int, body: String) {
+            var request = await r.f.emulator.pushKitReceipts(
+                harmony: false, to: r.base + "/v1/receipts/hms/shop", version: .v1, username: Self.username,
+                key: Self.key, at: Date())
+            request.body = [UInt8](try JSONSerialization.data(withJSONObject: ["statuses": statuses]))
+            return try await r.send(request)
+        }
+        let bad: [[String: Any]] = [
+            ["biTag": tag, "status": 2, "timestamp": millis, "requestId": sent.requestID],
+            ["token": "a\u{0}b", "biTag": tag, "status": 2, "timestamp": millis],
+            ["token": sent.token, "biTag": tag, "status": 2.5, "timestamp": millis],
+            ["token": sent.token, "biTag": tag, "status": 2, "timestamp": millis / 1000],
+            ["token": sent.token + "x", "biTag": tag, "status": 2, "timestamp": millis, "requestId": sent.requestID],
+            ["token": sent.token, "biTag": tag, "status": 2, "timestamp": millis, "requestId": "another-send"],
+            ["token": sent.token, "biTag": "herald-1", "status": 2, "timestamp": millis],
         ]
-        var request = await r.f.emulator.pushKitReceipts(
-            harmony: false, to: r.base + "/v1/receipts/hms/shop", version: .v1, username: Self.username, key: Self.key,
-            at: Date())
-        request.body = [UInt8](try JSONSerialization.data(withJSONObject: ["statuses": statuses]))
-        let answer = try await r.send(request)
+        let answer = try await post(bad)
         #expect(answer.status == 200, "\(answer)")
-        #expect(try await r.receipts()["mate"]?.hasPrefix("delivered") == true)
+        #expect(try await r.receipts() == ["mate": "-"])
+        #expect(try await r.devices() == ["mate": "enabled"])
+        // The same, to the HarmonyOS URL: none is a HarmonyOS delivery.
+        let good: [String: Any] = [
+            "token": sent.token, "biTag": tag, "status": 2, "timestamp": millis, "requestId": sent.requestID,
+        ]
+        #expect(try await post([good]).status == 200)
+        #expect(try await r.receipts()["mate"]?.hasPrefix("not_delivered") == true)
+        #expect(try await r.devices() == ["mate": "token_invalid"])
+        _ = r.secret
+    }
+
+    /// A signature read again with its time in seconds and three digits moved into the nonce is
+    /// the same HMAC: only milliseconds are taken, so it is no new signature.
+    @Test func aSignatureCannotBeReadASecondWay() async throws {
+        let r = try await start(phones: ["mate"])
+        defer { r.server.cancel() }
+        let at = Date()
+        let nonce = "123" + UUID().uuidString.lowercased()
+        #expect(try await r.post(at: at, nonce: nonce).status == 200)
+        var again = await r.f.emulator.pushKitReceipts(
+            harmony: false, to: r.base + "/v1/receipts/hms/shop", version: .v1, username: Self.username, key: Self.key,
+            states: [token("mate"): 2], at: at, nonce: nonce)
+        let header = try #require(again.headers.first { $0.name == "X-HUAWEI-CALLBACK-ID" }?.value)
+        let millis = try #require(header.firstMatch(of: /timestamp=(\d{13});/).map { String($0.1) })
+        again.headers.removeAll { $0.name == "X-HUAWEI-CALLBACK-ID" }
+        again.headers.append(
+            (
+                "X-HUAWEI-CALLBACK-ID",
+                header.replacingOccurrences(
+                    of: "timestamp=\(millis); nonce=\(nonce)",
+                    with: "timestamp=\(millis.prefix(10)); nonce=\(millis.suffix(3))\(nonce)")
+            ))
+        let answer = try await r.send(again)
+        #expect(answer.status == 401 && answer.body.contains("13 digits"), "\(answer)")
         #expect(try await r.devices() == ["mate": "enabled"])
         _ = r.secret
     }

@@ -672,9 +672,9 @@ CREATE TABLE herald.device_changes (
     token_hint text,
     changed_at timestamp with time zone DEFAULT now() NOT NULL,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
-    CONSTRAINT device_changes_pkey PRIMARY KEY (id),
-    CONSTRAINT device_changes_change_check CHECK ((change = ANY (ARRAY['token_invalid'::text, 'token_moved'::text, 'logged_out'::text, 'disabled'::text, 'enabled'::text, 'notifications_off'::text, 'notifications_on'::text])))
+    CONSTRAINT device_changes_pkey PRIMARY KEY (id)
 );
+ALTER TABLE herald.device_changes ADD CONSTRAINT device_changes_change_check CHECK ((change = ANY (ARRAY['token_invalid'::text, 'token_moved'::text, 'logged_out'::text, 'disabled'::text, 'enabled'::text, 'notifications_off'::text, 'notifications_on'::text]))) NOT VALID;
 CREATE INDEX device_changes_changed ON herald.device_changes USING btree (changed_at);
 CREATE INDEX device_changes_feed ON herald.device_changes USING btree (app_id, xid, id);
 COMMENT ON TABLE herald.device_changes IS 'One row per change of a device''s state that its backend may act on, written by a trigger on herald.devices: a producer reads its apps'' with herald.changed_devices. Pruned by herald.prune_records after the retention.';
@@ -1155,8 +1155,6 @@ COMMENT ON COLUMN herald.receipt_nonces.provider IS 'The provider whose receipt 
 COMMENT ON COLUMN herald.receipt_nonces.app_id IS 'The app the receipt was posted for (herald.apps).';
 COMMENT ON COLUMN herald.receipt_nonces.nonce IS 'The nonce its signature covered (Push Kit: the X-HUAWEI-CALLBACK-ID header''s nonce).';
 COMMENT ON COLUMN herald.receipt_nonces.seen_at IS 'When it was taken.';
-REVOKE ALL ON herald.receipt_nonces FROM herald_daemon;
-GRANT DELETE, INSERT, SELECT ON herald.receipt_nonces TO herald_daemon;
 GRANT SELECT ON herald.receipt_nonces TO herald_operator;
 
 
@@ -1355,10 +1353,10 @@ CREATE TABLE herald.devices (
     CONSTRAINT devices_check2 CHECK (((push_token IS NOT NULL) OR (disabled_at IS NOT NULL))),
     CONSTRAINT devices_device_id_check CHECK ((device_id <> ''::text)),
     CONSTRAINT devices_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['token_invalid'::text, 'logout'::text, 'token_moved'::text, 'operator'::text]))),
-    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text)),
-    CONSTRAINT "notifications off has its reason" CHECK (((notifications_off_at IS NULL) = (notifications_off_reason IS NULL)))
+    CONSTRAINT devices_push_token_check CHECK ((push_token <> ''::text))
 );
 ALTER TABLE herald.devices ADD CONSTRAINT "a device's subscription keys are whole" CHECK ((((web_p256dh IS NULL) AND (web_auth IS NULL)) OR ((octet_length(web_p256dh) = 65) AND (octet_length(web_auth) = 16)))) NOT VALID;
+ALTER TABLE herald.devices ADD CONSTRAINT "notifications off has its reason" CHECK (((notifications_off_at IS NULL) = (notifications_off_reason IS NULL))) NOT VALID;
 CREATE INDEX devices_enabled_by_user ON herald.devices USING btree (app_id, user_ref) WHERE (disabled_at IS NULL);
 COMMENT ON TABLE herald.devices IS 'One row per app installation: its push token and the token''s kind, its user, and whether it is enabled (herald.register_device, herald.unregister_device). A device whose token died or moved, or that logged out, is disabled, never deleted: operators see when and why, and registering enables it again.';
 COMMENT ON COLUMN herald.devices.id IS 'Herald''s id for the device, which herald.deliveries, herald.wakeups, herald.activity_tokens and herald.push_type_tokens name as device_id, and which every report reference carries.';

@@ -343,6 +343,12 @@ BEGIN
         user_ref = register_device.user_ref, registered_at = now(), web_p256dh = p256dh, web_auth = auth,
         token_kind = kind,
         disabled_at = NULL, disabled_cause = NULL, disabled_reason = NULL,
+        -- A new token is a new install or a new provider: what a receipt said of the old one's
+        -- notifications is not known of it.
+        notifications_off_at = CASE WHEN existing.push_token IS DISTINCT FROM token THEN NULL
+                                    ELSE existing.notifications_off_at END,
+        notifications_off_reason = CASE WHEN existing.push_token IS DISTINCT FROM token THEN NULL
+                                        ELSE existing.notifications_off_reason END,
         -- After a logout, or for another user, a new registration: the references the device
         -- received before read nothing more (herald.pending_notifications).
         registration_started_at = CASE WHEN existing.disabled_cause = 'logout'

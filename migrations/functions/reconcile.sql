@@ -488,9 +488,9 @@ GRANT EXECUTE ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,int
 --
 -- A nonce taken before (within the ten minutes herald.receipt_nonces keeps) refuses the whole
 -- post as replayed (one row, replayed). Otherwise a row a receipt: its outcome (delivered or
--- not_delivered, recorded; known, the same or an older word than the one recorded;
--- unknown_delivery, other_token, other_send) and, for one matched, the seconds from the
--- notification's commit to the provider's time.
+-- not_delivered, recorded; known, the same or an older word than the one recorded; busy, its
+-- delivery held by another session; unknown_delivery, other_token, other_send) and, for one
+-- matched, the seconds from the notification's commit to the provider's time.
 CREATE OR REPLACE FUNCTION herald.record_receipts(
     provider text, app text, nonce text, receipts herald.provider_receipt[], at timestamptz)
 RETURNS TABLE (outcome text, seconds_after_commit float8)
@@ -500,7 +500,10 @@ SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET lock_timeout TO
 AS $$
 #variable_conflict use_variable
 BEGIN
-    DELETE FROM herald.receipt_nonces n WHERE n.seen_at < at - interval '10 minutes';
+    -- A few expired nonces a call, none another post is deleting: posts never wait on each other.
+    DELETE FROM herald.receipt_nonces n
+    WHERE n.ctid = ANY(ARRAY(SELECT o.ctid FROM herald.receipt_nonces o WHERE o.seen_at < at - interval '10 minutes'
+                             LIMIT 100 FOR UPDATE SKIP LOCKED));
     INSERT INTO herald.receipt_nonces (provider, app_id, nonce, seen_at) VALUES (provider, app, nonce, at)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
@@ -509,7 +512,10 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH given AS (
-        SELECT u.delivery_id, u.token, u.message_id, u.delivered, u.meaning, to_timestamp(u.at) AS said_at,
+        -- A time past the post's own (by more than a signature's window) would stop later receipts
+        -- from replacing this one: it is taken as the post's.
+        SELECT u.delivery_id, u.token, u.message_id, u.delivered, u.meaning,
+               least(to_timestamp(u.at), at + interval '5 minutes') AS said_at,
                CASE WHEN u.delivered THEN 'delivered' ELSE u.effect END AS effect, u.ord
         FROM unnest(receipts) WITH ORDINALITY AS u(delivery_id, token, message_id, delivered, meaning, at, effect, ord)
     ), judged AS (
@@ -531,12 +537,17 @@ BEGIN
         -- One receipt a delivery: delivered first, then the latest.
         SELECT DISTINCT ON (j.id) j.* FROM judged j WHERE j.verdict = 'matched'
         ORDER BY j.id, j.delivered DESC, j.said_at DESC
+    ), free AS (
+        -- A delivery another session holds (dispatch recording it) is left: its receipt is busy,
+        -- and the rest of the post is recorded.
+        SELECT f.id FROM herald.deliveries f WHERE f.id = ANY(ARRAY(SELECT b.id FROM best b))
+        FOR NO KEY UPDATE SKIP LOCKED
     ), recorded AS (
         UPDATE herald.deliveries AS d
         SET receipt = CASE WHEN b.delivered THEN 'delivered' ELSE 'not_delivered' END,
             receipt_reason = b.meaning, receipt_at = b.said_at
         FROM best b
-        WHERE d.id = ANY(ARRAY[b.id])
+        WHERE d.id = ANY(ARRAY[b.id]) AND b.id IN (SELECT f.id FROM free f)
           AND (d.receipt IS NULL
                OR (d.receipt = 'not_delivered' AND (b.delivered OR b.said_at > d.receipt_at)))
         RETURNING d.id
@@ -571,6 +582,7 @@ BEGIN
     SELECT CASE WHEN j.verdict <> 'matched' THEN j.verdict
                 WHEN j.ord IN (SELECT b.ord FROM best b WHERE b.id IN (SELECT r.id FROM recorded r))
                      THEN CASE WHEN j.delivered THEN 'delivered' ELSE 'not_delivered' END
+                WHEN j.id NOT IN (SELECT f.id FROM free f) THEN 'busy'
                 ELSE 'known' END,
            CASE WHEN j.verdict = 'matched' THEN extract(epoch FROM j.said_at - j.committed_at)::float8 END
     FROM judged j;
@@ -581,7 +593,7 @@ GRANT EXECUTE ON FUNCTION herald.record_receipts(text,text,text,herald.provider_
 
 -- What became of a notification, step by step: for one notification (by id, or by its
 -- idempotency key), or for one user's notifications since `since` (newest first, at most
--- `max_notifications`), every step in order with its time: its commit, ingest's verdict, each of
+-- `max_notifications`, 100 at most, of the last week at most), every step in order with its time: its commit, ingest's verdict, each of
 -- the user's devices it did not go to and why (disabled, and since when), and for each delivery
 -- its fan-out, its holds for the device's store, each attempt's answer (the delivery's error
 -- history), its send, the provider's receipt, the app's reports, its fetch, a wake-up sent to
@@ -605,6 +617,9 @@ BEGIN
         RAISE EXCEPTION 'herald.notification_path: give one of notification, idempotency_key and user_ref'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Bounded: a user's of the last week at most, and at most 100 of them.
+    since := greatest(since, now() - interval '7 days');
+    max_notifications := least(greatest(max_notifications, 1), 100);
     chosen := ARRAY(
         SELECT n.id FROM herald.notifications n
         WHERE n.app_id = app
@@ -613,7 +628,7 @@ BEGIN
           AND (user_ref IS NULL OR (n.user_ref = user_ref AND n.created_at >= since
                AND n.id >= coalesce((SELECT min(g.first_id) FROM herald.generations g
                                      WHERE g.closed_at IS NULL OR g.closed_at >= since), 0)))
-        ORDER BY n.id DESC LIMIT greatest(max_notifications, 1));
+        ORDER BY n.id DESC LIMIT max_notifications);
     RETURN QUERY
     WITH n AS (
         SELECT * FROM herald.notifications n WHERE n.id = ANY(chosen)
@@ -674,10 +689,12 @@ BEGIN
         UNION ALL
         SELECT d.notification_id, d.device, d.hint, greatest(w.created_at, d.created_at), 'the device was woken',
                format('a silent wake-up to fetch %s missed', w.missed), 9
+        -- From its send (or hold) until the app had it; a sent delivery's finished_at is its send.
         FROM d JOIN herald.wakeups w
-          ON int8range(w.device_id, w.device_id, '[]') && int8range(d.device_id, d.device_id, '[]')
+          ON w.device_id = d.device_id
          AND w.created_at >= coalesce(d.sent_at, d.held_since)
-         AND w.created_at <= coalesce(d.delivered_at, d.fetched_at, d.finished_at, now())
+         AND w.created_at <= coalesce(d.delivered_at, d.fetched_at,
+                                      CASE WHEN d.state NOT IN ('queued', 'sent') THEN d.finished_at END, 'infinity')
         WHERE coalesce(d.sent_at, d.held_since) IS NOT NULL AND d.payload_kind NOT IN ('ios_wakeup', 'android_wakeup')
         UNION ALL
         SELECT d.notification_id, d.device, d.hint,
@@ -696,29 +713,32 @@ REVOKE ALL ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp 
 GRANT EXECUTE ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) TO herald_producer;
 GRANT EXECUTE ON FUNCTION herald.notification_path(text,bigint,text,text,timestamp with time zone,integer) TO herald_operator;
 
--- Herald's count of what it sent through FCM to app's Android devices on `day` (Google's day,
--- America/Los_Angeles), and of what it held back that day because the device's store at FCM was
--- full. Reads the day's deliveries of the generations open then (no index by day): once a day
--- per app, by herald.record_fcm_delivery_days.
-CREATE OR REPLACE FUNCTION herald.fcm_sent_on(app text, day date, OUT sent bigint, OUT held bigint)
+-- Herald's count of what it sent through FCM to app's Android devices each day from `first_day`
+-- to `last_day` (Google's days, America/Los_Angeles), dry runs left out, and of what it held back
+-- each day because the device's store at FCM was full: one read of the deliveries of the
+-- generations open since the first day (no index by day), once a day per app, by
+-- herald.record_fcm_delivery_days.
+CREATE OR REPLACE FUNCTION herald.fcm_sent_by_day(app text, first_day date, last_day date)
+RETURNS TABLE (day date, sent bigint, held bigint)
 LANGUAGE sql STABLE AS $$
-    WITH bounds AS (
-        SELECT day::timestamp AT TIME ZONE 'America/Los_Angeles' AS lo,
-               (day + 1)::timestamp AT TIME ZONE 'America/Los_Angeles' AS hi
-    )
-    SELECT count(*) FILTER (WHERE d.sent_at >= b.lo AND d.sent_at < b.hi),
-           count(*) FILTER (WHERE d.held_since >= b.lo AND d.held_since < b.hi)
-    FROM bounds b
-    JOIN herald.deliveries d
-      ON d.id >= coalesce((SELECT min(g.first_id) FROM herald.generations g
-                           WHERE g.closed_at IS NULL OR g.closed_at >= b.lo), 0)
-     AND ((d.sent_at >= b.lo AND d.sent_at < b.hi) OR (d.held_since >= b.lo AND d.held_since < b.hi))
+    SELECT e.day, count(*) FILTER (WHERE e.sent), count(*) FILTER (WHERE NOT e.sent)
+    FROM herald.deliveries d
     JOIN herald.devices v ON v.id = d.device_id AND v.app_id = app AND v.platform = 'android'
-    WHERE EXISTS (SELECT FROM herald.route_targets t JOIN herald.routes r ON r.route = t.route
-                  WHERE t.payload_kind = d.payload_kind AND t.token_kind = v.token_kind AND r.provider = 'fcm');
+    CROSS JOIN LATERAL (VALUES ((d.sent_at AT TIME ZONE 'America/Los_Angeles')::date, d.state <> 'validated'),
+                               ((d.held_since AT TIME ZONE 'America/Los_Angeles')::date, false)) AS e(day, sent)
+    WHERE d.id >= coalesce((SELECT min(g.first_id) FROM herald.generations g
+                            WHERE g.closed_at IS NULL
+                               OR g.closed_at >= first_day::timestamp AT TIME ZONE 'America/Los_Angeles'), 0)
+      AND (d.sent_at >= first_day::timestamp AT TIME ZONE 'America/Los_Angeles'
+           OR d.held_since >= first_day::timestamp AT TIME ZONE 'America/Los_Angeles')
+      AND e.day BETWEEN first_day AND last_day
+      AND (e.sent OR d.held_since IS NOT NULL)
+      AND EXISTS (SELECT FROM herald.route_targets t JOIN herald.routes r ON r.route = t.route
+                  WHERE t.payload_kind = d.payload_kind AND t.token_kind = v.token_kind AND r.provider = 'fcm')
+    GROUP BY e.day;
 $$;
-REVOKE ALL ON FUNCTION herald.fcm_sent_on(text,date) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.fcm_sent_on(text,date) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.fcm_sent_by_day(text,date,date) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.fcm_sent_by_day(text,date,date) TO herald_daemon;
 
 -- Claims the apps whose FCM delivery data is due at `at` (each app with an android_app_id gets a
 -- row of herald.fcm_delivery_reads, due at once), for `lease`: another daemon takes one only
@@ -744,38 +764,66 @@ REVOKE ALL ON FUNCTION herald.claim_fcm_delivery_reads(timestamp with time zone,
 GRANT EXECUTE ON FUNCTION herald.claim_fcm_delivery_reads(timestamp with time zone,interval) TO herald_daemon;
 
 -- Keeps what a read of `app`'s FCM delivery data found at `at`: each day and label as Google
--- gives it (a day read again takes Google's newer figures), the day's own count of Herald's on
--- the row of the empty label; the next read a day later. A read that failed (`problem`) keeps its
+-- gives it (a day read again takes Google's newer figures; a day given twice, its first), the
+-- day's own count of Herald's on the row of the empty label (NULL for a day before Herald's
+-- oldest generation), the days older than `keep` left out; the next read a day later. A read that failed (`problem`) keeps its
 -- problem and is tried again in an hour.
 CREATE OR REPLACE FUNCTION herald.record_fcm_delivery_days(
-    app text, days herald.fcm_delivery_day[], at timestamptz, problem text)
+    app text, days herald.fcm_delivery_day[], at timestamptz, problem text, keep interval)
 RETURNS void
 LANGUAGE plpgsql SET lock_timeout TO '500ms' AS $$
 #variable_conflict use_variable
+DECLARE
+    kept_since timestamptz;
 BEGIN
     IF problem IS NULL THEN
+        -- The days within the retention (`keep`): retention deleted the older ones' rows. Herald
+        -- counts only the days whose deliveries it still has (since its oldest generation opened);
+        -- a day's count is taken again while it may still change (the last two days), and an
+        -- older one keeps the count it has.
+        kept_since := coalesce((SELECT min(g.opened_at) FROM herald.generations g WHERE g.opened_at > '-infinity'), at);
+        WITH given AS (
+            SELECT DISTINCT ON (u.day, coalesce(u.analytics_label, '')) u.day, coalesce(u.analytics_label, '') AS label,
+                   u.accepted, u.data
+            FROM unnest(days) AS u
+            WHERE u.day >= ((at - keep) AT TIME ZONE 'America/Los_Angeles')::date
+        ), counted AS (
+            SELECT * FROM herald.fcm_sent_by_day(
+                app, greatest((SELECT min(g.day) FROM given g), (kept_since AT TIME ZONE 'America/Los_Angeles')::date),
+                (SELECT max(g.day) FROM given g))
+        )
         INSERT INTO herald.fcm_delivery_days AS k (
             app_id, day, analytics_label, accepted, delivered, pending, collapsed, dropped_too_many_pending,
             dropped_app_force_stopped, dropped_device_inactive, dropped_ttl_expired, data, herald_sent, herald_held,
             read_at)
-        SELECT app, u.day, coalesce(u.analytics_label, ''), u.accepted,
-               (u.data #>> '{messageOutcomePercents,delivered}')::real,
-               (u.data #>> '{messageOutcomePercents,pending}')::real,
-               (u.data #>> '{messageOutcomePercents,collapsed}')::real,
-               (u.data #>> '{messageOutcomePercents,droppedTooManyPendingMessages}')::real,
-               (u.data #>> '{messageOutcomePercents,droppedAppForceStopped}')::real,
-               (u.data #>> '{messageOutcomePercents,droppedDeviceInactive}')::real,
-               (u.data #>> '{messageOutcomePercents,droppedTtlExpired}')::real,
-               u.data, c.sent, c.held, at
-        FROM unnest(days) AS u
-        LEFT JOIN LATERAL herald.fcm_sent_on(app, u.day) c ON coalesce(u.analytics_label, '') = ''
+        SELECT app, g.day, g.label, g.accepted,
+               (g.data #>> '{messageOutcomePercents,delivered}')::real,
+               (g.data #>> '{messageOutcomePercents,pending}')::real,
+               (g.data #>> '{messageOutcomePercents,collapsed}')::real,
+               (g.data #>> '{messageOutcomePercents,droppedTooManyPendingMessages}')::real,
+               (g.data #>> '{messageOutcomePercents,droppedAppForceStopped}')::real,
+               (g.data #>> '{messageOutcomePercents,droppedDeviceInactive}')::real,
+               (g.data #>> '{messageOutcomePercents,droppedTtlExpired}')::real,
+               g.data,
+               CASE WHEN g.label = '' AND g.day >= (kept_since AT TIME ZONE 'America/Los_Angeles')::date
+                    THEN coalesce(c.sent, 0) END,
+               CASE WHEN g.label = '' AND g.day >= (kept_since AT TIME ZONE 'America/Los_Angeles')::date
+                    THEN coalesce(c.held, 0) END,
+               at
+        FROM given g LEFT JOIN counted c ON c.day = g.day
         ON CONFLICT (app_id, day, analytics_label) DO UPDATE
         SET accepted = excluded.accepted, delivered = excluded.delivered, pending = excluded.pending,
             collapsed = excluded.collapsed, dropped_too_many_pending = excluded.dropped_too_many_pending,
             dropped_app_force_stopped = excluded.dropped_app_force_stopped,
             dropped_device_inactive = excluded.dropped_device_inactive,
             dropped_ttl_expired = excluded.dropped_ttl_expired, data = excluded.data,
-            herald_sent = excluded.herald_sent, herald_held = excluded.herald_held, read_at = excluded.read_at;
+            herald_sent = CASE WHEN k.herald_sent IS NULL
+                                    OR k.day >= (at AT TIME ZONE 'America/Los_Angeles')::date - 2
+                               THEN excluded.herald_sent ELSE k.herald_sent END,
+            herald_held = CASE WHEN k.herald_held IS NULL
+                                    OR k.day >= (at AT TIME ZONE 'America/Los_Angeles')::date - 2
+                               THEN excluded.herald_held ELSE k.herald_held END,
+            read_at = excluded.read_at;
     END IF;
     UPDATE herald.fcm_delivery_reads r
     SET read_at = CASE WHEN problem IS NULL THEN at ELSE r.read_at END,
@@ -784,5 +832,5 @@ BEGIN
     WHERE r.app_id = app;
 END;
 $$;
-REVOKE ALL ON FUNCTION herald.record_fcm_delivery_days(text,herald.fcm_delivery_day[],timestamp with time zone,text) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
-GRANT EXECUTE ON FUNCTION herald.record_fcm_delivery_days(text,herald.fcm_delivery_day[],timestamp with time zone,text) TO herald_daemon;
+REVOKE ALL ON FUNCTION herald.record_fcm_delivery_days(text,herald.fcm_delivery_day[],timestamp with time zone,text,interval) FROM PUBLIC, herald_producer, herald_operator, herald_daemon;
+GRANT EXECUTE ON FUNCTION herald.record_fcm_delivery_days(text,herald.fcm_delivery_day[],timestamp with time zone,text,interval) TO herald_daemon;

@@ -26,17 +26,20 @@ public struct FCMDeliveryDataReader: Service {
     /// A stand-in's base URL for Google's APIs (`HERALD_FCM_ENDPOINT`); nil: Google's.
     let endpoint: String?
     let defaultCredentialsFile: String?
+    /// The retention (`HERALD_RETENTION`): days older than it are not kept.
+    let retention: Duration
     let clock: any WallClock
     let logger: Logger
 
     public init(
         connection: PostgresConnection, http: HTTPClient, endpoint: String?, defaultCredentialsFile: String?,
-        clock: any WallClock = SystemClock(), logger: Logger
+        retention: Duration = Pruner.defaultRetention, clock: any WallClock = SystemClock(), logger: Logger
     ) {
         self.connection = connection
         self.http = http
         self.endpoint = endpoint
         self.defaultCredentialsFile = defaultCredentialsFile
+        self.retention = retention
         self.clock = clock
         self.logger = logger
     }
@@ -46,7 +49,9 @@ public struct FCMDeliveryDataReader: Service {
             SELECT app_id, project_id, credentials_file, android_app_id
             FROM herald.claim_fcm_delivery_reads($1, make_interval(secs => $2))
             """
-        static let record = "SELECT herald.record_fcm_delivery_days($1, $2::herald.fcm_delivery_day[], $3, $4)"
+        static let record = """
+            SELECT herald.record_fcm_delivery_days($1, $2::herald.fcm_delivery_day[], $3, $4, make_interval(secs => $5))
+            """
     }
 
     /// A day as `herald.fcm_delivery_day` takes it.
@@ -114,7 +119,22 @@ public struct FCMDeliveryDataReader: Service {
                     "could not read an app's FCM delivery data; trying again in an hour",
                     metadata: ["app": "\(app)", "problem": "\(error)"])
             }
-            try await connection.query(SQL.record, [app, days.map(DayRow.init), clock.now(), problem])
+            do {
+                try await connection.query(
+                    SQL.record, [app, days.map(DayRow.init), clock.now(), problem, retention.seconds])
+            } catch {
+                // What Google gave could not be kept (a row PostgreSQL refuses): kept as the read's
+                // problem, so that it is tried again in an hour, and the other apps go on.
+                logger.warning(
+                    "could not keep an app's FCM delivery data; trying again in an hour",
+                    metadata: ["app": "\(app)", "error": "\(error)"])
+                try await connection.query(
+                    SQL.record,
+                    [
+                        app, [DayRow](), clock.now(), "Google's delivery data could not be kept: \(error)",
+                        retention.seconds,
+                    ])
+            }
         }
         return due.count
     }
