@@ -593,12 +593,13 @@ GRANT EXECUTE ON FUNCTION herald.record_receipts(text,text,text,herald.provider_
 
 -- What became of a notification, step by step: for one notification (by id, or by its
 -- idempotency key), or for one user's notifications since `since` (newest first, at most
--- `max_notifications`, 100 at most, of the last week at most), every step in order with its time: its commit, ingest's verdict, each of
--- the user's devices it did not go to and why (disabled, and since when), and for each delivery
--- its fan-out, its holds for the device's store, each attempt's answer (the delivery's error
--- history), its send, the provider's receipt, the app's reports, its fetch, a wake-up sent to
--- the device meanwhile, and where it ended and why (or what it waits for). Tokens as logs show
--- them. Only for an app the session acts for; an operator's for any.
+-- `max_notifications`; 100 at most, of the last week at most), every step in order with its
+-- time: its commit, ingest's verdict, each of the user's devices it did not go to and why
+-- (disabled, and since when), and for each delivery its fan-out, its holds for the device's
+-- store, each attempt's answer (the delivery's error history), its send, the provider's receipt,
+-- the app's reports, its fetch, a wake-up sent to the device meanwhile, and where it ended and
+-- why (or what it waits for). Tokens as logs show them. Only for an app the session acts for;
+-- an operator's for any.
 --   SELECT * FROM herald.notification_path('shop', notification => 4294967301);
 --   SELECT * FROM herald.notification_path('shop', user_ref => 'alice', since => now() - interval '6 hours');
 -- A user's notifications are found by reading the app's notifications of the generations open
