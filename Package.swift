@@ -175,7 +175,7 @@ let package = Package(
         .target(
             name: "HeraldEndpoint",
             dependencies: [
-                "HeraldCore", "HeraldPostgres", "HeraldStatus", "HeraldPushKit",
+                "HeraldCore", "HeraldPostgres", "HeraldStatus",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -88,5 +88,8 @@ CREATE TYPE herald.provider_receipt AS (
     -- Epoch seconds, the provider's time.
     at          float8,
     -- What it proves of the device: none, token_dead, notifications_off.
-    effect      text
+    effect      text,
+    -- The delivery's report reference, echoed by a provider that signs nothing (Xiaomi): it names
+    -- the delivery and its device under Herald's HMAC. NULL: delivery_id says.
+    reference   text
 );

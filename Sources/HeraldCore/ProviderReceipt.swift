@@ -7,6 +7,10 @@ import Foundation
 public struct ProviderReceipt: Sendable, Equatable {
     /// The delivery the send tagged the message with; nil when the tag is not Herald's.
     public var deliveryID: Int64?
+    /// The delivery's report reference the send gave the provider to echo, which names the
+    /// delivery and its device under Herald's HMAC: for a provider that signs nothing, each of its
+    /// receipts proves itself. Nil when the provider echoes a tag (``deliveryID``) instead.
+    public var reference: String?
     /// The token the provider says it was for.
     public var token: String
     /// The provider's id of the send (Push Kit's request id).
@@ -28,10 +32,11 @@ public struct ProviderReceipt: Sendable, Equatable {
     }
 
     public init(
-        deliveryID: Int64?, token: String, messageID: String?, delivered: Bool, meaning: String, at: Date,
-        effect: Effect
+        deliveryID: Int64?, reference: String? = nil, token: String, messageID: String?, delivered: Bool,
+        meaning: String, at: Date, effect: Effect
     ) {
         self.deliveryID = deliveryID
+        self.reference = reference
         self.token = token
         self.messageID = messageID
         self.delivered = delivered
@@ -55,6 +60,10 @@ public struct ProviderReceipt: Sendable, Equatable {
 
 /// A provider's receipt callback as its server posts it: how it is signed, and what it holds.
 public protocol ReceiptReader: Sendable {
+    /// Whether the provider signs its posts with the app's credentials (Huawei does); when not,
+    /// each receipt carries the delivery's report reference and proves itself, and a post has no
+    /// signature to check or take once.
+    var signsPosts: Bool { get }
     /// The provider (`herald.providers`), as the receipt URL names it.
     var provider: String { get }
     /// The app's settings table that holds its receipt credentials (`receipt_username`,
@@ -103,4 +112,13 @@ public struct ReceiptRefusal: Error, Sendable, Equatable {
         self.kind = kind
         self.reason = reason
     }
+}
+
+extension ReceiptReader {
+    public var signsPosts: Bool { true }
+    public var settingsTable: String { "" }
+    public func screen(headers: [String: String], now: Date) -> ReceiptRefusal? { nil }
+    public func authenticate(headers: [String: String], credentials: ReceiptCredentials, now: Date) -> Result<
+        String, ReceiptRefusal
+    > { .success("") }
 }

@@ -154,6 +154,7 @@ public struct Daemon {
         var settings = Endpoint.Settings(host: address.host, port: address.port)
         settings.routes = routes
         settings.timeout = configuration.httpTimeout
+        settings.receiptReaders = ProviderReceipts.readers
         return Endpoint(
             settings: settings,
             connections: (0..<connections).map { _ in connection(.endpoint) }, logger: logger)

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldHTTP
 
 /// A message Xiaomi Mi Push's stand-in accepted: its form's fields.
 public struct ReceivedMiPushMessage: Sendable {
@@ -130,6 +131,17 @@ actor XiaomiService {
             return .error(65014, "键值对数目太多: at most 10 custom extras")
         }
         if (fields["payload"] ?? "").utf8.count > 4096 { return .error(65009, "消息内容太长") }
+        // A receipt's callback: a URL of at most 128 bytes, a parameter of at most 64, a type that
+        // is a sum of the receipts' (1, 2, 16, 32, 64, 128).
+        if let url = fields["extra.callback"], !url.hasPrefix("http") || url.utf8.count > 128 {
+            return .error(10017, "extra.callback is an http(s) URL of at most 128 bytes")
+        }
+        if let param = fields["extra.callback.param"], param.utf8.count > 64 {
+            return .error(10017, "extra.callback.param is at most 64 bytes")
+        }
+        if let type = fields["extra.callback.type"], Int(type).map({ (1...255).contains($0) }) != true {
+            return .error(10017, "extra.callback.type is a sum of 1, 2, 16, 32, 64 and 128")
+        }
         return nil
     }
 
@@ -226,4 +238,33 @@ extension Emulator {
 
     /// The messages Mi Push's stand-in accepted.
     public var xiaomiReceived: [ReceivedMiPushMessage] { get async { await routes.xiaomi.received } }
+
+    /// The post of Mi Push's receipts, to `url`, for each message the stand-in took that named a
+    /// callback, as Mi Push posts them: a form whose `data` is JSON keyed by message id, each
+    /// `{param, type, targets, jobkey, barStatus, timestamp}`, of type 1 (delivered) unless `types`
+    /// gives its regId another, at `at`; `barOff` marks a phone whose notifications are off.
+    public func miPushReceipts(to url: String, types: [String: Int] = [:], barOff: Set<String> = [], at: Date) async
+        -> HTTPRequest
+    {
+        let millis = Int64((at.timeIntervalSince1970 * 1000).rounded())
+        var messages: [String: Any] = [:]
+        for message in await xiaomiReceived {
+            guard let param = message.fields["extra.callback.param"] else { continue }
+            let type = types[message.regID] ?? 1
+            var entry: [String: Any] = [
+                "param": param, "type": type, "targets": message.regID, "jobkey": "",
+                "barStatus": barOff.contains(message.regID) ? "Disable" : "Enable", "timestamp": millis,
+            ]
+            if type == 16 { entry["errorCode"] = 1 }
+            messages[message.messageID] = entry
+        }
+        let json = (try? JSONSerialization.data(withJSONObject: messages, options: [.sortedKeys])) ?? Data("{}".utf8)
+        let data =
+            String(decoding: json, as: UTF8.self)
+            .addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~")))
+            ?? ""
+        return HTTPRequest(
+            method: "POST", url: url, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+            body: [UInt8]("data=\(data)".utf8))
+    }
 }

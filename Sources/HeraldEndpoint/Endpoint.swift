@@ -53,6 +53,9 @@ public struct Endpoint: Service {
         public var maxReceiptBytes = 1 << 20
         /// The time receipts' signatures are checked against.
         public var clock: any WallClock = SystemClock()
+        /// The providers whose receipts it takes (`/v1/receipts/{provider}/…`): none unless given;
+        /// the daemon gives every provider's (`ProviderReceipts.readers`).
+        public var receiptReaders: [any ReceiptReader] = []
         /// The most connections open at once: a quarter of the process's file descriptors
         /// (`RLIMIT_NOFILE`), at most 4096, so the database, the push services and the files
         /// always have the rest.

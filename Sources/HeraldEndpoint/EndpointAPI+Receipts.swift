@@ -1,20 +1,17 @@
 import Foundation
 import HeraldCore
 import HeraldPostgres
-import HeraldPushKit
 import Hummingbird
 import Metrics
 import NIOCore
 import Synchronization
 
 /// The providers' receipts (`POST /v1/receipts/{provider}/{app}`): the URL an app registers with
-/// its provider (AppGallery Connect's receipt configuration, for Push Kit), each post checked with
-/// the app's callback credentials and recorded by `herald.record_receipts`.
+/// its provider (AppGallery Connect's receipt configuration, for Push Kit) or each message names
+/// (Xiaomi's callback), each post checked with the app's callback credentials, or each receipt by
+/// the delivery reference it echoes, and recorded by `herald.record_receipts`. The readers are the
+/// settings' (``Endpoint/Settings/receiptReaders``): the daemon gives every provider's.
 extension EndpointAPI {
-    /// The providers whose receipts Herald takes, by the name their URL has.
-    static let receiptReaders: [String: any ReceiptReader] = Dictionary(
-        uniqueKeysWithValues: [PushKitReceipts.android, PushKitReceipts.harmony].map { ($0.provider, $0) })
-
     enum ReceiptSQL {
         static func credentials(_ table: String) -> String {
             "SELECT receipt_username, receipt_key_file FROM \(table) WHERE app_id = $1"
@@ -37,17 +34,18 @@ extension EndpointAPI {
             record.append(receipt.meaning)
             record.append(receipt.at.timeIntervalSince1970)
             record.append(receipt.effect.rawValue)
+            record.append(receipt.reference)
         }
     }
 
     func receipts(_ request: Request, provider: String, app: String) async -> Response {
-        guard let reader = Self.receiptReaders[provider] else {
+        guard let reader = settings.receiptReaders.first(where: { $0.provider == provider }) else {
             return Self.json(
                 .notFound,
                 [
                     "message":
                         "no provider named \(provider.prefix(40)) posts receipts here; these do: "
-                        + Self.receiptReaders.keys.sorted().joined(separator: ", ")
+                        + settings.receiptReaders.map(\.provider).sorted().joined(separator: ", ")
                 ])
         }
         // Counted by provider and why, never by the app the URL names: anyone may post any name.
@@ -59,28 +57,31 @@ extension EndpointAPI {
         if let refusal = Self.controlCharacterRefusal([("app", app)]) {
             return refused(.badRequest, "malformed", ReceiptRefusal(.malformed, refusal))
         }
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.canonicalName] = field.value }
-        // Before the database is asked anything: a post that cannot be signed right costs nothing.
-        if let refusal = reader.screen(headers: headers, now: settings.clock.now()) {
-            return refused(.unauthorized, "unauthenticated", refusal)
-        }
-        let credentials: ReceiptCredentials
-        switch await receiptCredentials(reader, app: app) {
-        case .success(let found?): credentials = found
-        case .success(nil):
-            return refused(
-                .forbidden, "not_set_up",
-                ReceiptRefusal(
-                    .unauthenticated,
-                    "app \(app.prefix(100)) takes no \(provider) receipts: set receipt_username and receipt_key_file"
-                        + " in \(reader.settingsTable) to the callback user name and key of its receipt configuration"))
-        case .failure(let refusal): return refusal.response
-        }
-        let nonce: String
-        switch reader.authenticate(headers: headers, credentials: credentials, now: settings.clock.now()) {
-        case .success(let checked): nonce = checked
-        case .failure(let refusal): return refused(.unauthorized, "unauthenticated", refusal)
+        var nonce: String?
+        if reader.signsPosts {
+            var headers: [String: String] = [:]
+            for field in request.headers { headers[field.name.canonicalName] = field.value }
+            // Before the database is asked anything: a post that cannot be signed right costs nothing.
+            if let refusal = reader.screen(headers: headers, now: settings.clock.now()) {
+                return refused(.unauthorized, "unauthenticated", refusal)
+            }
+            let credentials: ReceiptCredentials
+            switch await receiptCredentials(reader, app: app) {
+            case .success(let found?): credentials = found
+            case .success(nil):
+                return refused(
+                    .forbidden, "not_set_up",
+                    ReceiptRefusal(
+                        .unauthenticated,
+                        "app \(app.prefix(100)) takes no \(provider) receipts: set receipt_username and"
+                            + " receipt_key_file in \(reader.settingsTable) to the callback user name and key of its"
+                            + " receipt configuration"))
+            case .failure(let refusal): return refusal.response
+            }
+            switch reader.authenticate(headers: headers, credentials: credentials, now: settings.clock.now()) {
+            case .success(let checked): nonce = checked
+            case .failure(let refusal): return refused(.unauthorized, "unauthenticated", refusal)
+            }
         }
         let body: ByteBuffer
         switch await readBody(request, limit: settings.maxReceiptBytes) {
@@ -110,10 +111,14 @@ extension EndpointAPI {
             }
             var counts = Dictionary(outcomes.map { ($0.outcome, 1) }, uniquingKeysWith: +)
             if read.unreadable > 0 { counts["unreadable", default: 0] += read.unreadable }
+            // The app is named once it is known to be one: its credentials signed the post, or a
+            // receipt matched one of its deliveries. A name anyone may post goes uncounted by name.
+            let matched = ["delivered", "not_delivered", "known", "busy"]
+            let known = reader.signsPosts || outcomes.contains { matched.contains($0.outcome) }
             for (outcome, count) in counts {
                 Counter(
                     label: "herald_receipts_total",
-                    dimensions: [("provider", provider), ("app", app), ("outcome", outcome)]
+                    dimensions: [("provider", provider), ("app", known ? app : "-"), ("outcome", outcome)]
                 ).increment(by: count)
             }
             let delays = Timer(label: "herald_receipt_delay_seconds", dimensions: [("provider", provider)])

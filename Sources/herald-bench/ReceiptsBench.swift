@@ -5,6 +5,7 @@ import HeraldEndpoint
 import HeraldHTTP
 import HeraldPostgres
 import HeraldSchema
+import HeraldWorkers
 import Logging
 
 #if canImport(Glibc)
@@ -74,6 +75,7 @@ struct ReceiptsBench: AsyncParsableCommand {
         let (ports, listening) = AsyncStream<Int>.makeStream()
         var settings = Endpoint.Settings(host: "127.0.0.1", port: 0)
         settings.maxConnections = posters * 2
+        settings.receiptReaders = ProviderReceipts.readers
         let endpoint = Endpoint(
             settings: settings,
             connections: [

@@ -5,6 +5,7 @@ import HeraldEndpoint
 import HeraldHTTP
 import HeraldPostgres
 import HeraldTestSupport
+import HeraldWorkers
 import Logging
 import Testing
 
@@ -44,8 +45,10 @@ import Testing
         }
 
         /// Each delivery's receipt and its reason, by device.
-        func receipts() async throws -> [String: String] {
-            let rows = try await f.db.query(
+        func receipts() async throws -> [String: String] { try await Self.receipts(f.db) }
+
+        static func receipts(_ db: PostgresConnection) async throws -> [String: String] {
+            let rows = try await db.query(
                 """
                 SELECT v.device_id, coalesce(d.receipt || ': ' || d.receipt_reason, '-')
                 FROM herald.deliveries d JOIN herald.devices v ON v.id = d.device_id
@@ -54,8 +57,10 @@ import Testing
         }
 
         /// Each device's state: enabled, or why not; and whether its notifications are off.
-        func devices() async throws -> [String: String] {
-            let rows = try await f.db.query(
+        func devices() async throws -> [String: String] { try await Self.devices(f.db) }
+
+        static func devices(_ db: PostgresConnection) async throws -> [String: String] {
+            let rows = try await db.query(
                 """
                 SELECT device_id, coalesce(disabled_cause, 'enabled')
                        || CASE WHEN notifications_off_at IS NULL THEN '' ELSE ', notifications off' END
@@ -96,8 +101,10 @@ import Testing
         try await f.db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
         let daemon = try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)")
         let (ports, listening) = AsyncStream<Int>.makeStream()
+        var settings = Endpoint.Settings(host: "127.0.0.1", port: 0)
+        settings.receiptReaders = ProviderReceipts.readers
         let endpoint = Endpoint(
-            settings: Endpoint.Settings(host: "127.0.0.1", port: 0), connections: [daemon],
+            settings: settings, connections: [daemon],
             logger: Logger(label: "test"), onListening: { listening.yield($0) })
         let server = Task { try await endpoint.run() }
         var iterator = ports.makeAsyncIterator()

@@ -65,7 +65,8 @@ CREATE TYPE herald.provider_receipt AS (
     delivered boolean,
     meaning text,
     at double precision,
-    effect text
+    effect text,
+    reference text
 );
 
 CREATE TYPE herald.send_outcome AS (

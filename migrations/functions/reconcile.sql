@@ -475,7 +475,8 @@ REVOKE ALL ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,interv
 GRANT EXECUTE ON FUNCTION herald.reconcile(bigint[],timestamp with time zone,interval,interval,interval) TO herald_daemon;
 
 -- Records the receipts a provider posted for `app` (the endpoint checked their signature, which
--- covered `nonce`): each on its delivery, and what it proves on the device. A receipt counts only
+-- covered `nonce`; NULL for a provider that signs nothing, whose receipts each carry the
+-- delivery's report reference instead): each on its delivery, and what it proves on the device. A receipt counts only
 -- for a delivery of that app's, sent through that provider to the token the receipt names (and,
 -- once the send's answer is recorded, in that send: `message_id`); any other is refused, and
 -- says nothing of whose delivery it named. Never backwards: a delivered receipt is final, and a
@@ -500,27 +501,35 @@ SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET lock_timeout TO
 AS $$
 #variable_conflict use_variable
 BEGIN
-    -- A few expired nonces a call, none another post is deleting: posts never wait on each other.
-    DELETE FROM herald.receipt_nonces n
-    WHERE n.ctid = ANY(ARRAY(SELECT o.ctid FROM herald.receipt_nonces o WHERE o.seen_at < at - interval '10 minutes'
-                             LIMIT 100 FOR UPDATE SKIP LOCKED));
-    INSERT INTO herald.receipt_nonces (provider, app_id, nonce, seen_at) VALUES (provider, app, nonce, at)
-    ON CONFLICT DO NOTHING;
-    IF NOT FOUND THEN
-        RETURN QUERY SELECT 'replayed'::text, NULL::float8;
-        RETURN;
+    -- A post a provider signs (a nonce): a few expired nonces a call, none another post is
+    -- deleting, so that posts never wait on each other; then this one, taken once.
+    IF nonce IS NOT NULL THEN
+        DELETE FROM herald.receipt_nonces n
+        WHERE n.ctid = ANY(ARRAY(SELECT o.ctid FROM herald.receipt_nonces o
+                                 WHERE o.seen_at < at - interval '10 minutes' LIMIT 100 FOR UPDATE SKIP LOCKED));
+        INSERT INTO herald.receipt_nonces (provider, app_id, nonce, seen_at) VALUES (provider, app, nonce, at)
+        ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'replayed'::text, NULL::float8;
+            RETURN;
+        END IF;
     END IF;
     RETURN QUERY
     WITH given AS (
         -- A time past the post's own (by more than a signature's window) would stop later receipts
         -- from replacing this one: it is taken as the post's.
-        SELECT u.delivery_id, u.token, u.message_id, u.delivered, u.meaning,
+        -- A reference names the delivery and its device, or nothing when forged.
+        SELECT coalesce(o.delivery_id, CASE WHEN u.reference IS NULL THEN u.delivery_id END) AS delivery_id,
+               o.device_id AS referenced_device, u.token, u.message_id, u.delivered, u.meaning,
                least(to_timestamp(u.at), at + interval '5 minutes') AS said_at,
-               CASE WHEN u.delivered THEN 'delivered' ELSE u.effect END AS effect, u.ord
-        FROM unnest(receipts) WITH ORDINALITY AS u(delivery_id, token, message_id, delivered, meaning, at, effect, ord)
+               CASE WHEN u.delivered AND u.effect = 'none' THEN 'delivered' ELSE u.effect END AS effect, u.ord
+        FROM unnest(receipts) WITH ORDINALITY
+             AS u(delivery_id, token, message_id, delivered, meaning, at, effect, reference, ord)
+        LEFT JOIN LATERAL herald.open_reference(u.reference) o ON u.reference IS NOT NULL
     ), judged AS (
         SELECT g.*, d.id, d.device_id, coalesce(d.sent_at, d.created_at) AS sent, n.created_at AS committed_at,
                CASE WHEN d.id IS NULL OR dev.app_id IS DISTINCT FROM app
+                         OR (g.referenced_device IS NOT NULL AND g.referenced_device IS DISTINCT FROM d.device_id)
                          OR NOT EXISTS (SELECT FROM herald.route_targets t JOIN herald.routes r ON r.route = t.route
                                         WHERE t.payload_kind = d.payload_kind AND t.token_kind = dev.token_kind
                                           AND r.provider = record_receipts.provider)

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldPushKit
 import Synchronization
 
 /// One provider's way of sending an app's deliveries, in one place: how it is made from the
@@ -75,6 +76,14 @@ enum Providers {
     static func byName(_ providers: [any ProviderRoute.Type]) -> [String: any ProviderRoute.Type] {
         Dictionary(uniqueKeysWithValues: providers.map { ($0.name, $0) })
     }
+}
+
+/// The providers that post receipts, as the endpoint reads them: a reader of each here, beside
+/// the provider's client.
+public enum ProviderReceipts {
+    public static let readers: [any ReceiptReader] = [
+        PushKitReceipts.android, PushKitReceipts.harmony, MiPushReceipts(),
+    ]
 }
 
 /// Until when a provider asked what an app sends to wait (Huawei's traffic control, Xiaomi's

@@ -73,6 +73,9 @@ struct MiPushMessage: Sendable {
     var payload: String
     var notifyID: Int
     var ttlMilliseconds: Int
+    /// Where Mi Push posts its receipts (`extra.callback`), and what it echoes in each
+    /// (`extra.callback.param`: the delivery's report reference); nil: no receipts.
+    var receipt: (url: String, param: String)?
 
     static let longestTitle = 49
     static let longestDescription = 127
@@ -95,6 +98,12 @@ struct MiPushMessage: Sendable {
             case .openWeb(let url): fields += [("extra.notify_effect", "3"), ("extra.web_uri", url)]
             }
             if let channel = shown.channelID { fields.append(("extra.channel_id", channel)) }
+        }
+        if let receipt {
+            fields += [
+                ("extra.callback", receipt.url), ("extra.callback.param", receipt.param),
+                ("extra.callback.type", "\(MiPushReceipts.types)"),
+            ]
         }
         return formEncoded(fields)
     }

@@ -125,6 +125,7 @@ struct XiaomiRoute: TokenRoute {
             regID: delivery.target?.deviceToken ?? "", packageName: setup.packageName, shown: shown,
             payload: String(decoding: payload.encodedBytes, as: UTF8.self),
             notifyID: PayloadBuilder.notifyID(notification.id),
-            ttlMilliseconds: min(PayloadBuilder.ttl(delivery, now: now), longest) * 1000)
+            ttlMilliseconds: min(PayloadBuilder.ttl(delivery, now: now), longest) * 1000,
+            receipt: MiPushReceipts.callback(for: delivery, builder: builder))
     }
 }
