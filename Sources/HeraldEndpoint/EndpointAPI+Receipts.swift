@@ -106,7 +106,7 @@ extension EndpointAPI {
             if outcomes.contains(where: { $0.outcome == "replayed" }) {
                 return refused(
                     .unauthorized, "replayed",
-                    ReceiptRefusal(.unauthenticated, "this signature's nonce was taken before: a receipt is taken once")
+                    ReceiptRefusal(.unauthenticated, "this signature was taken before: a signed post is taken once")
                 )
             }
             var counts = Dictionary(outcomes.map { ($0.outcome, 1) }, uniquingKeysWith: +)

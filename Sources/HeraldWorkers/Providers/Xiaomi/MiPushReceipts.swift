@@ -70,7 +70,10 @@ struct MiPushReceipts: ReceiptReader {
     static func receipts(messageID: String, _ entry: [String: Any]) -> [ProviderReceipt]? {
         func printable(_ text: String) -> Bool { text.utf8.allSatisfy { (0x21...0x7E).contains($0) } }
         guard messageID.utf8.count <= 128, printable(messageID),
-            let param = entry["param"] as? String, param.utf8.count <= longestParam, printable(param),
+            // A report reference's shape (43 Base64url characters); anything else is no receipt
+            // of Herald's, and costs the database nothing.
+            let param = entry["param"] as? String, param.utf8.count == 43,
+            param.utf8.allSatisfy({ $0.isBase64URL }),
             let targets = (entry["targets"] as? String)?.split(separator: ",").map(String.init), !targets.isEmpty,
             targets.count <= 1000, targets.allSatisfy({ (1...4096).contains($0.utf8.count) && printable($0) }),
             let type = integer(entry["type"]), let millis = integer(entry["timestamp"]),
@@ -130,5 +133,11 @@ struct MiPushReceipts: ReceiptReader {
             if parts.count == 2 { fields[parts[0]] = parts[1] }
         }
         return fields
+    }
+}
+
+extension UInt8 {
+    fileprivate var isBase64URL: Bool {
+        (48...57).contains(self) || (65...90).contains(self) || (97...122).contains(self) || self == 45 || self == 95
     }
 }
