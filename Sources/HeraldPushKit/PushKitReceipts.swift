@@ -112,11 +112,9 @@ public struct PushKitReceipts: ReceiptReader {
     public var acceptedAnswer: String { #"{"code":"0","message":"success"}"# }
 
     public func refusedAnswer(_ refusal: ReceiptRefusal) -> String {
-        let message = String(
-            decoding: (try? JSONSerialization.data(withJSONObject: [refusal.reason])) ?? Data("[\"\"]".utf8),
-            as: UTF8.self
-        ).dropFirst().dropLast()
-        return #"{"code":"\#(refusal.kind == .unauthenticated ? 401 : 400)","message":\#(message)}"#
+        JSONValue.object([
+            ("code", .string(refusal.kind == .unauthenticated ? "401" : "400")), ("message", .string(refusal.reason)),
+        ]).encoded
     }
 
     /// A post's body: `statuses`, each read on its own, so one that is not a status spoils

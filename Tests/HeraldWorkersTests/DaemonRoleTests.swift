@@ -8,9 +8,7 @@ import Testing
 @Suite struct DaemonRoleTests {
     @Test func theDaemonRoleRunsTheWorkersButCannotChangeTheSchemaOrTheSecrets() async throws {
         let f = try await WorkerFixture.make()
-        let login = "daemon_\(f.database.name.suffix(8))"
-        try await f.db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
-        let daemon = try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)")
+        let daemon = try await f.daemonConnection()
         var context = f.context
         context.connection = daemon
         let queue = JobQueue(connection: daemon, workerID: "daemon-role", clock: context.clock)

@@ -15,11 +15,8 @@ import Testing
 
     /// The reader, as the daemon's role.
     func reader(_ f: WorkerFixture, clock: any WallClock) async throws -> FCMDeliveryDataReader {
-        let login = "daemon_\(f.database.name.suffix(8))"
-        try await f.db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
-        return FCMDeliveryDataReader(
-            connection: try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)"),
-            http: HTTPClient(),
+        FCMDeliveryDataReader(
+            connection: try await f.daemonConnection(), http: HTTPClient(),
             endpoint: f.emulator.baseURL, defaultCredentialsFile: nil, clock: clock, logger: Logger(label: "test"))
     }
 

@@ -50,19 +50,8 @@ import Testing
         }
         try await f.ingest()
         try await DispatchWorker(context: f.context, publicURL: Self.publicURL).drain()
-        let login = "daemon_\(f.database.name.suffix(8))"
-        try await f.db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
-        let daemon = try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)")
-        let (ports, listening) = AsyncStream<Int>.makeStream()
-        var settings = Endpoint.Settings(host: "127.0.0.1", port: 0)
-        settings.receiptReaders = ProviderReceipts.readers
-        let endpoint = Endpoint(
-            settings: settings, connections: [daemon], logger: Logger(label: "test"),
-            onListening: { listening.yield($0) })
-        let server = Task { try await endpoint.run() }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
-        return Running(f: f, base: "http://127.0.0.1:\(port)", server: server, secret: secret)
+        let (base, server) = try await PushKitReceiptTests.receiptEndpoint(f)
+        return Running(f: f, base: base, server: server, secret: secret)
     }
 
     func regID(_ phone: String) -> String { "d//igwEhgBGCI2TG6lWqlK" + String(repeating: "Q", count: 20) + phone }

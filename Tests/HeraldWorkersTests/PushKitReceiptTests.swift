@@ -96,20 +96,23 @@ import Testing
         }
         try await f.ingest()
         try await f.dispatch()
-        // As the daemon's role, which production runs it as.
-        let login = "daemon_\(f.database.name.suffix(8))"
-        try await f.db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
-        let daemon = try await PostgresConnection.connect("\(f.database.conninfo) user=\(login)")
+        let (base, server) = try await Self.receiptEndpoint(f)
+        return Running(f: f, base: base, server: server, keyFile: keyFile, secret: secret)
+    }
+
+    /// The app endpoint with every provider's receipt reader, as the daemon's role (which
+    /// production runs it as): its base URL, and its task.
+    static func receiptEndpoint(_ f: WorkerFixture) async throws -> (base: String, server: Task<Void, any Error>) {
         let (ports, listening) = AsyncStream<Int>.makeStream()
         var settings = Endpoint.Settings(host: "127.0.0.1", port: 0)
         settings.receiptReaders = ProviderReceipts.readers
         let endpoint = Endpoint(
-            settings: settings, connections: [daemon],
-            logger: Logger(label: "test"), onListening: { listening.yield($0) })
+            settings: settings, connections: [try await f.daemonConnection()], logger: Logger(label: "test"),
+            onListening: { listening.yield($0) })
         let server = Task { try await endpoint.run() }
         var iterator = ports.makeAsyncIterator()
         let port = try #require(await iterator.next())
-        return Running(f: f, base: "http://127.0.0.1:\(port)", server: server, keyFile: keyFile, secret: secret)
+        return ("http://127.0.0.1:\(port)", server)
     }
 
     func token(_ phone: String, harmony: Bool = false) -> String {

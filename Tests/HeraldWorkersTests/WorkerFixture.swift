@@ -234,6 +234,13 @@ struct WorkerFixture {
 extension WorkerFixture {
     /// A real producer: a role of its own that logs in as itself, granted app `shop` (a
     /// superuser's `SET ROLE` would not do, since `herald.acts_for` checks `session_user`).
+    /// A connection as a login of `herald_daemon`, the role production runs the daemon as.
+    func daemonConnection() async throws -> PostgresConnection {
+        let login = "daemon_\(database.name.suffix(8))"
+        try await db.execute("CREATE ROLE \(login) LOGIN IN ROLE herald_daemon")
+        return try await PostgresConnection.connect("\(database.conninfo) user=\(login)")
+    }
+
     func producer() async throws -> PostgresConnection {
         let login = "producer_\(database.name.suffix(8))"
         try await db.execute(

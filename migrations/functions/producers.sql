@@ -385,18 +385,21 @@ REVOKE ALL ON FUNCTION herald.device_changes_channel_of(text) FROM PUBLIC, heral
 -- per transaction and app: PostgreSQL folds identical notifications).
 CREATE OR REPLACE FUNCTION herald.record_device_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    change text;
+    reason text;
 BEGIN
+    IF TG_NAME = 'devices_record_notification_changes' THEN
+        change := CASE WHEN NEW.notifications_off_at IS NULL THEN 'notifications_on' ELSE 'notifications_off' END;
+        reason := NEW.notifications_off_reason;
+    ELSE
+        change := CASE NEW.disabled_cause WHEN 'token_invalid' THEN 'token_invalid' WHEN 'token_moved' THEN 'token_moved'
+                                          WHEN 'logout' THEN 'logged_out' WHEN 'operator' THEN 'disabled'
+                                          ELSE 'enabled' END;
+        reason := NEW.disabled_reason;
+    END IF;
     INSERT INTO herald.device_changes (app_id, device_id, change, reason, token_hint)
-    SELECT NEW.app_id, NEW.device_id, c.change, c.reason, herald.token_hint(coalesce(NEW.push_token, OLD.push_token))
-    FROM (SELECT CASE WHEN NEW.notifications_off_at IS NULL THEN 'notifications_on' ELSE 'notifications_off' END,
-                 NEW.notifications_off_reason
-          WHERE TG_NAME = 'devices_record_notification_changes'
-          UNION ALL
-          SELECT CASE NEW.disabled_cause WHEN 'token_invalid' THEN 'token_invalid' WHEN 'token_moved' THEN 'token_moved'
-                                         WHEN 'logout' THEN 'logged_out' WHEN 'operator' THEN 'disabled'
-                                         ELSE 'enabled' END,
-                 NEW.disabled_reason
-          WHERE TG_NAME <> 'devices_record_notification_changes') AS c(change, reason);
+    VALUES (NEW.app_id, NEW.device_id, change, reason, herald.token_hint(coalesce(NEW.push_token, OLD.push_token)));
     PERFORM pg_notify(herald.device_changes_channel_of(NEW.app_id), NEW.app_id);
     RETURN NULL;
 END;

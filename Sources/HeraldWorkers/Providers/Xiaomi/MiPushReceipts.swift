@@ -59,11 +59,7 @@ struct MiPushReceipts: ReceiptReader {
     var acceptedAnswer: String { #"{"code":0,"message":"success"}"# }
 
     func refusedAnswer(_ refusal: ReceiptRefusal) -> String {
-        let message = String(
-            decoding: (try? JSONSerialization.data(withJSONObject: [refusal.reason])) ?? Data("[\"\"]".utf8),
-            as: UTF8.self
-        ).dropFirst().dropLast()
-        return #"{"code":400,"message":\#(message)}"#
+        JSONValue.object([("code", .int(400)), ("message", .string(refusal.reason))]).encoded
     }
 
     /// One message's receipt, for each of its targets (Herald names one); nil when it is not one.
